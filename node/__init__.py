@@ -1,0 +1,1 @@
+"""splitbrain protocol node: wire format, sans-I/O protocol layers, stack composition."""

@@ -1,0 +1,106 @@
+"""The contract between a protocol layer and the stack that drives it.
+
+A layer is a sans-I/O state machine: it never reads a clock, opens a socket or starts a thread.
+Every entry point takes `now` (float seconds on the driver's clock) and returns a list of
+actions. Timers are data: a layer reports its next deadline and fires everything due in
+`on_timer(now)`, so the asyncio runtime keeps one `call_at` and the simulator jumps to it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .message import Message
+
+
+# ---- actions (outputs of a layer) -------------------------------------------------------------
+
+
+class Action:
+    """Base class of everything a layer hands back to the stack."""
+
+    __slots__ = ()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Down(Action):
+    """Pass a message to the layer below (or to the transport from the bottom layer)."""
+
+    msg: Message
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Up(Action):
+    """Pass messages from one source to the layer above (or to the application from the top)."""
+
+    msgs: list[Message]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Log(Action):
+    """Record one event of the event-log schema (node/events.py)."""
+
+    event: dict
+
+
+# ---- commands (inputs other than messages and timers) -----------------------------------------
+
+
+class Command:
+    """Base class of control inputs a driver or an admin gives to the whole stack."""
+
+    __slots__ = ()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ViewChange(Command):
+    """Install a membership view (injected by a test or, later, produced by GMS)."""
+
+    members: tuple[str, ...]
+    view_id: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SyncPeer(Command):
+    """Admin operation: force a resync of this node's receive window for `peer` (seed 000 goal #3)."""
+
+    peer: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SetConfig(Command):
+    """Change run-time settings of the layers that know them (e.g. xmit_interval)."""
+
+    values: dict
+
+
+# ---- the layer base class ---------------------------------------------------------------------
+
+
+class Layer:
+    """A protocol layer. Subclasses override what they handle; the defaults pass through."""
+
+    proto = "layer"
+
+    def down(self, msg: Message, now: float) -> list[Action]:
+        return [Down(msg=msg)]
+
+    def up(self, msgs: list[Message], now: float) -> list[Action]:
+        """A batch of messages from one source, in the order they arrived."""
+        return [Up(msgs=msgs)]
+
+    def command(self, cmd: Command, now: float) -> list[Action]:
+        return []
+
+    def next_deadline(self) -> float | None:
+        return None
+
+    def on_timer(self, now: float) -> list[Action]:
+        return []
+
+    def check_invariants(self) -> None:
+        """Raise AssertionError if internal state is inconsistent; the simulator calls it often."""
+
+    def snapshot(self) -> dict:
+        """A JSON-able view of the layer's state (admin API and final window snapshots)."""
+        return {}

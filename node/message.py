@@ -1,0 +1,84 @@
+"""Messages as they travel through a stack, and the application payload convention.
+
+A message carries one header per protocol layer (keyed by the layer's wire id, like JGroups'
+header map) and an opaque payload. Payloads produced by the workload start with an application
+id (sender, stream, n) so that checkers can verify order and completeness without trusting
+protocol seqnos; `Message.app` reads it back.
+"""
+
+from __future__ import annotations
+
+import struct
+
+# Magic prefix of a workload payload: b"SB" + length of the app id.
+_APP_MAGIC = b"SB"
+_APP_PREFIX = struct.Struct("!2sB")
+MAX_APP_ID_BYTES = 255
+
+
+class Message:
+    """One message: source and destination addresses, per-layer headers, payload bytes."""
+
+    __slots__ = ("src", "dest", "payload", "headers")
+
+    def __init__(self, src: str, dest: str, payload: bytes = b"", headers: dict | None = None):
+        self.src = src
+        self.dest = dest
+        self.payload = payload
+        self.headers = headers if headers is not None else {}
+
+    def with_header(self, proto_id: int, header) -> "Message":
+        """A copy with one more (or a replaced) header; the original is left untouched."""
+        headers = dict(self.headers)
+        headers[proto_id] = header
+        return Message(self.src, self.dest, self.payload, headers)
+
+    def copy(self) -> "Message":
+        return Message(self.src, self.dest, self.payload, dict(self.headers))
+
+    @property
+    def app(self) -> str | None:
+        return app_id_of(self.payload)
+
+    def __repr__(self) -> str:
+        return f"Message({self.src}->{self.dest} {self.headers!r} {len(self.payload)}B)"
+
+    def __eq__(self, other) -> bool:
+        return (
+            isinstance(other, Message)
+            and self.src == other.src
+            and self.dest == other.dest
+            and self.payload == other.payload
+            and self.headers == other.headers
+        )
+
+    __hash__ = None  # mutable
+
+
+def app_payload(sender: str, stream: int, n: int, size: int = 0) -> bytes:
+    """A workload payload: the app id "sender:stream:n", padded with zeros to `size` bytes."""
+    app = f"{sender}:{stream}:{n}".encode()
+    if len(app) > MAX_APP_ID_BYTES:
+        raise ValueError(f"app id too long: {len(app)} bytes")
+    head = _APP_PREFIX.pack(_APP_MAGIC, len(app)) + app
+    return head + bytes(max(0, size - len(head)))
+
+
+def app_id_of(payload: bytes) -> str | None:
+    """The app id embedded by `app_payload`, or None for any other payload."""
+    if len(payload) < 3 or payload[:2] != _APP_MAGIC:
+        return None
+    n = payload[2]
+    raw = payload[3 : 3 + n]
+    if len(raw) != n:
+        return None
+    try:
+        return raw.decode()
+    except UnicodeDecodeError:
+        return None
+
+
+def parse_app_id(app: str) -> tuple[str, int, int]:
+    """Split "sender:stream:n" into its parts (sender names may not contain ':')."""
+    sender, stream, n = app.rsplit(":", 2)
+    return sender, int(stream), int(n)

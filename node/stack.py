@@ -1,0 +1,90 @@
+"""A stack of layers and the router between them.
+
+Layers are ordered bottom (index 0, next to the transport) to top (next to the application).
+An input enters at one end, and each action a layer returns is routed at once: Down to the layer
+below, Up to the layer above, Log into the event buffer. What leaves the stack accumulates in
+three outboxes that the driver drains with `take()`: messages for the transport, messages for
+the application, and events for the log.
+"""
+
+from __future__ import annotations
+
+from .layer import Action, Command, Down, Layer, Log, Up
+from .message import Message
+
+
+class Stack:
+    def __init__(self, local: str, layers: list[Layer]):
+        if not layers:
+            raise ValueError("a stack needs at least one layer")
+        self.local = local
+        self.layers = layers
+        self.to_transport: list[Message] = []
+        self.to_app: list[Message] = []
+        self.events: list[dict] = []
+
+    # ---- inputs -------------------------------------------------------------------------------
+
+    def send(self, msg: Message, now: float) -> None:
+        """The application sends a message (msg.dest set, msg.src = local)."""
+        top = len(self.layers) - 1
+        self._route(top, self.layers[top].down(msg, now), now)
+
+    def receive(self, msgs: list[Message], now: float) -> None:
+        """The transport received a batch of messages from one source."""
+        if msgs:
+            self._route(0, self.layers[0].up(msgs, now), now)
+
+    def command(self, cmd: Command, now: float) -> None:
+        """Give a control input to every layer, top first."""
+        for idx in range(len(self.layers) - 1, -1, -1):
+            self._route(idx, self.layers[idx].command(cmd, now), now)
+
+    def next_deadline(self) -> float | None:
+        deadlines = [d for d in (layer.next_deadline() for layer in self.layers) if d is not None]
+        return min(deadlines) if deadlines else None
+
+    def on_timer(self, now: float) -> None:
+        """Fire every layer whose deadline has come, bottom first (a fixed order, for replay)."""
+        for idx, layer in enumerate(self.layers):
+            deadline = layer.next_deadline()
+            if deadline is not None and deadline <= now:
+                self._route(idx, layer.on_timer(now), now)
+
+    # ---- outputs ------------------------------------------------------------------------------
+
+    def take(self) -> tuple[list[Message], list[Message], list[dict]]:
+        """Drain the outboxes: (to transport, to application, events)."""
+        out = (self.to_transport, self.to_app, self.events)
+        self.to_transport, self.to_app, self.events = [], [], []
+        return out
+
+    def layer(self, kind: type) -> Layer:
+        for layer in self.layers:
+            if isinstance(layer, kind):
+                return layer
+        raise KeyError(kind.__name__)
+
+    def check_invariants(self) -> None:
+        for layer in self.layers:
+            layer.check_invariants()
+
+    # ---- routing ------------------------------------------------------------------------------
+
+    def _route(self, idx: int, actions: list[Action], now: float) -> None:
+        for action in actions:
+            kind = type(action)
+            if kind is Down:
+                if idx == 0:
+                    self.to_transport.append(action.msg)
+                else:
+                    self._route(idx - 1, self.layers[idx - 1].down(action.msg, now), now)
+            elif kind is Up:
+                if idx == len(self.layers) - 1:
+                    self.to_app.extend(action.msgs)
+                else:
+                    self._route(idx + 1, self.layers[idx + 1].up(action.msgs, now), now)
+            elif kind is Log:
+                self.events.append(action.event)
+            else:
+                raise TypeError(f"layer {self.layers[idx].proto} returned {action!r}")

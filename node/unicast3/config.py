@@ -1,0 +1,85 @@
+"""UNICAST3 settings, validated. Defaults are JGroups' where JGroups has one (JGroups 5.x)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+
+RESYNC_MODES = ("sync", "timestamp", "first_seqno")
+MUTATIONS = ("ack_purges_one_more",)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Unicast3Config:
+    # The retransmit task period: resend of highest-sent, XMIT-REQ, SYNC resends, reaping.
+    xmit_interval: float = 0.5
+    # Minimum time between two ACKs to one peer; acks in between are merged into the next one.
+    # JGroups sends delayed acks from its retransmit task, so its effective interval is
+    # xmit_interval; 0 sends an ack at the end of every message or batch.
+    ack_min_interval: float = 0.5
+    # A batch of at least this many messages is acked at once, interval or not (JGroups: 100).
+    ack_threshold: int = 100
+    # Most seqnos asked for in one XMIT-REQ (JGroups bounds it in bytes: max_xmit_req_size).
+    max_xmit_req_seqnos: int = 8192
+    # OPEN -> CLOSING after this long idle; 0 disables reaping (JGroups: 2 min).
+    conn_expiry_timeout: float = 120.0
+    # CLOSING -> CLOSED (entry removed, CLOSE sent) after this long (JGroups: 4 min).
+    conn_close_timeout: float = 240.0
+    # How a receiver without a usable window gets back in step with a sender.
+    resync: str = "sync"
+    # sync: a SYNC / SYNC-OK / SYNC-ACK exchange not finished by then is abandoned.
+    sync_timeout: float = 5.0
+    # timestamp: at most one SEND_FIRST_SEQNO per sender per this interval (JGroups: 2 s).
+    sync_min_interval: float = 2.0
+    # Deliberately broken variants, to prove that the checkers catch real bugs. Never in production.
+    mutation: str | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("xmit_interval",):
+            if getattr(self, name) <= 0:
+                raise ValueError(f"{name}: must be > 0, got {getattr(self, name)!r}")
+        for name in ("ack_min_interval", "conn_expiry_timeout", "conn_close_timeout", "sync_min_interval"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"{name}: must be >= 0, got {getattr(self, name)!r}")
+        if self.sync_timeout <= 0:
+            raise ValueError(f"sync_timeout: must be > 0, got {self.sync_timeout!r}")
+        for name in ("ack_threshold", "max_xmit_req_seqnos"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name}: must be >= 1, got {getattr(self, name)!r}")
+        if self.resync not in RESYNC_MODES:
+            raise ValueError(f"resync: must be one of {', '.join(RESYNC_MODES)}, got {self.resync!r}")
+        if self.mutation is not None and self.mutation not in MUTATIONS:
+            raise ValueError(f"mutation: must be one of {', '.join(MUTATIONS)}, got {self.mutation!r}")
+
+    @classmethod
+    def from_dict(cls, values: dict) -> "Unicast3Config":
+        """Build from a scenario's `config:` mapping; unknown keys and wrong types name the key."""
+        known = {f.name: f for f in fields(cls)}
+        clean = {}
+        for key, value in values.items():
+            if key not in known:
+                raise ValueError(f"{key}: unknown UNICAST3 setting (known: {', '.join(sorted(known))})")
+            clean[key] = _coerce(key, value, getattr(cls(), key))
+        return cls(**clean)
+
+    def updated(self, values: dict) -> "Unicast3Config":
+        """A copy with some settings changed (run-time reconfiguration), validated like from_dict."""
+        return Unicast3Config.from_dict({**self.as_dict(), **values})
+
+    def as_dict(self) -> dict:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+
+def _coerce(key: str, value, default):
+    if isinstance(default, bool) or default is None or isinstance(default, str):
+        if value is not None and not isinstance(value, str) and default is not None:
+            raise ValueError(f"{key}: expected a string, got {value!r}")
+        return value
+    if isinstance(default, int) and not isinstance(default, bool):
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ValueError(f"{key}: expected an integer, got {value!r}")
+        return value
+    if isinstance(default, float):
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ValueError(f"{key}: expected a number of seconds, got {value!r}")
+        return float(value)
+    return value

@@ -1,0 +1,103 @@
+"""Connection entries of UNICAST3 and their state machine.
+
+A SenderEntry is this node's send window towards one peer, a ReceiverEntry its receive window
+for one peer. Both go OPEN -> CLOSING -> CLOSED (seed 002, "Connection establishment"); every
+allowed change is listed in TRANSITIONS, and any other (state, cause) pair is a protocol error.
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+
+from ..message import Message
+
+
+class ConnState(Enum):
+    OPEN = "OPEN"
+    CLOSING = "CLOSING"
+    CLOSED = "CLOSED"
+
+
+class ConnStateError(RuntimeError):
+    """An unlisted (state, cause) pair: a bug in this layer, never caused by a peer."""
+
+
+# (state, cause) -> new state.
+TRANSITIONS: dict[tuple[ConnState, str], ConnState] = {
+    (ConnState.OPEN, "expired"): ConnState.CLOSING,
+    (ConnState.OPEN, "left_view"): ConnState.CLOSING,
+    (ConnState.CLOSING, "send"): ConnState.OPEN,
+    (ConnState.CLOSING, "receive"): ConnState.OPEN,
+    (ConnState.CLOSING, "joined_view"): ConnState.OPEN,
+    (ConnState.CLOSING, "close_timeout"): ConnState.CLOSED,
+    (ConnState.OPEN, "close_rx"): ConnState.CLOSED,
+    (ConnState.CLOSING, "close_rx"): ConnState.CLOSED,
+    (ConnState.OPEN, "replaced"): ConnState.CLOSED,
+    (ConnState.CLOSING, "replaced"): ConnState.CLOSED,
+}
+
+
+def next_state(state: ConnState, cause: str) -> ConnState:
+    try:
+        return TRANSITIONS[(state, cause)]
+    except KeyError:
+        raise ConnStateError(f"no transition from {state.name} on {cause!r}") from None
+
+
+class SenderEntry:
+    """Send window to one peer: seqnos HA+1..HS are unacked and kept for retransmission."""
+
+    __slots__ = (
+        "peer", "conn_id", "next_seqno", "ha", "msgs", "state", "last_active", "prev_xmit",
+        "awaiting_sync_ack", "sync_started", "prev_conn_id", "last_timestamp",
+    )
+
+    def __init__(self, peer: str, conn_id: int, now: float):
+        self.peer = peer
+        self.conn_id = conn_id
+        self.next_seqno = 1
+        self.ha = 0  # highest acked
+        self.msgs: dict[int, Message] = {}  # HA+1..HS, as sent
+        self.state = ConnState.OPEN
+        self.last_active = now
+        self.prev_xmit: tuple[int, int] | None = None  # (HA, HS) at the previous retransmit run
+        self.awaiting_sync_ack = False  # SYNC: ACKs from the peer are ignored until SYNC-ACK
+        self.sync_started = 0.0
+        self.prev_conn_id = 0
+        self.last_timestamp = -1  # resync=timestamp: highest ACK/SEND_FIRST_SEQNO timestamp seen
+
+    @property
+    def hs(self) -> int:
+        return self.next_seqno - 1
+
+    def check(self) -> None:
+        assert 0 <= self.ha <= self.hs, f"send window to {self.peer}: HA {self.ha} > HS {self.hs}"
+        assert len(self.msgs) == self.hs - self.ha, (
+            f"send window to {self.peer}: {len(self.msgs)} stored, HA {self.ha} HS {self.hs}"
+        )
+
+
+class ReceiverEntry:
+    """Receive window for one peer: delivered up to `delivered`, holding what came early."""
+
+    __slots__ = (
+        "peer", "conn_id", "delivered", "highest", "msgs", "state", "last_active",
+        "ack_pending", "last_ack_tx", "prev_missing",
+    )
+
+    def __init__(self, peer: str, conn_id: int, delivered: int, now: float):
+        self.peer = peer
+        self.conn_id = conn_id
+        self.delivered = delivered  # highest seqno delivered (the window's low edge)
+        self.highest = delivered  # highest seqno received
+        self.msgs: dict[int, Message] = {}  # received, not yet deliverable (seqno > delivered)
+        self.state = ConnState.OPEN
+        self.last_active = now
+        self.ack_pending = False
+        self.last_ack_tx = float("-inf")
+        self.prev_missing = None  # RangeSet of gaps seen at the previous retransmit run
+
+    def check(self) -> None:
+        assert self.delivered <= self.highest, f"recv window for {self.peer}: delivered > highest"
+        assert self.delivered + 1 not in self.msgs, f"recv window for {self.peer}: deliverable message held"
+        assert len(self.msgs) <= self.highest - self.delivered, f"recv window for {self.peer}: too many held"

@@ -1,0 +1,106 @@
+"""The UNICAST3 header and its compact per-type wire layout.
+
+Each message type carries only the fields it needs: a DATA header is 14 bytes (type, flags,
+seqno, conn_id), an ACK 22 (plus a timestamp for `resync: timestamp`), an XMIT-REQ carries its
+missing seqnos as at most MAX_XMIT_RANGES ranges.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+from enum import IntEnum
+
+from ..wire import HeaderCodec, WireError, register_header
+
+PROTO_ID = 3
+MAX_XMIT_RANGES = 256
+
+
+class MsgType(IntEnum):
+    DATA = 0
+    ACK = 1
+    SEND_FIRST_SEQNO = 2
+    XMIT_REQ = 3
+    CLOSE = 4
+    SYNC = 5
+    SYNC_OK = 6
+    SYNC_ACK = 7
+
+
+_TYPE_NAMES = {t.value: t.name for t in MsgType}
+FLAG_FIRST = 0x01
+
+
+@dataclass(frozen=True, slots=True)
+class U3Header:
+    type: MsgType
+    seqno: int = 0  # DATA: its seqno; ACK: highest delivered; SYNC_OK: low (first seqno to expect)
+    conn_id: int = 0
+    first: bool = False
+    timestamp: int = 0  # ACK and SEND_FIRST_SEQNO under resync=timestamp
+    prev_conn_id: int = 0  # SYNC_OK: the conn-id the sender had before the sync
+    ranges: tuple[tuple[int, int], ...] = ()  # XMIT_REQ: missing seqnos
+
+
+_HEAD = struct.Struct("!BB")
+_LAYOUT: dict[MsgType, tuple[struct.Struct, tuple[str, ...]]] = {
+    MsgType.DATA: (struct.Struct("!QI"), ("seqno", "conn_id")),
+    MsgType.ACK: (struct.Struct("!QIQ"), ("seqno", "conn_id", "timestamp")),
+    MsgType.SEND_FIRST_SEQNO: (struct.Struct("!IQ"), ("conn_id", "timestamp")),
+    MsgType.XMIT_REQ: (struct.Struct("!I"), ("conn_id",)),
+    MsgType.CLOSE: (struct.Struct("!I"), ("conn_id",)),
+    MsgType.SYNC: (struct.Struct("!I"), ("conn_id",)),
+    MsgType.SYNC_OK: (struct.Struct("!QII"), ("seqno", "conn_id", "prev_conn_id")),
+    MsgType.SYNC_ACK: (struct.Struct("!I"), ("conn_id",)),
+}
+_RANGE_COUNT = struct.Struct("!H")
+_RANGE = struct.Struct("!QQ")
+
+
+def encode(h: U3Header) -> bytes:
+    st, fields = _LAYOUT[h.type]
+    out = _HEAD.pack(h.type, FLAG_FIRST if h.first else 0) + st.pack(*(getattr(h, f) for f in fields))
+    if h.type is MsgType.XMIT_REQ:
+        if len(h.ranges) > MAX_XMIT_RANGES:
+            raise ValueError(f"XMIT-REQ with {len(h.ranges)} ranges (max {MAX_XMIT_RANGES})")
+        out += _RANGE_COUNT.pack(len(h.ranges)) + b"".join(_RANGE.pack(lo, hi) for lo, hi in h.ranges)
+    return out
+
+
+def decode(body: bytes) -> U3Header:
+    if len(body) < _HEAD.size:
+        raise WireError("UNICAST3 header too short")
+    type_raw, flags = _HEAD.unpack_from(body)
+    if type_raw not in _TYPE_NAMES:
+        raise WireError(f"unknown UNICAST3 message type {type_raw}")
+    if flags & ~FLAG_FIRST:
+        raise WireError(f"unknown UNICAST3 flags {flags:#x}")
+    mtype = MsgType(type_raw)
+    st, fields = _LAYOUT[mtype]
+    end = _HEAD.size + st.size
+    if len(body) < end:
+        raise WireError(f"UNICAST3 {mtype.name} header too short")
+    values = dict(zip(fields, st.unpack_from(body, _HEAD.size)))
+    ranges: tuple = ()
+    if mtype is MsgType.XMIT_REQ:
+        if len(body) < end + _RANGE_COUNT.size:
+            raise WireError("XMIT-REQ without range count")
+        (n,) = _RANGE_COUNT.unpack_from(body, end)
+        end += _RANGE_COUNT.size
+        if n > MAX_XMIT_RANGES or len(body) < end + n * _RANGE.size:
+            raise WireError(f"XMIT-REQ claims {n} ranges")
+        ranges = tuple(_RANGE.unpack_from(body, end + i * _RANGE.size) for i in range(n))
+        if any(lo > hi for lo, hi in ranges):
+            raise WireError("XMIT-REQ with an empty range")
+        end += n * _RANGE.size
+    if end != len(body):
+        raise WireError(f"UNICAST3 {mtype.name} header has {len(body) - end} extra bytes")
+    return U3Header(type=mtype, first=bool(flags & FLAG_FIRST), ranges=ranges, **values)
+
+
+def type_name(h: U3Header) -> str:
+    return h.type.name
+
+
+register_header(HeaderCodec(PROTO_ID, U3Header, encode, decode, type_name))

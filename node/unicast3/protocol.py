@@ -1,0 +1,669 @@
+"""UNICAST3: reliable, FIFO, exactly-once unicast per connection (seed 002) with SYNC (seed 000).
+
+Theory of operation
+-------------------
+Sender A numbers its messages to B 1, 2, 3... under a connection id (conn-id) and keeps every
+message until B acks it. B delivers in seqno order and sends cumulative ACKs: at the end of a
+message or batch, at once when a batch has `ack_threshold` messages, otherwise no sooner than
+`ack_min_interval` after its previous ACK (acks in between merge into the next one, never lost).
+A removes messages up to the acked seqno (HA = highest acked, HS = highest sent).
+
+The retransmit task runs every `xmit_interval`:
+- sender: if HA < HS and both are unchanged since the last run, resend message HS (the last
+  message or its ack was lost); retransmit unacked messages of CLOSING connections the same way;
+- receiver: send an XMIT-REQ for the gaps that were already gaps at the previous run (JGroups'
+  refinement: a gap seen once is usually a message still in flight), at most
+  `max_xmit_req_seqnos`; send a deferred SEND_FIRST_SEQNO (resync=first_seqno);
+- SYNC: resend SYNC / SYNC-OK until answered, and give up after `sync_timeout`;
+- reaping: OPEN -> CLOSING after `conn_expiry_timeout` idle, CLOSING -> CLOSED after
+  `conn_close_timeout` (a CLOSED sender entry sends CLOSE to its peer). Sending on, or
+  receiving on, a CLOSING connection reopens it. A view without a peer closes its entries.
+
+Resync, when B gets DATA from A but has no receive window for A or one with another conn-id:
+- `sync` (seed 000): B sends SYNC; A takes a new conn-id, ignores ACKs from B until SYNC-ACK and
+  answers SYNC-OK(low, conn-id); B creates (or re-keys) its window at low and sends SYNC-ACK; A
+  then resends its lowest and highest unacked messages. A delayed ACK from before the sync carries
+  the old conn-id and is discarded, which is what fixes JGRP-1875. `sync(peer)` starts it on demand.
+- `timestamp` (what JGroups shipped in 3.5): B sends SEND_FIRST_SEQNO at most once per
+  `sync_min_interval`; every ACK and SEND_FIRST_SEQNO carries a timestamp that increases per
+  receiver, and A ignores any older than the newest it has seen; A resends its lowest unacked
+  message with first=true, and B creates a window there.
+- `first_seqno` (seed 002 as written): B sets a flag, the retransmit task sends SEND_FIRST_SEQNO,
+  A resends its lowest unacked message with first=true on every request. A stale ACK with the
+  same conn-id still purges: JGRP-1873/1875 reproduce.
+
+A DATA message with first=true from a sender B has no window for creates the window (a new
+connection). Conn-ids combine the node's incarnation with a counter, so a restarted node never
+reuses the conn-ids of its previous life on the same address.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from ..events import make_event
+from ..layer import Action, Command, Down, Layer, Log, SetConfig, SyncPeer, Up, ViewChange
+from ..message import Message
+from ..rangeset import RangeSet
+from .config import Unicast3Config
+from .entries import ConnState, ReceiverEntry, SenderEntry, next_state
+from .header import MAX_XMIT_RANGES, PROTO_ID, MsgType, U3Header
+
+PROTO = "unicast3"
+_RETIRED_CONN_IDS = 16  # conn-ids remembered per sender as "replaced by a sync"
+
+
+class _RecvSync:
+    """A SYNC this node (as receiver) has started and not yet seen answered."""
+
+    __slots__ = ("started", "last_tx", "conn_seen")
+
+    def __init__(self, now: float, conn_seen: int):
+        self.started = now
+        self.last_tx = now
+        self.conn_seen = conn_seen
+
+
+class Unicast3(Layer):
+    proto = PROTO
+
+    def __init__(self, local: str, config: Unicast3Config, rng, incarnation: int = 0):
+        """`rng` is a seeded random.Random (only its getrandbits is used); `incarnation` must
+        grow across restarts of a node on the same address."""
+        self.local = local
+        self.config = config
+        self.incarnation = incarnation
+        self._conn_counter = rng.getrandbits(16)
+        self._timestamp = 0  # resync=timestamp: this node's ACK/SEND_FIRST_SEQNO clock
+        self.send_table: dict[str, SenderEntry] = {}
+        self.recv_table: dict[str, ReceiverEntry] = {}
+        self._syncs: dict[str, _RecvSync] = {}
+        self._first_seqno_pending: set[str] = set()
+        self._last_first_seqno_tx: dict[str, float] = {}
+        self._retired: dict[str, list[int]] = {}
+        self._ack_deadlines: dict[str, float] = {}
+        self._next_xmit: float | None = None
+        self.members: tuple[str, ...] | None = None
+        self.counters: dict[str, int] = {}
+
+    # ---- helpers ------------------------------------------------------------------------------
+
+    def _log(self, now: float, kind: str, **fields) -> Log:
+        return Log(event=make_event(now, self.local, PROTO, kind, **fields))
+
+    def _count(self, key: str, n: int = 1) -> None:
+        self.counters[key] = self.counters.get(key, 0) + n
+
+    def _new_conn_id(self) -> int:
+        self._conn_counter = (self._conn_counter + 1) & 0xFFFF
+        conn_id = ((self.incarnation & 0xFFFF) << 16) | self._conn_counter
+        return conn_id or 1  # 0 means "no connection" on the wire
+
+    def _next_timestamp(self) -> int:
+        # The incarnation in the high bits keeps a restarted receiver's timestamps above its old ones.
+        self._timestamp += 1
+        return (self.incarnation << 40) | self._timestamp
+
+    def _ctrl(self, dest: str, now: float, hdr: U3Header) -> Down:
+        self._count(f"tx_{hdr.type.name}")
+        return Down(msg=Message(self.local, dest, b"", {PROTO_ID: hdr}))
+
+    def _arm(self, now: float) -> None:
+        if self._next_xmit is None:
+            self._next_xmit = now + self.config.xmit_interval
+
+    def _set_state(self, entry, side: str, cause: str, now: float, out: list[Action]) -> None:
+        entry.state = next_state(entry.state, cause)
+        entry.last_active = now
+        out.append(self._log(now, "conn_state", peer=entry.peer, side=side, state=entry.state.name,
+                             conn_id=entry.conn_id, reason=cause))
+
+    # ---- sending (from the application) -------------------------------------------------------
+
+    def down(self, msg: Message, now: float) -> list[Action]:
+        self._arm(now)
+        out: list[Action] = []
+        dest = msg.dest
+        entry = self.send_table.get(dest)
+        if entry is None:
+            entry = SenderEntry(dest, self._new_conn_id(), now)
+            self.send_table[dest] = entry
+            out.append(self._log(now, "conn_state", peer=dest, side="send", state="OPEN",
+                                 conn_id=entry.conn_id, reason="created"))
+        elif entry.state is ConnState.CLOSING:
+            self._set_state(entry, "send", "send", now, out)
+        seqno = entry.next_seqno
+        entry.next_seqno = seqno + 1
+        entry.last_active = now
+        sent = msg.with_header(PROTO_ID, U3Header(MsgType.DATA, seqno, entry.conn_id, seqno == 1))
+        entry.msgs[seqno] = sent
+        self._count("tx_DATA")
+        out.append(self._log(now, "send", peer=dest, seqno=seqno, conn_id=entry.conn_id,
+                             app=msg.app, bytes=len(msg.payload)))
+        out.append(Down(msg=sent))
+        return out
+
+    def _resend(self, entry: SenderEntry, seqno: int, now: float, reason: str, first: bool = False) -> list[Action]:
+        """Send a stored message again, under the entry's current conn-id."""
+        stored = entry.msgs.get(seqno)
+        if stored is None:
+            return []
+        hdr = stored.headers[PROTO_ID]
+        if hdr.conn_id != entry.conn_id or (first and not hdr.first):
+            stored = stored.with_header(PROTO_ID, replace(hdr, conn_id=entry.conn_id, first=hdr.first or first))
+        self._count("retransmit")
+        return [
+            self._log(now, "retransmit", peer=entry.peer, seqno=seqno, conn_id=entry.conn_id,
+                      reason=reason, first=first or None),
+            Down(msg=stored),
+        ]
+
+    # ---- receiving (from the transport) -------------------------------------------------------
+
+    def up(self, msgs: list[Message], now: float) -> list[Action]:
+        self._arm(now)
+        out: list[Action] = []
+        data: list[Message] = []
+        for msg in msgs:
+            hdr = msg.headers.get(PROTO_ID)
+            if not isinstance(hdr, U3Header):
+                self._count("rx_malformed")
+                out.append(self._log(now, "drop", peer=msg.src, reason="no UNICAST3 header"))
+                continue
+            self._count(f"rx_{hdr.type.name}")
+            if hdr.type is MsgType.DATA:
+                data.append(msg)
+            else:
+                out.extend(self._HANDLERS[hdr.type](self, msg.src, hdr, now))
+        if data:
+            out.extend(self._handle_data(data[0].src, data, now))
+        return out
+
+    def _handle_data(self, src: str, msgs: list[Message], now: float) -> list[Action]:
+        out: list[Action] = []
+        # Seed 002: in a batch, a message with first=true is inserted before the others.
+        firsts = [m for m in msgs if m.headers[PROTO_ID].first]
+        if firsts and firsts[0] is not msgs[0]:
+            msgs = firsts + [m for m in msgs if not m.headers[PROTO_ID].first]
+        delivered: list[Message] = []
+        entry = None
+        for msg in msgs:
+            hdr = msg.headers[PROTO_ID]
+            entry = self._usable_entry(src, hdr, now, out)
+            if entry is None:
+                continue
+            if entry.state is ConnState.CLOSING:
+                self._set_state(entry, "recv", "receive", now, out)
+            entry.last_active = now
+            entry.ack_pending = True
+            seqno = hdr.seqno
+            if seqno <= entry.delivered or seqno in entry.msgs:
+                self._count("rx_duplicate")
+                out.append(self._log(now, "drop", peer=src, seqno=seqno, conn_id=hdr.conn_id,
+                                     type="DATA", reason="duplicate"))
+                continue
+            entry.msgs[seqno] = msg
+            if seqno > entry.highest:
+                entry.highest = seqno
+            self._deliver(entry, now, out, delivered)
+        if delivered:
+            out.append(Up(msgs=delivered))
+        entry = self.recv_table.get(src)
+        if entry is not None and entry.ack_pending:
+            out.extend(self._maybe_ack(entry, now, batch_size=len(msgs)))
+        return out
+
+    def _deliver(self, entry: ReceiverEntry, now: float, out: list[Action], delivered: list[Message]) -> None:
+        held = entry.msgs
+        nxt = entry.delivered + 1
+        while nxt in held:
+            msg = held.pop(nxt)
+            out.append(self._log(now, "deliver", peer=entry.peer, seqno=nxt, conn_id=entry.conn_id,
+                                 app=msg.app, bytes=len(msg.payload)))
+            delivered.append(msg)
+            nxt += 1
+        entry.delivered = nxt - 1
+
+    def _usable_entry(self, src: str, hdr: U3Header, now: float, out: list[Action]) -> ReceiverEntry | None:
+        """The receive window this DATA message belongs to, creating it or starting a resync."""
+        entry = self.recv_table.get(src)
+        if entry is not None and entry.conn_id == hdr.conn_id:
+            return entry
+        mode = self.config.resync
+        if hdr.first and (entry is None or mode != "sync"):
+            # A new connection from src: its window starts at this message.
+            if entry is not None:
+                self._set_state(entry, "recv", "replaced", now, out)
+            return self._create_recv(src, hdr.conn_id, hdr.seqno - 1, now, out, reason="first")
+        if mode == "sync":
+            if hdr.conn_id in self._retired.get(src, ()):
+                out.append(self._log(now, "drop", peer=src, seqno=hdr.seqno, conn_id=hdr.conn_id,
+                                     type="DATA", reason="stale conn_id (replaced by sync)"))
+                return None
+            reason = "no receive window" if entry is None else f"conn_id {entry.conn_id} != {hdr.conn_id}"
+            out.append(self._log(now, "drop", peer=src, seqno=hdr.seqno, conn_id=hdr.conn_id,
+                                 type="DATA", reason=reason + ", syncing"))
+            if src not in self._syncs:
+                out.extend(self._start_sync(src, hdr.conn_id, now))
+            return None
+        out.append(self._log(now, "drop", peer=src, seqno=hdr.seqno, conn_id=hdr.conn_id, type="DATA",
+                             reason="no receive window" if entry is None else "conn_id mismatch"))
+        out.extend(self._request_first_seqno(src, now))
+        return None
+
+    def _create_recv(self, src: str, conn_id: int, delivered: int, now: float, out: list[Action],
+                     reason: str) -> ReceiverEntry:
+        entry = ReceiverEntry(src, conn_id, delivered, now)
+        self.recv_table[src] = entry
+        self._first_seqno_pending.discard(src)
+        out.append(self._log(now, "conn_state", peer=src, side="recv", state="OPEN", conn_id=conn_id,
+                             low=delivered, reason=reason))
+        return entry
+
+    # ---- acks ---------------------------------------------------------------------------------
+
+    def _maybe_ack(self, entry: ReceiverEntry, now: float, batch_size: int) -> list[Action]:
+        cfg = self.config
+        if batch_size >= cfg.ack_threshold or now - entry.last_ack_tx >= cfg.ack_min_interval:
+            return self._send_ack(entry, now)
+        if entry.peer not in self._ack_deadlines:
+            self._ack_deadlines[entry.peer] = entry.last_ack_tx + cfg.ack_min_interval
+        return []
+
+    def _send_ack(self, entry: ReceiverEntry, now: float) -> list[Action]:
+        entry.ack_pending = False
+        entry.last_ack_tx = now
+        self._ack_deadlines.pop(entry.peer, None)
+        ts = self._next_timestamp() if self.config.resync == "timestamp" else 0
+        hdr = U3Header(MsgType.ACK, entry.delivered, entry.conn_id, timestamp=ts)
+        return [
+            self._log(now, "ack_tx", peer=entry.peer, seqno=entry.delivered, conn_id=entry.conn_id,
+                      timestamp=ts or None),
+            self._ctrl(entry.peer, now, hdr),
+        ]
+
+    def _on_ack(self, src: str, hdr: U3Header, now: float) -> list[Action]:
+        entry = self.send_table.get(src)
+        reason = None
+        if entry is None:
+            reason = "no send window"
+        elif hdr.conn_id != entry.conn_id:
+            reason = f"stale conn_id {hdr.conn_id} (current {entry.conn_id})"
+        elif entry.awaiting_sync_ack:
+            reason = "awaiting SYNC-ACK"
+        elif self.config.resync == "timestamp":
+            if hdr.timestamp <= entry.last_timestamp:
+                reason = f"stale timestamp {hdr.timestamp} <= {entry.last_timestamp}"
+            else:
+                entry.last_timestamp = hdr.timestamp
+        if reason is not None:
+            return [self._log(now, "drop", peer=src, seqno=hdr.seqno, conn_id=hdr.conn_id, type="ACK",
+                              reason=reason)]
+        out = [self._log(now, "ack_rx", peer=src, seqno=hdr.seqno, conn_id=hdr.conn_id)]
+        upto = hdr.seqno + 1 if self.config.mutation == "ack_purges_one_more" else hdr.seqno
+        upto = min(upto, entry.hs)
+        if upto > entry.ha:
+            for seqno in range(entry.ha + 1, upto + 1):
+                del entry.msgs[seqno]
+            entry.ha = upto
+        return out
+
+    # ---- retransmission requests --------------------------------------------------------------
+
+    def _on_xmit_req(self, src: str, hdr: U3Header, now: float) -> list[Action]:
+        asked = sum(hi - lo + 1 for lo, hi in hdr.ranges)
+        out: list[Action] = [self._log(now, "xmit_req_rx", peer=src, conn_id=hdr.conn_id,
+                                       ranges=[list(r) for r in hdr.ranges], count=asked)]
+        entry = self.send_table.get(src)
+        if entry is None:
+            out.append(self._log(now, "drop", peer=src, type="XMIT_REQ", reason="no send window"))
+            return out
+        budget = self.config.max_xmit_req_seqnos
+        for lo, hi in hdr.ranges:
+            for seqno in range(lo, min(hi, lo + budget - 1) + 1):
+                if seqno in entry.msgs:
+                    out.extend(self._resend(entry, seqno, now, "xmit_req"))
+                else:
+                    # Purged (acked) or never sent: this is how JGRP-1873 shows up.
+                    out.append(self._log(now, "drop", peer=src, seqno=seqno, conn_id=entry.conn_id,
+                                         type="XMIT_REQ", reason="requested seqno not in send window"))
+            budget -= hi - lo + 1
+            if budget <= 0:
+                break
+        return out
+
+    def _missing(self, entry: ReceiverEntry) -> RangeSet:
+        gaps = RangeSet()
+        if entry.highest <= entry.delivered + 1 and not entry.msgs:
+            return gaps
+        prev = entry.delivered
+        for seqno in sorted(entry.msgs):
+            if seqno > prev + 1:
+                gaps.add(prev + 1, seqno - 1)
+            prev = seqno
+        return gaps
+
+    # ---- resync -------------------------------------------------------------------------------
+
+    def _request_first_seqno(self, src: str, now: float) -> list[Action]:
+        if self.config.resync == "first_seqno":
+            # Seed 002: deferred; the retransmit task sends it.
+            self._first_seqno_pending.add(src)
+            return []
+        last = self._last_first_seqno_tx.get(src)
+        if last is not None and now - last < self.config.sync_min_interval:
+            return []
+        self._last_first_seqno_tx[src] = now
+        return self._send_first_seqno(src, now)
+
+    def _send_first_seqno(self, src: str, now: float) -> list[Action]:
+        ts = self._next_timestamp() if self.config.resync == "timestamp" else 0
+        return [self._log(now, "first_seqno_tx", peer=src, timestamp=ts or None),
+                self._ctrl(src, now, U3Header(MsgType.SEND_FIRST_SEQNO, timestamp=ts))]
+
+    def _on_send_first_seqno(self, src: str, hdr: U3Header, now: float) -> list[Action]:
+        out: list[Action] = [self._log(now, "first_seqno_rx", peer=src, timestamp=hdr.timestamp or None)]
+        entry = self.send_table.get(src)
+        if entry is None or entry.ha == entry.hs:
+            out.append(self._log(now, "drop", peer=src, type="SEND_FIRST_SEQNO", reason="nothing unacked"))
+            return out
+        if self.config.resync == "timestamp":
+            if hdr.timestamp <= entry.last_timestamp:
+                out.append(self._log(now, "drop", peer=src, type="SEND_FIRST_SEQNO",
+                                     reason=f"stale timestamp {hdr.timestamp} <= {entry.last_timestamp}"))
+                return out
+            entry.last_timestamp = hdr.timestamp
+        out.extend(self._resend(entry, entry.ha + 1, now, "first_seqno", first=True))
+        return out
+
+    def _start_sync(self, peer: str, conn_seen: int, now: float) -> list[Action]:
+        self._syncs[peer] = _RecvSync(now, conn_seen)
+        self._count("syncs_started")
+        return self._send_sync(peer, conn_seen, now)
+
+    def _send_sync(self, peer: str, conn_seen: int, now: float) -> list[Action]:
+        return [self._log(now, "sync_tx", peer=peer, phase="sync", conn_id=conn_seen),
+                self._ctrl(peer, now, U3Header(MsgType.SYNC, conn_id=conn_seen))]
+
+    def _on_sync(self, src: str, hdr: U3Header, now: float) -> list[Action]:
+        out: list[Action] = [self._log(now, "sync_rx", peer=src, phase="sync", conn_id=hdr.conn_id)]
+        entry = self.send_table.get(src)
+        if entry is None:
+            # Nothing to sync: conn-id 0 tells the receiver to wait for a first=true message.
+            out.extend(self._send_sync_ok(src, 0, 0, 0, now))
+            return out
+        if not entry.awaiting_sync_ack:
+            entry.prev_conn_id = entry.conn_id
+            entry.conn_id = self._new_conn_id()
+            entry.awaiting_sync_ack = True
+            entry.sync_started = now
+            entry.prev_xmit = None
+            out.append(self._log(now, "conn_state", peer=src, side="send", state=entry.state.name,
+                                 conn_id=entry.conn_id, reason="sync: new conn_id"))
+        # A repeated SYNC (ours got lost) gets the same answer: one new conn-id per sync.
+        out.extend(self._send_sync_ok(src, entry.ha + 1, entry.conn_id, entry.prev_conn_id, now))
+        return out
+
+    def _send_sync_ok(self, peer: str, low: int, conn_id: int, prev_conn_id: int, now: float) -> list[Action]:
+        return [self._log(now, "sync_tx", peer=peer, phase="sync_ok", seqno=low, conn_id=conn_id),
+                self._ctrl(peer, now, U3Header(MsgType.SYNC_OK, low, conn_id, prev_conn_id=prev_conn_id))]
+
+    def _on_sync_ok(self, src: str, hdr: U3Header, now: float) -> list[Action]:
+        low, conn_id = hdr.seqno, hdr.conn_id
+        out: list[Action] = [self._log(now, "sync_rx", peer=src, phase="sync_ok", seqno=low, conn_id=conn_id)]
+        sync = self._syncs.pop(src, None)
+        entry = self.recv_table.get(src)
+        if sync is None:
+            if entry is not None and entry.conn_id == conn_id:
+                out.extend(self._send_sync_ack(src, conn_id, now))  # our SYNC-ACK was lost
+            else:
+                out.append(self._log(now, "drop", peer=src, type="SYNC_OK", conn_id=conn_id,
+                                     reason="no sync in progress"))
+            return out
+        if conn_id == 0:
+            out.append(self._log(now, "sync_timeout", peer=src, phase="sync_ok",
+                                 reason="sender has no connection to us"))
+            return out
+        if sync.conn_seen and sync.conn_seen != conn_id:
+            self._retire(src, sync.conn_seen)
+        if entry is not None and hdr.prev_conn_id and entry.conn_id == hdr.prev_conn_id:
+            # Same stream, re-keyed (e.g. sync(peer) on a live window): keep what was delivered.
+            self._retire(src, entry.conn_id)
+            entry.conn_id = conn_id
+            if entry.delivered < low - 1:
+                entry.delivered = low - 1
+                entry.highest = max(entry.highest, entry.delivered)
+                for seqno in [s for s in entry.msgs if s <= entry.delivered]:
+                    del entry.msgs[seqno]
+            out.append(self._log(now, "conn_state", peer=src, side="recv", state=entry.state.name,
+                                 conn_id=conn_id, low=entry.delivered, reason="sync: re-keyed"))
+            delivered: list[Message] = []
+            self._deliver(entry, now, out, delivered)
+            if delivered:
+                out.append(Up(msgs=delivered))
+        else:
+            if entry is not None:
+                self._retire(src, entry.conn_id)
+                self._set_state(entry, "recv", "replaced", now, out)
+            self._create_recv(src, conn_id, low - 1, now, out, reason="sync")
+        self._count("syncs_completed")
+        out.extend(self._send_sync_ack(src, conn_id, now))
+        return out
+
+    def _send_sync_ack(self, peer: str, conn_id: int, now: float) -> list[Action]:
+        return [self._log(now, "sync_tx", peer=peer, phase="sync_ack", conn_id=conn_id),
+                self._ctrl(peer, now, U3Header(MsgType.SYNC_ACK, conn_id=conn_id))]
+
+    def _on_sync_ack(self, src: str, hdr: U3Header, now: float) -> list[Action]:
+        out: list[Action] = [self._log(now, "sync_rx", peer=src, phase="sync_ack", conn_id=hdr.conn_id)]
+        entry = self.send_table.get(src)
+        if entry is None or not entry.awaiting_sync_ack or entry.conn_id != hdr.conn_id:
+            out.append(self._log(now, "drop", peer=src, type="SYNC_ACK", conn_id=hdr.conn_id,
+                                 reason="no matching sync"))
+            return out
+        entry.awaiting_sync_ack = False
+        # Get the receiver going at once: its window starts at HA+1 and it learns HS from the
+        # last message, so the gap between is asked for by its retransmit task.
+        if entry.hs > entry.ha:
+            out.extend(self._resend(entry, entry.ha + 1, now, "sync"))
+            if entry.hs > entry.ha + 1:
+                out.extend(self._resend(entry, entry.hs, now, "sync"))
+        return out
+
+    def _retire(self, src: str, conn_id: int) -> None:
+        retired = self._retired.setdefault(src, [])
+        if conn_id not in retired:
+            retired.append(conn_id)
+            del retired[:-_RETIRED_CONN_IDS]
+
+    # ---- close --------------------------------------------------------------------------------
+
+    def _on_close(self, src: str, hdr: U3Header, now: float) -> list[Action]:
+        out: list[Action] = [self._log(now, "close_rx", peer=src, conn_id=hdr.conn_id)]
+        entry = self.recv_table.get(src)
+        if entry is None or entry.conn_id != hdr.conn_id:
+            out.append(self._log(now, "drop", peer=src, type="CLOSE", conn_id=hdr.conn_id,
+                                 reason="no receive window with that conn_id"))
+            return out
+        self._set_state(entry, "recv", "close_rx", now, out)
+        self._remove_recv(src)
+        return out
+
+    def _remove_recv(self, peer: str) -> None:
+        self.recv_table.pop(peer, None)
+        self._ack_deadlines.pop(peer, None)
+
+    _HANDLERS = {
+        MsgType.ACK: _on_ack,
+        MsgType.XMIT_REQ: _on_xmit_req,
+        MsgType.SEND_FIRST_SEQNO: _on_send_first_seqno,
+        MsgType.SYNC: _on_sync,
+        MsgType.SYNC_OK: _on_sync_ok,
+        MsgType.SYNC_ACK: _on_sync_ack,
+        MsgType.CLOSE: _on_close,
+    }
+
+    # ---- commands -----------------------------------------------------------------------------
+
+    def command(self, cmd: Command, now: float) -> list[Action]:
+        self._arm(now)
+        if isinstance(cmd, ViewChange):
+            return self._on_view(cmd, now)
+        if isinstance(cmd, SyncPeer):
+            if self.config.resync != "sync":
+                raise ValueError(f"sync({cmd.peer}) needs resync: sync (this node uses {self.config.resync})")
+            if cmd.peer == self.local:
+                raise ValueError("cannot sync with ourselves")
+            if cmd.peer in self._syncs:
+                return []
+            entry = self.recv_table.get(cmd.peer)
+            return self._start_sync(cmd.peer, entry.conn_id if entry else 0, now)
+        if isinstance(cmd, SetConfig):
+            mine = {k: v for k, v in cmd.values.items() if k in self.config.as_dict()}
+            if mine:
+                self.config = self.config.updated(mine)
+                self._next_xmit = now + self.config.xmit_interval
+        return []
+
+    def _on_view(self, view: ViewChange, now: float) -> list[Action]:
+        out: list[Action] = [self._log(now, "view", members=list(view.members), view_id=view.view_id)]
+        self.members = view.members
+        for side, table in (("send", self.send_table), ("recv", self.recv_table)):
+            for peer, entry in table.items():
+                if peer not in view.members and entry.state is ConnState.OPEN:
+                    self._set_state(entry, side, "left_view", now, out)
+                elif peer in view.members and entry.state is ConnState.CLOSING:
+                    self._set_state(entry, side, "joined_view", now, out)
+        return out
+
+    # ---- timers -------------------------------------------------------------------------------
+
+    def next_deadline(self) -> float | None:
+        if self._ack_deadlines:
+            first_ack = min(self._ack_deadlines.values())
+            if self._next_xmit is None or first_ack < self._next_xmit:
+                return first_ack
+        return self._next_xmit
+
+    def on_timer(self, now: float) -> list[Action]:
+        out: list[Action] = []
+        if self._ack_deadlines:
+            for peer, deadline in list(self._ack_deadlines.items()):
+                if deadline <= now:
+                    entry = self.recv_table.get(peer)
+                    if entry is not None and entry.ack_pending:
+                        out.extend(self._send_ack(entry, now))
+                    else:
+                        del self._ack_deadlines[peer]
+        if self._next_xmit is not None and self._next_xmit <= now:
+            self._next_xmit = now + self.config.xmit_interval
+            out.extend(self._retransmit_task(now))
+        return out
+
+    def _retransmit_task(self, now: float) -> list[Action]:
+        out: list[Action] = []
+        self._xmit_receivers(now, out)
+        self._xmit_syncs(now, out)
+        self._xmit_senders(now, out)
+        return out
+
+    def _xmit_receivers(self, now: float, out: list[Action]) -> None:
+        cfg = self.config
+        for peer, entry in list(self.recv_table.items()):
+            if self._reap(entry, "recv", now, out):
+                self._remove_recv(peer)
+                continue
+            missing = self._missing(entry)
+            ask = missing.intersection(entry.prev_missing) if entry.prev_missing else RangeSet()
+            entry.prev_missing = missing or None
+            if ask:
+                ask = ask.truncated(cfg.max_xmit_req_seqnos, MAX_XMIT_RANGES)
+                ranges = ask.ranges()
+                self._count("xmit_reqs")
+                out.append(self._log(now, "xmit_req_tx", peer=peer, conn_id=entry.conn_id,
+                                     ranges=[list(r) for r in ranges], count=ask.count()))
+                out.append(self._ctrl(peer, now, U3Header(MsgType.XMIT_REQ, conn_id=entry.conn_id, ranges=ranges)))
+        for peer in sorted(self._first_seqno_pending):
+            out.extend(self._send_first_seqno(peer, now))
+        self._first_seqno_pending.clear()
+
+    def _xmit_syncs(self, now: float, out: list[Action]) -> None:
+        for peer, sync in list(self._syncs.items()):
+            if now - sync.started >= self.config.sync_timeout:
+                del self._syncs[peer]
+                self._count("syncs_timed_out")
+                out.append(self._log(now, "sync_timeout", peer=peer, phase="sync_ok",
+                                     reason=f"no SYNC-OK within {self.config.sync_timeout}s"))
+            else:
+                sync.last_tx = now
+                out.extend(self._send_sync(peer, sync.conn_seen, now))
+
+    def _xmit_senders(self, now: float, out: list[Action]) -> None:
+        for peer, entry in list(self.send_table.items()):
+            if self._reap(entry, "send", now, out):
+                del self.send_table[peer]
+                out.append(self._log(now, "close_tx", peer=peer, conn_id=entry.conn_id))
+                out.append(self._ctrl(peer, now, U3Header(MsgType.CLOSE, conn_id=entry.conn_id)))
+                continue
+            if entry.awaiting_sync_ack:
+                if now - entry.sync_started >= self.config.sync_timeout:
+                    entry.awaiting_sync_ack = False
+                    self._count("syncs_timed_out")
+                    out.append(self._log(now, "sync_timeout", peer=peer, phase="sync_ack",
+                                         reason=f"no SYNC-ACK within {self.config.sync_timeout}s"))
+                else:
+                    out.extend(self._send_sync_ok(peer, entry.ha + 1, entry.conn_id, entry.prev_conn_id, now))
+            if entry.ha < entry.hs:
+                marks = (entry.ha, entry.hs)
+                if entry.prev_xmit == marks:
+                    out.extend(self._resend(entry, entry.hs, now, "highest_sent"))
+                entry.prev_xmit = marks
+            else:
+                entry.prev_xmit = None
+
+    def _reap(self, entry, side: str, now: float, out: list[Action]) -> bool:
+        """Advance OPEN -> CLOSING -> CLOSED by the timeouts; True when the entry is now CLOSED."""
+        cfg = self.config
+        idle = now - entry.last_active
+        if entry.state is ConnState.OPEN:
+            if cfg.conn_expiry_timeout > 0 and idle >= cfg.conn_expiry_timeout:
+                self._set_state(entry, side, "expired", now, out)
+            return False
+        if entry.state is ConnState.CLOSING and idle >= cfg.conn_close_timeout:
+            self._set_state(entry, side, "close_timeout", now, out)
+            return True
+        return False
+
+    # ---- introspection ------------------------------------------------------------------------
+
+    def window_events(self, now: float, final: bool = False) -> list[dict]:
+        evs = []
+        for peer, e in self.send_table.items():
+            evs.append(make_event(now, self.local, PROTO, "window", peer=peer, side="send", conn_id=e.conn_id,
+                                  low=e.ha, high=e.hs, state=e.state.name, final=final or None))
+        for peer, e in self.recv_table.items():
+            evs.append(make_event(now, self.local, PROTO, "window", peer=peer, side="recv", conn_id=e.conn_id,
+                                  low=e.delivered, high=e.highest, state=e.state.name, final=final or None))
+        return evs
+
+    def snapshot(self) -> dict:
+        return {
+            "send": {
+                p: {"conn_id": e.conn_id, "ha": e.ha, "hs": e.hs, "state": e.state.name,
+                    "unacked": len(e.msgs), "awaiting_sync_ack": e.awaiting_sync_ack}
+                for p, e in self.send_table.items()
+            },
+            "recv": {
+                p: {"conn_id": e.conn_id, "delivered": e.delivered, "highest": e.highest,
+                    "state": e.state.name, "missing": self._missing(e).count(), "held": len(e.msgs)}
+                for p, e in self.recv_table.items()
+            },
+            "syncing": sorted(self._syncs),
+            "counters": dict(self.counters),
+        }
+
+    def check_invariants(self) -> None:
+        for entry in self.send_table.values():
+            entry.check()
+        for entry in self.recv_table.values():
+            entry.check()

@@ -1,0 +1,194 @@
+"""The binary wire format: frames of messages, each with per-protocol headers.
+
+A frame is what one datagram (or one length-prefixed TCP write) carries: messages from one
+source to one destination, packed by the bundler.
+
+    frame   := version:u8 flags:u8 src:str8 dest:str8 count:u16 message*count
+    message := nhdr:u8 (proto_id:u8 len:u16 body:len)*nhdr payload_len:u32 payload
+    str8    := len:u8 utf8
+
+Every length is checked against the bytes actually left before anything is sliced or
+allocated, so a hostile length field costs nothing. Decoding any byte string returns a frame or
+raises WireError; nothing else escapes. Protocols register their header codec with
+`register_header` (UNICAST3 registers id 3).
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from .message import Message
+
+WIRE_VERSION = 1
+MAX_FRAME_BYTES = 65_000  # fits one UDP datagram
+MAX_NAME_BYTES = 255
+_MIN_MESSAGE_BYTES = 5  # nhdr + payload_len
+
+_U8 = struct.Struct("!B")
+_FRAME_HEAD = struct.Struct("!BB")
+_COUNT = struct.Struct("!H")
+_HDR_HEAD = struct.Struct("!BH")
+_PAYLOAD_LEN = struct.Struct("!I")
+
+
+class WireError(ValueError):
+    """Raised for any byte string that is not a valid frame."""
+
+
+@dataclass(frozen=True, slots=True)
+class HeaderCodec:
+    proto_id: int
+    header_type: type
+    encode: Callable[[object], bytes]
+    decode: Callable[[bytes], object]  # raises WireError (or struct.error, which is wrapped)
+    type_name: Callable[[object], str]  # message type of a header, e.g. "DATA", "ACK"
+
+
+_CODECS: dict[int, HeaderCodec] = {}
+
+
+def register_header(codec: HeaderCodec) -> None:
+    existing = _CODECS.get(codec.proto_id)
+    if existing is not None and existing.header_type is not codec.header_type:
+        raise ValueError(f"protocol id {codec.proto_id} is taken by {existing.header_type.__name__}")
+    _CODECS[codec.proto_id] = codec
+
+
+def message_type(msg: Message) -> str:
+    """The protocol message type ("DATA", "ACK", ...) of the lowest known header, or "APP"."""
+    for proto_id, header in msg.headers.items():
+        codec = _CODECS.get(proto_id)
+        if codec is not None:
+            return codec.type_name(header)
+    return "APP"
+
+
+def _encode_name(name: str) -> bytes:
+    raw = name.encode()
+    if len(raw) > MAX_NAME_BYTES:
+        raise ValueError(f"address too long for the wire: {name!r}")
+    return _U8.pack(len(raw)) + raw
+
+
+def encode_message(msg: Message) -> bytes:
+    parts = [_U8.pack(len(msg.headers))]
+    for proto_id, header in msg.headers.items():
+        codec = _CODECS.get(proto_id)
+        if codec is None:
+            raise ValueError(f"no codec registered for protocol id {proto_id}")
+        body = codec.encode(header)
+        parts.append(_HDR_HEAD.pack(proto_id, len(body)))
+        parts.append(body)
+    parts.append(_PAYLOAD_LEN.pack(len(msg.payload)))
+    parts.append(msg.payload)
+    return b"".join(parts)
+
+
+def encode_frame(src: str, msgs: list[Message], dest: str | None = None) -> bytes:
+    """One frame from src to dest (default: the first message's dest)."""
+    if not msgs:
+        raise ValueError("a frame needs at least one message")
+    if len(msgs) > 0xFFFF:
+        raise ValueError("too many messages for one frame")
+    dest = msgs[0].dest if dest is None else dest
+    parts = [_FRAME_HEAD.pack(WIRE_VERSION, 0), _encode_name(src), _encode_name(dest), _COUNT.pack(len(msgs))]
+    parts.extend(encode_message(m) for m in msgs)
+    return b"".join(parts)
+
+
+def split_into_frames(src: str, msgs: list[Message], max_bytes: int = MAX_FRAME_BYTES) -> list[bytes]:
+    """Pack messages (all to one dest) into as few frames of at most max_bytes as order allows."""
+    frames: list[bytes] = []
+    batch: list[bytes] = []
+    head = len(_encode_name(src)) + len(_encode_name(msgs[0].dest)) + 4 if msgs else 0
+    size = head
+    for msg in msgs:
+        raw = encode_message(msg)
+        if batch and size + len(raw) > max_bytes:
+            frames.append(_assemble(src, msgs[0].dest, batch))
+            batch, size = [], head
+        batch.append(raw)
+        size += len(raw)
+    if batch:
+        frames.append(_assemble(src, msgs[0].dest, batch))
+    return frames
+
+
+def _assemble(src: str, dest: str, encoded: list[bytes]) -> bytes:
+    return b"".join(
+        [_FRAME_HEAD.pack(WIRE_VERSION, 0), _encode_name(src), _encode_name(dest), _COUNT.pack(len(encoded))]
+        + encoded
+    )
+
+
+class _Reader:
+    __slots__ = ("data", "pos")
+
+    def __init__(self, data: bytes):
+        self.data = data
+        self.pos = 0
+
+    def take(self, n: int) -> bytes:
+        end = self.pos + n
+        if end > len(self.data):
+            raise WireError(f"truncated: need {n} bytes at offset {self.pos}, have {len(self.data) - self.pos}")
+        out = self.data[self.pos : end]
+        self.pos = end
+        return out
+
+    def unpack(self, st: struct.Struct) -> tuple:
+        return st.unpack(self.take(st.size))
+
+    def name(self) -> str:
+        (n,) = self.unpack(_U8)
+        try:
+            return self.take(n).decode()
+        except UnicodeDecodeError as exc:
+            raise WireError(f"address is not UTF-8 at offset {self.pos}") from exc
+
+    def left(self) -> int:
+        return len(self.data) - self.pos
+
+
+def decode_frame(data: bytes) -> tuple[str, list[Message]]:
+    """Decode one frame into (src, messages). Raises WireError on anything malformed."""
+    if not isinstance(data, (bytes, bytearray, memoryview)):
+        raise WireError(f"expected bytes, got {type(data).__name__}")
+    r = _Reader(bytes(data))
+    version, _flags = r.unpack(_FRAME_HEAD)
+    if version != WIRE_VERSION:
+        raise WireError(f"unsupported wire version {version}")
+    src = r.name()
+    dest = r.name()
+    (count,) = r.unpack(_COUNT)
+    if count == 0:
+        raise WireError("frame with no messages")
+    if count * _MIN_MESSAGE_BYTES > r.left():
+        raise WireError(f"frame claims {count} messages but has only {r.left()} bytes")
+    msgs = [_decode_message(r, src, dest) for _ in range(count)]
+    if r.left():
+        raise WireError(f"{r.left()} trailing bytes after the last message")
+    return src, msgs
+
+
+def _decode_message(r: _Reader, src: str, dest: str) -> Message:
+    (nhdr,) = r.unpack(_U8)
+    headers = {}
+    for _ in range(nhdr):
+        proto_id, length = r.unpack(_HDR_HEAD)
+        body = r.take(length)
+        codec = _CODECS.get(proto_id)
+        if codec is None:
+            raise WireError(f"unknown protocol id {proto_id}")
+        if proto_id in headers:
+            raise WireError(f"protocol id {proto_id} appears twice in one message")
+        try:
+            headers[proto_id] = codec.decode(body)
+        except WireError:
+            raise
+        except (struct.error, ValueError) as exc:
+            raise WireError(f"bad header for protocol id {proto_id}: {exc}") from exc
+    (plen,) = r.unpack(_PAYLOAD_LEN)
+    return Message(src, dest, r.take(plen), headers)
