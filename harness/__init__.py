@@ -1,0 +1,1 @@
+"""splitbrain harness: clusters, backends, scenarios, fault schedules, checks and the CLI."""
