@@ -2,10 +2,14 @@
 
 Four checks, each a function from a list of events to a CheckResult:
 
-- fifo: per (receiver, receiver incarnation, sender, conn_id, stream) the app n of successive
+A connection is (receive-window lifetime, conn_id): a receive window created anew (a
+`conn_state` event with reason "new_window:...") starts a new one, as a re-keying sync changes
+only the conn_id.
+
+- fifo: per (receiver, receiver incarnation, sender, connection, stream) the app n of successive
   deliveries strictly increases. Gaps are loss and equal n is a duplicate; neither is reported here.
-- no_duplicates: per (receiver, receiver incarnation, sender, conn_id) each app id is delivered at
-  most once. An app id delivered again by the same incarnation under another conn_id is what a
+- no_duplicates: per (receiver, receiver incarnation, sender, connection) each app id is delivered
+  at most once. An app id delivered again by the same incarnation on another connection is what a
   resync legitimately does after the receiver discarded its window: counted, never a failure.
 - no_loss: every app message sent X->Y is delivered at Y (any incarnation of Y), unless X or Y is
   dead at the end of the run or X restarted after sending it (its send window was lost).
@@ -71,6 +75,18 @@ class _Lives:
         self.incarnation: dict[str, int] = {}
         self.starts: dict[str, int] = {}
         self.last: dict[str, str] = {}
+        self.windows: dict[tuple[str, str], int] = {}
+
+    def observe_window(self, ev: dict) -> None:
+        """A receive window created anew (reason "new_window:...") starts a new connection: a
+        protocol promises exactly-once and FIFO per connection, and a receiver that discarded its
+        window (view change, close, restart of the sender) legitimately receives messages again."""
+        if ev.get("side") == "recv" and str(ev.get("reason", "")).startswith("new_window"):
+            key = (ev["node"], ev.get("peer"))
+            self.windows[key] = self.windows.get(key, 0) + 1
+
+    def connection(self, receiver: str, sender: str, conn_id) -> tuple:
+        return (self.windows.get((receiver, sender), 0), conn_id)
 
     def observe(self, ev: dict) -> None:
         node, kind = ev["node"], ev["kind"]
@@ -119,13 +135,16 @@ def check_fifo(events: list[dict]) -> CheckResult:
         if kind in _LIFECYCLE:
             lives.observe(ev)
             continue
+        if kind == "conn_state":
+            lives.observe_window(ev)
+            continue
         if kind != "deliver" or "app" not in ev:
             continue
         delivered += 1
         origin, stream, n = _parse_app(ev)
         receiver, sender, conn_id = ev["node"], ev.get("peer", origin), ev.get("conn_id")
         incarnation = lives.incarnation_of(receiver)
-        key = (receiver, incarnation, sender, conn_id, origin, stream)
+        key = (receiver, incarnation, sender, lives.connection(receiver, sender, conn_id), origin, stream)
         prev = highest.get(key)
         if prev is None or n > prev:
             highest[key] = n
@@ -166,11 +185,15 @@ def check_no_duplicates(events: list[dict]) -> CheckResult:
         if kind in _LIFECYCLE:
             lives.observe(ev)
             continue
+        if kind == "conn_state":
+            lives.observe_window(ev)
+            continue
         if kind != "deliver" or "app" not in ev:
             continue
         delivered += 1
-        receiver, app, conn_id = ev["node"], ev["app"], ev.get("conn_id")
+        receiver, app = ev["node"], ev["app"]
         sender = ev.get("peer") or _parse_app(ev)[0]
+        conn_id = lives.connection(receiver, sender, ev.get("conn_id"))
         incarnation = lives.incarnation_of(receiver)
         key = (receiver, incarnation, sender, app)
         pairs = seen.get(key)
@@ -188,7 +211,7 @@ def check_no_duplicates(events: list[dict]) -> CheckResult:
         if len(duplicates) < FIRST_FEW:
             duplicates.append(
                 {"receiver": receiver, "incarnation": incarnation, "sender": sender,
-                 "conn_id": conn_id, "app": app, "first_t": first_t, "t": ev["t"]}
+                 "conn_id": conn_id[1], "window": conn_id[0], "app": app, "first_t": first_t, "t": ev["t"]}
             )
     details = {"deliveries": delivered, "duplicates": count, "first": duplicates,
                "redelivered_after_reset": redelivered}

@@ -234,7 +234,7 @@ class Unicast3(Layer):
             # A new connection from src: its window starts at this message.
             if entry is not None:
                 self._set_state(entry, "recv", "replaced", now, out)
-            return self._create_recv(src, hdr.conn_id, hdr.seqno - 1, now, out, reason="first")
+            return self._create_recv(src, hdr.conn_id, hdr.seqno - 1, now, out, reason="new_window:first")
         if mode == "sync":
             if hdr.conn_id in self._retired.get(src, ()):
                 out.append(self._log(now, "drop", peer=src, seqno=hdr.seqno, conn_id=hdr.conn_id,
@@ -445,7 +445,7 @@ class Unicast3(Layer):
             if entry is not None:
                 self._retire(src, entry.conn_id)
                 self._set_state(entry, "recv", "replaced", now, out)
-            self._create_recv(src, conn_id, low - 1, now, out, reason="sync")
+            self._create_recv(src, conn_id, low - 1, now, out, reason="new_window:sync")
         self._count("syncs_completed")
         out.extend(self._send_sync_ack(src, conn_id, now))
         return out

@@ -1,0 +1,146 @@
+"""A scripted network for exact protocol tests: a few stacks, explicit time, per-message drops.
+
+Smaller than the simulator on purpose: no random link model, every frame takes `latency`
+seconds, and a test decides exactly which message is lost (`net.drop = lambda msg: ...`) or which
+direction is cut (`net.blocked`). Frames go through the real wire codec.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import random
+
+from node import wire
+from node.compose import build_stack
+from node.layer import Command
+from node.message import Message, app_payload
+from node.unicast3 import PROTO_ID, Unicast3
+
+
+class Net:
+    def __init__(self, names=("A", "B"), config: dict | None = None, seed: int = 1, latency: float = 0.001):
+        self.now = 0.0
+        self.latency = latency
+        self.config = dict(config or {})
+        self.seed = seed
+        self.stacks = {}
+        self.incarnation = {n: 0 for n in names}
+        self.delivered = {n: [] for n in names}  # app ids, in delivery order
+        self.events: list[dict] = []
+        self.drop = None  # drop(msg) -> bool, applied to each message as its frame arrives
+        self.blocked: set[tuple[str, str]] = set()
+        self._queue: list = []
+        self._order = itertools.count()
+        self._n = {}
+        for name in names:
+            self.start(name)
+
+    # ---- nodes --------------------------------------------------------------------------------
+
+    def start(self, name: str) -> None:
+        """(Re)start a node with empty state and a higher incarnation."""
+        if name in self.stacks:
+            self.incarnation[name] += 1
+            self.delivered[name] = []  # a new life: what it delivers is counted afresh
+        rng = random.Random(f"{self.seed}/{name}/{self.incarnation[name]}")
+        self.stacks[name] = build_stack(name, "unicast3", self.config, rng, self.incarnation[name])
+
+    def u3(self, name: str) -> Unicast3:
+        return self.stacks[name].layer(Unicast3)
+
+    def send(self, src: str, dest: str, count: int = 1, size: int = 20) -> None:
+        for _ in range(count):
+            n = self._n.get((src, dest), 0) + 1
+            self._n[(src, dest)] = n
+            self.stacks[src].send(Message(src, dest, app_payload(src, 0, n, size)), self.now)
+        self._collect(src)
+
+    def command(self, name: str, cmd: Command) -> None:
+        self.stacks[name].command(cmd, self.now)
+        self._collect(name)
+
+    # ---- time ---------------------------------------------------------------------------------
+
+    def run(self, duration: float) -> None:
+        """Advance time by `duration`, delivering frames and firing timers in time order."""
+        end = self.now + duration
+        while True:
+            frame_due = self._queue[0][0] if self._queue else None
+            timer_due, timer_node = self._next_timer()
+            due = min(d for d in (frame_due, timer_due, end) if d is not None)
+            if due >= end and not (frame_due == end or timer_due == end):
+                break
+            self.now = due
+            if frame_due is not None and frame_due == due:
+                _, _, dest, frame = heapq.heappop(self._queue)
+                if dest in self.stacks:
+                    _src, msgs = wire.decode_frame(frame)
+                    if self.drop is not None:
+                        msgs = [m for m in msgs if not self.drop(m)]
+                    self.stacks[dest].receive(msgs, self.now)
+                    self._collect(dest)
+            elif timer_due is not None and timer_due == due:
+                self.stacks[timer_node].on_timer(self.now)
+                self._collect(timer_node)
+            else:
+                break
+        self.now = end
+
+    def run_until_quiet(self, bound: float, step: float = 0.05) -> float:
+        """Run until every send window is fully acked and no frame is in flight; return the time."""
+        start = self.now
+        while self.now - start < bound:
+            if not self._queue and all(
+                e.ha == e.hs and not e.awaiting_sync_ack for n in self.stacks for e in self.u3(n).send_table.values()
+            ) and not any(self.u3(n)._syncs for n in self.stacks):
+                return self.now
+            self.run(step)
+        raise AssertionError(f"not quiet after {bound}s: " + repr({n: self.u3(n).snapshot() for n in self.stacks}))
+
+    def _next_timer(self):
+        best = (None, None)
+        for name, stack in self.stacks.items():
+            d = stack.next_deadline()
+            if d is not None and (best[0] is None or d < best[0]):
+                best = (max(d, self.now), name)
+        return best
+
+    # ---- plumbing -----------------------------------------------------------------------------
+
+    def _collect(self, name: str) -> None:
+        stack = self.stacks[name]
+        stack.check_invariants()
+        to_transport, to_app, events = stack.take()
+        self.events.extend(events)
+        self.delivered[name].extend(m.app for m in to_app)
+        by_dest: dict[str, list[Message]] = {}
+        for msg in to_transport:
+            by_dest.setdefault(msg.dest, []).append(msg)
+        for dest, msgs in by_dest.items():
+            if (name, dest) in self.blocked:
+                continue
+            heapq.heappush(self._queue, (self.now + self.latency, next(self._order), dest,
+                                         wire.encode_frame(name, msgs)))
+
+    # ---- queries ------------------------------------------------------------------------------
+
+    def kinds(self, kind: str, node: str | None = None, **match) -> list[dict]:
+        return [e for e in self.events if e["kind"] == kind and (node is None or e["node"] == node)
+                and all(e.get(k) == v for k, v in match.items())]
+
+    def final_events(self) -> list[dict]:
+        """All events plus each node's final window snapshot (what the checkers read)."""
+        tail = []
+        for name in self.stacks:
+            tail.extend(self.u3(name).window_events(self.now, final=True))
+        return self.events + tail
+
+
+def is_type(msg: Message, name: str, seqno: int | None = None) -> bool:
+    hdr = msg.headers.get(PROTO_ID)
+    return hdr is not None and hdr.type.name == name and (seqno is None or hdr.seqno == seqno)
+
+
+def expected(src: str, n: int, start: int = 1) -> list[str]:
+    return [f"{src}:0:{i}" for i in range(start, n + 1)]

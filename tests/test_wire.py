@@ -1,0 +1,134 @@
+"""The wire format: round trips, and any byte string decodes to a frame or raises WireError."""
+
+import random
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from node import wire
+from node.message import Message, app_payload
+from node.unicast3 import PROTO_ID, MsgType, U3Header
+
+seqnos = st.integers(min_value=0, max_value=2**64 - 1)
+conn_ids = st.integers(min_value=0, max_value=2**32 - 1)
+ranges = st.lists(st.tuples(st.integers(0, 2**40), st.integers(0, 2**20)).map(lambda t: (t[0], t[0] + t[1])),
+                  max_size=8).map(tuple)
+
+
+@st.composite
+def headers(draw):
+    mtype = draw(st.sampled_from(list(MsgType)))
+    kw = {"type": mtype, "first": draw(st.booleans())}
+    if mtype in (MsgType.DATA, MsgType.ACK, MsgType.SYNC_OK):
+        kw["seqno"] = draw(seqnos)
+    kw["conn_id"] = draw(conn_ids)
+    if mtype in (MsgType.ACK, MsgType.SEND_FIRST_SEQNO):
+        kw["timestamp"] = draw(seqnos)
+    if mtype is MsgType.SYNC_OK:
+        kw["prev_conn_id"] = draw(conn_ids)
+    if mtype is MsgType.XMIT_REQ:
+        kw["ranges"] = draw(ranges)
+    return U3Header(**kw)
+
+
+names = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), min_size=1, max_size=20)
+messages = st.builds(lambda h, p: Message("", "", p, {PROTO_ID: h}), headers(), st.binary(max_size=300))
+
+
+@given(names, names, st.lists(messages, min_size=1, max_size=20))
+def test_frame_round_trip(src, dest, msgs):
+    """Any frame of UNICAST3 messages decodes back to the same source, headers and payloads."""
+    for m in msgs:
+        m.src, m.dest = src, dest
+    got_src, got = wire.decode_frame(wire.encode_frame(src, msgs))
+    assert got_src == src and got == msgs
+
+
+@settings(max_examples=500)
+@given(st.binary(max_size=2000))
+def test_random_bytes_decode_or_raise_wire_error(data):
+    """Random bytes give a frame or WireError, never another exception."""
+    try:
+        wire.decode_frame(data)
+    except wire.WireError:
+        pass
+
+
+@settings(max_examples=300)
+@given(st.lists(messages, min_size=1, max_size=5), st.randoms(use_true_random=False))
+def test_mutated_frames_decode_or_raise_wire_error(msgs, rnd):
+    """Valid frames with flipped, cut or inserted bytes give a frame or WireError, nothing else."""
+    for m in msgs:
+        m.src, m.dest = "A", "B"
+    frame = bytearray(wire.encode_frame("A", msgs))
+    for _ in range(rnd.randint(1, 4)):
+        op = rnd.choice(("flip", "cut", "insert"))
+        pos = rnd.randrange(len(frame))
+        if op == "flip":
+            frame[pos] ^= 1 << rnd.randrange(8)
+        elif op == "cut":
+            del frame[pos:]
+            if not frame:
+                frame = bytearray(b"\x01")
+        else:
+            frame[pos:pos] = bytes([rnd.randrange(256)])
+    try:
+        wire.decode_frame(bytes(frame))
+    except wire.WireError:
+        pass
+
+
+def test_huge_length_fields_allocate_nothing():
+    """A frame claiming 65535 messages or a 4 GB payload is rejected before any allocation."""
+    head = bytes([wire.WIRE_VERSION, 0, 1]) + b"A" + bytes([1]) + b"B"
+    for body in (b"\xff\xff" + b"\x00" * 10, b"\x00\x01" + b"\x00" + b"\xff\xff\xff\xff"):
+        try:
+            wire.decode_frame(head + body)
+        except wire.WireError as exc:
+            assert "claims" in str(exc) or "truncated" in str(exc)
+        else:
+            raise AssertionError("decoded a frame with an impossible length")
+
+
+def test_unknown_version_and_protocol_are_wire_errors():
+    """A frame of another wire version, or with an unknown protocol id, is a WireError naming it."""
+    frame = bytearray(wire.encode_frame("A", [Message("A", "B", b"x", {PROTO_ID: U3Header(MsgType.CLOSE, conn_id=1)})]))
+    bad_version = bytes([9]) + bytes(frame[1:])
+    try:
+        wire.decode_frame(bad_version)
+    except wire.WireError as exc:
+        assert "version 9" in str(exc)
+    i = frame.index(bytes([PROTO_ID]), 7)
+    frame[i] = 99
+    try:
+        wire.decode_frame(bytes(frame))
+    except wire.WireError as exc:
+        assert "unknown protocol id 99" in str(exc)
+
+
+def test_data_header_is_compact():
+    """A DATA message costs 14 header bytes plus 8 of message framing: compact like JGroups'."""
+    msg = Message("A", "B", b"", {PROTO_ID: U3Header(MsgType.DATA, 5, 7, True)})
+    assert len(wire.encode_message(msg)) == 1 + 3 + 14 + 4
+
+
+def test_split_into_frames_respects_size_and_order():
+    """Many messages split into frames under the size bound, in order, each decodable."""
+    msgs = [Message("A", "B", app_payload("A", 0, i, 1000), {PROTO_ID: U3Header(MsgType.DATA, i, 1)})
+            for i in range(1, 200)]
+    frames = wire.split_into_frames("A", msgs, max_bytes=10_000)
+    assert all(len(f) <= 10_000 for f in frames) and len(frames) > 10
+    got = [m for f in frames for m in wire.decode_frame(f)[1]]
+    assert [m.app for m in got] == [m.app for m in msgs]
+
+
+def test_fuzz_decoder_with_random_garbage_for_a_bounded_count():
+    """A bounded fuzz loop (seeded) over mixed garbage and truncated valid frames."""
+    rnd = random.Random(1875)
+    valid = wire.encode_frame("A", [Message("A", "B", b"p" * 30, {PROTO_ID: U3Header(MsgType.DATA, 1, 2)})] * 3)
+    for _ in range(20_000):
+        data = valid[: rnd.randrange(len(valid) + 1)] if rnd.random() < 0.5 else rnd.randbytes(rnd.randrange(64))
+        try:
+            wire.decode_frame(data)
+        except wire.WireError:
+            pass
