@@ -1,0 +1,1 @@
+"""splitbrain faults: everything that breaks a network (in-process rules, Toxiproxy, iptables, netem)."""

@@ -1,0 +1,207 @@
+"""Run directories and verdicts: run a scenario on a backend, judge it, write what it produced.
+
+A run directory is `runs/<scenario>-<seed>-<stamp>/` (stamp = UTC YYYYmmddTHHMMSS, with a
+"-2", "-3" ... suffix if two runs start in the same second) holding:
+
+- scenario.yaml            the resolved scenario, with the seed actually used;
+- nodes/<name>/events.jsonl one event log per node, all incarnations;
+- timeline.jsonl           the faults as the harness applied them;
+- verdict.json             the checks (passed, explanation, details), expect, outcome, seed,
+                           backend and the backend's stats.
+
+Everything is written even when the run fails: whatever exists is written, verdict.json says
+"outcome": "error" with the message, then the exception is re-raised.
+
+Outcome: with `expect: pass` the run passes when every check passed; with `expect: {fail: X}`
+it passes when check X failed, i.e. the bug the scenario reproduces did reproduce.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+
+from harness.scenario import Scenario
+
+BACKENDS = ("sim", "local", "docker")
+AVAILABLE_BACKENDS = ("sim",)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Verdict:
+    """The judgement of one run."""
+
+    outcome: str  # "passed" | "failed" | "error"
+    expect: str | dict
+    checks: tuple = ()  # CheckResult objects (harness.checks)
+    seed: int = 0
+    backend: str = "sim"
+    stats: dict = field(default_factory=dict)
+    error: str | None = None
+
+    @property
+    def passed(self) -> bool:
+        return self.outcome == "passed"
+
+    @property
+    def failures(self) -> list:
+        """The checks that decided a failed outcome, for printing (name and explanation)."""
+        if self.outcome != "failed":
+            return []
+        if isinstance(self.expect, dict):
+            return [c for c in self.checks if c.name == self.expect["fail"]]
+        return [c for c in self.checks if not c.passed]
+
+    def summary(self) -> str:
+        if self.outcome == "error":
+            return f"ERROR ({self.error})"
+        if isinstance(self.expect, dict):
+            name = self.expect["fail"]
+            if self.passed:
+                return f"PASSED ({name} failed as expected: the bug reproduced)"
+            return f"FAILED (expected {name} to fail, but it passed)"
+        passed = sum(1 for c in self.checks if c.passed)
+        word = "PASSED" if self.passed else "FAILED"
+        return f"{word} ({passed}/{len(self.checks)} checks passed)"
+
+    def to_dict(self) -> dict:
+        return {
+            "outcome": self.outcome,
+            "expect": self.expect,
+            "checks": [c.to_dict() for c in self.checks],
+            "failed": [c.name for c in self.failures],
+            "seed": self.seed,
+            "backend": self.backend,
+            "stats": self.stats,
+            "error": self.error,
+        }
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunOutcome:
+    """A finished run: where it was written, what the backend produced, and the verdict."""
+
+    run_dir: Path
+    result: object  # harness.sim.SimResult for the sim backend
+    verdict: Verdict
+
+
+def judge(scenario: Scenario, events: list[dict], *, seed: int, backend: str, stats: dict) -> Verdict:
+    """Run the scenario's checks over a merged event log and decide the outcome."""
+    from harness.checks import run_checks
+
+    results = tuple(run_checks(events, list(scenario.checks)))
+    if scenario.expect_fail is None:
+        ok = all(c.passed for c in results)
+    else:
+        ok = any(c.name == scenario.expect_fail and not c.passed for c in results)
+    return Verdict(outcome="passed" if ok else "failed", expect=scenario.expect, checks=results,
+                   seed=seed, backend=backend, stats=stats)
+
+
+def run_stamp(now: datetime | None = None) -> str:
+    now = now if now is not None else datetime.now(timezone.utc)
+    return now.astimezone(timezone.utc).strftime("%Y%m%dT%H%M%S")
+
+
+def make_run_dir(out: str | os.PathLike, scenario_name: str, seed: int, stamp: str | None = None) -> Path:
+    """Create and return a fresh `<out>/<scenario>-<seed>-<stamp>[-N]/` directory."""
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    base = f"{scenario_name}-{seed}-{stamp or run_stamp()}"
+    for n in range(1, 1000):
+        path = out / (base if n == 1 else f"{base}-{n}")
+        try:
+            path.mkdir()
+        except FileExistsError:
+            continue
+        return path
+    raise FileExistsError(f"too many run directories named {base}* in {out}")
+
+
+def write_scenario(run_dir: Path, scenario: Scenario) -> None:
+    (run_dir / "scenario.yaml").write_text(scenario.to_yaml(), encoding="utf-8")
+
+
+def write_events(run_dir: Path, node_events: dict[str, list[dict]], timeline: list[dict]) -> None:
+    """nodes/<name>/events.jsonl for every node and timeline.jsonl."""
+    writer = _event_writer()
+    for name, events in node_events.items():
+        writer(run_dir / "nodes" / name / "events.jsonl", events)
+    writer(run_dir / "timeline.jsonl", timeline)
+
+
+def write_verdict(run_dir: Path, verdict: Verdict) -> None:
+    text = json.dumps(verdict.to_dict(), indent=2, sort_keys=False, default=_json_default)
+    (run_dir / "verdict.json").write_text(text + "\n", encoding="utf-8")
+
+
+def run_scenario(
+    scenario: Scenario,
+    *,
+    seed: int | None = None,
+    backend: str = "sim",
+    out: str | os.PathLike = "runs",
+    stamp: str | None = None,
+    **sim_options,
+) -> RunOutcome:
+    """Run a scenario on a backend, judge it and write the run directory.
+
+    `sim_options` go to harness.sim.Simulation (stack_factory, codec, check_invariants,
+    max_steps, ...). Raises what the backend raises, after writing what exists.
+    """
+    if backend not in BACKENDS:
+        raise ValueError(f"backend: must be one of {', '.join(BACKENDS)}, got {backend!r}")
+    if backend not in AVAILABLE_BACKENDS:
+        raise NotImplementedError(f"backend {backend} is not available yet")
+    seed = scenario.seed if seed is None else seed
+    scenario = dataclasses.replace(scenario, seed=seed)
+    run_dir = make_run_dir(out, scenario.name, seed, stamp)
+    write_scenario(run_dir, scenario)
+
+    from harness.sim import Simulation
+
+    sim = None
+    try:
+        sim = Simulation(scenario, seed, **sim_options)
+        result = sim.run()
+        write_events(run_dir, result.events, result.timeline)
+        verdict = judge(scenario, result.all_events(), seed=seed, backend=backend, stats=result.stats)
+    except BaseException as exc:
+        stats: dict = {}
+        if sim is not None:
+            partial = sim.result(exc)
+            stats = partial.stats
+            write_events(run_dir, partial.events, partial.timeline)
+        write_verdict(run_dir, Verdict(outcome="error", expect=scenario.expect, seed=seed,
+                                       backend=backend, stats=stats, error=f"{type(exc).__name__}: {exc}"))
+        exc.add_note(f"run directory (partial): {run_dir}")
+        raise
+    write_verdict(run_dir, verdict)
+    return RunOutcome(run_dir=run_dir, result=result, verdict=verdict)
+
+
+def _event_writer():
+    try:
+        from harness.eventlog import write_events as writer
+    except ImportError:  # pragma: no cover - only while harness.eventlog is being written
+        writer = _write_jsonl
+    return writer
+
+
+def _write_jsonl(path: Path, events: list[dict]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w", encoding="utf-8") as out:
+        for ev in events:
+            out.write(json.dumps(ev, separators=(",", ":")))
+            out.write("\n")
+
+
+def _json_default(value):
+    if isinstance(value, (set, frozenset, tuple)):
+        return list(value)
+    return repr(value)

@@ -1,0 +1,751 @@
+"""The deterministic simulator: a scenario run in virtual time on one thread (the `sim` backend).
+
+Theory of operation. A priority queue (heapq) holds entries (time, sequence, kind, a, b); the
+sequence number is a global counter, so entries with equal times run in the order they were
+queued and the whole run is a total order. Kinds:
+
+- FRAME: a frame arrives at node a (data b). A running node decodes it and gets one
+  `stack.receive(msgs, now)`; a paused node buffers it; a dead node drops it.
+- TIMER: node a's timer with generation b. Stale generations are skipped.
+- STREAM: the workload stream a sends what is due (one message per tick: 1 ms or the stream's
+  interval, whichever is larger) and queues its next tick.
+- STEP: schedule step a is applied (all steps are queued first, so at equal times a fault applies
+  before traffic).
+
+After every input to a stack (send, receive, command, timer) the simulator drains `take()`: events
+go to the node's log, deliveries are counted, and messages for the transport are grouped by
+destination in order, each group one frame (split above `max_frame_bytes`) put on the link model
+(loss, delay, jitter, duplication, reordering, partitions: see network.py). Then it re-reads
+`next_deadline()` and re-arms the node's one timer, and (by default) calls `check_invariants()`.
+
+Randomness: one `random.Random(seed)` is the master; links (in node order, then loopbacks) and
+then nodes each get `random.Random(master.getrandbits(64))`, and each incarnation of a node gets
+its stack RNG from its node's generator. Nothing else draws randomness, so a seed replays
+bit-for-bit, and wall-clock time never enters the simulation.
+"""
+
+from __future__ import annotations
+
+import heapq
+import importlib
+import itertools
+import random
+import re
+import time
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from node.events import make_event
+from node.layer import ViewChange
+from node.message import Message, app_payload
+
+from harness.scenario import FaultStep, Scenario, ScenarioError
+
+from .cluster import DEAD, PAUSED, RUNNING, SimNode
+from .network import LinkModel, Network
+
+FRAME, TIMER, STREAM, STEP = 0, 1, 2, 3
+_KIND_NAMES = {FRAME: "frame", TIMER: "timer", STREAM: "stream", STEP: "step"}
+
+MAX_FRAME_BYTES = 60_000
+DEFAULT_MAX_STEPS = 20_000_000
+DEFAULT_PAUSE_BUFFER_FRAMES = 10_000
+# A timer that fires this often at one virtual instant is a layer re-arming without progress.
+TIMER_LIVELOCK_REPEATS = 10_000
+MIN_TICK_S = 0.001
+_EPS = 1e-9
+
+StackFactory = Callable[[str, str, dict, random.Random, int], Any]
+
+
+class SimulationError(RuntimeError):
+    """The simulation cannot go on (misconfiguration, livelock, a broken invariant)."""
+
+
+class StepLimitExceeded(SimulationError):
+    """The run took more than max_steps queue entries."""
+
+
+class InvariantViolation(SimulationError):
+    """A layer's check_invariants() failed; the message names node, time and seed."""
+
+
+# ---- codecs -----------------------------------------------------------------------------------
+
+
+class IdentityCodec:
+    """A codec without bytes: a frame is (src, messages); decoding copies the messages so that a
+    receiver never shares Message objects with the sender's retransmission window. For tests of
+    the simulator and for stacks whose headers have no wire codec."""
+
+    class WireError(ValueError):
+        pass
+
+    @staticmethod
+    def encode_frame(src: str, msgs: list[Message]) -> tuple:
+        return (src, tuple(msgs))
+
+    @staticmethod
+    def decode_frame(data: tuple) -> tuple[str, list[Message]]:
+        src, msgs = data
+        return src, [m.copy() for m in msgs]
+
+
+def _default_codec():
+    try:
+        return importlib.import_module("node.wire")
+    except ImportError as exc:  # pragma: no cover - only while node.wire is being written
+        raise SimulationError(f"node.wire is not available ({exc}); pass codec=IdentityCodec()") from exc
+
+
+def _default_stack_factory() -> StackFactory:
+    try:
+        compose = importlib.import_module("node.compose")
+    except ImportError as exc:
+        raise SimulationError(
+            f"node.compose is not available ({exc}); pass stack_factory= to Simulation"
+        ) from exc
+    return compose.build_stack
+
+
+# ---- results ----------------------------------------------------------------------------------
+
+
+@dataclass
+class SimResult:
+    """What a run produced: per-node event logs, the harness timeline, and counters."""
+
+    scenario: Scenario
+    seed: int
+    events: dict[str, list[dict]]
+    timeline: list[dict]
+    stats: dict
+    end_time: float
+    completed: bool = True
+    error: str | None = None
+
+    def all_events(self) -> list[dict]:
+        """Every node's log and the timeline merged by time (stable: ties keep node order)."""
+        merged: list[dict] = []
+        for name in self.scenario.nodes:
+            merged.extend(self.events.get(name, ()))
+        merged.extend(self.timeline)
+        merged.sort(key=_event_time)
+        return merged
+
+
+def _event_time(ev: dict) -> float:
+    return ev["t"]
+
+
+class _StreamState:
+    __slots__ = ("node", "src", "dest", "index", "size", "start", "rate", "tick", "ticks_per_s", "limit",
+                 "k", "n")
+
+    def __init__(self, stream, node: SimNode, end: float):
+        self.node = node
+        self.src = stream.src
+        self.dest = stream.dest
+        self.index = stream.index
+        self.size = stream.size
+        self.start = stream.start
+        self.rate = stream.rate
+        self.tick = max(MIN_TICK_S, 1.0 / stream.rate)
+        self.ticks_per_s = 1.0 / MIN_TICK_S
+        # Slots k = 0, 1, ... are due at start + k / rate while before the stream's end.
+        stop = end if stream.duration is None else min(end, stream.start + stream.duration)
+        limit = max(0, int((stop - stream.start) * stream.rate) + 1)
+        while limit > 0 and stream.start + (limit - 1) / stream.rate >= stop - _EPS:
+            limit -= 1
+        if stream.count is not None:
+            limit = min(limit, stream.count)
+        self.limit = limit
+        self.k = 0  # next slot
+        self.n = 0  # messages actually sent (app id n of the last one); survives restarts
+
+
+# ---- the simulation ---------------------------------------------------------------------------
+
+
+class Simulation:
+    """Run one scenario with one seed in virtual time.
+
+    stack_factory(name, protocol, config, rng, incarnation) -> node.stack.Stack; default
+    node.compose.build_stack. codec: an object with encode_frame(src, msgs) and
+    decode_frame(data) (and optionally WireError, split_into_frames); default node.wire.
+    """
+
+    def __init__(
+        self,
+        scenario: Scenario,
+        seed: int | None = None,
+        stack_factory: StackFactory | None = None,
+        *,
+        codec=None,
+        check_invariants: bool = True,
+        max_steps: int = DEFAULT_MAX_STEPS,
+        link_defaults: LinkModel | None = None,
+        initial_view: bool = True,
+        pause_buffer_frames: int = DEFAULT_PAUSE_BUFFER_FRAMES,
+        max_frame_bytes: int = MAX_FRAME_BYTES,
+    ):
+        self.scenario = scenario
+        self.seed = scenario.seed if seed is None else seed
+        self.stack_factory = stack_factory if stack_factory is not None else _default_stack_factory()
+        self.codec = codec if codec is not None else _default_codec()
+        self._encode = self.codec.encode_frame
+        self._decode = self.codec.decode_frame
+        self._wire_error = getattr(self.codec, "WireError", ())
+        self._split = getattr(self.codec, "split_into_frames", None)
+        self.check_invariants = check_invariants
+        self.max_steps = max_steps
+        self.initial_view = initial_view
+        self.pause_buffer_frames = pause_buffer_frames
+        self.max_frame_bytes = max_frame_bytes
+        self.end_time = scenario.end_time
+
+        self.master = random.Random(self.seed)
+        self.network = Network(scenario.nodes, self.master, link_defaults)
+        self.nodes: dict[str, SimNode] = {
+            name: SimNode(name, random.Random(self.master.getrandbits(64))) for name in scenario.nodes
+        }
+        for (src, dst), link in self.network.links.items():
+            link.target = self.nodes[dst]
+            self.nodes[src].links[dst] = link
+        self.timeline: list[dict] = []
+        # schedule index -> (node, incarnation, rule id) of in-process rules in force
+        self._rules: dict[int, tuple[SimNode, int, int]] = {}
+
+        self.now = 0.0
+        self._heap: list = []
+        self._seq = itertools.count()
+        self._started = False
+        self._finished = False
+        self._wall_s = 0.0
+        self._last_entry: tuple | None = None
+        # Counters (attributes, not a dict, because they sit in the hot path).
+        self.steps = 0
+        self.inputs = 0
+        self.timers_fired = 0
+        self.frames_sent = 0
+        self.frames_lost = 0
+        self.frames_blocked = 0
+        self.frames_duplicated = 0
+        self.frames_reordered = 0
+        self.frames_delivered = 0
+        self.frames_to_dead = 0
+        self.frames_pause_overflow = 0
+        self.frames_unroutable = 0
+        self.frames_bad = 0
+        self.frames_split = 0
+        self.bytes_sent = 0
+        self.msgs_sent = 0
+        self.msgs_skipped = 0
+        self.msgs_delivered = 0
+
+    # ---- running ------------------------------------------------------------------------------
+
+    def run(self) -> SimResult:
+        """Run to the scenario's end time and return the result (raises SimulationError)."""
+        if self._started:
+            raise SimulationError("a Simulation runs once; build a new one to run again")
+        self._started = True
+        wall0 = time.perf_counter()
+        try:
+            self._setup()
+            self._loop()
+            self.now = self.end_time
+            self._final_snapshots()
+            self._finished = True
+        finally:
+            self._wall_s = time.perf_counter() - wall0
+        return self.result()
+
+    def result(self, error: BaseException | None = None) -> SimResult:
+        """The result so far (complete after `run`; partial if it raised)."""
+        return SimResult(
+            scenario=self.scenario,
+            seed=self.seed,
+            events={name: node.events for name, node in self.nodes.items()},
+            timeline=self.timeline,
+            stats=self.stats(),
+            end_time=self.end_time,
+            completed=self._finished,
+            error=None if error is None else f"{type(error).__name__}: {error}",
+        )
+
+    def stats(self) -> dict:
+        return {
+            "virtual_time_s": self.now,
+            "wall_time_s": self._wall_s,
+            "steps": self.steps,
+            "inputs": self.inputs,
+            "timers_fired": self.timers_fired,
+            "frames_sent": self.frames_sent,
+            "frames_delivered": self.frames_delivered,
+            "frames_lost": self.frames_lost,
+            "frames_blocked": self.frames_blocked,
+            "frames_duplicated": self.frames_duplicated,
+            "frames_reordered": self.frames_reordered,
+            "frames_to_dead": self.frames_to_dead,
+            "frames_pause_overflow": self.frames_pause_overflow,
+            "frames_unroutable": self.frames_unroutable,
+            "frames_bad": self.frames_bad,
+            "frames_split": self.frames_split,
+            "bytes_sent": self.bytes_sent,
+            "msgs_sent": self.msgs_sent,
+            "msgs_skipped": self.msgs_skipped,
+            "msgs_delivered": self.msgs_delivered,
+        }
+
+    def _push(self, t: float, kind: int, a, b=None) -> None:
+        heapq.heappush(self._heap, (t, next(self._seq), kind, a, b))
+
+    def _setup(self) -> None:
+        for step in self.scenario.schedule:
+            self._push(step.at, STEP, step)
+        for stream in self.scenario.streams:
+            ss = _StreamState(stream, self.nodes[stream.src], self.scenario.duration)
+            if ss.limit:
+                self._push(ss.start, STREAM, ss)
+        for node in self.nodes.values():
+            self._start_node(node, 0.0)
+
+    def _loop(self) -> None:
+        heap = self._heap
+        pop = heapq.heappop
+        end = self.end_time
+        max_steps = self.max_steps
+        receive = self._receive_frame
+        steps = self.steps
+        try:
+            while heap and heap[0][0] <= end:
+                entry = pop(heap)
+                steps += 1
+                if steps > max_steps:
+                    self.steps = steps
+                    self._last_entry = entry
+                    raise StepLimitExceeded(
+                        f"simulation stopped after max_steps={max_steps} steps at virtual "
+                        f"t={entry[0]:.6f}s of {end:g}s (seed {self.seed}); next entry: "
+                        f"{self._describe_entry(entry)}. A layer may keep re-arming a timer or "
+                        f"ping-ponging messages; raise max_steps if the scenario is simply big"
+                    )
+                t = entry[0]
+                self.now = t
+                kind = entry[2]
+                if kind == FRAME:
+                    node = entry[3]
+                    state = node.state
+                    if state is RUNNING:
+                        receive(node, entry[4], t)
+                    elif state is PAUSED:
+                        if node.pending_frames >= self.pause_buffer_frames:
+                            self.frames_pause_overflow += 1
+                        else:
+                            node.pending.append(("frame", entry[4]))
+                            node.pending_frames += 1
+                    else:
+                        self.frames_to_dead += 1
+                elif kind == TIMER:
+                    node = entry[3]
+                    if entry[4] == node.timer_gen and node.state is RUNNING:
+                        self._fire_timer(node, t)
+                elif kind == STREAM:
+                    self._stream_tick(entry[3], t)
+                else:
+                    self._apply_step(entry[3], t)
+        finally:
+            self.steps = steps
+
+    def _describe_entry(self, entry: tuple) -> str:
+        kind = entry[2]
+        what = _KIND_NAMES[kind]
+        if kind in (FRAME, TIMER):
+            return f"{what} at node {entry[3].name}"
+        if kind == STREAM:
+            return f"{what} {entry[3].src}->{entry[3].dest}"
+        return f"{what} {entry[3].describe()}"
+
+    # ---- inputs to a stack --------------------------------------------------------------------
+
+    def _after_input(self, node: SimNode, t: float) -> None:
+        """Drain the stack's outboxes, transmit, check invariants and re-arm the node's timer."""
+        stack = node.stack
+        self.inputs += 1
+        if self.check_invariants:
+            try:
+                stack.check_invariants()
+            except AssertionError as exc:
+                raise InvariantViolation(
+                    f"invariant broken at node {node.name} (incarnation {node.incarnation}) at "
+                    f"t={t:.6f}s, seed {self.seed}: {exc}"
+                ) from exc
+        out, app, evs = stack.take()
+        if evs:
+            node.events.extend(evs)
+        if app:
+            self.msgs_delivered += len(app)
+        if out:
+            self._transmit(node, out, t)
+        deadline = stack.next_deadline()
+        if deadline != node.timer_at:
+            node.timer_gen += 1
+            node.timer_at = deadline
+            if deadline is not None:
+                heapq.heappush(
+                    self._heap,
+                    (deadline if deadline > t else t, next(self._seq), TIMER, node, node.timer_gen),
+                )
+
+    def _fire_timer(self, node: SimNode, t: float) -> None:
+        if t == node.timer_t:
+            node.timer_repeats += 1
+            if node.timer_repeats > TIMER_LIVELOCK_REPEATS:
+                raise SimulationError(
+                    f"timer livelock at node {node.name}: fired {node.timer_repeats} times at "
+                    f"t={t:.6f}s without its deadline moving (seed {self.seed}); a layer's "
+                    f"next_deadline() stays <= now after on_timer(now)"
+                )
+        else:
+            node.timer_t = t
+            node.timer_repeats = 0
+        node.timer_at = None
+        self.timers_fired += 1
+        node.stack.on_timer(t)
+        self._after_input(node, t)
+
+    def _receive_frame(self, node: SimNode, data, t: float) -> None:
+        try:
+            _src, msgs = self._decode(data)
+        except self._wire_error as exc:
+            # Bad input from the network is counted and logged, never fatal (STYLE.md #6).
+            self.frames_bad += 1
+            node.events.append(make_event(t, node.name, "transport", "drop", reason="bad_frame",
+                                          detail=str(exc)[:200]))
+            return
+        self.frames_delivered += 1
+        node.stack.receive(msgs, t)
+        self._after_input(node, t)
+
+    def _command(self, node: SimNode, cmd, t: float) -> None:
+        node.stack.command(cmd, t)
+        self._after_input(node, t)
+
+    # ---- the network --------------------------------------------------------------------------
+
+    def _transmit(self, node: SimNode, out: list[Message], t: float) -> None:
+        first = out[0].dest
+        for msg in out:
+            if msg.dest != first:
+                break
+        else:
+            self._send_group(node, first, out, t)
+            return
+        groups: dict[str, list[Message]] = {}
+        for msg in out:
+            group = groups.get(msg.dest)
+            if group is None:
+                groups[msg.dest] = [msg]
+            else:
+                group.append(msg)
+        for dest, msgs in groups.items():
+            self._send_group(node, dest, msgs, t)
+
+    def _send_group(self, node: SimNode, dest: str, msgs: list[Message], t: float) -> None:
+        link = node.links.get(dest)
+        if link is None:
+            self.frames_unroutable += 1
+            return
+        frame = self._encode(node.name, msgs)
+        if type(frame) is bytes:
+            size = len(frame)
+            if size > self.max_frame_bytes and len(msgs) > 1:
+                for part in self._split_frames(node.name, msgs):
+                    self.bytes_sent += len(part)
+                    self._send_frame(link, part, t)
+                return
+            self.bytes_sent += size
+        self._send_frame(link, frame, t)
+
+    def _split_frames(self, src: str, msgs: list[Message]) -> list:
+        if self._split is not None:
+            frames = self._split(src, msgs, self.max_frame_bytes)
+        else:
+            frames = []
+            todo = [msgs]
+            # Halve until every part fits (a single message that is too big goes as it is).
+            while todo:
+                part = todo.pop()
+                frame = self._encode(src, part)
+                if len(frame) > self.max_frame_bytes and len(part) > 1:
+                    mid = len(part) // 2
+                    todo.append(part[mid:])
+                    todo.append(part[:mid])
+                else:
+                    frames.append(frame)
+        self.frames_split += len(frames) - 1
+        return frames
+
+    def _send_frame(self, link, frame, t: float) -> None:
+        self.frames_sent += 1
+        if link.blocked:
+            self.frames_blocked += 1
+            return
+        rng = link.rng
+        loss_p = link.loss_p
+        if loss_p and rng.random() < loss_p:
+            self.frames_lost += 1
+            return
+        arrival = t + link.delay_s
+        jitter = link.jitter_s
+        if jitter:
+            arrival += rng.uniform(-jitter, jitter)
+            if arrival < t:
+                arrival = t
+        reorder_p = link.reorder_p
+        if reorder_p and rng.random() < reorder_p:
+            # Held back: it neither waits for nor delays the FIFO frames around it.
+            arrival += rng.uniform(0.0, link.reorder_s)
+            self.frames_reordered += 1
+        else:
+            if arrival < link.last_arrival:
+                arrival = link.last_arrival
+            link.last_arrival = arrival
+        heap = self._heap
+        heapq.heappush(heap, (arrival, next(self._seq), FRAME, link.target, frame))
+        dup_p = link.dup_p
+        if dup_p and rng.random() < dup_p:
+            self.frames_duplicated += 1
+            heapq.heappush(heap, (arrival, next(self._seq), FRAME, link.target, frame))
+
+    # ---- the workload -------------------------------------------------------------------------
+
+    def _stream_tick(self, ss: _StreamState, t: float) -> None:
+        # An entry is queued only when its first slot is due, so the loop always sends one.
+        node = ss.node
+        rate = ss.rate
+        start = ss.start
+        limit = ss.limit
+        k = ss.k
+        horizon = t + _EPS
+        while True:
+            if node.state is RUNNING:
+                ss.n += 1
+                self.msgs_sent += 1
+                node.stack.send(Message(ss.src, ss.dest, app_payload(ss.src, ss.index, ss.n, ss.size)), t)
+                self._after_input(node, t)
+            else:
+                # A paused or dead application sends nothing; its slots are skipped, not queued.
+                self.msgs_skipped += 1
+            k += 1
+            if k >= limit:
+                ss.k = k
+                return
+            due = start + k / rate
+            if due > horizon:
+                break
+        ss.k = k
+        if due < t + ss.tick - _EPS:
+            # Fast streams wake on a 1 ms grid anchored at their start (division keeps the grid
+            # exact: 9 / 1000 is 0.009, 9 * 0.001 is not).
+            due = start + (int((t - start) * ss.ticks_per_s + 1e-6) + 1) / ss.ticks_per_s
+        heapq.heappush(self._heap, (due, next(self._seq), STREAM, ss, None))
+
+    # ---- node lifecycle -----------------------------------------------------------------------
+
+    def _start_node(self, node: SimNode, t: float) -> None:
+        incarnation = node.incarnation + 1
+        rng = random.Random(node.seed_rng.getrandbits(64))
+        try:
+            stack = self.stack_factory(node.name, self.scenario.protocol, dict(self.scenario.config),
+                                       rng, incarnation)
+        except ValueError as exc:
+            # The protocol validates its own settings and names the key ("xmit_interval: ...").
+            raise _config_error(exc) from exc
+        node.stack = stack
+        node.incarnation = incarnation
+        node.state = RUNNING
+        node.cancel_timer()
+        node.pending.clear()
+        node.pending_frames = 0
+        node.events.append(make_event(t, node.name, "node", "node_start", incarnation=incarnation))
+        if self.initial_view:
+            node.view_id += 1
+            stack.command(ViewChange(members=tuple(self.scenario.nodes), view_id=node.view_id), t)
+        self._after_input(node, t)
+
+    def _stop_node(self, node: SimNode, t: float, reason: str) -> None:
+        node.events.append(make_event(t, node.name, "node", "node_stop", reason=reason,
+                                      incarnation=node.incarnation))
+        node.stack = None
+        node.state = DEAD
+        node.cancel_timer()
+        # Frames and commands buffered while paused die with the process.
+        self.frames_to_dead += node.pending_frames
+        node.pending.clear()
+        node.pending_frames = 0
+
+    def _resume(self, node: SimNode, t: float) -> None:
+        node.state = RUNNING
+        pending = node.pending
+        while pending and node.state is RUNNING:
+            what, item = pending.popleft()
+            if what == "frame":
+                node.pending_frames -= 1
+                self._receive_frame(node, item, t)
+            else:
+                self._command(node, item, t)
+        # Timers were suspended: re-arm from the stack's deadline (which may be in the past).
+        node.timer_at = None
+        node.timer_gen += 1
+        deadline = node.stack.next_deadline()
+        if deadline is not None:
+            node.timer_at = deadline
+            self._push(deadline if deadline > t else t, TIMER, node, node.timer_gen)
+
+    # ---- the schedule -------------------------------------------------------------------------
+
+    def _log_fault(self, t: float, kind: str, fault: str, detail: str) -> None:
+        self.timeline.append(make_event(t, "harness", "harness", kind, fault=fault, detail=detail))
+
+    def _apply_step(self, step: FaultStep, t: float) -> None:
+        kind = step.kind
+        p = step.params
+        if kind == "partition":
+            self.network.apply(step.index, p.links, blocked=True)
+        elif kind == "loss":
+            self.network.apply(step.index, p.links, loss_p=p.p)
+        elif kind == "delay":
+            self.network.apply(step.index, p.links, delay_s=p.ms / 1000.0, jitter_s=p.jitter_ms / 1000.0)
+        elif kind == "duplicate":
+            self.network.apply(step.index, p.links, dup_p=p.p)
+        elif kind == "reorder":
+            self.network.apply(step.index, p.links, reorder_p=p.p, reorder_s=p.ms / 1000.0)
+        elif kind == "drop":
+            node = self.nodes[p.node]
+            if not node.alive:
+                self._log_fault(t, "fault_on", kind, f"{step.describe()} (skipped: {p.node} is dead)")
+                return
+            self._rules[step.index] = (node, node.incarnation, self._add_rule(node, step))
+        elif kind == "view":
+            node = self.nodes[p.node]
+            if not node.alive:
+                self._log_fault(t, "fault_on", kind, f"{step.describe()} (skipped: {p.node} is dead)")
+                return
+            node.view_id += 1
+            cmd = ViewChange(members=p.members, view_id=node.view_id)
+            if node.state is PAUSED:
+                node.pending.append(("command", cmd))
+            else:
+                self._command(node, cmd, t)
+        elif kind == "kill":
+            node = self.nodes[p.node]
+            if node.alive:
+                self._stop_node(node, t, "kill")
+        elif kind == "pause":
+            node = self.nodes[p.node]
+            if node.state is RUNNING:
+                node.state = PAUSED
+                node.cancel_timer()
+        elif kind == "resume":
+            node = self.nodes[p.node]
+            if node.state is PAUSED:
+                self._resume(node, t)
+            self._log_fault(t, "fault_off", "pause", step.describe())
+            return
+        elif kind == "restart":
+            node = self.nodes[p.node]
+            if node.alive:
+                self._stop_node(node, t, "restart")
+            self._start_node(node, t)
+        elif kind == "heal":
+            self._heal(step, t)
+            return
+        else:  # pragma: no cover - the scenario loader refuses other kinds
+            raise SimulationError(f"unknown step kind {kind!r}")
+        self._log_fault(t, "fault_on", kind, step.describe())
+
+    def _heal(self, step: FaultStep, t: float) -> None:
+        target = step.params.target
+        schedule = self.scenario.schedule
+        if target == "all":
+            undone = self.network.heal_all() + list(self._rules)
+            for index in list(self._rules):
+                self._remove_rule(index)
+            if not undone:
+                self._log_fault(t, "fault_off", "heal", f"{step.describe()}: nothing to heal")
+            for index in sorted(undone):
+                undo = schedule[index]
+                self._log_fault(t, "fault_off", undo.kind, f"{undo.describe()} (by {step.describe()})")
+            return
+        undo = schedule[target]
+        if undo.kind == "drop":
+            active = target in self._rules
+            if active:
+                self._remove_rule(target)
+        else:
+            active = self.network.remove(target)
+        note = "" if active else ", was not active"
+        self._log_fault(t, "fault_off", undo.kind, f"{undo.describe()} (by {step.describe()}{note})")
+
+    # ---- in-process fault rules ---------------------------------------------------------------
+
+    def _fault_layer(self, node: SimNode):
+        try:
+            faultlayer = importlib.import_module("node.faultlayer")
+        except ImportError as exc:
+            raise SimulationError(f"drop steps need node.faultlayer, which is not available ({exc})") from exc
+        try:
+            return faultlayer, node.stack.layer(faultlayer.FaultLayer)
+        except KeyError:
+            raise SimulationError(
+                f"node {node.name}'s stack has no FaultLayer, so a drop step cannot be applied; "
+                f"build the stack with the in-process fault layer"
+            ) from None
+
+    def _add_rule(self, node: SimNode, step: FaultStep) -> int:
+        faultlayer, layer = self._fault_layer(node)
+        p = step.params
+        rule = faultlayer.FaultRule(
+            direction=p.direction,
+            peer=p.peer,
+            types=None if p.types is None else frozenset(p.types),
+            p=p.p,
+            count=p.count,
+            after=p.after,
+            seqnos=p.seqnos,
+            until=p.until,
+        )
+        return layer.add_rule(rule)
+
+    def _remove_rule(self, index: int) -> None:
+        node, incarnation, rule_id = self._rules.pop(index)
+        # A restart lost the rule together with the old stack; there is nothing left to remove.
+        if node.alive and node.incarnation == incarnation:
+            _faultlayer, layer = self._fault_layer(node)
+            layer.remove_rule(rule_id)
+
+    # ---- the end ------------------------------------------------------------------------------
+
+    def _final_snapshots(self) -> None:
+        t = self.end_time
+        for node in self.nodes.values():
+            if not node.alive:
+                continue
+            for layer in node.stack.layers:
+                window_events = getattr(layer, "window_events", None)
+                if window_events is not None:
+                    node.events.extend(window_events(t, final=True))
+
+
+def _config_error(exc: ValueError) -> ScenarioError:
+    match = re.match(r"^([A-Za-z_][A-Za-z0-9_]*): (.*)$", str(exc), re.S)
+    if match:
+        return ScenarioError(f"config.{match.group(1)}", match.group(2))
+    return ScenarioError("config", str(exc))
+
+
+def simulate(scenario: Scenario, seed: int | None = None, **kwargs) -> SimResult:
+    """Build a Simulation and run it (keyword arguments as for Simulation)."""
+    return Simulation(scenario, seed, **kwargs).run()

@@ -1,0 +1,1 @@
+"""splitbrain pipeline: event logs of runs into verdicts, metrics and plots (PySpark)."""
