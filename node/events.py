@@ -69,9 +69,7 @@ OPTIONAL_FIELDS = {
 def make_event(t: float, node: str, proto: str, kind: str, **fields) -> dict:
     """Build one event; None-valued optional fields are left out."""
     ev = {"v": EVENT_VERSION, "t": t, "node": node, "proto": proto, "kind": kind}
-    for key, value in fields.items():
-        if value is not None:
-            ev[key] = value
+    ev.update({key: value for key, value in fields.items() if value is not None})
     return ev
 
 

@@ -26,7 +26,9 @@ class Stack:
     # ---- inputs -------------------------------------------------------------------------------
 
     def send(self, msg: Message, now: float) -> None:
-        """The application sends a message (msg.dest set, msg.src = local)."""
+        """The application sends a message (msg.dest set, msg.src = local). From here on the
+        message belongs to the stack: layers add their headers in place and keep it for
+        retransmission, so the caller must not reuse or change it."""
         top = len(self.layers) - 1
         self._route(top, self.layers[top].down(msg, now), now)
 
@@ -41,8 +43,12 @@ class Stack:
             self._route(idx, self.layers[idx].command(cmd, now), now)
 
     def next_deadline(self) -> float | None:
-        deadlines = [d for d in (layer.next_deadline() for layer in self.layers) if d is not None]
-        return min(deadlines) if deadlines else None
+        best = None
+        for layer in self.layers:
+            d = layer.next_deadline()
+            if d is not None and (best is None or d < best):
+                best = d
+        return best
 
     def on_timer(self, now: float) -> None:
         """Fire every layer whose deadline has come, bottom first (a fixed order, for replay)."""

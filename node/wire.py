@@ -123,72 +123,80 @@ def _assemble(src: str, dest: str, encoded: list[bytes]) -> bytes:
     )
 
 
-class _Reader:
-    __slots__ = ("data", "pos")
-
-    def __init__(self, data: bytes):
-        self.data = data
-        self.pos = 0
-
-    def take(self, n: int) -> bytes:
-        end = self.pos + n
-        if end > len(self.data):
-            raise WireError(f"truncated: need {n} bytes at offset {self.pos}, have {len(self.data) - self.pos}")
-        out = self.data[self.pos : end]
-        self.pos = end
-        return out
-
-    def unpack(self, st: struct.Struct) -> tuple:
-        return st.unpack(self.take(st.size))
-
-    def name(self) -> str:
-        (n,) = self.unpack(_U8)
-        try:
-            return self.take(n).decode()
-        except UnicodeDecodeError as exc:
-            raise WireError(f"address is not UTF-8 at offset {self.pos}") from exc
-
-    def left(self) -> int:
-        return len(self.data) - self.pos
-
-
 def decode_frame(data: bytes) -> tuple[str, list[Message]]:
     """Decode one frame into (src, messages). Raises WireError on anything malformed."""
     if not isinstance(data, (bytes, bytearray, memoryview)):
         raise WireError(f"expected bytes, got {type(data).__name__}")
-    r = _Reader(bytes(data))
-    version, _flags = r.unpack(_FRAME_HEAD)
-    if version != WIRE_VERSION:
-        raise WireError(f"unsupported wire version {version}")
-    src = r.name()
-    dest = r.name()
-    (count,) = r.unpack(_COUNT)
+    data = bytes(data)
+    size = len(data)
+    try:
+        version, _flags = _FRAME_HEAD.unpack_from(data, 0)
+        if version != WIRE_VERSION:
+            raise WireError(f"unsupported wire version {version}")
+        src, pos = _name_at(data, 2)
+        dest, pos = _name_at(data, pos)
+        (count,) = _COUNT.unpack_from(data, pos)
+        pos += 2
+    except struct.error as exc:
+        raise WireError(f"truncated frame header ({size} bytes)") from exc
     if count == 0:
         raise WireError("frame with no messages")
-    if count * _MIN_MESSAGE_BYTES > r.left():
-        raise WireError(f"frame claims {count} messages but has only {r.left()} bytes")
-    msgs = [_decode_message(r, src, dest) for _ in range(count)]
-    if r.left():
-        raise WireError(f"{r.left()} trailing bytes after the last message")
+    if count * _MIN_MESSAGE_BYTES > size - pos:
+        raise WireError(f"frame claims {count} messages but has only {size - pos} bytes")
+    msgs = []
+    for _ in range(count):
+        msg, pos = _message_at(data, pos, size, src, dest)
+        msgs.append(msg)
+    if pos != size:
+        raise WireError(f"{size - pos} trailing bytes after the last message")
     return src, msgs
 
 
-def _decode_message(r: _Reader, src: str, dest: str) -> Message:
-    (nhdr,) = r.unpack(_U8)
+def _name_at(data: bytes, pos: int) -> tuple[str, int]:
+    if pos >= len(data):
+        raise WireError(f"truncated: address expected at offset {pos}")
+    n = data[pos]
+    end = pos + 1 + n
+    if end > len(data):
+        raise WireError(f"truncated address at offset {pos}")
+    try:
+        return data[pos + 1 : end].decode(), end
+    except UnicodeDecodeError as exc:
+        raise WireError(f"address is not UTF-8 at offset {pos}") from exc
+
+
+def _message_at(data: bytes, pos: int, size: int, src: str, dest: str) -> tuple[Message, int]:
+    """Decode the message at `pos`; every length is checked against `size` before slicing."""
+    if pos >= size:
+        raise WireError(f"truncated: message expected at offset {pos}")
+    nhdr = data[pos]
+    pos += 1
     headers = {}
     for _ in range(nhdr):
-        proto_id, length = r.unpack(_HDR_HEAD)
-        body = r.take(length)
+        if pos + 3 > size:
+            raise WireError(f"truncated header at offset {pos}")
+        proto_id, length = _HDR_HEAD.unpack_from(data, pos)
+        pos += 3
+        end = pos + length
+        if end > size:
+            raise WireError(f"truncated: header of {length} bytes at offset {pos}, have {size - pos}")
         codec = _CODECS.get(proto_id)
         if codec is None:
             raise WireError(f"unknown protocol id {proto_id}")
         if proto_id in headers:
             raise WireError(f"protocol id {proto_id} appears twice in one message")
         try:
-            headers[proto_id] = codec.decode(body)
+            headers[proto_id] = codec.decode(data[pos:end])
         except WireError:
             raise
         except (struct.error, ValueError) as exc:
             raise WireError(f"bad header for protocol id {proto_id}: {exc}") from exc
-    (plen,) = r.unpack(_PAYLOAD_LEN)
-    return Message(src, dest, r.take(plen), headers)
+        pos = end
+    if pos + 4 > size:
+        raise WireError(f"truncated: payload length expected at offset {pos}")
+    (plen,) = _PAYLOAD_LEN.unpack_from(data, pos)
+    pos += 4
+    end = pos + plen
+    if end > size:
+        raise WireError(f"truncated: payload of {plen} bytes at offset {pos}, have {size - pos}")
+    return Message(src, dest, data[pos:end], headers), end

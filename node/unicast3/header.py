@@ -58,7 +58,12 @@ _RANGE_COUNT = struct.Struct("!H")
 _RANGE = struct.Struct("!QQ")
 
 
+_DATA = struct.Struct("!BBQI")  # the hot path: one pack for a whole DATA header
+
+
 def encode(h: U3Header) -> bytes:
+    if h.type is MsgType.DATA:
+        return _DATA.pack(0, FLAG_FIRST if h.first else 0, h.seqno, h.conn_id)
     st, fields = _LAYOUT[h.type]
     out = _HEAD.pack(h.type, FLAG_FIRST if h.first else 0) + st.pack(*(getattr(h, f) for f in fields))
     if h.type is MsgType.XMIT_REQ:
@@ -69,6 +74,11 @@ def encode(h: U3Header) -> bytes:
 
 
 def decode(body: bytes) -> U3Header:
+    if len(body) == _DATA.size and body[0] == 0:
+        _, flags, seqno, conn_id = _DATA.unpack(body)
+        if flags & ~FLAG_FIRST:
+            raise WireError(f"unknown UNICAST3 flags {flags:#x}")
+        return U3Header(MsgType.DATA, seqno, conn_id, bool(flags))
     if len(body) < _HEAD.size:
         raise WireError("UNICAST3 header too short")
     type_raw, flags = _HEAD.unpack_from(body)

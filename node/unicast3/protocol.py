@@ -41,7 +41,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from ..events import make_event
+from ..events import EVENT_VERSION, make_event
 from ..layer import Action, Command, Down, Layer, Log, SetConfig, SyncPeer, Up, ViewChange
 from ..message import Message
 from ..rangeset import RangeSet
@@ -135,13 +135,22 @@ class Unicast3(Layer):
         seqno = entry.next_seqno
         entry.next_seqno = seqno + 1
         entry.last_active = now
-        sent = msg.with_header(PROTO_ID, U3Header(MsgType.DATA, seqno, entry.conn_id, seqno == 1))
-        entry.msgs[seqno] = sent
-        self._count("tx_DATA")
-        out.append(self._log(now, "send", peer=dest, seqno=seqno, conn_id=entry.conn_id,
-                             app=msg.app, bytes=len(msg.payload)))
-        out.append(Down(msg=sent))
+        # A message handed down belongs to the stack (node/stack.py), so the header goes in place.
+        msg.headers[PROTO_ID] = U3Header(MsgType.DATA, seqno, entry.conn_id, seqno == 1)
+        entry.msgs[seqno] = msg
+        self.counters["tx_DATA"] = self.counters.get("tx_DATA", 0) + 1
+        out.append(Log(event=self._data_event(now, "send", dest, seqno, entry.conn_id, msg)))
+        out.append(Down(msg=msg))
         return out
+
+    def _data_event(self, now: float, kind: str, peer: str, seqno: int, conn_id: int, msg: Message) -> dict:
+        # The hot path of the event log (one per message sent and one per delivery): built directly.
+        ev = {"v": EVENT_VERSION, "t": now, "node": self.local, "proto": PROTO, "kind": kind, "peer": peer,
+              "seqno": seqno, "conn_id": conn_id, "bytes": len(msg.payload)}
+        app = msg.app
+        if app is not None:
+            ev["app"] = app
+        return ev
 
     def _resend(self, entry: SenderEntry, seqno: int, now: float, reason: str, first: bool = False) -> list[Action]:
         """Send a stored message again, under the entry's current conn-id."""
@@ -218,8 +227,7 @@ class Unicast3(Layer):
         nxt = entry.delivered + 1
         while nxt in held:
             msg = held.pop(nxt)
-            out.append(self._log(now, "deliver", peer=entry.peer, seqno=nxt, conn_id=entry.conn_id,
-                                 app=msg.app, bytes=len(msg.payload)))
+            out.append(Log(event=self._data_event(now, "deliver", entry.peer, nxt, entry.conn_id, msg)))
             delivered.append(msg)
             nxt += 1
         entry.delivered = nxt - 1
