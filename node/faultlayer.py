@@ -36,6 +36,7 @@ class FaultRule:
     until: float | None = None  # ...until this time
     action: str = "drop"
     delay_s: float = 0.0
+    jitter_s: float = 0.0  # delay: plus a uniform extra in [0, jitter_s)
 
     def __post_init__(self) -> None:
         if self.direction not in DIRECTIONS:
@@ -48,8 +49,10 @@ class FaultRule:
             raise ValueError(f"count: must be >= 1, got {self.count!r}")
         if self.after < 0:
             raise ValueError(f"after: must be >= 0, got {self.after!r}")
-        if self.delay_s < 0 or (self.action == "delay" and self.delay_s == 0):
+        if self.delay_s < 0 or (self.action == "delay" and self.delay_s == 0 and self.jitter_s == 0):
             raise ValueError(f"delay_s: must be > 0 for a delay rule, got {self.delay_s!r}")
+        if self.jitter_s < 0:
+            raise ValueError(f"jitter_s: must be >= 0, got {self.jitter_s!r}")
         if self.seqnos is not None and (len(self.seqnos) != 2 or self.seqnos[0] > self.seqnos[1]):
             raise ValueError(f"seqnos: must be [lo, hi] with lo <= hi, got {self.seqnos!r}")
 
@@ -68,7 +71,7 @@ class FaultRule:
         if self.count:
             parts.append(f"count {self.count}")
         if self.action == "delay":
-            parts.append(f"{self.delay_s * 1000:g}ms")
+            parts.append(f"{self.delay_s * 1000:g}ms" + (f"+-{self.jitter_s * 1000:g}ms" if self.jitter_s else ""))
         return " ".join(parts)
 
     def to_dict(self) -> dict:
@@ -190,7 +193,8 @@ class FaultLayer(Layer):
             return [self._pass(direction, msg), self._pass(direction, msg.copy())]
         self.counters["delayed"] += 1
         self._held_order += 1
-        heapq.heappush(self._held, _Held(now + rule.delay_s, self._held_order, direction, msg))
+        delay = rule.delay_s + (self._rng.random() * rule.jitter_s if rule.jitter_s else 0.0)
+        heapq.heappush(self._held, _Held(now + delay, self._held_order, direction, msg))
         return []
 
     @staticmethod

@@ -86,6 +86,15 @@ def test_delay_releases_at_deadline():
     assert fl.next_deadline() is None
 
 
+def test_delay_with_jitter_stays_in_bounds():
+    """Jittered delays fall in [delay, delay + jitter) and are seeded."""
+    fl = layer_with(action="delay", delay_s=0.1, jitter_s=0.05)
+    for i in range(50):
+        fl.up([data(i)], 0.0)
+    dues = sorted(h.due for h in fl._held)
+    assert 0.1 <= dues[0] and dues[-1] < 0.15 and dues[0] != dues[-1]
+
+
 def test_duplicate_passes_twice():
     """A duplicate rule passes the message and a copy."""
     fl = layer_with(action="duplicate", count=1)
