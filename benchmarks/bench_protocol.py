@@ -221,19 +221,25 @@ def bench_acks(sizes: Sizes) -> None:
 # ---- 3. control traffic per resync ------------------------------------------------------------
 
 
-def split_scenario(resync: str) -> dict:
-    """Seed 000's asymmetric split: A->B is cut, B drops A from its view and closes its window."""
+def split_scenario(resync: str, busy: bool) -> dict:
+    """Seed 000's asymmetric split: A->B is cut, B drops A from its view and closes its window.
+
+    idle (busy=False): the workload ends during the split, so what is counted after the heal is
+    the resync itself: getting B's new window in step and recovering the 500 messages A sent into
+    the cut. busy: A keeps sending 100 msgs/s for 4 s after the heal, which is where the older
+    designs pay for every message that reaches a receiver without a window (JGRP-1874)."""
+    end = HEAL_T + 4.0 if busy else 7.0
     return {
         "name": "bench-resync",
         "nodes": ["A", "B", "C"],
         "config": {"conn_close_timeout": 2.0, "resync": resync},
-        "workload": [{"from": "A", "to": "B", "rate": 100, "duration": 12},
-                     {"from": "C", "to": "B", "rate": 50, "duration": 12}],
+        "workload": [{"from": "A", "to": "B", "rate": 100, "duration": end},
+                     {"from": "C", "to": "B", "rate": 50, "duration": end}],
         "schedule": [{"at": 2.0, "partition": {"from": "A", "to": "B"}},
                      {"at": 2.5, "view": {"at": "B", "members": ["B", "C"]}},
                      {"at": HEAL_T, "heal": 0},
-                     {"at": 8.5, "view": {"at": "B", "members": ["A", "B", "C"]}}],
-        "duration": 12,
+                     {"at": HEAL_T, "view": {"at": "B", "members": ["A", "B", "C"]}}],
+        "duration": max(end, HEAL_T),
         "settle": 8,
     }
 
@@ -296,8 +302,8 @@ class ResyncRun:
     verdict: str
 
 
-def resync_run(resync: str, seed: int) -> ResyncRun:
-    result = simulate(split_scenario(resync), seed=seed)
+def resync_run(resync: str, seed: int, busy: bool) -> ResyncRun:
+    result = simulate(split_scenario(resync, busy), seed=seed)
     events = result.all_events()
     catch_up = catch_up_time(events, "A", "B")
     until = result.end_time if catch_up is None else HEAL_T + catch_up
@@ -327,9 +333,9 @@ def number(value: float) -> str:
     return f"{value:g}"
 
 
-def bench_resync(sizes: Sizes) -> None:
+def bench_resync(sizes: Sizes, busy: bool) -> None:
     seeds = range(sizes.resync_seeds)
-    runs = {mode: [resync_run(mode, seed) for seed in seeds] for mode in RESYNC_MODES}
+    runs = {mode: [resync_run(mode, seed, busy) for seed in seeds] for mode in RESYNC_MODES}
     traffic_rows = []
     for mode, mode_runs in runs.items():
         for kind in CONTROL_KINDS + ("total",):
@@ -346,14 +352,15 @@ def bench_resync(sizes: Sizes) -> None:
             median_max([run.data_dropped for run in mode_runs], number),
             "; ".join(f"{v} ({n}/{len(mode_runs)} seeds)" for v, n in verdicts.items()),
         ])
-    intro = (f"Seed 000's asymmetric split, {sizes.resync_seeds} seeds (0-{sizes.resync_seeds - 1}) per "
+    label = "busy: A keeps sending after the heal" if busy else "idle: the workload ends during the split"
+    intro = (f"Seed 000's asymmetric split ({label}), {sizes.resync_seeds} seeds (0-{sizes.resync_seeds - 1}) per "
              f"mode, heal at t={HEAL_T:g} s. Cells are median / max over seeds. Counts and bytes cover "
              "both directions A<->B from the heal to B's catch-up (to the end of the run if B never "
              "catches up).")
     summary_intro = ("catch-up: heal until B has delivered everything A sent it. checks sync_time: "
                      "run_checks windows_synced, pair A->B. DATA dropped: A's messages B discarded "
                      "after the heal for want of a usable window.")
-    section("3. Control traffic per resync", intro,
+    section(f"3{'b' if busy else 'a'}. Control traffic per resync ({'busy' if busy else 'idle'})", intro,
             table(["resync", "control message", "count", "bytes"], traffic_rows))
     print(summary_intro + "\n")
     print(table(["resync", "catch-up s", "checks sync_time s", "DATA dropped at B", "checks"],
@@ -395,7 +402,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"# UNICAST3 benchmarks ({'quick' if args.quick else 'full'})\n")
     bench_speed(sizes)
     bench_acks(sizes)
-    bench_resync(sizes)
+    bench_resync(sizes, busy=False)
+    bench_resync(sizes, busy=True)
     bench_jgrp1875()
     print(f"Total wall time: {time.perf_counter() - t0:.1f} s")
     return 0
