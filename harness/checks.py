@@ -104,6 +104,18 @@ class _Lives:
         return self.last.get(node) == "node_stop"
 
 
+def _deliveries(events: list[dict], lives: _Lives):
+    """The deliver events with an app id, in time order, keeping `lives` up to date on the way."""
+    for ev in _ordered(events):
+        kind = ev["kind"]
+        if kind in _LIFECYCLE:
+            lives.observe(ev)
+        elif kind == "conn_state":
+            lives.observe_window(ev)
+        elif kind == "deliver" and "app" in ev:
+            yield ev
+
+
 def _parse_app(ev: dict) -> tuple[str, int, int]:
     try:
         return parse_app_id(ev["app"])
@@ -130,16 +142,7 @@ def check_fifo(events: list[dict]) -> CheckResult:
     highest: dict[tuple, int] = {}
     violations: list[dict] = []
     count = delivered = 0
-    for ev in _ordered(events):
-        kind = ev["kind"]
-        if kind in _LIFECYCLE:
-            lives.observe(ev)
-            continue
-        if kind == "conn_state":
-            lives.observe_window(ev)
-            continue
-        if kind != "deliver" or "app" not in ev:
-            continue
+    for ev in _deliveries(events, lives):
         delivered += 1
         origin, stream, n = _parse_app(ev)
         receiver, sender, conn_id = ev["node"], ev.get("peer", origin), ev.get("conn_id")
@@ -173,23 +176,14 @@ def check_fifo(events: list[dict]) -> CheckResult:
 
 
 def check_no_duplicates(events: list[dict]) -> CheckResult:
-    """Each app id is delivered at most once per receiver incarnation, sender and conn_id."""
+    """Each app id is delivered at most once per receiver incarnation, sender and connection."""
     lives = _Lives()
     # (receiver, incarnation, sender, app) -> ((conn_id, first delivery t), ...): nearly always
     # one pair, a second one only after a resync under a new conn_id.
     seen: dict[tuple, tuple[tuple, ...]] = {}
     duplicates: list[dict] = []
     count = redelivered = delivered = 0
-    for ev in _ordered(events):
-        kind = ev["kind"]
-        if kind in _LIFECYCLE:
-            lives.observe(ev)
-            continue
-        if kind == "conn_state":
-            lives.observe_window(ev)
-            continue
-        if kind != "deliver" or "app" not in ev:
-            continue
+    for ev in _deliveries(events, lives):
         delivered += 1
         receiver, app = ev["node"], ev["app"]
         sender = ev.get("peer") or _parse_app(ev)[0]
