@@ -131,6 +131,11 @@ class FaultLayer(Layer):
     def clear(self) -> None:
         self._rules.clear()
 
+    def passes_through(self) -> bool:
+        """True when down() and up() would hand every message on unchanged (no rules), so a
+        driver may route around this layer (Stack.send_batch)."""
+        return not self._rules
+
     def rules(self) -> dict[int, dict]:
         return {rid: {**st.rule.to_dict(), "matched": st.matched, "acted": st.acted}
                 for rid, st in self._rules.items()}

@@ -32,6 +32,31 @@ class Stack:
         top = len(self.layers) - 1
         self._route(top, self.layers[top].down(msg, now), now)
 
+    def send_batch(self, msgs: list[Message], now: float) -> None:
+        """send() each message, in order, with the same result. When every layer below the top
+        one reports `passes_through()` (e.g. a fault layer without rules), the top layer's Down
+        actions go straight to the transport outbox: routing them through those layers would
+        hand them on unchanged, one call and one action object per layer and message later.
+        (Added for the asyncio runtime's bundled workload sends.)"""
+        top = len(self.layers) - 1
+        for layer in self.layers[:top]:
+            passes = getattr(layer, "passes_through", None)
+            if passes is None or not passes():
+                for msg in msgs:
+                    self.send(msg, now)
+                return
+        layer = self.layers[top]
+        to_transport, events = self.to_transport, self.events
+        for msg in msgs:
+            for action in layer.down(msg, now):
+                kind = type(action)
+                if kind is Down:
+                    to_transport.append(action.msg)
+                elif kind is Log:
+                    events.append(action.event)
+                else:
+                    self._route(top, [action], now)
+
     def receive(self, msgs: list[Message], now: float) -> None:
         """The transport received a batch of messages from one source."""
         if msgs:

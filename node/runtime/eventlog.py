@@ -1,0 +1,179 @@
+"""The node's event log: events of node/events.py as JSON lines, buffered, flushed every 100 ms.
+
+Events are kept as dicts until a flush and encoded then in one go: a flush runs at least every
+`flush_interval_s` (so a killed node loses at most that much) and sooner when many events are
+waiting, so that one flush never blocks the loop for long. The two events written once per
+message (UNICAST3's send and deliver) have a fixed key order; they are formatted from parts
+built once per (node, proto, kind, peer, conn_id), about 2.5x cheaper than json.dumps (and the
+same JSON; tests/test_node_parts.py checks it). Any other event goes through the json encoder.
+
+The file is opened for appending: a restarted node (a new incarnation) continues its own log.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from json.encoder import encode_basestring as _c_str  # the C implementation when available
+from pathlib import Path
+
+log = logging.getLogger("node.eventlog")
+
+# The key order of UNICAST3's hot-path data event (node/unicast3/protocol.py: _data_event).
+_DATA_KEYS = ("v", "t", "node", "proto", "kind", "peer", "seqno", "conn_id", "bytes", "app")
+_INF = float("inf")
+_UNSET = object()  # no t seen yet (None is a value an event could carry)
+
+
+class EventLog:
+    """A buffered JSONL writer driven by the event loop (`loop.call_later`), never by a thread."""
+
+    def __init__(self, path: str | os.PathLike, loop, flush_interval_s: float = 0.1, batch_events: int = 4096):
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._file = open(self.path, "ab", buffering=0)  # noqa: SIM115 - closed in close()
+        self._loop = loop
+        self._interval = flush_interval_s
+        self._batch = batch_events
+        self._pending: list[dict] = []
+        self._timer = None
+        self._soon = None
+        self._encoder = json.JSONEncoder(separators=(",", ":"), check_circular=False, allow_nan=False)
+        self._parts: dict[tuple, tuple] = {}
+        self.written = 0
+        self.write_errors = 0
+        self.closed = False
+
+    def start(self) -> None:
+        self._timer = self._loop.call_later(self._interval, self._tick)
+
+    # ---- input --------------------------------------------------------------------------------
+
+    def append(self, event: dict) -> None:
+        self._pending.append(event)
+        if len(self._pending) >= self._batch and self._soon is None and not self.closed:
+            self._soon = self._loop.call_soon(self._flush_soon)
+
+    def extend(self, events: list[dict]) -> None:
+        self._pending.extend(events)
+        if len(self._pending) >= self._batch and self._soon is None and not self.closed:
+            self._soon = self._loop.call_soon(self._flush_soon)
+
+    # ---- output -------------------------------------------------------------------------------
+
+    def _tick(self) -> None:
+        self._timer = None
+        try:
+            self.flush()
+        finally:
+            if not self.closed:
+                self._timer = self._loop.call_later(self._interval, self._tick)
+
+    def _flush_soon(self) -> None:
+        self._soon = None
+        self.flush()
+
+    def flush(self) -> None:
+        if not self._pending or self._file is None:
+            return
+        events, self._pending = self._pending, []
+        try:
+            data = self.encode(events)
+        except (TypeError, ValueError) as exc:
+            # A producer broke the schema; keep every event that can be written.
+            log.error("event log: cannot encode a batch (%s); encoding one by one", exc)
+            data = self._encode_tolerant(events)
+        try:
+            self._file.write(data)
+            self.written += len(events)
+        except OSError as exc:
+            self.write_errors += len(events)
+            log.error("event log %s: write failed: %s (%d events lost)", self.path, exc, len(events))
+
+    def encode(self, events: list[dict]) -> bytes:
+        """Events as JSON lines (bytes, with a final newline)."""
+        enc = self._encoder.encode
+        lines = []
+        append = lines.append
+        # The constant parts of the current data-event line and what they were built from.
+        last_t = _UNSET
+        lv = lnode = lproto = lkind = lpeer = lconn = None
+        head = after_t = after_seqno = prefix = ""
+        for ev in events:
+            if tuple(ev) != _DATA_KEYS:
+                append(enc(ev))
+                continue
+            v, t, node, proto, kind, peer, seqno, conn_id, nbytes, app = ev.values()
+            same_head = (kind is lkind and peer is lpeer and conn_id == lconn and node is lnode
+                         and proto is lproto and v == lv)
+            if t is not last_t or not same_head:
+                # Around t, seqno, bytes and app the line is the same for every event of one
+                # (v, node, proto, kind, peer, conn_id), and events of one input share their t.
+                if not same_head:
+                    parts = self._parts_for((v, node, proto, kind, peer, conn_id))
+                    if parts is None:
+                        last_t, lkind = _UNSET, None
+                        append(enc(ev))
+                        continue
+                    head, after_t, after_seqno = parts
+                    lv, lnode, lproto, lkind, lpeer, lconn = v, node, proto, kind, peer, conn_id
+                if type(t) is not float or not -_INF < t < _INF:
+                    last_t = _UNSET
+                    append(enc(ev))
+                    continue
+                last_t = t
+                prefix = f"{head}{t!r}{after_t}"
+            if type(seqno) is not int or type(nbytes) is not int or type(app) is not str or type(conn_id) is not int:
+                append(enc(ev))
+                continue
+            append(f'{prefix}{seqno}{after_seqno}{nbytes},"app":{_c_str(app)}}}')
+        append("")
+        return "\n".join(lines).encode()
+
+    def _parts_for(self, key: tuple):
+        """The constant parts of a data event's line, or None when a value has the wrong type."""
+        parts = self._parts.get(key)
+        if parts is not None:
+            return parts
+        v, node, proto, kind, peer, conn_id = key
+        if type(v) is not int or type(conn_id) is not int or not all(type(x) is str for x in (node, proto, kind, peer)):
+            return None
+        parts = ('{"v":%d,"t":' % v,
+                 ',"node":%s,"proto":%s,"kind":%s,"peer":%s,"seqno":' % (
+                     _c_str(node), _c_str(proto), _c_str(kind), _c_str(peer)),
+                 ',"conn_id":%d,"bytes":' % conn_id)
+        if len(self._parts) > 10_000:
+            self._parts.clear()
+        self._parts[key] = parts
+        return parts
+
+    def _encode_tolerant(self, events: list[dict]) -> bytes:
+        out = []
+        for ev in events:
+            try:
+                out.append(self._encoder.encode(ev))
+            except (TypeError, ValueError) as exc:
+                self.write_errors += 1
+                log.error("event log: dropping an event that is not JSON (%s): %r", exc, ev)
+        out.append("")
+        return "\n".join(out).encode()
+
+    def close(self) -> None:
+        """Flush what is buffered and close the file; later events are ignored."""
+        if self.closed:
+            return
+        self.flush()
+        self.closed = True
+        for handle in (self._timer, self._soon):
+            if handle is not None:
+                handle.cancel()
+        self._timer = self._soon = None
+        try:
+            self._file.close()
+        finally:
+            self._file = None
+
+    @property
+    def pending(self) -> int:
+        return len(self._pending)

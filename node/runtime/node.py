@@ -1,0 +1,616 @@
+"""The asyncio shell around a sans-I/O stack: one Node = one protocol stack + sockets + admin API.
+
+Theory of operation
+-------------------
+The stack (node.compose.build_stack, the same objects the simulator drives) is only ever touched
+from the event loop, by four kinds of input: frames from the transport, workload sends, timer
+expiries and admin commands. After every input the node drains the stack's outboxes
+(`stack.take()`): messages for the network go to the bundler, messages for the application to
+the delivered bookkeeping, events to the event log. Then it re-arms its one timer: `call_at` at
+the stack's `next_deadline()`, converted from the run clock to loop time.
+
+Run clock: now = time.time() - epoch, the same for every node of a run, used for the stack and
+for event times. It is read as a monotonic offset from one wall-clock reading taken at start, so
+a wall-clock step during a run cannot stall the timers.
+
+Receive path: a frame is decoded (node.wire.decode_frame) and checked (it is for us, from a known
+peer); anything else is dropped, counted and logged as a `drop` event of proto "transport", and
+the node carries on. The messages of every frame that arrived during one loop iteration are
+handed to the stack as one batch per source, at the end of that iteration, so a burst of
+datagrams becomes one batch (and one cumulative ACK, when it reaches ack_threshold).
+
+Send path: the bundler (bundler.py) queues messages per destination and packs them into as few
+frames as possible at the end of the current loop iteration.
+
+Workload: streams started from the admin API send in batches (at most STREAM_BATCH messages per
+loop iteration), paced by their rate. A stream with rate 0 ("as fast as possible") also waits
+while its destination is not writable or more than INFLIGHT_BYTES of its messages are unacked,
+which is the application's flow control, not the protocol's: without it a Python sender floods
+the receiver's socket buffer and spends its time on retransmissions. Its price: a receiver that
+gets small batches (bundling off) acks only every ack_min_interval, so such a stream moves at
+most one window per ack_min_interval.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+import time
+
+from ..compose import build_stack
+from ..events import make_event
+from ..faultlayer import FaultLayer, FaultRule
+from ..layer import SetConfig, SyncPeer, ViewChange
+from ..message import Message
+from ..unicast3 import Unicast3
+from ..wire import MAX_FRAME_BYTES, WireError, decode_frame
+from .bundler import Bundler
+from .config import Address, ConfigError, NodeConfig
+from .eventlog import EventLog
+
+# Events of messages that let a peer purge state (the bundler sends them later in this loop turn).
+_ACKING_EVENTS = frozenset(("ack_tx",))
+from .metrics import make_registry
+from .transport import TcpTransport, UdpTransport, resolve_peers
+from .workload import MAX_SAMPLES, SAMPLE_EVERY, Delivered, Stream, make_payload
+
+log = logging.getLogger("node.runtime")
+
+STREAM_BATCH = 1024  # messages one stream sends per loop iteration, at most
+# Rate-0 streams wait while this much is unacked per destination (at most half the receive buffer
+# of our own UDP socket: the peer's is presumably alike, and a datagram costs the kernel more
+# than its payload). A message counts its payload plus its overhead in a bundle, or plus the
+# kernel's per-datagram overhead when every message is a datagram of its own.
+INFLIGHT_BYTES = 8 * 1024 * 1024
+MIN_INFLIGHT_MSGS = 1024
+MSG_OVERHEAD_BUNDLED = 64
+MSG_OVERHEAD_ALONE = 1024
+BLOCKED_POLL_S = 0.005
+STREAM_TICK_S = 0.001
+# A timer that fires at most this early runs the stack at its deadline: uvloop's timers count
+# milliseconds, and re-arming for less than that would spin.
+TIMER_SLACK_S = 0.001
+MAX_TCP_PAYLOAD = 1_000_000 - 1024
+MAX_UDP_PAYLOAD = MAX_FRAME_BYTES - 1024
+_SAMPLE_MASK = SAMPLE_EVERY - 1
+
+
+class RequestError(ValueError):
+    """A bad admin request: `field` names the offending field (None for the request as a whole)."""
+
+    def __init__(self, message: str, field: str | None = None, status: int = 400):
+        super().__init__(message)
+        self.field = field
+        self.status = status
+
+
+class RxStats:
+    __slots__ = ("frames_in", "bytes_in", "malformed", "dropped", "stack_errors")
+
+    def __init__(self):
+        self.frames_in = 0
+        self.bytes_in = 0
+        self.malformed = 0
+        self.dropped: dict[str, int] = {}
+        self.stack_errors = 0
+
+
+class Node:
+    """One protocol node. `await start()`, then it runs on the loop until `await stop()`."""
+
+    def __init__(self, config: NodeConfig):
+        self.config = config
+        self.name = config.name
+        self.incarnation = config.incarnation
+        self.peers = dict(config.peers)
+        wall = time.time()
+        self.epoch = config.epoch if config.epoch is not None else wall
+        self._clock_offset = wall - self.epoch - time.monotonic()
+        self._started_mono = time.monotonic()
+        rng = random.Random(f"{config.seed}/{config.name}/{config.incarnation}")
+        self.stack = build_stack(config.name, config.protocol, config.config, rng, config.incarnation)
+        self.u3: Unicast3 = self.stack.layer(Unicast3)
+        self.faults: FaultLayer = self.stack.layer(FaultLayer)
+        self.delivered = Delivered()
+        self.app_sent: dict[str, int] = {}
+        self.streams: dict[int, Stream] = {}
+        self.view: dict | None = None
+        self.rx_stats = RxStats()
+        self.eventlog: EventLog | None = None
+        self.transport = None
+        self.bundler: Bundler | None = None
+        self.admin = None
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self.bind_address: Address | None = None
+        self.admin_address: Address | None = None
+        self.registry = make_registry(self)
+        self._rx: dict[str, list[Message]] = {}
+        self._rx_scheduled = False
+        self._timer = None
+        self._timer_deadline: float | None = None
+        self._stream_handles: dict[int, asyncio.Handle | asyncio.TimerHandle] = {}
+        self._blocked: set[int] = set()
+        self._blocked_poll = None
+        self._running = False
+        self._stopping = False
+        self._stopped = asyncio.Event()
+
+    # ---- clock --------------------------------------------------------------------------------
+
+    def now(self) -> float:
+        """The run clock: seconds since the run's epoch."""
+        return time.monotonic() + self._clock_offset
+
+    def uptime(self) -> float:
+        return time.monotonic() - self._started_mono
+
+    def _loop_time(self, t: float) -> float:
+        return self.loop.time() + (t - self.now())
+
+    # ---- lifecycle ----------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Open the event log, bind the protocol socket and the admin API, log node_start.
+        Raises ConfigError (naming the key) when an address cannot be bound or a file opened."""
+        self.loop = asyncio.get_running_loop()
+        cfg = self.config
+        try:
+            if cfg.event_log:
+                try:
+                    self.eventlog = EventLog(cfg.events, self.loop)
+                except OSError as exc:
+                    raise ConfigError("events", f"cannot open {cfg.events}: {exc.strerror or exc}") from None
+            resolved = await resolve_peers(self.peers)
+            cls = UdpTransport if cfg.transport == "udp" else TcpTransport
+            self.transport = cls(self.name, cfg.bind, resolved, self.on_frame, self._transport_drop)
+            self.bind_address = await self.transport.start()
+            self.bundler = Bundler(self.name, self.loop, self.transport, cfg.bundle_max_bytes, cfg.bundling,
+                                   on_error=self._bundle_error)
+            from .admin import AdminServer  # aiohttp is imported only by a node that serves
+
+            self.admin = AdminServer(self)
+            self.admin_address = await self.admin.start(cfg.admin)
+        except BaseException:
+            await self._close_io()
+            raise
+        self._running = True
+        now = self.now()
+        self._log(make_event(now, self.name, "node", "node_start", incarnation=self.incarnation))
+        if self.eventlog is not None:
+            self.eventlog.start()
+        self._rearm()
+        log.info("node %s (incarnation %d) up: %s %s, admin http://%s", self.name, self.incarnation,
+                 cfg.transport, self.bind_address, self.admin_address)
+
+    async def stop(self, reason: str = "stop") -> None:
+        """Graceful stop: final window snapshots, node_stop, flush the log, close sockets."""
+        if self._stopping:
+            await self._stopped.wait()
+            return
+        self._stopping = True
+        try:
+            if self._running:
+                self._running = False
+                now = self.now()
+                for sid in list(self._stream_handles):
+                    self._cancel_stream(sid)
+                for stream in self.streams.values():
+                    if not stream.done:
+                        stream.done = True
+                        stream.stopped_reason = "node stopped"
+                if self._timer is not None:
+                    self._timer.cancel()
+                    self._timer = None
+                # Whatever was received but not yet processed dies with the process, as it would
+                # in a socket buffer; what the stack already decided to send goes out.
+                self._rx.clear()
+                if self.bundler is not None:
+                    self.bundler.flush()
+                events = []
+                for layer in self.stack.layers:
+                    window_events = getattr(layer, "window_events", None)
+                    if window_events is not None:
+                        events.extend(window_events(now, final=True))
+                events.append(make_event(now, self.name, "node", "node_stop", reason=reason,
+                                         incarnation=self.incarnation))
+                for ev in events:
+                    self._log(ev)
+        finally:
+            await self._close_io()
+            self._stopped.set()
+            log.info("node %s stopped (%s)", self.name, reason)
+
+    async def _close_io(self) -> None:
+        if self._blocked_poll is not None:
+            self._blocked_poll.cancel()
+            self._blocked_poll = None
+        if self.eventlog is not None:
+            self.eventlog.close()
+        if self.transport is not None:
+            await self.transport.close()
+        if self.admin is not None:
+            await self.admin.stop()
+
+    async def wait_stopped(self) -> None:
+        await self._stopped.wait()
+
+    @property
+    def running(self) -> bool:
+        return self._running
+
+    # ---- draining the stack -------------------------------------------------------------------
+
+    def _log(self, event: dict) -> None:
+        if self.eventlog is not None and not self.eventlog.closed:
+            self.eventlog.append(event)
+
+    def _drain(self, now: float) -> None:
+        to_net, to_app, events = self.stack.take()
+        if to_net:
+            self.bundler.add(to_net)
+        if to_app:
+            self.delivered.add_batch(to_app, now)
+        if events and self.eventlog is not None:
+            self.eventlog.extend(events)
+            # Log before acknowledging: an ACK lets the sender forget messages, so the deliveries
+            # it covers must be on disk before it leaves, or a kill -9 in the next 100 ms would
+            # lose their records and make a delivered message look lost.
+            if any(ev["kind"] in _ACKING_EVENTS for ev in events):
+                self.eventlog.flush()
+        self._rearm()
+        if self._blocked:
+            self._wake_blocked()
+
+    def _rearm(self) -> None:
+        if not self._running:
+            return
+        deadline = self.stack.next_deadline()
+        if deadline == self._timer_deadline and (self._timer is not None or deadline is None):
+            return
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        self._timer_deadline = deadline
+        if deadline is not None:
+            self._timer = self.loop.call_at(self._loop_time(deadline), self._on_timer)
+
+    def _on_timer(self) -> None:
+        self._timer = None
+        if not self._running:
+            return
+        now = self.now()
+        deadline = self._timer_deadline
+        if deadline is not None and deadline > now + TIMER_SLACK_S:
+            # The loop's clock runs a little apart from ours (uvloop counts milliseconds).
+            self._timer = self.loop.call_at(self._loop_time(deadline), self._on_timer)
+            return
+        try:
+            self.stack.on_timer(max(now, deadline) if deadline is not None else now)
+        except Exception as exc:  # a protocol bug must not stop the node's clock
+            self._stack_error("timer", exc, now)
+        finally:
+            self._timer_deadline = None
+            self._drain(now)
+
+    def _stack_error(self, where: str, exc: Exception, now: float, peer: str | None = None) -> None:
+        self.rx_stats.stack_errors += 1
+        log.exception("%s: protocol error on %s input", self.name, where)
+        self._log(make_event(now, self.name, "node", "drop", peer=peer,
+                             reason=f"protocol error on {where} input: {type(exc).__name__}: {exc}"))
+
+    # ---- receive path -------------------------------------------------------------------------
+
+    def on_frame(self, data: bytes, conn_peer: str | None = None) -> str | None:
+        """A frame from the transport; returns its source when accepted, None when dropped."""
+        if not self._running:
+            return None
+        rx = self.rx_stats
+        rx.frames_in += 1
+        rx.bytes_in += len(data)
+        try:
+            src, msgs = decode_frame(data)
+        except WireError as exc:
+            rx.malformed += 1
+            self._drop("malformed", f"malformed frame: {exc}", None, len(data))
+            return None
+        except Exception as exc:  # decode_frame promises WireError only; never trust the network
+            rx.malformed += 1
+            self._drop("malformed", f"malformed frame (decoder error {type(exc).__name__}: {exc})", None, len(data))
+            return None
+        dest = msgs[0].dest
+        if dest != self.name:
+            self._drop("wrong_dest", f"frame for {dest!r}, not for this node", src, len(data))
+            return None
+        if src not in self.peers:
+            self._drop("unknown_src", f"frame from unknown node {src!r}", None, len(data))
+            return None
+        if conn_peer is not None and src != conn_peer:
+            self._drop("wrong_conn", f"frame from {src!r} on the connection of {conn_peer!r}", src, len(data))
+            return None
+        pending = self._rx.get(src)
+        if pending is None:
+            self._rx[src] = msgs
+        else:
+            pending.extend(msgs)
+        if not self._rx_scheduled:
+            self._rx_scheduled = True
+            self.loop.call_soon(self._process_rx)
+        return src
+
+    def _drop(self, key: str, reason: str, peer: str | None, nbytes: int) -> None:
+        dropped = self.rx_stats.dropped
+        dropped[key] = dropped.get(key, 0) + 1
+        self._log(make_event(self.now(), self.name, "transport", "drop", peer=peer, reason=reason, bytes=nbytes))
+
+    def _transport_drop(self, reason: str, peer: str | None) -> None:
+        self.rx_stats.malformed += 1
+        self._drop("malformed", reason, peer, 0)
+
+    def _process_rx(self) -> None:
+        self._rx_scheduled = False
+        if not self._running:
+            return
+        batches, self._rx = self._rx, {}
+        now = self.now()
+        receive = self.stack.receive
+        for src, msgs in batches.items():
+            try:
+                receive(msgs, now)
+            except Exception as exc:
+                self._stack_error("receive", exc, now, src)
+        self._drain(now)
+
+    def _bundle_error(self, dest: str, exc: Exception) -> None:
+        log.error("%s: cannot encode frames for %s: %s", self.name, dest, exc)
+        self._log(make_event(self.now(), self.name, "transport", "drop", peer=dest,
+                             reason=f"cannot encode frame: {exc}"))
+
+    # ---- commands (admin) ---------------------------------------------------------------------
+
+    def command(self, cmd) -> None:
+        """Give a command to the stack; a local error (ValueError) propagates to the caller."""
+        now = self.now()
+        try:
+            self.stack.command(cmd, now)
+        finally:
+            self._drain(now)
+
+    def install_view(self, members: list[str], view_id: int | None = None) -> int:
+        if view_id is None:
+            view_id = (self.view["view_id"] if self.view else 0) + 1
+        self.command(ViewChange(members=tuple(members), view_id=view_id))
+        self.view = {"members": list(members), "view_id": view_id}
+        return view_id
+
+    def sync(self, peer: str) -> None:
+        if peer not in self.peers:
+            raise RequestError(f"unknown peer {peer!r} (peers: {', '.join(sorted(self.peers)) or 'none'})", "peer")
+        self.command(SyncPeer(peer=peer))
+
+    def set_config(self, values: dict) -> dict:
+        current = self.u3.config
+        known = current.as_dict()
+        for key in values:
+            if key not in known:
+                raise RequestError(f"{key}: unknown protocol setting (known: {', '.join(sorted(known))})", key)
+        try:
+            updated = current.updated(values)
+        except ValueError as exc:
+            raise RequestError(str(exc), str(exc).split(":", 1)[0]) from None
+        self.command(SetConfig(values=dict(values)))
+        return updated.as_dict()
+
+    def add_fault(self, rule: FaultRule) -> int:
+        rule_id = self.faults.add_rule(rule)
+        self._log(make_event(self.now(), self.name, "faults", "fault_on", fault=f"rule {rule_id}",
+                             detail=rule.describe()))
+        self._rearm()
+        return rule_id
+
+    def remove_fault(self, rule_id: int) -> None:
+        self.faults.remove_rule(rule_id)  # KeyError for an unknown id
+        self._log(make_event(self.now(), self.name, "faults", "fault_off", fault=f"rule {rule_id}"))
+
+    def clear_faults(self) -> None:
+        ids = list(self.faults.rules())
+        self.faults.clear()
+        now = self.now()
+        for rule_id in ids:
+            self._log(make_event(now, self.name, "faults", "fault_off", fault=f"rule {rule_id}"))
+
+    # ---- workload -----------------------------------------------------------------------------
+
+    def resolve_targets(self, to) -> list[str]:
+        if to == "all":
+            targets = sorted(self.peers)
+            if not targets:
+                raise RequestError("this node has no peers", "to")
+            return targets
+        if isinstance(to, str):
+            to = [to]
+        if not isinstance(to, list) or not to or not all(isinstance(t, str) for t in to):
+            raise RequestError("expected a peer name, a list of peer names or \"all\"", "to")
+        for t in to:
+            if t not in self.peers:
+                raise RequestError(f"unknown peer {t!r} (peers: {', '.join(sorted(self.peers)) or 'none'})", "to")
+        if len(set(to)) != len(to):
+            raise RequestError("a peer is named twice", "to")
+        return list(to)
+
+    def start_stream(self, to, count: int | None = None, duration: float | None = None, rate: float = 100.0,
+                     size: int = 100, stream: int | None = None) -> Stream:
+        """Start a workload stream (validated; RequestError names the bad field)."""
+        if not self._running:
+            raise RequestError("the node is not running", None, 503)
+        targets = self.resolve_targets(to)
+        if (count is None) == (duration is None):
+            raise RequestError("give exactly one of count and duration", "count")
+        if count is not None and (isinstance(count, bool) or not isinstance(count, int) or count < 1):
+            raise RequestError(f"count: expected an integer >= 1, got {count!r}", "count")
+        if duration is not None and (isinstance(duration, bool) or not isinstance(duration, (int, float))
+                                     or not 0 < duration < float("inf")):
+            raise RequestError(f"duration: expected a number of seconds > 0, got {duration!r}", "duration")
+        if isinstance(rate, bool) or not isinstance(rate, (int, float)) or not 0 <= rate < float("inf"):
+            raise RequestError(f"rate: expected a number of messages per second >= 0, got {rate!r}", "rate")
+        max_size = MAX_UDP_PAYLOAD if self.config.transport == "udp" else MAX_TCP_PAYLOAD
+        if isinstance(size, bool) or not isinstance(size, int) or not 0 <= size <= max_size:
+            raise RequestError(f"size: expected an integer between 0 and {max_size}, got {size!r}", "size")
+        if stream is None:
+            stream = 0
+            while stream in self.streams:
+                stream += 1
+        elif isinstance(stream, bool) or not isinstance(stream, int) or not 0 <= stream < 2**31:
+            raise RequestError(f"stream: expected an integer between 0 and 2**31 - 1, got {stream!r}", "stream")
+        elif stream in self.streams:
+            raise RequestError(f"stream {stream} exists already", "stream", 409)
+        s = Stream(self.name, stream, targets, count, float(duration) if duration is not None else None,
+                   float(rate), size, self.now())
+        self.streams[stream] = s
+        self._stream_handles[stream] = self.loop.call_soon(self._stream_step, s)
+        return s
+
+    def stop_stream(self, stream: int) -> None:
+        s = self.streams[stream]
+        self._cancel_stream(stream)
+        if not s.done:
+            s.done = True
+            s.stopped_reason = "stopped"
+
+    def _cancel_stream(self, sid: int) -> None:
+        handle = self._stream_handles.pop(sid, None)
+        if handle is not None:
+            handle.cancel()
+        self._blocked.discard(sid)
+
+    def _inflight_limit(self, s: Stream) -> int:
+        budget = INFLIGHT_BYTES
+        rcvbuf = getattr(self.transport, "buffers", (0, 0))[0]
+        if rcvbuf:
+            budget = min(budget, rcvbuf // 2)
+        overhead = MSG_OVERHEAD_BUNDLED if self.config.bundling else MSG_OVERHEAD_ALONE
+        return max(MIN_INFLIGHT_MSGS, budget // (s.size + overhead))
+
+    def _is_blocked(self, s: Stream) -> bool:
+        send_table = self.u3.send_table
+        limit = self._inflight_limit(s)
+        transport = self.transport
+        for dest in s.to:
+            if not transport.writable(dest):
+                return True
+            entry = send_table.get(dest)
+            if entry is not None and entry.next_seqno - 1 - entry.ha >= limit:
+                return True
+        return False
+
+    def _stream_step(self, s: Stream) -> None:
+        self._stream_handles.pop(s.stream, None)
+        if s.done or not self._running:
+            return
+        now = self.now()
+        if s.rate == 0 and self._is_blocked(s):
+            s.blocked = True
+            self._blocked.add(s.stream)
+            if self._blocked_poll is None:
+                self._blocked_poll = self.loop.call_later(BLOCKED_POLL_S, self._poll_blocked)
+            if s.duration is not None and s.finished(now):
+                self._finish(s, now)
+            return
+        s.blocked = False
+        k = s.due(now, STREAM_BATCH)
+        if k:
+            try:
+                self._send_batch(s, k, now)
+            except Exception as exc:
+                log.exception("%s: stream %d failed", self.name, s.stream)
+                s.done = True
+                s.stopped_reason = f"error: {type(exc).__name__}: {exc}"
+                self._drain(now)
+                return
+            self._drain(now)
+        if s.finished(now):
+            self._finish(s, now)
+            return
+        if s.rate == 0:
+            self._stream_handles[s.stream] = self.loop.call_soon(self._stream_step, s)
+        else:
+            # A paced stream wakes at most once per STREAM_TICK_S and sends what is due by then:
+            # one timer per message would cost more than the message (and uvloop counts in ms).
+            due = max(s.next_due(), now + STREAM_TICK_S)
+            if s.duration is not None:
+                due = min(due, s.started + s.duration)
+            self._stream_handles[s.stream] = self.loop.call_at(self._loop_time(due), self._stream_step, s)
+
+    def _finish(self, s: Stream, now: float) -> None:
+        s.done = True
+        self._blocked.discard(s.stream)
+        log.info("%s: stream %d done: %d sent", self.name, s.stream, s.sent)
+
+    def _send_batch(self, s: Stream, k: int, now: float) -> None:
+        name, prefix, size, targets = self.name, s.prefix, s.size, s.to
+        first = s.sent + 1
+        last = s.sent + k
+        if len(targets) == 1:
+            dest = targets[0]
+            msgs = [Message(name, dest, make_payload(prefix, n, size)) for n in range(first, last + 1)]
+        else:
+            msgs = []
+            for n in range(first, last + 1):
+                payload = make_payload(prefix, n, size)
+                msgs.extend(Message(name, dest, payload) for dest in targets)
+        # A failure here stops the stream (the caller logs it); `sent` then stays where it was.
+        self.stack.send_batch(msgs, now)
+        s.sent = last
+        samples = s.samples
+        n = (first + _SAMPLE_MASK) & ~_SAMPLE_MASK
+        while n <= last and len(samples) < MAX_SAMPLES:
+            samples.append((n, now))
+            n += SAMPLE_EVERY
+        app_sent = self.app_sent
+        for dest in targets:
+            app_sent[dest] = app_sent.get(dest, 0) + k
+
+    def _wake_blocked(self) -> None:
+        for sid in list(self._blocked):
+            s = self.streams[sid]
+            if s.done:
+                self._blocked.discard(sid)
+            elif not self._is_blocked(s):
+                self._blocked.discard(sid)
+                if sid not in self._stream_handles:
+                    self._stream_handles[sid] = self.loop.call_soon(self._stream_step, s)
+
+    def _poll_blocked(self) -> None:
+        self._blocked_poll = None
+        if not self._running:
+            return
+        if self._blocked:
+            self._wake_blocked()
+            for sid in list(self._blocked):
+                s = self.streams[sid]
+                if s.duration is not None and s.finished(self.now()):
+                    self._finish(s, self.now())
+        if self._blocked:
+            self._blocked_poll = self.loop.call_later(BLOCKED_POLL_S, self._poll_blocked)
+
+    # ---- introspection ------------------------------------------------------------------------
+
+    def state(self) -> dict:
+        return {
+            "node": self.name,
+            "incarnation": self.incarnation,
+            "protocol": self.config.protocol,
+            "transport": self.config.transport,
+            "now": self.now(),
+            "view": self.view,
+            "unicast3": self.u3.snapshot(),
+            "faults": self.faults.snapshot(),
+            "streams": [s.to_dict() for s in self.streams.values()],
+        }
+
+    def samples(self) -> dict:
+        return {
+            "every": SAMPLE_EVERY,
+            "sent": {str(s.stream): [list(x) for x in s.samples] for s in self.streams.values()},
+            "delivered": self.delivered.samples(),
+        }

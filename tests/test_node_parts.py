@@ -1,0 +1,304 @@
+"""Pieces of the node runtime in isolation: payloads, delivered bookkeeping, event-log encoding, bundler."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from node.events import make_event
+from node.message import Message, app_payload
+from node.runtime.bundler import Bundler
+from node.runtime.eventlog import EventLog
+from node.runtime.workload import Delivered, StreamStats, Stream, make_payload
+from node.unicast3 import PROTO_ID, MsgType, U3Header
+from node.wire import decode_frame, split_into_frames
+
+
+@given(sender=st.text(st.characters(blacklist_characters=":", blacklist_categories=("Cs",)), min_size=1,
+                      max_size=20),
+       stream=st.integers(0, 10**6), n=st.integers(1, 10**12), size=st.integers(0, 300))
+def test_make_payload_is_app_payload(sender, stream, n, size):
+    """The stream's fast payload builder produces exactly node.message.app_payload."""
+    try:
+        expected = app_payload(sender, stream, n, size)
+    except ValueError:
+        return
+    assert make_payload(f"{sender}:{stream}:".encode(), n, size) == expected
+
+
+@settings(max_examples=200)
+@given(st.lists(st.integers(1, 60), max_size=200))
+def test_stream_stats_match_a_model(ns):
+    """Order violations, duplicates, first/last and count agree with a plain set model."""
+    stats = StreamStats()
+    seen, highest, violations, dups = set(), 0, 0, 0
+    for n in ns:
+        stats.add(n)
+        if n in seen:
+            dups += 1
+        elif n < highest:
+            violations += 1
+        seen.add(n)
+        highest = max(highest, n)
+    assert stats.count == len(ns)
+    assert stats.duplicates == dups and stats.order_violations == violations
+    assert stats.first == (ns[0] if ns else None) and stats.last == (ns[-1] if ns else None)
+    covered = {v for lo, hi in stats.ranges for v in range(lo, hi + 1)}
+    assert covered == seen
+    ranges = stats.ranges
+    assert all(a_hi + 1 < b_lo for (_, a_hi), (b_lo, _) in zip(ranges, ranges[1:]))
+
+
+@settings(max_examples=200)
+@given(st.lists(st.tuples(st.sampled_from(["A:0", "A:1", "B:0"]), st.integers(1, 40)), max_size=150),
+       st.lists(st.integers(1, 20), min_size=1, max_size=10))
+def test_delivered_batches_match_one_by_one(items, cuts):
+    """Recording runs of a batch at once gives the same stats as adding every n one by one."""
+    msgs = [Message("x", "y", app_payload(key.split(":")[0], int(key.split(":")[1]), n, 20)) for key, n in items]
+    d = Delivered()
+    i = 0
+    for k in range(len(msgs)):
+        size = cuts[k % len(cuts)]
+        d.add_batch(msgs[i:i + size], 1.0)
+        i += size
+        if i >= len(msgs):
+            break
+    model: dict[str, StreamStats] = {}
+    for key, n in items:
+        model.setdefault(key, StreamStats()).add(n)
+    got = d.to_dict()["delivered"]
+    for key, stats in model.items():
+        sender, stream = key.split(":")
+        assert got[sender][stream] == stats.to_dict()
+        assert d.by_key[key.encode()].ranges == stats.ranges
+    assert d.total == len(items)
+
+
+def test_in_order_stream_is_one_range():
+    """A million in-order deliveries keep one range: memory does not grow with the stream."""
+    stats = StreamStats()
+    for n in range(1, 1_000_001):
+        stats.add(n)
+    assert stats.ranges == [(1, 1_000_000)] and stats.count == 1_000_000
+
+
+def test_delivered_parses_app_ids_and_samples():
+    """Delivered bookkeeping keys by (sender, stream) from the payload and ignores other payloads."""
+    d = Delivered()
+    msgs = [Message("A", "B", app_payload("A", 3, n, 50)) for n in range(1, 130)]
+    msgs += [Message("C", "B", app_payload("C", 0, 1)), Message("C", "B", b"not a workload payload")]
+    d.add_batch(msgs, 1.5)
+    out = d.to_dict()
+    assert out["total"] == 131
+    assert out["delivered"]["A"]["3"] == {"count": 129, "first": 1, "last": 129, "order_violations": 0,
+                                          "duplicates": 0}
+    assert out["delivered"]["C"]["0"]["count"] == 1
+    assert d.samples()["A"]["3"] == [[64, 1.5], [128, 1.5]]
+
+
+def test_stream_pacing():
+    """A paced stream sends rate x elapsed (+1, the first goes at once), capped by count."""
+    s = Stream("A", 0, ["B"], count=None, duration=1.0, rate=100.0, size=10, started=10.0)
+    assert s.planned == 100
+    assert s.due(10.0, 1000) == 1
+    s.sent = 1
+    assert s.due(10.5, 1000) == 50
+    assert s.due(10.5, 20) == 20
+    s.sent = 100
+    assert s.finished(10.99) and s.due(11.5, 1000) == 0
+    fast = Stream("A", 1, ["B"], count=5, duration=None, rate=0.0, size=10, started=0.0)
+    assert fast.due(0.0, 3) == 3 and fast.planned == 5
+
+
+# ---- event log --------------------------------------------------------------------------------
+
+
+names = st.text(min_size=1, max_size=8)
+floats = st.floats(allow_nan=False, allow_infinity=False, width=64)
+
+
+odd = st.one_of(st.none(), st.booleans(), st.integers(-5, 5), floats, st.text(max_size=3))
+shared_t = 1.25  # one float object, as the events of one input share their `now`
+
+
+@st.composite
+def events(draw):
+    kind = draw(st.sampled_from(["send", "deliver", "ack_tx", "window"]))
+    if kind in ("send", "deliver"):
+        ev = {"v": 1, "t": draw(st.one_of(floats, st.just(shared_t))), "node": draw(st.sampled_from(["A", "B", "%s"])),
+              "proto": "unicast3", "kind": kind, "peer": draw(names), "seqno": draw(st.integers(0, 2**63)),
+              "conn_id": draw(st.sampled_from([1, 2, 2**32])), "bytes": draw(st.integers(0, 10**6))}
+        if draw(st.booleans()):
+            ev["app"] = draw(st.text(max_size=12))
+        if draw(st.integers(0, 9)) == 0:
+            # A value of the wrong type must fall back to the json encoder, never be formatted.
+            ev[draw(st.sampled_from(sorted(ev)))] = draw(odd)
+        return ev
+    return make_event(draw(floats), draw(names), "unicast3", kind, peer=draw(names),
+                      seqno=draw(st.integers(0, 100)), final=draw(st.booleans()) or None)
+
+
+@settings(max_examples=500)
+@given(st.lists(events(), max_size=30))
+def test_event_log_encoding_is_json(evs):
+    """The hand-formatted hot path writes exactly what json would: each line loads back equal."""
+    loop = asyncio.new_event_loop()
+    try:
+        import tempfile
+
+        with tempfile.TemporaryDirectory() as tmp:
+            log = EventLog(f"{tmp}/e.jsonl", loop)
+            data = log.encode(evs).decode()
+            log.close()
+    finally:
+        loop.close()
+    lines = data.split("\n")
+    assert lines[-1] == ""
+    assert [json.loads(line) for line in lines[:-1]] == evs
+
+
+def test_event_log_appends_and_flushes(tmp_path):
+    """The log appends to an existing file (a restarted node continues it) and flushes on close."""
+    path = tmp_path / "n" / "events.jsonl"
+    loop = asyncio.new_event_loop()
+    try:
+        for i in range(2):
+            log = EventLog(path, loop)
+            log.append(make_event(float(i), "A", "node", "node_start", incarnation=i))
+            log.close()
+            log.append(make_event(9.0, "A", "node", "node_stop", reason="late"))  # ignored after close
+    finally:
+        loop.close()
+    lines = [json.loads(x) for x in path.read_text().splitlines()]
+    assert [ev["incarnation"] for ev in lines] == [0, 1]
+
+
+# ---- bundler ----------------------------------------------------------------------------------
+
+
+class _Recorder:
+    def __init__(self):
+        self.frames: list[tuple[str, bytes]] = []
+
+    def send(self, peer, frame):
+        self.frames.append((peer, frame))
+
+
+def _data(dest: str, seqno: int, size: int = 100) -> Message:
+    return Message("A", dest, app_payload("A", 0, seqno, size), {PROTO_ID: U3Header(MsgType.DATA, seqno, 7)})
+
+
+def test_bundler_packs_one_iteration_into_few_frames():
+    """Messages added during one loop iteration leave as one frame per destination, in order."""
+    loop = asyncio.new_event_loop()
+    rec = _Recorder()
+    try:
+        b = Bundler("A", loop, rec, 60_000, True)
+        b.add([_data("B", n) for n in range(1, 101)])
+        b.add([_data("C", 1)])
+        b.add([_data("B", n) for n in range(101, 201)])
+        assert rec.frames == []
+        loop.call_soon(loop.stop)
+        loop.run_forever()
+    finally:
+        loop.close()
+    assert [peer for peer, _ in rec.frames] == ["B", "C"]
+    src, msgs = decode_frame(rec.frames[0][1])
+    assert src == "A" and [m.headers[PROTO_ID].seqno for m in msgs] == list(range(1, 201))
+
+
+def test_bundler_respects_max_bytes_and_can_be_off():
+    """Bundles stay under bundle_max_bytes; with bundling off every message is its own frame."""
+    loop = asyncio.new_event_loop()
+    rec = _Recorder()
+    try:
+        msgs = [_data("B", n, 1000) for n in range(1, 301)]
+        b = Bundler("A", loop, rec, 20_000, True)
+        b.add(msgs)
+        b.flush()
+        assert all(len(f) <= 20_000 for _, f in rec.frames) and len(rec.frames) > 10
+        assert [f for _, f in rec.frames] == split_into_frames("A", msgs, 20_000)
+        rec.frames.clear()
+        off = Bundler("A", loop, rec, 20_000, False)
+        off.add(msgs[:5])
+        off.flush()
+        assert len(rec.frames) == 5
+    finally:
+        loop.close()
+
+
+def test_bundler_reports_unencodable_messages_and_sends_the_rest():
+    """A message the wire cannot encode is reported; the others of the batch still go out."""
+    loop = asyncio.new_event_loop()
+    rec = _Recorder()
+    errors = []
+    try:
+        b = Bundler("A", loop, rec, 60_000, True, on_error=lambda dest, exc: errors.append(dest))
+        bad = Message("A", "B", b"x", {PROTO_ID: U3Header(MsgType.DATA, -1, 7)})  # seqno < 0: no encoding
+        b.add([_data("B", 1), bad, _data("B", 2)])
+        b.flush()
+    finally:
+        loop.close()
+    assert errors == ["B"] and len(rec.frames) == 2
+
+
+def test_random_bytes_never_escape_decode_as_anything_but_wire_error():
+    """The runtime relies on decode_frame raising only WireError (a spot check with random input)."""
+    from node.wire import WireError
+
+    rng = random.Random(5)
+    for _ in range(2000):
+        data = bytes(rng.randrange(256) for _ in range(rng.randrange(0, 64)))
+        try:
+            decode_frame(data)
+        except WireError:
+            pass
+
+
+def test_gc_policy_turns_automatic_collection_off_and_back_on():
+    """The daemon's GC policy disables automatic collection, collects on a timer, and restores."""
+    import gc
+
+    from node.runtime.runner import GcPolicy
+
+    loop = asyncio.new_event_loop()
+    was = gc.isenabled()
+    try:
+        policy = GcPolicy(loop, period_s=0.001)
+        policy.start()
+        assert not gc.isenabled()
+        loop.run_until_complete(asyncio.sleep(0.05))
+        assert policy.ticks >= 1
+        policy.stop()
+        assert gc.isenabled() == was
+    finally:
+        loop.close()
+
+
+@settings(max_examples=60)
+@given(st.lists(st.tuples(st.sampled_from(["B", "C"]), st.integers(0, 50)), min_size=1, max_size=40),
+       st.booleans())
+def test_stack_send_batch_equals_send_one_by_one(sends, with_rule):
+    """Stack.send_batch (used by the runtime) has exactly the effect of send() per message, with
+    the fault layer routed around when it has no rules and used when it has one."""
+    from node.compose import build_stack
+    from node.faultlayer import FaultLayer, FaultRule
+
+    stacks = [build_stack("A", "unicast3", {}, random.Random(9)) for _ in range(2)]
+    if with_rule:
+        for s in stacks:
+            s.layer(FaultLayer).add_rule(FaultRule(direction="down", peer="C", types=frozenset({"DATA"}), count=3))
+    for k, s in enumerate(stacks):
+        msgs = [Message("A", dest, app_payload("A", 0, i, size)) for i, (dest, size) in enumerate(sends, 1)]
+        if k == 0:
+            for m in msgs:
+                s.send(m, 1.0)
+        else:
+            s.send_batch(msgs, 1.0)
+    (net0, app0, ev0), (net1, app1, ev1) = stacks[0].take(), stacks[1].take()
+    assert net0 == net1 and app0 == app1 and ev0 == ev1
+    assert stacks[0].layers[-1].snapshot() == stacks[1].layers[-1].snapshot()
