@@ -34,6 +34,8 @@ FIRST_FEW = 5
 LOST_IDS_SHOWN = 10
 
 _LIFECYCLE = ("node_start", "node_stop")
+# The node_stop reason of a node stopped gracefully at the end of a live run (node/runtime).
+GRACEFUL_STOP = "stop"
 # Data-plane events that prove a node held protocol state and so owed a final window snapshot.
 _TRAFFIC = frozenset(("send", "deliver", "ack_tx", "ack_rx"))
 _HARNESS = "harness"
@@ -75,6 +77,7 @@ class _Lives:
         self.incarnation: dict[str, int] = {}
         self.starts: dict[str, int] = {}
         self.last: dict[str, str] = {}
+        self.last_reason: dict[str, str | None] = {}
         self.windows: dict[tuple[str, str], int] = {}
 
     def observe_window(self, ev: dict) -> None:
@@ -95,13 +98,17 @@ class _Lives:
             self.incarnation[node] = ev.get("incarnation", self.incarnation.get(node, -1) + 1)
             self.starts[node] = self.starts.get(node, 0) + 1
         self.last[node] = kind
+        self.last_reason[node] = ev.get("reason")
 
     def incarnation_of(self, node: str) -> int:
         return self.incarnation.get(node, 0)
 
     def dead(self, node: str) -> bool:
-        """True when the node's last lifecycle event is a stop (a node never seen is not dead)."""
-        return self.last.get(node) == "node_stop"
+        """True when the node's last lifecycle event is a stop (a node never seen is not dead).
+
+        A graceful stop (reason "stop": a live backend stopping its nodes when the run is over,
+        after their final window snapshots) is the end of the run, not a death."""
+        return self.last.get(node) == "node_stop" and self.last_reason.get(node) != GRACEFUL_STOP
 
 
 def _deliveries(events: list[dict], lives: _Lives):

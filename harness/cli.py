@@ -1,7 +1,9 @@
-"""The `splitbrain` command line: run scenarios, check the machine, (later) start a node.
+"""The `splitbrain` command line: run scenarios, check the machine, run a node daemon.
 
 Exit codes (DESIGN.md): 0 the outcome passed, 1 a check failed (its name and explanation are
 printed) or the run itself failed, 2 bad input (a scenario field, a missing file, a bad flag).
+An interrupted run (Ctrl-C) tears its nodes down, writes what exists and exits 130 (143 for
+SIGTERM).
 """
 
 from __future__ import annotations
@@ -9,13 +11,19 @@ from __future__ import annotations
 import argparse
 import importlib
 import platform
+import shutil
+import subprocess
 import sys
+import time
 import traceback
 from pathlib import Path
 
 EXIT_OK = 0
 EXIT_FAILED = 1
 EXIT_BAD_INPUT = 2
+EXIT_INTERRUPTED = 130  # 128 + SIGINT, what shells report for Ctrl-C
+EXIT_TERMINATED = 143  # 128 + SIGTERM
+DEFAULT_BACKEND = "local"
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -35,9 +43,11 @@ def build_parser() -> argparse.ArgumentParser:
         epilog="Exit codes: 0 outcome passed, 1 a check failed (or the run broke), 2 bad input.",
     )
     run.add_argument("scenario", metavar="SCENARIO", help="path of the scenario YAML file")
-    run.add_argument("--backend", choices=("sim", "local", "docker"), default="sim",
-                     help="where the nodes run: sim (deterministic simulator, default), local "
-                          "(processes on 127.0.0.x) or docker (containers)")
+    run.add_argument("--backend", choices=("sim", "local", "docker"), default=DEFAULT_BACKEND,
+                     help="where the nodes run: local (one process per node on 127.X.Y.Z, real UDP/TCP; "
+                          "default), sim (deterministic simulator in virtual time) or docker "
+                          "(one container per node on a bridge network of its own; the node image is "
+                          "built by ci/images when missing)")
     run.add_argument("--seed", type=_seed, default=None, metavar="N",
                      help="seed of the run (a non-negative integer); default: the scenario's seed")
     run.add_argument("--out", default="runs", metavar="DIR",
@@ -46,28 +56,60 @@ def build_parser() -> argparse.ArgumentParser:
                      help="sim only: skip check_invariants() after every input (faster)")
     run.add_argument("--max-steps", type=_positive_int, default=None, metavar="N",
                      help="sim only: stop with an error after N queue entries (default 20 million)")
+    run.add_argument("--no-progress", action="store_true",
+                     help="live backends: no progress line while the run goes")
+    run.add_argument("--injector", choices=("auto", "inprocess", "iptables", "toxiproxy"), default=None,
+                     help="which injector applies network faults (overrides the scenario's `injector`): "
+                          "auto (docker: iptables over UDP, Toxiproxy over TCP; elsewhere in-process), "
+                          "inprocess (the node fault layer), iptables or toxiproxy (docker only)")
+    run.add_argument("--keep", action="store_true",
+                     help="docker: leave the stopped containers and the network for inspection "
+                          "(`splitbrain clean` removes them)")
     run.set_defaults(func=cmd_run)
+
+    clean = sub.add_parser(
+        "clean",
+        help="remove containers and networks that docker runs left behind",
+        description="Remove the containers and networks labelled splitbrain.cluster=<id> whose harness "
+                    "process is gone (a run killed with -9, --keep, --splitbrain-keep). Clusters whose "
+                    "owner still runs on this host are kept unless --all.",
+        epilog="Exit codes: 0 done (or nothing to do), 1 something could not be removed, 2 no engine.",
+    )
+    clean.add_argument("--all", action="store_true",
+                       help="also remove clusters whose owner still runs (or runs on another host)")
+    clean.add_argument("--cluster", metavar="ID", default=None, help="remove only this cluster (sb<8 hex>)")
+    clean.add_argument("--dry-run", action="store_true", help="list what would be removed, remove nothing")
+    clean.set_defaults(func=cmd_clean)
 
     doctor = sub.add_parser(
         "doctor",
         help="report what this machine can run",
-        description="Report the Python version and which backends and node modules are available.",
+        description="Report the Python version, which backends can run here and which network "
+                    "fault tools (iptables, tc netem, toxiproxy-server) are present; each line says why not.",
+        epilog="Always exits 0: it reports, it does not judge.",
     )
     doctor.set_defaults(func=cmd_doctor)
 
-    node = sub.add_parser(
+    # `splitbrain node ARGS` hands ARGS to the daemon untouched (main() does it before argparse),
+    # so `splitbrain node --help` is the daemon's own help. This entry only lists the command.
+    sub.add_parser(
         "node",
-        help="run a protocol node daemon (not implemented yet)",
-        description="Run one protocol node on real sockets (not implemented yet).",
+        help="run one protocol node daemon: same as `python -m node` (try `splitbrain node --help`)",
+        add_help=False,
     )
-    node.set_defaults(func=cmd_node)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv and argv[0] == "node":
+        return cmd_node(argv[1:])
     parser = build_parser()
     args = parser.parse_args(argv)  # argparse exits 2 on a bad flag, naming it
-    return args.func(args)
+    try:
+        return args.func(args)
+    except KeyboardInterrupt as exc:  # before a run started (loading modules, the scenario)
+        return _interrupted(exc)
 
 
 # ---- commands ---------------------------------------------------------------------------------
@@ -76,8 +118,12 @@ def main(argv: list[str] | None = None) -> int:
 def cmd_run(args: argparse.Namespace) -> int:
     from harness.scenario import ScenarioError, load_scenario
 
-    if args.backend != "sim":
-        print(f"splitbrain: backend {args.backend} is not available yet", file=sys.stderr)
+    if args.backend != "docker" and args.keep:
+        print("splitbrain: --keep is for --backend docker only", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    if args.backend != "sim" and (args.no_invariants or args.max_steps is not None):
+        flag = "--no-invariants" if args.no_invariants else "--max-steps"
+        print(f"splitbrain: {flag} is for --backend sim only", file=sys.stderr)
         return EXIT_BAD_INPUT
     path = Path(args.scenario)
     try:
@@ -91,16 +137,30 @@ def cmd_run(args: argparse.Namespace) -> int:
     except ScenarioError as exc:
         print(f"splitbrain: {path}: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
+    seed = scenario.seed if args.seed is None else args.seed
+    from harness.scenario import check_backend
 
+    try:
+        check_backend(scenario, args.backend, args.injector)
+    except ScenarioError as exc:
+        where = "" if exc.path == "--injector" else f"{path}: "
+        print(f"splitbrain: {where}{exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    if args.backend == "sim":
+        return _run_sim(args, path, scenario, seed)
+    return _run_live(args, path, scenario, seed)
+
+
+def _run_sim(args, path: Path, scenario, seed: int) -> int:
     from harness.rundir import run_scenario
+    from harness.scenario import ScenarioError
     from harness.sim import SimulationError
 
     options = {"check_invariants": not args.no_invariants}
     if args.max_steps is not None:
         options["max_steps"] = args.max_steps
-    seed = scenario.seed if args.seed is None else args.seed
     try:
-        outcome = run_scenario(scenario, seed=seed, backend=args.backend, out=args.out, **options)
+        outcome = run_scenario(scenario, seed=seed, backend="sim", out=args.out, **options)
     except ScenarioError as exc:  # e.g. the protocol refused a config key
         print(f"splitbrain: {path}: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
@@ -108,6 +168,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(f"splitbrain: run failed (seed {seed}): {exc}", file=sys.stderr)
         _print_notes(exc)
         return EXIT_FAILED
+    except KeyboardInterrupt as exc:
+        return _interrupted(exc)
     except Exception as exc:
         # Anything else is a bug in a layer or in the harness: keep the traceback.
         traceback.print_exc()
@@ -121,6 +183,58 @@ def cmd_run(args: argparse.Namespace) -> int:
         f"{stats['wall_time_s']:.2f} s wall, {stats['msgs_sent']} msgs sent / "
         f"{stats['msgs_delivered']} delivered, {verdict.summary()}, run dir {outcome.run_dir}"
     )
+    return _verdict_exit(verdict)
+
+
+def _run_live(args, path: Path, scenario, seed: int) -> int:
+    from harness.backends import BackendError, BackendUnavailable
+    from harness.rundir import run_scenario
+    from harness.runner import RunError
+
+    config_error = _protocol_config_error(scenario)
+    if config_error is not None:
+        print(f"splitbrain: {path}: {config_error}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    display = None if args.no_progress else ProgressDisplay(scenario.name, args.backend)
+    from harness.backends import ClusterOptions
+
+    options = ClusterOptions(injector=args.injector, keep=args.keep)
+    try:
+        try:
+            outcome = run_scenario(scenario, seed=seed, backend=args.backend, out=args.out,
+                                   progress=display, cluster_options=options)
+        finally:
+            if display is not None:
+                display.close()
+    except BackendUnavailable as exc:
+        print(f"splitbrain: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except KeyboardInterrupt as exc:
+        return _interrupted(exc)
+    except (BackendError, RunError) as exc:
+        print(f"splitbrain: run failed (seed {seed}, backend {args.backend}): {exc}", file=sys.stderr)
+        _print_notes(exc)
+        return EXIT_FAILED
+    except Exception as exc:
+        traceback.print_exc()
+        print(f"splitbrain: run crashed (seed {seed}): {type(exc).__name__}: {exc}", file=sys.stderr)
+        _print_notes(exc)
+        return EXIT_FAILED
+
+    stats = outcome.result.stats
+    verdict = outcome.verdict
+    print(
+        f"{scenario.name} seed={seed}: backend {args.backend}, {stats['scenario_time_s']:.1f} s run in "
+        f"{stats['wall_time_s']:.2f} s wall, {stats['msgs_sent']} msgs sent / "
+        f"{stats['msgs_delivered']} delivered, {verdict.summary()}, run dir {outcome.run_dir}"
+    )
+    settle = stats.get("settle") or {}
+    if settle and not settle.get("ok"):
+        print(f"  live: {settle.get('message')}")
+    return _verdict_exit(verdict)
+
+
+def _verdict_exit(verdict) -> int:
     if verdict.passed:
         return EXIT_OK
     for check in verdict.failures:
@@ -129,20 +243,229 @@ def cmd_run(args: argparse.Namespace) -> int:
     return EXIT_FAILED
 
 
+def _interrupted(exc: KeyboardInterrupt) -> int:
+    from harness.runner import Terminated
+
+    what = "terminated" if isinstance(exc, Terminated) else "interrupted"
+    started = any("run directory" in note for note in getattr(exc, "__notes__", ()))
+    print(f"splitbrain: {what}" + ("; every node stopped, what exists is written" if started else ""),
+          file=sys.stderr)
+    _print_notes(exc)
+    return EXIT_TERMINATED if isinstance(exc, Terminated) else EXIT_INTERRUPTED
+
+
+def _protocol_config_error(scenario) -> str | None:
+    """Validate protocol settings before starting processes, naming config.<key> like the sim."""
+    try:
+        from node.compose import build_stack
+    except ImportError:  # pragma: no cover
+        return None
+    import random
+
+    try:
+        build_stack("check", scenario.protocol, dict(scenario.config), random.Random(0), 0)
+    except ValueError as exc:
+        from harness.sim.simulator import _config_error
+
+        return str(_config_error(exc))
+    return None
+
+
+class ProgressDisplay:
+    """The progress of a live run: one rich line redrawn in place on a terminal, plain lines
+    (at most one every PLAIN_INTERVAL_S, plus one per applied step) otherwise."""
+
+    PLAIN_INTERVAL_S = 2.0
+
+    def __init__(self, name: str, backend: str, stream=None):
+        self.name = name
+        self.backend = backend
+        self.stream = stream if stream is not None else sys.stdout
+        self.tty = hasattr(self.stream, "isatty") and self.stream.isatty()
+        self._live = None
+        self._last_plain = 0.0
+        if self.tty:
+            from rich.console import Console
+            from rich.live import Live
+
+            self._console = Console(file=self.stream)
+            self._live = Live(console=self._console, refresh_per_second=8, transient=True)
+            self._live.start()
+
+    def line(self, p) -> str:
+        faults = ", ".join(p.faults) if p.faults else "none"
+        odd = [f"{n} {s}" for n, s in p.nodes.items() if s != "running"]
+        nodes = f" | nodes: {', '.join(odd)}" if odd else ""
+        return (f"{self.name} [{self.backend}] {p.phase} t={p.t:5.1f}/{p.end:g}s | sent {p.sent} "
+                f"delivered {p.delivered} | faults: {faults}{nodes}")
+
+    def __call__(self, p) -> None:
+        text = self.line(p)
+        if self._live is not None:
+            from rich.text import Text
+
+            if p.note:
+                self._console.print(Text(f"  t={p.t:5.1f}s {p.note}", style="dim"))
+            self._live.update(Text(text))
+            return
+        now = time.monotonic()
+        if p.note:
+            print(f"  t={p.t:5.1f}s {p.note}", file=self.stream, flush=True)
+        elif now - self._last_plain >= self.PLAIN_INTERVAL_S:
+            self._last_plain = now
+            print(f"  {text}", file=self.stream, flush=True)
+
+    def close(self) -> None:
+        if self._live is not None:
+            self._live.stop()
+            self._live = None
+
+
 def cmd_doctor(args: argparse.Namespace) -> int:
     print(f"python: {platform.python_version()} ({sys.executable})")
-    missing = [m for m in ("node.compose", "node.wire", "node.faultlayer", "harness.checks")
-               if not _importable(m)]
-    sim = "yes" if not missing else f"partial (missing: {', '.join(missing)})"
-    print(f"backend sim: {sim}")
-    print("backend local: not yet")
-    print("backend docker: not yet")
+    for name, (ok, why) in doctor_report().items():
+        print(f"{name}: {'yes' if ok is True else ok if isinstance(ok, str) else 'no'} ({why})")
     return EXIT_OK
 
 
-def cmd_node(args: argparse.Namespace) -> int:
-    print("splitbrain: node is not implemented yet", file=sys.stderr)
-    return EXIT_BAD_INPUT
+def doctor_report() -> dict[str, tuple[bool | str, str]]:
+    """What this machine can run: name -> (yes/no or a word, why)."""
+    report: dict[str, tuple[bool | str, str]] = {}
+    missing = [m for m in ("node.compose", "node.wire", "node.faultlayer", "harness.checks")
+               if not _importable(m)]
+    report["backend sim"] = (True, "in-process simulator") if not missing else (
+        False, f"missing modules: {', '.join(missing)}")
+    from harness.backends.local import LocalBackend
+
+    report["backend local"] = LocalBackend().check()
+    report["backend docker"] = _docker_backend_status()
+    report["iptables"] = _iptables_status()
+    report["tc netem"] = _netem_status()
+    toxi = shutil.which("toxiproxy-server")
+    report["toxiproxy-server"] = (True, toxi) if toxi else (
+        False, "not on PATH (Toxiproxy is TCP-only; the in-process fault layer covers UDP)")
+    return report
+
+
+def _docker_backend_status() -> tuple[bool, str]:
+    try:
+        from harness.backends.docker import DockerBackend
+    except ImportError:
+        return False, _docker_status()
+    ok, why = DockerBackend().check()
+    if ok:
+        runner = DockerBackend().iptables_runner
+        why += f"; iptables faults via {'nsenter' if runner == 'nsenter' else 'docker exec -u root'}"
+    return ok, why
+
+
+def cmd_clean(args: argparse.Namespace) -> int:
+    """Remove leftover containers and networks of docker clusters (by label)."""
+    try:
+        from harness.backends.docker import clean_leftovers
+        import docker
+
+        client = docker.from_env(timeout=60)
+        client.ping()
+    except Exception as exc:  # no SDK, no engine
+        print(f"splitbrain: cannot reach a Docker engine: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    removed, problems = clean_leftovers(client, everything=args.all, cluster=args.cluster, dry_run=args.dry_run)
+    verb = "would remove" if args.dry_run else "removed"
+    print(f"splitbrain clean: {verb} {removed} cluster(s)")
+    for problem in problems:
+        print(f"  {problem}", file=sys.stderr)
+    return EXIT_FAILED if problems else EXIT_OK
+
+
+def _docker_status() -> str:
+    try:
+        import docker  # noqa: F401
+    except ImportError:
+        sdk = "docker SDK (python package docker) not installed"
+    else:
+        try:
+            client = docker.from_env(timeout=5)
+            client.ping()
+            version = client.version().get("Version", "?")
+            client.close()
+            return f"docker SDK installed, engine {version} reachable"
+        except Exception as exc:  # the SDK raises several kinds for an absent engine
+            return f"docker SDK installed, engine not reachable ({type(exc).__name__}: {str(exc)[:120]})"
+    cli = shutil.which("docker")
+    sock = Path("/var/run/docker.sock")
+    engine = f"engine socket {sock} {'present' if sock.exists() else 'absent'}"
+    return f"{sdk}; docker CLI {'at ' + cli if cli else 'not on PATH'}; {engine}"
+
+
+def _iptables_status() -> tuple[bool, str]:
+    path = shutil.which("iptables")
+    if not path:
+        return False, "iptables not on PATH"
+    try:
+        proc = subprocess.run([path, "-S"], capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return False, f"{path} does not run: {exc}"
+    if proc.returncode != 0:
+        why = (proc.stderr or proc.stdout).strip().splitlines()[:1] or [f"exit {proc.returncode}"]
+        return False, f"{path} present but not usable here: {why[0]}"
+    return True, f"{path}, rules readable"
+
+
+def _netem_status() -> tuple[bool, str]:
+    """tc netem needs the sch_netem qdisc: loaded, loadable as a module, or built in."""
+    tc = shutil.which("tc")
+    if not tc:
+        return False, "tc (iproute2) not on PATH"
+    release = platform.release()
+    reasons = []
+    try:
+        modules = Path("/proc/modules").read_text()
+    except OSError:
+        modules = ""
+    if any(line.split(" ", 1)[0] == "sch_netem" for line in modules.splitlines()):
+        return True, f"{tc}, sch_netem loaded"
+    reasons.append("sch_netem not loaded (/proc/modules)")
+    moddir = Path("/lib/modules") / release
+    if moddir.is_dir():
+        builtin = moddir / "modules.builtin"
+        try:
+            if "sch_netem.ko" in builtin.read_text():
+                return True, f"{tc}, sch_netem built into kernel {release}"
+        except OSError:
+            pass
+        found = [p for p in moddir.rglob("sch_netem.ko*")][:1]
+        if found:
+            return True, f"{tc}, sch_netem module at {found[0]} (loads on first use)"
+        reasons.append(f"no sch_netem under {moddir}")
+    else:
+        reasons.append(f"{moddir} does not exist")
+    modprobe = shutil.which("modprobe")
+    if modprobe:
+        try:
+            proc = subprocess.run([modprobe, "-n", "sch_netem"], capture_output=True, text=True, timeout=10)
+            if proc.returncode == 0:
+                return True, f"{tc}, `modprobe -n sch_netem` succeeds"
+            why = (proc.stderr or proc.stdout).strip().splitlines()[:1] or [f"exit {proc.returncode}"]
+            reasons.append(f"`modprobe -n sch_netem`: {why[0]}")
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            reasons.append(f"`modprobe -n sch_netem` failed: {exc}")
+    else:
+        reasons.append("modprobe not on PATH")
+    return False, f"{tc} present, but the kernel has no netem: " + "; ".join(reasons)
+
+
+def cmd_node(argv: list[str]) -> int:
+    """Run the node daemon in this process (`splitbrain node ARGS` = `python -m node ARGS`)."""
+    try:
+        from node.runtime.runner import main as node_main
+    except ImportError as exc:
+        print(f"splitbrain: the node daemon is not available ({exc})", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    try:
+        return node_main(argv)
+    except SystemExit as exc:
+        return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else EXIT_BAD_INPUT)
 
 
 # ---- helpers ----------------------------------------------------------------------------------

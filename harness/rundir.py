@@ -1,5 +1,10 @@
 """Run directories and verdicts: run a scenario on a backend, judge it, write what it produced.
 
+Both kinds of backend share this module: the simulator hands over its events in memory
+(`write_events`); live backends (harness.runner over harness.backends) have their nodes write
+`nodes/<name>/events.jsonl` themselves and add the harness timeline. Either way the merged log is
+judged by `judge` and written by `write_verdict`.
+
 A run directory is `runs/<scenario>-<seed>-<stamp>/` (stamp = UTC YYYYmmddTHHMMSS, with a
 "-2", "-3" ... suffix if two runs start in the same second) holding:
 
@@ -28,7 +33,7 @@ from pathlib import Path
 from harness.scenario import Scenario
 
 BACKENDS = ("sim", "local", "docker")
-AVAILABLE_BACKENDS = ("sim",)
+AVAILABLE_BACKENDS = ("sim", "local", "docker")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -86,7 +91,7 @@ class RunOutcome:
     """A finished run: where it was written, what the backend produced, and the verdict."""
 
     run_dir: Path
-    result: object  # harness.sim.SimResult for the sim backend
+    result: object  # harness.sim.SimResult (sim) or harness.runner.LiveResult (local, docker)
     verdict: Verdict
 
 
@@ -140,6 +145,38 @@ def write_verdict(run_dir: Path, verdict: Verdict) -> None:
     (run_dir / "verdict.json").write_text(text + "\n", encoding="utf-8")
 
 
+def prepare_run(scenario: Scenario, seed: int | None, out: str | os.PathLike,
+                stamp: str | None = None) -> tuple[Scenario, Path]:
+    """The scenario with the seed actually used, and a fresh run directory holding it."""
+    seed = scenario.seed if seed is None else seed
+    scenario = dataclasses.replace(scenario, seed=seed)
+    run_dir = make_run_dir(out, scenario.name, seed, stamp)
+    write_scenario(run_dir, scenario)
+    return scenario, run_dir
+
+
+def error_verdict(scenario: Scenario, exc: BaseException, *, backend: str, stats: dict) -> Verdict:
+    if isinstance(exc, KeyboardInterrupt):
+        error = f"interrupted ({type(exc).__name__}{': ' + str(exc) if str(exc) else ''})"
+    else:
+        error = f"{type(exc).__name__}: {exc}"
+    return Verdict(outcome="error", expect=scenario.expect, seed=scenario.seed, backend=backend,
+                   stats=stats, error=error)
+
+
+def count_messages(events: list[dict]) -> tuple[int, int]:
+    """Application messages sent (first sends) and delivered in a merged log."""
+    sent = delivered = 0
+    for ev in events:
+        kind = ev["kind"]
+        if "app" in ev:
+            if kind == "send":
+                sent += 1
+            elif kind == "deliver":
+                delivered += 1
+    return sent, delivered
+
+
 def run_scenario(
     scenario: Scenario,
     *,
@@ -147,42 +184,97 @@ def run_scenario(
     backend: str = "sim",
     out: str | os.PathLike = "runs",
     stamp: str | None = None,
+    progress=None,
+    cluster_options=None,
+    backend_options: dict | None = None,
     **sim_options,
 ) -> RunOutcome:
     """Run a scenario on a backend, judge it and write the run directory.
 
     `sim_options` go to harness.sim.Simulation (stack_factory, codec, check_invariants,
-    max_steps, ...). Raises what the backend raises, after writing what exists.
+    max_steps, ...). `progress` (a callable taking harness.runner.Progress) and
+    `cluster_options` (harness.backends.ClusterOptions) are for live backends, and so are
+    `backend_options` (keyword arguments of the backend, e.g. DockerBackend's client or image).
+    A scenario that the backend cannot run (toxic steps off docker, an injector it lacks) raises
+    ScenarioError before anything starts. Raises what the backend raises (KeyboardInterrupt
+    included), after writing what exists.
     """
     if backend not in BACKENDS:
         raise ValueError(f"backend: must be one of {', '.join(BACKENDS)}, got {backend!r}")
     if backend not in AVAILABLE_BACKENDS:
         raise NotImplementedError(f"backend {backend} is not available yet")
-    seed = scenario.seed if seed is None else seed
-    scenario = dataclasses.replace(scenario, seed=seed)
-    run_dir = make_run_dir(out, scenario.name, seed, stamp)
-    write_scenario(run_dir, scenario)
+    from harness.scenario import check_backend
 
+    check_backend(scenario, backend, getattr(cluster_options, "injector", None))
+    scenario, run_dir = prepare_run(scenario, seed, out, stamp)
+    if backend == "sim":
+        return _run_sim(scenario, run_dir, **sim_options)
+    if sim_options:
+        raise ValueError(f"options {', '.join(sorted(sim_options))} are for the sim backend only")
+    return _run_live(scenario, run_dir, backend, progress=progress, cluster_options=cluster_options,
+                     backend_options=backend_options)
+
+
+def _run_sim(scenario: Scenario, run_dir: Path, **sim_options) -> RunOutcome:
     from harness.sim import Simulation
 
+    seed = scenario.seed
     sim = None
     try:
         sim = Simulation(scenario, seed, **sim_options)
         result = sim.run()
         write_events(run_dir, result.events, result.timeline)
-        verdict = judge(scenario, result.all_events(), seed=seed, backend=backend, stats=result.stats)
+        verdict = judge(scenario, result.all_events(), seed=seed, backend="sim", stats=result.stats)
     except BaseException as exc:
         stats: dict = {}
         if sim is not None:
             partial = sim.result(exc)
             stats = partial.stats
             write_events(run_dir, partial.events, partial.timeline)
-        write_verdict(run_dir, Verdict(outcome="error", expect=scenario.expect, seed=seed,
-                                       backend=backend, stats=stats, error=f"{type(exc).__name__}: {exc}"))
+        write_verdict(run_dir, error_verdict(scenario, exc, backend="sim", stats=stats))
         exc.add_note(f"run directory (partial): {run_dir}")
         raise
     write_verdict(run_dir, verdict)
     return RunOutcome(run_dir=run_dir, result=result, verdict=verdict)
+
+
+def _run_live(scenario: Scenario, run_dir: Path, backend: str, *, progress=None,
+              cluster_options=None, backend_options: dict | None = None) -> RunOutcome:
+    """A run on real nodes (harness.runner): the nodes write their own logs into run_dir."""
+    from harness.backends import get_backend, signals_deferred
+    from harness.eventlog import read_run
+    from harness.runner import LiveRun, interrupt_handlers
+
+    runner = None
+    with interrupt_handlers():
+        try:
+            impl = get_backend(backend, **(backend_options or {}))
+            cluster = impl.create_cluster(scenario, run_dir, seed=scenario.seed, options=cluster_options)
+            runner = LiveRun(scenario, cluster, progress=progress)
+            result = runner.run()
+            _write_timeline(run_dir, result.timeline)
+            events = read_run(run_dir)
+            stats = dict(result.stats)
+            stats["msgs_sent"], stats["msgs_delivered"] = count_messages(events)
+            result.stats = stats
+            verdict = judge(scenario, events, seed=scenario.seed, backend=backend, stats=stats)
+        except BaseException as exc:
+            # A second Ctrl-C must not cut the writing of what exists short.
+            with signals_deferred():
+                stats = {}
+                if runner is not None:
+                    partial = runner.result(exc)
+                    stats = partial.stats
+                    _write_timeline(run_dir, partial.timeline)
+                write_verdict(run_dir, error_verdict(scenario, exc, backend=backend, stats=stats))
+                exc.add_note(f"run directory (partial): {run_dir}")
+            raise
+    write_verdict(run_dir, verdict)
+    return RunOutcome(run_dir=run_dir, result=result, verdict=verdict)
+
+
+def _write_timeline(run_dir: Path, timeline: list[dict]) -> None:
+    _event_writer()(run_dir / "timeline.jsonl", timeline)
 
 
 def _event_writer():

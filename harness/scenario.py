@@ -9,7 +9,17 @@ the indexes as written in the file, even though the schedule is stored sorted by
 
 The fault vocabulary (STYLE.md #15) is shared with the simulator's network model and the real
 injectors: partition (one-way or two-way), loss, delay, duplicate, reorder, drop (in-process, by
-message type), view (injected), kill, pause, resume, restart, heal.
+message type), view (injected), kill, pause, resume, restart, heal; and, for TCP links routed
+through Toxiproxy (docker backend, transport tcp), toxic (latency, jitter, bandwidth, timeout,
+reset_peer, slicer, limit_data, slow_close, down).
+
+Which injector applies the network faults is the top-level key `injector`: auto (the default:
+iptables for partitions and loss on docker over UDP, Toxiproxy for partitions on docker over TCP,
+the in-process fault layer everywhere else), inprocess, iptables or toxiproxy. The key is a
+preference of the docker backend: the simulator (whose network model is the injector) and the
+local backend (in-process) run the same file with their own, so one file gives one verdict
+everywhere. `check_backend(scenario, backend)` refuses what a backend cannot do (toxic steps off
+docker), naming the field.
 """
 
 from __future__ import annotations
@@ -31,6 +41,8 @@ DEFAULT_CHECKS = ("fifo", "no_duplicates", "no_loss")
 DEFAULT_SETTLE_S = 5.0
 DEFAULT_SIZE = 100
 DEFAULT_REORDER_MS = 10.0
+# What an in-process rule (a drop step) does to a matching message (node.faultlayer.ACTIONS).
+DROP_ACTIONS = ("drop", "delay", "duplicate")
 MAX_NODES = 26 * 27  # A..Z, then AA..ZZ
 
 # Steps that change the network or the in-process fault layer, and can be undone by `heal: N`.
@@ -38,12 +50,31 @@ NETWORK_KINDS = ("partition", "loss", "delay", "duplicate", "reorder")
 HEALABLE_KINDS = frozenset(NETWORK_KINDS + ("drop",))
 NODE_KINDS = ("kill", "pause", "resume", "restart")
 STEP_KINDS = NETWORK_KINDS + ("drop", "view") + NODE_KINDS + ("heal",)
+# Toxiproxy toxics on TCP links (docker backend, transport tcp only); healable like network faults.
+STEP_KINDS = STEP_KINDS + ("toxic",)
+HEALABLE_KINDS = HEALABLE_KINDS | {"toxic"}
+# Toxic types and their attributes (Toxiproxy's names and units, with its defaults). "jitter" is a
+# latency toxic whose latency defaults to its jitter (delays uniform in [0, 2 * jitter] ms);
+# "down" disables the link's proxies (both directions of the connection, as Toxiproxy does).
+TOXIC_TYPES: dict[str, dict[str, int]] = {
+    "latency": {"latency": 0, "jitter": 0},  # ms
+    "jitter": {"jitter": 0, "latency": -1},  # ms; latency -1: the same as jitter
+    "bandwidth": {"rate": 0},  # KB/s
+    "timeout": {"timeout": 0},  # ms; 0: data is dropped until the toxic is removed
+    "reset_peer": {"timeout": 0},  # ms before the connection is reset
+    "slicer": {"average_size": 0, "size_variation": 0, "delay": 0},  # bytes, bytes, microseconds
+    "limit_data": {"bytes": 0},
+    "slow_close": {"delay": 0},  # ms
+    "down": {},
+}
+# Which injector applies network faults (see the module docstring).
+INJECTORS = ("auto", "inprocess", "iptables", "toxiproxy")
 
 _NAME_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_]*(?:-[A-Za-z0-9_]+)*$")
 _CHECK_RE = re.compile(r"^[a-z][a-z0-9_]*$")
 _RESERVED_NAMES = frozenset({"all", "harness", "node"})
 _TOP_KEYS = ("name", "protocol", "transport", "nodes", "config", "workload", "schedule", "duration",
-             "settle", "checks", "expect", "seed")
+             "settle", "checks", "expect", "seed", "injector")
 _TOP_REQUIRED = ("name", "protocol", "nodes", "workload", "duration")
 
 
@@ -165,7 +196,9 @@ class Drop:
     """An in-process rule of the fault layer at `node`: drop messages by type (and more).
 
     direction "up" matches messages received by `node` from `peer`; "down" matches messages
-    `node` sends to `peer`. peer None and types None match everything.
+    `node` sends to `peer`. peer None and types None match everything. `action` is what happens to
+    a matching message: "drop" (the default), "delay" (held back `delay_ms` plus a uniform extra
+    in [0, `jitter_ms`), JGroups' DELAY) or "duplicate" (passed on twice, JGroups' DUPL).
     """
 
     node: str
@@ -177,6 +210,9 @@ class Drop:
     after: int = 0
     seqnos: tuple[int, int] | None = None
     until: float | None = None
+    action: str = "drop"
+    delay_ms: float = 0.0
+    jitter_ms: float = 0.0
 
     def to_dict(self) -> dict:
         out: dict[str, Any] = {"at": self.node}
@@ -195,6 +231,12 @@ class Drop:
             out["seqnos"] = list(self.seqnos)
         if self.until is not None:
             out["until"] = self.until
+        if self.action != "drop":
+            out["action"] = self.action
+        if self.delay_ms:
+            out["delay_ms"] = self.delay_ms
+        if self.jitter_ms:
+            out["jitter_ms"] = self.jitter_ms
         return out
 
     def describe(self) -> str:
@@ -211,6 +253,10 @@ class Drop:
             parts.append(f"seqnos={self.seqnos[0]}-{self.seqnos[1]}")
         if self.until is not None:
             parts.append(f"until={self.until:g}")
+        if self.action != "drop":
+            delay = f" {self.delay_ms:g}ms" if self.action == "delay" else ""
+            jitter = f"+{self.jitter_ms:g}ms" if self.jitter_ms else ""
+            parts.append(f"action={self.action}{delay}{jitter}")
         return " ".join(parts)
 
 
@@ -254,7 +300,35 @@ class Heal:
         return "all" if self.target == "all" else f"#{self.target}"
 
 
-StepParams = Partition | LinkProbability | Delay | Reorder | Drop | View | NodeTarget | Heal
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Toxic:
+    """A Toxiproxy toxic on the TCP links named by `link` (each directed link is routed through a
+    proxy); `attributes` are the toxic's own, in Toxiproxy's names and units."""
+
+    link: str
+    links: tuple[tuple[str, str], ...]
+    type: str
+    attributes: tuple[tuple[str, int], ...] = ()
+    toxicity: float = 1.0
+
+    @property
+    def attrs(self) -> dict[str, int]:
+        return dict(self.attributes)
+
+    def to_dict(self) -> dict:
+        out: dict[str, Any] = {"link": self.link, "type": self.type}
+        out.update(self.attributes)
+        if self.toxicity != 1.0:
+            out["toxicity"] = self.toxicity
+        return out
+
+    def describe(self) -> str:
+        attrs = "".join(f" {k}={v}" for k, v in self.attributes)
+        tox = f" toxicity={self.toxicity:g}" if self.toxicity != 1.0 else ""
+        return f"{self.link} {self.type}{attrs}{tox}"
+
+
+StepParams = Partition | LinkProbability | Delay | Reorder | Drop | View | NodeTarget | Heal | Toxic
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -292,6 +366,7 @@ class Scenario:
     checks: tuple[str, ...] = DEFAULT_CHECKS
     expect_fail: str | None = None  # None: every check must pass; a name: that check must fail
     seed: int = 0
+    injector: str = "auto"  # which injector applies network faults (INJECTORS)
 
     @property
     def end_time(self) -> float:
@@ -319,6 +394,7 @@ class Scenario:
             "checks": list(self.checks),
             "expect": self.expect,
             "seed": self.seed,
+            **({} if self.injector == "auto" else {"injector": self.injector}),
         }
 
     def to_yaml(self) -> str:
@@ -394,11 +470,48 @@ def parse_scenario(data: Any) -> Scenario:
     if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
         raise ScenarioError("seed", f"must be a non-negative integer, got {seed!r}")
 
+    injector = _choice(data.get("injector", "auto"), "injector", INJECTORS)
+    for step in schedule:
+        if step.kind == "toxic" and transport != "tcp":
+            raise ScenarioError(f"schedule[{step.source_index}].toxic",
+                                f"needs transport: tcp (Toxiproxy proxies TCP links; this scenario uses {transport})")
+    if injector == "toxiproxy" and transport != "tcp":
+        raise ScenarioError("injector", f"toxiproxy needs transport: tcp (this scenario uses {transport})")
+    if injector == "iptables" and any(step.kind == "toxic" for step in schedule):
+        raise ScenarioError("injector", "iptables cannot tell apart TCP links routed through Toxiproxy, which "
+                                        "toxic steps need: use injector auto, toxiproxy or inprocess")
+
     return Scenario(
         name=name, protocol=protocol, transport=transport, nodes=nodes, config=dict(config),
         streams=streams, schedule=schedule, duration=duration, settle=settle,
-        checks=tuple(checks), expect_fail=expect_fail, seed=seed,
+        checks=tuple(checks), expect_fail=expect_fail, seed=seed, injector=injector,
     )
+
+
+def check_backend(scenario: Scenario, backend: str, injector: str | None = None) -> None:
+    """Raise ScenarioError (naming the field) when `backend` cannot run what the scenario asks.
+
+    Toxic steps need the docker backend (with transport tcp). The scenario's `injector` key is a
+    preference of the docker backend: sim and local run the same file with their own injector
+    (the network model, the in-process fault layer), so that one file gives one verdict on every
+    backend. `injector` (a command-line flag) is a demand: iptables or toxiproxy off docker is
+    refused."""
+    chosen = scenario.injector if injector in (None, "auto") else injector
+    where = "injector" if injector in (None, "auto") else "--injector"
+    if backend != "docker":
+        for step in scenario.schedule:
+            if step.kind == "toxic":
+                raise ScenarioError(f"schedule[{step.source_index}].toxic",
+                                    f"needs the docker backend with transport tcp (backend {backend} has no "
+                                    f"Toxiproxy in its links)")
+        if injector in ("iptables", "toxiproxy"):
+            raise ScenarioError(where, f"{injector} needs the docker backend (backend {backend} applies "
+                                       f"network faults {'in its network model' if backend == 'sim' else 'in-process'})")
+    if chosen == "toxiproxy" and scenario.transport != "tcp":
+        raise ScenarioError(where, f"toxiproxy needs transport: tcp (this scenario uses {scenario.transport})")
+    if chosen == "iptables" and any(step.kind == "toxic" for step in scenario.schedule):
+        raise ScenarioError(where, "iptables cannot tell apart TCP links routed through Toxiproxy, which toxic "
+                                   "steps need: use auto, toxiproxy or inprocess")
 
 
 # ---- sections ---------------------------------------------------------------------------------
@@ -594,6 +707,8 @@ def _step_params(kind: str, body: Any, path: str, nodes: tuple[str, ...], at: fl
         return View(node=node, members=members)
     if kind in NODE_KINDS:
         return NodeTarget(node=_node(body, path, nodes))
+    if kind == "toxic":
+        return _toxic(body, path, nodes)
     if kind == "heal":
         if body == "all":
             return Heal(target="all")
@@ -603,6 +718,42 @@ def _step_params(kind: str, body: Any, path: str, nodes: tuple[str, ...], at: fl
             raise ScenarioError(path, f"no schedule step {body} (the schedule has {raw_len})")
         return Heal(target=body)
     raise AssertionError(kind)
+
+
+def _toxic(body: Any, path: str, nodes: tuple[str, ...]) -> Toxic:
+    body = _mapping(body, path)
+    if "type" not in body:
+        raise ScenarioError(f"{path}.type", f"missing (one of: {', '.join(TOXIC_TYPES)})")
+    kind = _choice(body["type"], f"{path}.type", tuple(TOXIC_TYPES))
+    defaults = TOXIC_TYPES[kind]
+    _check_keys(body, path, ("link", "type", "toxicity", *defaults), ("link",))
+    link, links = _link(body["link"], f"{path}.link", nodes)
+    attrs: dict[str, int] = {}
+    for key, default in defaults.items():
+        raw = body.get(key, default)
+        if isinstance(raw, bool) or not isinstance(raw, (int, float)) or raw != int(raw):
+            raise ScenarioError(f"{path}.{key}", f"must be an integer, got {raw!r}")
+        value = int(raw)
+        if value < 0 and not (kind == "jitter" and key == "latency" and value == -1):
+            raise ScenarioError(f"{path}.{key}", "must not be negative")
+        attrs[key] = value
+    if kind == "jitter":
+        if attrs["jitter"] <= 0:
+            raise ScenarioError(f"{path}.jitter", "must be greater than 0")
+        if attrs["latency"] == -1:
+            attrs["latency"] = attrs["jitter"]
+    if kind == "slicer" and attrs["average_size"] <= 0:
+        raise ScenarioError(f"{path}.average_size", "must be greater than 0 (bytes per slice)")
+    if kind == "slicer" and attrs["size_variation"] >= attrs["average_size"]:
+        raise ScenarioError(f"{path}.size_variation", "must be smaller than average_size")
+    if kind == "bandwidth" and attrs["rate"] <= 0:
+        raise ScenarioError(f"{path}.rate", "must be greater than 0 (KB/s)")
+    if kind == "limit_data" and attrs["bytes"] <= 0:
+        raise ScenarioError(f"{path}.bytes", "must be greater than 0")
+    toxicity = _probability(body.get("toxicity", 1.0), f"{path}.toxicity")
+    if kind == "down" and toxicity != 1.0:
+        raise ScenarioError(f"{path}.toxicity", "down disables the proxies: it has no toxicity")
+    return Toxic(link=link, links=links, type=kind, attributes=tuple(attrs.items()), toxicity=toxicity)
 
 
 def _partition(body: Any, path: str, nodes: tuple[str, ...]) -> Partition:
@@ -644,7 +795,7 @@ def _partition(body: Any, path: str, nodes: tuple[str, ...]) -> Partition:
 def _drop(body: Any, path: str, nodes: tuple[str, ...], at: float) -> Drop:
     body = _mapping(body, path)
     _check_keys(body, path, ("at", "from", "to", "type", "direction", "p", "count", "after", "seqnos",
-                             "until"), ("at",))
+                             "until", "action", "delay_ms", "jitter_ms"), ("at",))
     node = _node(body["at"], f"{path}.at", nodes)
     direction = _choice(body.get("direction", "up"), f"{path}.direction", ("up", "down"))
     peer = None
@@ -694,8 +845,19 @@ def _drop(body: Any, path: str, nodes: tuple[str, ...], at: float) -> Drop:
         until = _number(body["until"], f"{path}.until")
         if until < at:
             raise ScenarioError(f"{path}.until", f"{until:g} is before the step's time {at:g}")
+    action = _choice(body.get("action", "drop"), f"{path}.action", DROP_ACTIONS)
+    delay_ms = _number(body.get("delay_ms", 0.0), f"{path}.delay_ms")
+    jitter_ms = _number(body.get("jitter_ms", 0.0), f"{path}.jitter_ms")
+    for key, value in (("delay_ms", delay_ms), ("jitter_ms", jitter_ms)):
+        if value < 0:
+            raise ScenarioError(f"{path}.{key}", "must not be negative")
+        if value and action != "delay":
+            raise ScenarioError(f"{path}.{key}", "only with action: delay")
+    if action == "delay" and not delay_ms and not jitter_ms:
+        raise ScenarioError(f"{path}.delay_ms", "a delay needs delay_ms (or jitter_ms) greater than 0")
     return Drop(node=node, direction=direction, peer=peer, types=types, p=p, count=count,
-                after=after, seqnos=seqnos, until=until)
+                after=after, seqnos=seqnos, until=until, action=action, delay_ms=delay_ms,
+                jitter_ms=jitter_ms)
 
 
 def _link(raw: Any, path: str, nodes: tuple[str, ...]) -> tuple[str, tuple[tuple[str, str], ...]]:

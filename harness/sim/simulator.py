@@ -716,6 +716,9 @@ class Simulation:
             after=p.after,
             seqnos=p.seqnos,
             until=p.until,
+            action=p.action,
+            delay_s=p.delay_ms / 1000.0,
+            jitter_s=p.jitter_ms / 1000.0,
         )
         return layer.add_rule(rule)
 

@@ -1,0 +1,162 @@
+"""Live "eventually" checks: poll running nodes until they have settled, or say why not.
+
+After the last heal and the end of the workload, a run is settled when, on the nodes that run:
+
+- every stream is done at its sender (GET /streams);
+- no resync is in progress (GET /state: unicast3.syncing is empty);
+- every send window is fully acked (HA == HS, no SYNC-ACK awaited) and the receiver's window for
+  it has the same conn_id and has delivered up to HS (GET /state, both ends);
+- every stream's last message has reached its receiver (GET /delivered), when neither end
+  restarted (a restarted node's counters start again, so the windows speak for it).
+
+This is what the event-log checks (harness.checks) will judge once the nodes are stopped, seen
+from outside while it happens; its only job is to end the run as soon as there is nothing left
+to wait for, and to say clearly what was still missing when `settle` ran out. A run that does not
+settle is still judged by the checks (a scenario that reproduces a bug never settles).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+from tenacity import RetryError, Retrying, retry_if_result, wait_fixed
+
+from harness.backends.admin import AdminError
+from harness.backends.base import NodeState
+from harness.scenario import Scenario
+
+EXPECTED = ("every stream done at its sender, no resync in progress, every send window fully acked "
+            "and matched by its receiver's window (same conn_id, delivered == HS), every stream's "
+            "last message delivered")
+PROBLEMS_SHOWN = 6
+
+
+@dataclass
+class Observation:
+    """One poll of the cluster: settled or not, and what is still missing."""
+
+    ok: bool
+    problems: list[str] = field(default_factory=list)
+    t: float = 0.0  # run clock when it was taken
+
+
+@dataclass
+class SettleResult:
+    ok: bool
+    bound_s: float
+    elapsed_s: float
+    polls: int
+    message: str
+    last: Observation | None = None
+
+    def to_dict(self) -> dict:
+        return {"ok": self.ok, "bound_s": self.bound_s, "elapsed_s": round(self.elapsed_s, 3),
+                "polls": self.polls, "message": self.message,
+                "last_seen": [] if self.last is None else self.last.problems[:PROBLEMS_SHOWN]}
+
+
+def observe(cluster, scenario: Scenario, restarted: set[str] = frozenset()) -> Observation:
+    """Poll every running node once and list what keeps the cluster from being settled."""
+    problems: list[str] = []
+    running = [n for n, h in cluster.nodes.items() if h.state is NodeState.RUNNING]
+    states: dict[str, dict] = {}
+    streams: dict[str, dict[int, dict]] = {}
+    delivered: dict[str, dict] = {}
+    for name in running:
+        admin = cluster.admin(name)
+        try:
+            states[name] = admin.state()
+            streams[name] = {int(s["stream"]): s for s in admin.streams() if "stream" in s}
+            delivered[name] = admin.delivered().get("delivered", {})
+        except AdminError as exc:
+            problems.append(str(exc))
+    if problems:
+        return Observation(ok=False, problems=problems, t=cluster.now())
+
+    for name in running:
+        for s in streams[name].values():
+            if not s.get("done"):
+                problems.append(f"{name} stream {s['stream']} to {s.get('to')}: sent {s.get('sent')} "
+                                f"of {s.get('planned')}, not done")
+        u3 = states[name].get(scenario.protocol) or {}
+        if u3.get("syncing"):
+            problems.append(f"{name} is resyncing with {', '.join(map(str, u3['syncing']))}")
+
+    for sender in running:
+        send_table = (states[sender].get(scenario.protocol) or {}).get("send", {})
+        for receiver, send in send_table.items():
+            if receiver not in states:
+                continue  # a dead or paused receiver: nothing to wait for
+            recv = ((states[receiver].get(scenario.protocol) or {}).get("recv", {})).get(sender)
+            problem = _pair_problem(sender, receiver, send, recv)
+            if problem:
+                problems.append(problem)
+
+    for stream in scenario.streams:
+        src, dest = stream.src, stream.dest
+        if src not in streams or dest not in delivered or src in restarted or dest in restarted:
+            continue
+        info = streams[src].get(stream.index)
+        if info is None:
+            continue
+        got = (delivered[dest].get(src) or {})
+        got = got.get(str(stream.index), got.get(stream.index)) or {}
+        sent = int(info.get("sent", 0))
+        last = int(got.get("last") or 0)
+        if last < sent:
+            problems.append(f"stream {stream.index} {src}->{dest}: {dest} delivered up to {last} of {sent} sent")
+    return Observation(ok=not problems, problems=problems, t=cluster.now())
+
+
+def _pair_problem(sender: str, receiver: str, send: dict, recv: dict | None) -> str | None:
+    ha, hs = send.get("ha"), send.get("hs")
+    head = f"{sender}->{receiver}: {sender} send conn {send.get('conn_id')} HA={ha} HS={hs}"
+    if send.get("awaiting_sync_ack"):
+        return f"{head}, awaiting SYNC-ACK"
+    if recv is None:
+        return None if ha == hs else f"{head}, {receiver} has no recv window"
+    tail = f"{receiver} recv conn {recv.get('conn_id')} delivered={recv.get('delivered')} highest={recv.get('highest')}"
+    if send.get("conn_id") != recv.get("conn_id"):
+        return f"{head}, {tail} (conn_id mismatch)"
+    if ha != hs or recv.get("delivered") != hs:
+        return f"{head}, {tail}"
+    return None
+
+
+def wait_settled(cluster, scenario: Scenario, *, bound_s: float, poll_s: float = 0.1,
+                 restarted: set[str] = frozenset(), on_poll=None,
+                 sleep=time.sleep) -> SettleResult:
+    """Poll (tenacity) until `observe` finds nothing missing or `bound_s` has passed.
+
+    The bound is measured on the cluster's clock, so a test with a fake clock stays exact."""
+    start = cluster.now()
+    seen: list[Observation] = []
+
+    def poll() -> Observation:
+        cluster.check_alive()
+        if on_poll is not None:
+            on_poll()
+        obs = observe(cluster, scenario, restarted)
+        seen.append(obs)
+        return obs
+
+    def out_of_time(retry_state) -> bool:
+        return cluster.now() - start >= bound_s
+
+    retrying = Retrying(stop=out_of_time, wait=wait_fixed(poll_s),
+                        retry=retry_if_result(lambda obs: not obs.ok), sleep=sleep)
+    try:
+        obs = retrying(poll)
+    except RetryError:
+        obs = seen[-1] if seen else None
+    elapsed = cluster.now() - start
+    if obs is not None and obs.ok:
+        return SettleResult(ok=True, bound_s=bound_s, elapsed_s=elapsed, polls=len(seen),
+                            message=f"settled {elapsed:.2f}s after the workload ended ({len(seen)} polls)",
+                            last=obs)
+    last = "nothing (no poll finished)" if obs is None else "; ".join(obs.problems[:PROBLEMS_SHOWN])
+    more = "" if obs is None or len(obs.problems) <= PROBLEMS_SHOWN else f" (+{len(obs.problems) - PROBLEMS_SHOWN} more)"
+    message = (f"not settled within settle={bound_s:g}s after the workload ended: expected {EXPECTED}; "
+               f"last seen: {last}{more}")
+    return SettleResult(ok=False, bound_s=bound_s, elapsed_s=elapsed, polls=len(seen), message=message, last=obs)
