@@ -455,7 +455,6 @@ class LiveRun:
             "settle": None if self.settle is None else self.settle.to_dict(),
             "nodes": nodes,
             "bad_event_lines": getattr(self.cluster, "bad_event_lines", 0),
-            "kill_flush_waits_s": list(getattr(self.cluster, "flush_waits", [])),
             **({"cluster": self.cluster.describe()} if hasattr(self.cluster, "describe") else {}),
             **({"injectors": {"used": [i.name for i in self._injectors],
                               "default": getattr(self.cluster, "injector_name", "inprocess"),

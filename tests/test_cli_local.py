@@ -69,12 +69,12 @@ def test_seed_flag_names_the_run(tmp_path, capsys):
 
 
 @pytest.mark.parametrize("argv_tail, message", [
-    (["--backend", "docker"], "backend docker is not available yet"),
+    (["--backend", "sim", "--injector", "iptables"], "injector"),
     (["--backend", "local", "--no-invariants"], "--no-invariants is for --backend sim only"),
     (["--max-steps", "5"], "--max-steps is for --backend sim only"),
 ])
 def test_bad_flags_exit_2(tmp_path, capsys, argv_tail, message):
-    """docker, and sim-only flags with a live backend, exit 2 with a message naming the problem."""
+    """Flags that do not fit the backend exit 2 with a message naming the problem."""
     assert main(["run", str(tiny(tmp_path))] + argv_tail) == 2
     assert message in capsys.readouterr().err
 
@@ -102,7 +102,7 @@ def test_doctor_says_what_and_why(capsys):
     assert names == ["python", "backend sim", "backend local", "backend docker", "iptables", "tc netem",
                      "toxiproxy-server"]
     assert lines[1].startswith("backend sim: yes")
-    assert lines[3].startswith("backend docker: not yet (backend not implemented yet;")
+    assert lines[3].startswith(("backend docker: yes", "backend docker: no ("))
     for line in lines[1:]:
         assert line.endswith(")") and " (" in line, line
     netem = lines[5]

@@ -1,0 +1,903 @@
+"""splitbrain's pytest plugin: a cluster, a fault controller and `eventually`, in a few lines.
+
+    def test_one_way_split_heals(splitbrain_cluster, faults):
+        cluster = splitbrain_cluster(nodes=3, config={"xmit_interval": 0.2, "conn_close_timeout": 1.0})
+        cluster.send("A", "B", rate=100, duration=6)
+        faults.partition("A", "B", one_way=True)
+        cluster.sleep(2)
+        faults.heal()
+        cluster.wait_settled()
+        cluster.assert_checks()
+
+Registered as a pytest11 entry point (`splitbrain = harness.plugin`); elsewhere `-p harness.plugin`.
+
+Options: `--splitbrain-backend local|docker` (default local), `--splitbrain-injector
+auto|inprocess|iptables|toxiproxy`, `--splitbrain-keep` (docker: leave containers and network for
+inspection; `splitbrain clean` removes them), `--splitbrain-timeout-scale F` (multiplies every
+`eventually` and settle bound: for slow machines), `--splitbrain-runs DIR` (where run directories
+go; default: the test's tmp_path).
+
+Markers: `@pytest.mark.splitbrain_backend("docker")` runs a test on that backend whatever the
+option says; with several names (`splitbrain_backend("local", "docker")`) the test runs once per
+backend. A test that ends up on docker also gets the `docker` marker (`-m "not docker"` deselects
+it). When a backend cannot run here (no engine, no image and no way to build it) its tests are
+skipped with the reason.
+
+Fixtures:
+
+- `splitbrain_cluster(nodes=3, protocol=, transport=, config=, seed=, injector=, backend=)`: a
+  started `SplitbrainCluster` (every node has the view of all); torn down when the test ends,
+  whatever happened (unless --splitbrain-keep).
+- `faults`: the `FaultController` of the last cluster the test made: partition(a, b, one_way=True),
+  heal(), loss(link, p), delay(link, ms), duplicate, reorder, toxic(link, type, **attrs),
+  drop(at=, from_=, type=, count=), kill(n), restart(n), pause(n), resume(n), view(at, members).
+  The same vocabulary and the same injectors as scenario files (partitions and loss as iptables
+  rules on docker over UDP, Toxiproxy over TCP, the node fault layer otherwise); every fault is
+  written to the cluster's timeline and removed at heal or when the cluster goes.
+- `eventually(check, timeout=, what=)`: poll (tenacity) until `check()` is truthy or stops raising
+  AssertionError; a timeout fails with what was expected and what was last seen.
+- `splitbrain_checks`: the event-log checkers (fifo, no_duplicates, no_loss, windows_synced) over
+  a cluster or a list of events.
+- `splitbrain_run(scenario, **kw)`: run a whole scenario file on the test's backend
+  (harness.rundir.run_scenario); returns its RunOutcome.
+
+On failure, the report gets, for every cluster and run of the test: its run directory, the last
+state of every window (GET /state of each node, or the last one seen for a node that is gone) and
+the fault timeline (sections `splitbrain ...`, and user_properties `splitbrain_run_dir`).
+
+pytest-xdist: every cluster has its own addresses (local: a random 127.X.Y.0/24; docker: a
+random network in 198.18.0.0/15 and unique container names), run directories are per test, and
+the node image is built once (ci/images holds a lock).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import time
+from pathlib import Path
+from typing import Any, Callable, Iterable
+
+import pytest
+from tenacity import RetryError, Retrying, retry_if_exception_type, stop_after_delay, wait_fixed
+
+from harness.backends import BackendError, BackendUnavailable, ClusterOptions, get_backend
+from harness.backends.admin import AdminError
+from harness.backends.base import Cluster, FaultInjector, NodeState
+from harness.scenario import (
+    DEFAULT_CHECKS,
+    FaultStep,
+    Scenario,
+    ScenarioError,
+    Stream,
+    _step_params,
+    load_scenario,
+    parse_scenario,
+)
+
+BACKENDS = ("local", "docker")
+INJECTORS = ("auto", "inprocess", "iptables", "toxiproxy")
+CLUSTERS_KEY = pytest.StashKey[list]()
+RUNS_KEY = pytest.StashKey[list]()
+_BACKEND_CACHE_KEY = pytest.StashKey[dict]()
+DEFAULT_TIMEOUT_S = 30.0
+WINDOW_SECTION_LIMIT = 12_000
+
+
+# ---- eventually -----------------------------------------------------------------------------------
+
+
+class EventuallyTimeout(AssertionError):
+    """`eventually` ran out of time: the message says what was expected and what was last seen."""
+
+
+class _NotYet(Exception):
+    pass
+
+
+def eventually(check: Callable[[], Any], *, timeout: float = DEFAULT_TIMEOUT_S, interval: float = 0.1,
+               what: str | None = None, describe: Callable[[Any], str] | None = None,
+               context: Callable[[], str] | None = None) -> Any:
+    """Call `check()` until it returns something truthy (which is returned) without raising
+    AssertionError, for at most `timeout` seconds (tenacity, a fixed `interval` between calls).
+
+    On timeout, raise EventuallyTimeout: "expected <what> within <timeout>s; last seen: <the last
+    value, through describe(), or the last AssertionError>", plus `context()` (e.g. log tails).
+    Other exceptions propagate at once: they are bugs, not "not yet".
+    """
+    last: dict[str, Any] = {"value": None, "error": None, "calls": 0}
+
+    def attempt():
+        last["calls"] += 1
+        try:
+            value = check()
+        except AssertionError as exc:
+            last["error"], last["value"] = exc, None
+            raise _NotYet from None
+        last["error"], last["value"] = None, value
+        if not value:
+            raise _NotYet
+        return value
+
+    retrying = Retrying(stop=stop_after_delay(timeout), wait=wait_fixed(interval),
+                        retry=retry_if_exception_type(_NotYet), reraise=False)
+    try:
+        return retrying(attempt)
+    except RetryError:
+        pass
+    if last["error"] is not None:
+        seen = f"{type(last['error']).__name__}: {last['error']}"
+    elif describe is not None:
+        seen = describe(last["value"])
+    else:
+        seen = repr(last["value"])
+    expected = what or getattr(check, "__name__", "the condition")
+    message = f"expected {expected} within {timeout:g}s ({last['calls']} tries); last seen: {seen}"
+    if context is not None:
+        try:
+            extra = context()
+        except Exception as exc:  # the context is a courtesy; never hide the real failure
+            extra = f"(context unavailable: {exc})"
+        if extra:
+            message += "\n" + extra
+    raise EventuallyTimeout(message)
+
+
+# ---- a cluster under test ---------------------------------------------------------------------------
+
+
+def cluster_scenario(nodes: int | Iterable[str] = 3, *, protocol: str = "unicast3", transport: str = "udp",
+                     config: dict | None = None, seed: int = 0, name: str = "pytest",
+                     injector: str = "auto") -> Scenario:
+    """The Scenario a test cluster is made from (no workload, no schedule: the test drives it)."""
+    data = {"name": name, "protocol": protocol, "transport": transport,
+            "nodes": nodes if isinstance(nodes, int) else list(nodes), "config": dict(config or {}),
+            "workload": [], "duration": 1, "seed": seed, "injector": injector}
+    return parse_scenario(data)
+
+
+class SplitbrainCluster:
+    """A started cluster a test drives directly: workload, faults, waits, checks, teardown."""
+
+    def __init__(self, cluster: Cluster, scenario: Scenario, *, timeout_scale: float = 1.0):
+        self.cluster = cluster
+        self.scenario = scenario
+        self.timeout_scale = timeout_scale
+        self.streams: list[Stream] = []
+        self.timeline: list[dict] = []
+        self.last_states: dict[str, dict] = {}
+        self.injectors: list[FaultInjector] = []
+        self.faults = FaultController(self)
+        self.events_: list[dict] | None = None
+        self._stopped = False
+        self._torn_down = False
+        self._view_ids: dict[str, int] = {}
+
+    # ---- basics ---------------------------------------------------------------------------------
+
+    @property
+    def backend(self) -> str:
+        return self.cluster.backend_name
+
+    @property
+    def run_dir(self) -> Path:
+        return self.cluster.run_dir
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(self.cluster.nodes)
+
+    @property
+    def label(self) -> str:
+        extra = getattr(self.cluster, "cluster_id", "")
+        return f"{self.backend}{' ' + extra if extra else ''}"
+
+    def now(self) -> float:
+        return self.cluster.now()
+
+    def admin(self, name: str):
+        return self.cluster.admin(name)
+
+    def start(self) -> "SplitbrainCluster":
+        self.cluster.start()
+        self.injectors = list(getattr(self.cluster, "fault_injectors", list)())
+        for name in self.names:
+            self.install_view(name, list(self.names))
+        return self
+
+    def install_view(self, name: str, members: list[str]) -> None:
+        self._view_ids[name] = self._view_ids.get(name, 0) + 1
+        self.admin(name).view(members, self._view_ids[name])
+
+    def sleep(self, seconds: float) -> None:
+        """Wait while watching the nodes (a crash fails at once, with the node's output)."""
+        deadline = time.monotonic() + seconds
+        while True:
+            self.cluster.check_alive()
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return
+            time.sleep(min(left, 0.1))
+
+    # ---- workload -------------------------------------------------------------------------------
+
+    def send(self, src: str, dst: str, *, count: int | None = None, rate: float = 100.0,
+             duration: float | None = None, size: int = 100) -> Stream:
+        """Start a stream src -> dst (count and/or duration at `rate` msgs/s); returns it."""
+        if count is None and duration is None:
+            raise ValueError("send() needs count or duration")
+        stream = Stream(src=src, dest=dst, rate=rate, count=count, duration=duration, size=size,
+                        index=len(self.streams))
+        self.admin(src).send(dst, rate=rate, count=count, duration=duration, size=size, stream=stream.index)
+        self.streams.append(stream)
+        return stream
+
+    def delivered(self, dst: str, src: str, stream: int | None = None) -> int:
+        """How many messages `dst` delivered from `src` (one stream, or all)."""
+        per_stream = (self.admin(dst).delivered().get("delivered", {}).get(src) or {})
+        if stream is not None:
+            return int((per_stream.get(str(stream)) or {}).get("count", 0))
+        return sum(int(s.get("count", 0)) for s in per_stream.values())
+
+    def state(self, name: str) -> dict:
+        state = self.admin(name).state()
+        self.last_states[name] = {"t": self.now(), "state": state}
+        return state
+
+    def states(self) -> dict[str, dict | str]:
+        """The current /state of every node that answers; the last one seen (marked) otherwise."""
+        out: dict[str, dict | str] = {}
+        for name, handle in self.cluster.nodes.items():
+            if handle.state is NodeState.RUNNING:
+                try:
+                    out[name] = self.state(name)
+                    continue
+                except AdminError as exc:
+                    reason = str(exc)
+            else:
+                reason = f"node is {handle.state.value}"
+            last = self.last_states.get(name)
+            out[name] = (f"{reason}; last seen at t={last['t']:.2f}: {json.dumps(_windows(last['state']))}"
+                         if last else f"{reason}; never seen")
+        return out
+
+    # ---- waiting ----------------------------------------------------------------------------------
+
+    def eventually(self, check: Callable[[], Any], *, timeout: float = DEFAULT_TIMEOUT_S, **kwargs) -> Any:
+        """`eventually`, scaled, with the tail of every node's output on failure."""
+        kwargs.setdefault("context", self.log_tails)
+
+        def watched():
+            self.cluster.check_alive()
+            return check()
+
+        watched.__name__ = getattr(check, "__name__", "the condition")
+        return eventually(watched, timeout=timeout * self.timeout_scale, **kwargs)
+
+    def wait_delivered(self, dst: str, src: str, count: int, *, timeout: float = DEFAULT_TIMEOUT_S) -> int:
+        def enough():
+            got = self.delivered(dst, src)
+            return got if got >= count else None
+
+        return self.eventually(enough, timeout=timeout, what=f"{dst} to deliver {count} messages from {src}",
+                               describe=lambda _v: f"{dst} delivered {self.delivered(dst, src)} from {src}")
+
+    def wait_settled(self, *, timeout: float = DEFAULT_TIMEOUT_S) -> None:
+        """Until every stream is done and delivered and every send window is acked and matched."""
+        from harness import live
+
+        scenario = dataclasses.replace(self.scenario, streams=tuple(self.streams))
+        restarted = {n for n, h in self.cluster.nodes.items() if h.incarnation > 1}
+
+        def settled():
+            obs = live.observe(self.cluster, scenario, restarted)
+            for name in self.names:
+                if self.cluster.node(name).state is NodeState.RUNNING:
+                    try:
+                        self.state(name)
+                    except AdminError:
+                        pass
+            return obs if obs.ok else None
+
+        last: list = []
+
+        def describe(_value):
+            obs = live.observe(self.cluster, scenario, restarted)
+            last.append(obs)
+            return "; ".join(obs.problems[:8]) or "settled just now"
+
+        self.eventually(settled, timeout=timeout, interval=0.2, what=f"the cluster to settle ({live.EXPECTED})",
+                        describe=describe)
+
+    def log_tails(self, lines: int = 12) -> str:
+        parts = []
+        for name in self.names:
+            try:
+                parts.append(f"--- output of {name}:\n{self.cluster.log_tail(name, lines)}")
+            except Exception as exc:
+                parts.append(f"--- output of {name}: unavailable ({exc})")
+        return "\n".join(parts)
+
+    # ---- ending -----------------------------------------------------------------------------------
+
+    def stop(self) -> None:
+        """Remove the injected faults, stop every node gracefully and collect the event logs."""
+        if self._stopped:
+            return
+        self._stopped = True
+        try:
+            self.states()  # the last word of every window, for a failure report
+        except Exception:
+            pass
+        try:
+            self.faults.close()
+        finally:
+            problems = self.cluster.stop_all()
+            self.cluster.collect_events()
+            self.write_timeline()
+            if problems:
+                raise BackendError("; ".join(problems))
+
+    def write_timeline(self) -> None:
+        from harness.eventlog import write_events
+
+        write_events(self.run_dir / "timeline.jsonl", self.timeline)
+
+    def events(self) -> list[dict]:
+        """Stop the cluster (once) and return the merged event log of the run."""
+        if self.events_ is None:
+            from harness.eventlog import read_run
+
+            self.stop()
+            self.events_ = read_run(self.run_dir)
+        return self.events_
+
+    def check(self, *names: str) -> list:
+        """Stop the cluster and run the named checks (default: all four) over its event log."""
+        from harness.checks import run_checks
+
+        return run_checks(self.events(), list(names) or list(DEFAULT_CHECKS) + ["windows_synced"])
+
+    def assert_checks(self, *names: str) -> list:
+        results = self.check(*names)
+        failed = [r for r in results if not r.passed]
+        if failed:
+            raise AssertionError("checks failed: " + "; ".join(f"{r.name}: {r.explanation}" for r in failed)
+                                 + f" (run directory {self.run_dir})")
+        return results
+
+    def teardown(self) -> None:
+        if self._torn_down:
+            return
+        self._torn_down = True
+        try:
+            if not self._stopped and not self.cluster.options.keep:
+                try:
+                    self.faults.close()
+                except Exception:
+                    pass
+        finally:
+            try:
+                self.cluster.teardown()
+            finally:
+                if not self._stopped:
+                    self.write_timeline()
+
+    def report(self) -> list[tuple[str, str]]:
+        """Sections for a failed test's report: run directory, windows, timeline."""
+        sections = [(f"splitbrain {self.label}: run directory", str(self.run_dir))]
+        try:
+            states = self.states() if not self._torn_down else {
+                n: (f"last seen at t={s['t']:.2f}: " + json.dumps(_windows(s["state"])))
+                for n, s in self.last_states.items()}
+        except Exception as exc:
+            states = {"?": f"unavailable: {exc}"}
+        lines = []
+        for name, state in states.items():
+            text = state if isinstance(state, str) else json.dumps(_windows(state), sort_keys=True)
+            lines.append(f"{name}: {text}")
+        sections.append((f"splitbrain {self.label}: windows (GET /state)", "\n".join(lines)[:WINDOW_SECTION_LIMIT]
+                         or "(no node)"))
+        sections.append((f"splitbrain {self.label}: timeline", _timeline_text(self.timeline)))
+        return sections
+
+
+def _windows(state: dict) -> dict:
+    """The part of GET /state that says where every window is."""
+    if not isinstance(state, dict):
+        return {"state": state}
+    proto = state.get(state.get("protocol") or "unicast3") or state.get("unicast3") or {}
+    return {"incarnation": state.get("incarnation"), "view": state.get("view"),
+            "send": proto.get("send"), "recv": proto.get("recv"), "syncing": proto.get("syncing")}
+
+
+def _timeline_text(timeline: list[dict]) -> str:
+    if not timeline:
+        return "(no faults)"
+    return "\n".join(f"t={ev['t']:8.3f} {ev['kind']:9} {ev.get('fault', '')}: {ev.get('detail', '')}"
+                     for ev in timeline)
+
+
+# ---- faults ---------------------------------------------------------------------------------------
+
+
+class FaultController:
+    """Faults on a running cluster, in the scenario vocabulary, through the same injectors."""
+
+    def __init__(self, sc: SplitbrainCluster):
+        from harness.runner import FaultBook
+
+        self.sc = sc
+        self.book = FaultBook(sc.cluster)
+        self.steps: dict[int, FaultStep] = {}
+        self.injected: dict[int, FaultInjector] = {}
+        self._next = 0
+
+    @property
+    def active(self) -> list[int]:
+        return sorted(set(self.book.steps()) | set(self.injected))
+
+    def _log(self, kind: str, fault: str, detail: str) -> None:
+        from node.events import make_event
+
+        self.sc.timeline.append(make_event(self.sc.now(), "harness", "harness", kind, fault=fault, detail=detail))
+
+    def _step(self, kind: str, body: Any) -> FaultStep:
+        index = self._next
+        at = max(0.0, self.sc.now())
+        try:
+            params = _step_params(kind, body, f"faults.{kind}", self.sc.names, at, raw_len=index + 1)
+        except ScenarioError as exc:
+            raise ValueError(str(exc)) from None
+        self._next += 1
+        step = FaultStep(at=at, kind=kind, params=params, index=index, source_index=index)
+        self.steps[index] = step
+        return step
+
+    def _apply(self, step: FaultStep) -> int:
+        from harness.runner import drop_rule, network_rules
+
+        for injector in self.sc.injectors:
+            if injector.handles(step):
+                note = injector.apply(step)
+                self.injected[step.index] = injector
+                self._log("fault_on", step.kind, f"{step.describe()} [{note}]")
+                return step.index
+        if step.kind == "toxic":
+            raise BackendError("toxic faults need the docker backend with transport tcp")
+        if step.kind == "drop":
+            self.book.add(step.index, [drop_rule(step, 0.0)])
+        else:
+            self.book.add(step.index, network_rules(step))
+        suffix = " [inprocess]" if self.sc.injectors else ""
+        self._log("fault_on", step.kind, f"{step.describe()}{suffix}")
+        return step.index
+
+    # ---- network faults -----------------------------------------------------------------------
+
+    def partition(self, a: str | Iterable[str], b: str | Iterable[str], *, one_way: bool = True) -> int:
+        """Cut a -> b (one_way, the default) or both ways; a and b are node names or lists."""
+        a_list = [a] if isinstance(a, str) else list(a)
+        b_list = [b] if isinstance(b, str) else list(b)
+        body: Any = {"from": a_list, "to": b_list} if one_way else [a_list, b_list]
+        return self._apply(self._step("partition", body))
+
+    def loss(self, link: str, p: float) -> int:
+        """Lose a fraction p of the frames on `link` ("A->B", "A<->B", "*")."""
+        return self._apply(self._step("loss", {"link": link, "p": p}))
+
+    def delay(self, link: str, ms: float, jitter_ms: float = 0.0) -> int:
+        return self._apply(self._step("delay", {"link": link, "ms": ms, "jitter_ms": jitter_ms}))
+
+    def duplicate(self, link: str, p: float) -> int:
+        return self._apply(self._step("duplicate", {"link": link, "p": p}))
+
+    def reorder(self, link: str, p: float, ms: float = 10.0) -> int:
+        return self._apply(self._step("reorder", {"link": link, "p": p, "ms": ms}))
+
+    def toxic(self, link: str, type: str, **attributes) -> int:
+        """A Toxiproxy toxic on a TCP link (docker, transport tcp): latency, jitter, bandwidth,
+        timeout, reset_peer, slicer, limit_data, slow_close, down; attributes in Toxiproxy's names."""
+        return self._apply(self._step("toxic", {"link": link, "type": type, **attributes}))
+
+    def drop(self, *, at: str, from_: str | None = None, to: str | None = None, type: str | Iterable[str] | None = None,
+             count: int | None = None, p: float = 1.0, after: int = 0, direction: str | None = None,
+             action: str = "drop", delay_ms: float = 0.0, until_s: float | None = None) -> int:
+        """An in-process rule at node `at`: messages from `from_` (received) or to `to` (sent), of
+        the given type(s), p, count, after; `until_s` seconds from now."""
+        body: dict[str, Any] = {"at": at}
+        if direction is None:
+            direction = "down" if to is not None else "up"
+        body["direction"] = direction
+        if from_ is not None:
+            body["from"] = from_
+        if to is not None:
+            body["to"] = to
+        if type is not None:
+            body["type"] = type if isinstance(type, str) else list(type)
+        if count is not None:
+            body["count"] = count
+        if p != 1.0:
+            body["p"] = p
+        if after:
+            body["after"] = after
+        if action != "drop":
+            body["action"] = action
+        if delay_ms:
+            body["delay_ms"] = delay_ms
+        if until_s is not None:
+            body["until"] = max(0.0, self.sc.now()) + until_s
+        return self._apply(self._step("drop", body))
+
+    def heal(self, fault: int | None = None) -> None:
+        """Undo one fault (the number its call returned) or every fault in force."""
+        undone = self.active if fault is None else [fault]
+        for index in undone:
+            injector = self.injected.pop(index, None)
+            if injector is not None:
+                injector.remove(index)
+            else:
+                self.book.remove(index)
+            step = self.steps[index]
+            self._log("fault_off", step.kind, f"{step.describe()} (by heal)")
+        if not undone:
+            self._log("fault_off", "heal", "heal: nothing to heal")
+
+    # ---- nodes --------------------------------------------------------------------------------
+
+    def kill(self, node: str) -> None:
+        self._log("fault_on", "kill", node)
+        self.sc.cluster.kill(node)
+        self.book.node_died(node)
+
+    def restart(self, node: str) -> None:
+        self._log("fault_on", "restart", node)
+        cluster = self.sc.cluster
+        if cluster.node(node).alive:
+            self.book.node_died(node)
+        cluster.restart(node)
+        self.sc.install_view(node, list(self.sc.names))
+        self.book.node_restarted(node)
+        for injector in self.sc.injectors:
+            injector.node_restarted(node)
+
+    def pause(self, node: str) -> None:
+        self._log("fault_on", "pause", node)
+        self.sc.cluster.pause(node)
+
+    def resume(self, node: str) -> None:
+        self.sc.cluster.resume(node)
+        self.book.flush(node)
+        for injector in self.sc.injectors:
+            injector.node_resumed(node)
+        self._log("fault_off", "pause", node)
+
+    def view(self, at: str, members: Iterable[str]) -> None:
+        members = list(members)
+        self._log("fault_on", "view", f"at {at} [{','.join(members)}]")
+        self.sc.install_view(at, members)
+
+    def close(self) -> None:
+        """Remove every injected fault still in force (in-process rules die with the nodes)."""
+        self.injected.clear()
+        for injector in self.sc.injectors:
+            injector.close()
+
+
+# ---- the checkers ---------------------------------------------------------------------------------
+
+
+class Checkers:
+    """The event-log checks (harness.checks) over a cluster or a list of events."""
+
+    @staticmethod
+    def names() -> list[str]:
+        from harness.checks import CHECKS
+
+        return list(CHECKS)
+
+    def run(self, target, *names: str) -> list:
+        from harness.checks import run_checks
+
+        if isinstance(target, SplitbrainCluster):
+            return target.check(*names)
+        return run_checks(list(target), list(names) or self.names())
+
+    def assert_pass(self, target, *names: str) -> list:
+        results = self.run(target, *names)
+        failed = [r for r in results if not r.passed]
+        assert not failed, "checks failed: " + "; ".join(f"{r.name}: {r.explanation}" for r in failed)
+        return results
+
+
+# ---- pytest wiring --------------------------------------------------------------------------------
+
+
+def pytest_addoption(parser):
+    group = parser.getgroup("splitbrain", "splitbrain clusters and faults")
+    group.addoption("--splitbrain-backend", choices=BACKENDS, default=None,
+                    help="backend of the splitbrain_cluster fixture: local (default) or docker")
+    group.addoption("--splitbrain-injector", choices=INJECTORS, default=None,
+                    help="which injector applies network faults (default auto: iptables/Toxiproxy on docker, "
+                         "in-process on local)")
+    group.addoption("--splitbrain-keep", action="store_true", default=False,
+                    help="docker: keep the containers and network of every cluster (splitbrain clean removes them)")
+    group.addoption("--splitbrain-timeout-scale", type=float, default=None,
+                    help="multiply every eventually/settle timeout (default 1, or SPLITBRAIN_TIMEOUT_SCALE)")
+    group.addoption("--splitbrain-runs", default=None, metavar="DIR",
+                    help="parent directory of run directories (default: each test's tmp_path)")
+    parser.addini("splitbrain_backend", "default backend of the splitbrain fixtures (local or docker)", default="local")
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "splitbrain_backend(*names): run the test on these splitbrain backends "
+                                       "(local, docker); several names run it once per backend")
+    config.addinivalue_line("markers", "docker: needs a Docker engine (skipped with the reason when none is reachable)")
+    config.stash.setdefault(_BACKEND_CACHE_KEY, {})
+
+
+def _marker_backends(node) -> list[str]:
+    marker = node.get_closest_marker("splitbrain_backend")
+    if marker is None:
+        return []
+    names = list(marker.args)
+    for name in names:
+        if name not in BACKENDS:
+            raise pytest.UsageError(f"{node.nodeid}: splitbrain_backend({name!r}): backends are {', '.join(BACKENDS)}")
+    return names
+
+
+def _default_backend(config) -> str:
+    try:
+        ini = config.getini("splitbrain_backend")
+    except ValueError:  # the plugin came late (pytest_plugins in a test module): no ini option
+        ini = None
+    return config.getoption("--splitbrain-backend", None) or ini or "local"
+
+
+def pytest_generate_tests(metafunc):
+    if "splitbrain_backend_name" not in metafunc.fixturenames:
+        return
+    names = _marker_backends(metafunc.definition)
+    if len(names) > 1:
+        metafunc.parametrize("splitbrain_backend_name", names, indirect=True, ids=names)
+
+
+_SPLITBRAIN_FIXTURES = {"splitbrain_cluster", "faults", "splitbrain_run", "splitbrain_backend",
+                        "splitbrain_backend_name"}
+
+
+def pytest_collection_modifyitems(config, items):
+    default = _default_backend(config)
+    for item in items:
+        if not _SPLITBRAIN_FIXTURES & set(getattr(item, "fixturenames", ())):
+            continue
+        callspec = getattr(item, "callspec", None)
+        backend = None
+        if callspec is not None and "splitbrain_backend_name" in callspec.params:
+            backend = callspec.params["splitbrain_backend_name"]
+        else:
+            names = _marker_backends(item)
+            backend = names[0] if names else default
+        if backend == "docker" and item.get_closest_marker("docker") is None:
+            item.add_marker(pytest.mark.docker)
+
+
+def _timeout_scale(config) -> float:
+    value = config.getoption("--splitbrain-timeout-scale", None)
+    if value is None:
+        value = float(os.environ.get("SPLITBRAIN_TIMEOUT_SCALE", "1") or 1)
+    return max(0.1, value)
+
+
+@pytest.fixture
+def splitbrain_backend_name(request) -> str:
+    """The backend of this test: the parameter (several marker names), the marker, or the option."""
+    if hasattr(request, "param"):
+        return request.param
+    names = _marker_backends(request.node)
+    return names[0] if names else _default_backend(request.config)
+
+
+@pytest.fixture
+def splitbrain_backend(request, splitbrain_backend_name):
+    """The Backend object (one per session and name); skips when it cannot run here."""
+    cache = request.config.stash.setdefault(_BACKEND_CACHE_KEY, {})
+    name = splitbrain_backend_name
+    if name not in cache:
+        try:
+            backend = get_backend(name)
+            ok, why = backend.check()
+        except BackendUnavailable as exc:
+            backend, ok, why = None, False, str(exc)
+        if ok and name == "docker":
+            try:
+                backend.ensure_image()
+            except BackendUnavailable as exc:
+                ok, why = False, str(exc)
+        cache[name] = (backend, ok, why)
+    backend, ok, why = cache[name]
+    if not ok:
+        pytest.skip(f"splitbrain backend {name} unavailable here: {why}")
+    return backend
+
+
+def _run_parent(request) -> Path:
+    base = request.config.getoption("--splitbrain-runs", None)
+    if base:
+        path = Path(base)
+        path.mkdir(parents=True, exist_ok=True)
+        return path
+    return request.getfixturevalue("tmp_path")
+
+
+@pytest.fixture
+def splitbrain_cluster(request, splitbrain_backend, splitbrain_backend_name):
+    """A factory of started clusters on the test's backend, torn down when the test ends."""
+    from harness.rundir import make_run_dir, write_scenario
+
+    made: list[SplitbrainCluster] = []
+    request.node.stash[CLUSTERS_KEY] = made
+    keep = request.config.getoption("--splitbrain-keep", False)
+    scale = _timeout_scale(request.config)
+    default_injector = request.config.getoption("--splitbrain-injector", None)
+
+    def factory(nodes: int | Iterable[str] = 3, *, protocol: str = "unicast3", transport: str = "udp",
+                config: dict | None = None, seed: int = 0, injector: str | None = None, name: str | None = None,
+                start: bool = True, start_timeout_s: float = 60.0) -> SplitbrainCluster:
+        test_name = name or "".join(c if c.isalnum() or c in "_.-" else "-" for c in request.node.name)[:60]
+        scenario = cluster_scenario(nodes, protocol=protocol, transport=transport, config=config, seed=seed,
+                                    name=test_name.strip("-.") or "pytest", injector=injector or "auto")
+        run_dir = make_run_dir(_run_parent(request), scenario.name, seed)
+        write_scenario(run_dir, scenario)
+        options = ClusterOptions(injector=injector or default_injector, keep=keep,
+                                 start_timeout_s=start_timeout_s * scale)
+        cluster = splitbrain_backend.create_cluster(scenario, run_dir, seed=seed, options=options)
+        sc = SplitbrainCluster(cluster, scenario, timeout_scale=scale)
+        made.append(sc)
+        if start:
+            sc.start()
+        return sc
+
+    try:
+        yield factory
+    finally:
+        errors = []
+        for sc in reversed(made):
+            try:
+                sc.teardown()
+            except Exception as exc:  # tear every cluster down, report the first problem
+                errors.append(f"{sc.label}: {type(exc).__name__}: {exc}")
+        if errors:
+            raise BackendError("teardown failed: " + "; ".join(errors))
+
+
+@pytest.fixture
+def faults(request, splitbrain_cluster):
+    """The fault controller of the last cluster this test made (make one first)."""
+
+    class _Latest:
+        def __getattr__(self, attr):
+            made = request.node.stash.get(CLUSTERS_KEY, [])
+            if not made:
+                raise RuntimeError("faults: make a cluster with splitbrain_cluster(...) first")
+            return getattr(made[-1].faults, attr)
+
+    return _Latest()
+
+
+@pytest.fixture
+def splitbrain_checks() -> Checkers:
+    return Checkers()
+
+
+@pytest.fixture(name="eventually")
+def eventually_fixture(request):
+    """`eventually(check, timeout=, interval=, what=, describe=)` with the session's timeout scale."""
+    scale = _timeout_scale(request.config)
+
+    def scaled(check, *, timeout: float = DEFAULT_TIMEOUT_S, **kwargs):
+        return eventually(check, timeout=timeout * scale, **kwargs)
+
+    return scaled
+
+
+@pytest.fixture
+def splitbrain_run(request, splitbrain_backend, splitbrain_backend_name):
+    """Run a scenario (a path or a Scenario) on the test's backend; returns the RunOutcome."""
+    from harness.rundir import run_scenario
+
+    runs: list = []
+    request.node.stash[RUNS_KEY] = runs
+    keep = request.config.getoption("--splitbrain-keep", False)
+    default_injector = request.config.getoption("--splitbrain-injector", None)
+
+    def run(scenario: Scenario | str | os.PathLike, *, seed: int | None = None, injector: str | None = None,
+            backend: str | None = None, **options):
+        sc = scenario if isinstance(scenario, Scenario) else load_scenario(scenario)
+        name = backend or splitbrain_backend_name
+        cluster_options = ClusterOptions(injector=injector or default_injector, keep=keep)
+        record = {"scenario": sc.name, "backend": name, "run_dir": None}
+        runs.append(record)
+        backend_options = {}
+        if name == "docker" and name == splitbrain_backend_name:
+            backend_options["client"] = splitbrain_backend.client
+        try:
+            outcome = run_scenario(sc, seed=seed, backend=name, out=_run_parent(request),
+                                   cluster_options=cluster_options if name != "sim" else None,
+                                   backend_options=backend_options if name != "sim" else None, **options)
+        except BaseException as exc:
+            for note in getattr(exc, "__notes__", ()):
+                if note.startswith("run directory"):
+                    record["run_dir"] = note.split(":", 1)[1].strip()
+            raise
+        record["run_dir"] = str(outcome.run_dir)
+        record["outcome"] = outcome
+        return outcome
+
+    return run
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    report = outcome.get_result()
+    if not report.failed or call.when == "teardown":
+        return
+    for sc in item.stash.get(CLUSTERS_KEY, []):
+        for title, text in sc.report():
+            report.sections.append((title, text))
+        prop = ("splitbrain_run_dir", str(sc.run_dir))
+        report.user_properties.append(prop)
+        item.user_properties.append(prop)
+    for record in item.stash.get(RUNS_KEY, []):
+        run_dir = record.get("run_dir")
+        title = f"splitbrain run {record['scenario']} on {record['backend']}"
+        report.sections.append((f"{title}: run directory", str(run_dir)))
+        if run_dir:
+            report.user_properties.append(("splitbrain_run_dir", str(run_dir)))
+            item.user_properties.append(("splitbrain_run_dir", str(run_dir)))
+            report.sections.append((f"{title}: verdict and timeline", _run_summary(Path(run_dir))))
+
+
+def _run_summary(run_dir: Path) -> str:
+    lines = []
+    try:
+        verdict = json.loads((run_dir / "verdict.json").read_text())
+        lines.append(f"outcome {verdict.get('outcome')} (seed {verdict.get('seed')}, backend {verdict.get('backend')})"
+                     + (f": {verdict['error']}" if verdict.get("error") else ""))
+        for check in verdict.get("checks", []):
+            lines.append(f"  {check['name']}: {'passed' if check['passed'] else 'FAILED'}: {check['explanation']}")
+        settle = (verdict.get("stats") or {}).get("settle") or {}
+        if settle and not settle.get("ok"):
+            lines.append(f"  live: {settle.get('message')}")
+    except (OSError, ValueError) as exc:
+        lines.append(f"(no verdict.json: {exc})")
+    try:
+        from harness.eventlog import read_events
+
+        lines.append(_timeline_text(read_events(run_dir / "timeline.jsonl")))
+    except (OSError, ValueError):
+        pass
+    windows = _final_windows(run_dir)
+    if windows:
+        lines.append("final windows (window events with final=true):")
+        lines.extend(windows)
+    return "\n".join(lines)
+
+
+def _final_windows(run_dir: Path) -> list[str]:
+    out = []
+    for path in sorted(run_dir.glob("nodes/*/events.jsonl")):
+        try:
+            with path.open(encoding="utf-8") as f:
+                for line in f:
+                    if '"window"' in line and '"final":true' in line:
+                        ev = json.loads(line)
+                        keys = ("node", "side", "peer", "conn_id", "low", "high", "state")
+                        out.append("  " + " ".join(f"{k}={ev.get(k)}" for k in keys if k in ev)
+                                   + "".join(f" {k}={ev[k]}" for k in ("delivered", "ha", "hs") if k in ev))
+        except (OSError, ValueError):
+            continue
+    return out[:200]

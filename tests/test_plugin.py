@@ -1,0 +1,217 @@
+"""The pytest plugin (harness.plugin), used the way a user would: tests written with its fixtures
+and run by pytest in a subprocess (pytester).
+
+- a split-and-heal test in a few lines, on local and on docker;
+- a failing test's report holds the run directory, every window's last state and the timeline;
+- the marker selects (and with several names, parametrizes) backends, and marks docker tests;
+- without a Docker engine, docker tests are skipped with the reason;
+- pytest-xdist: two workers run docker clusters side by side without colliding;
+- `eventually` says what it expected and what it last saw.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from importlib.metadata import entry_points
+
+import pytest
+
+from harness.plugin import EventuallyTimeout, eventually
+
+pytest_plugins = ["pytester"]
+
+# Once the pytest11 entry point is installed pytest loads the plugin by itself; `-p` on top of
+# that would register it twice.
+REGISTERED = any(ep.value == "harness.plugin" for ep in entry_points(group="pytest11"))
+PLUGIN = [] if REGISTERED else ["-p", "harness.plugin"]
+COMMON = [*PLUGIN, "-p", "no:cacheprovider", "-p", "no:randomly"]
+
+
+def docker_available() -> tuple[bool, str]:
+    try:
+        from harness.backends.docker import DockerBackend
+    except ImportError as exc:
+        return False, str(exc)
+    return DockerBackend().check()
+
+
+SPLIT_AND_HEAL = '''
+def test_split_and_heal(splitbrain_cluster, faults):
+    """A one-way split A->B while A streams to B, then the heal: nothing lost, nothing doubled."""
+    cluster = splitbrain_cluster(nodes=3, config={"xmit_interval": 0.2, "conn_close_timeout": 1.0})
+    cluster.send("A", "B", rate=100, duration=3)
+    faults.partition("A", "B", one_way=True)
+    cluster.sleep(1.5)
+    faults.heal()
+    cluster.wait_settled()
+    cluster.assert_checks()
+'''
+
+
+def test_split_and_heal_in_a_few_lines_on_local(pytester):
+    pytester.makepyfile(test_user=SPLIT_AND_HEAL)
+    result = pytester.runpytest_subprocess(*COMMON, "-v", "--splitbrain-backend", "local", timeout=240)
+    result.assert_outcomes(passed=1)
+
+
+@pytest.mark.docker
+def test_split_and_heal_in_a_few_lines_on_docker(pytester):
+    ok, why = docker_available()
+    if not ok:
+        pytest.skip(f"docker backend unavailable: {why}")
+    pytester.makepyfile(test_user="import pytest\n\n@pytest.mark.splitbrain_backend('docker')" + SPLIT_AND_HEAL)
+    result = pytester.runpytest_subprocess(*COMMON, "-v", "-s", timeout=600)
+    result.assert_outcomes(passed=1)
+
+
+def test_failure_report_has_run_dir_windows_and_timeline(pytester):
+    pytester.makepyfile(test_fails='''
+def test_fails(splitbrain_cluster, faults):
+    cluster = splitbrain_cluster(nodes=2)
+    cluster.send("A", "B", count=20, rate=100)
+    cluster.wait_delivered("B", "A", 20)
+    faults.partition("A", "B", one_way=False)
+    assert False, "on purpose"
+''')
+    xml = pytester.path / "report.xml"
+    result = pytester.runpytest_subprocess(*COMMON, f"--junitxml={xml}", "--splitbrain-backend", "local", timeout=240)
+    result.assert_outcomes(failed=1)
+    out = result.stdout.str()
+    assert re.search(r"splitbrain local: run directory -+\n\S+test_fails", out), out
+    assert "splitbrain local: windows (GET /state)" in out
+    # B's window for A: the 20 messages delivered, on the connection A opened.
+    assert re.search(r'B: \{.*"recv": \{"A": \{[^}]*"delivered": 20', out), out
+    assert "splitbrain local: timeline" in out and "partition A | B" in out
+    text = xml.read_text()
+    assert 'property name="splitbrain_run_dir"' in text
+
+
+def test_failed_scenario_run_reports_its_verdict(pytester):
+    """splitbrain_run: a scenario that fails its checks shows its verdict and timeline."""
+    from pathlib import Path
+
+    scenario = Path(__file__).resolve().parents[1] / "scenarios" / "jgrp-1875-first-seqno.yaml"
+    pytester.makepyfile(test_run=f'''
+def test_scenario(splitbrain_run):
+    outcome = splitbrain_run({str(scenario)!r}, backend="sim")
+    assert outcome.verdict.checks[2].passed, "no_loss"
+''')
+    result = pytester.runpytest_subprocess(*COMMON, timeout=240)
+    result.assert_outcomes(failed=1)
+    out = result.stdout.str()
+    assert "splitbrain run jgrp-1875-first-seqno on sim: verdict and timeline" in out
+    assert "no_loss: FAILED" in out and "partition" in out
+
+
+def test_marker_parametrizes_and_marks_docker(pytester):
+    pytester.makepyfile(test_markers='''
+import pytest
+
+@pytest.mark.splitbrain_backend("local", "docker")
+def test_both(splitbrain_cluster):
+    pass
+
+@pytest.mark.splitbrain_backend("docker")
+def test_docker_only(splitbrain_cluster):
+    pass
+
+def test_default(splitbrain_cluster):
+    pass
+''')
+    result = pytester.runpytest_subprocess(*COMMON, "--collect-only", "-q", timeout=120)
+    out = result.stdout.str()
+    assert "test_both[local]" in out and "test_both[docker]" in out, out
+    result = pytester.runpytest_subprocess(*COMMON, "--collect-only", "-q", "-m", "not docker", timeout=120)
+    out = result.stdout.str()
+    assert "test_both[local]" in out and "test_default" in out
+    assert "test_both[docker]" not in out and "test_docker_only" not in out, out
+
+
+def test_docker_tests_skip_with_the_reason_without_an_engine(pytester, monkeypatch):
+    monkeypatch.setenv("DOCKER_HOST", "tcp://127.0.0.1:9")
+    pytester.makepyfile(test_skip='''
+import pytest
+
+@pytest.mark.splitbrain_backend("docker")
+def test_needs_docker(splitbrain_cluster):
+    splitbrain_cluster(2)
+''')
+    result = pytester.runpytest_subprocess(*COMMON, "-rs", timeout=120)
+    result.assert_outcomes(skipped=1)
+    assert "splitbrain backend docker unavailable here: no Docker engine reachable" in result.stdout.str()
+
+
+@pytest.mark.docker
+def test_xdist_workers_run_docker_clusters_side_by_side(pytester):
+    ok, why = docker_available()
+    if not ok:
+        pytest.skip(f"docker backend unavailable: {why}")
+    pytest.importorskip("xdist")
+    pytester.makepyfile(test_par='''
+import json, os
+import pytest
+
+@pytest.mark.splitbrain_backend("docker")
+@pytest.mark.parametrize("n", [1, 2])
+def test_cluster(splitbrain_cluster, faults, n, tmp_path_factory):
+    cluster = splitbrain_cluster(nodes=2, config={"xmit_interval": 0.2})
+    cluster.send("A", "B", rate=100, count=100)
+    faults.loss("A->B", 0.3)
+    cluster.sleep(0.5)
+    faults.heal()
+    cluster.wait_settled()
+    inner = cluster.cluster
+    record = {"worker": os.environ.get("PYTEST_XDIST_WORKER"), "id": inner.cluster_id, "subnet": str(inner.subnet)}
+    with open(os.path.join(os.environ["SB_RECORDS"], f"{inner.cluster_id}.json"), "w") as f:
+        json.dump(record, f)
+    cluster.assert_checks()
+''')
+    records = pytester.path / "records"
+    records.mkdir()
+    pytester._monkeypatch.setenv("SB_RECORDS", str(records))
+    result = pytester.runpytest_subprocess(*COMMON, "-n", "2", timeout=600)
+    result.assert_outcomes(passed=2)
+    seen = [json.loads(p.read_text()) for p in records.glob("*.json")]
+    assert len(seen) == 2
+    assert len({r["worker"] for r in seen}) == 2, seen
+    assert len({r["id"] for r in seen}) == 2 and len({r["subnet"] for r in seen}) == 2, seen
+
+
+# ---- eventually ---------------------------------------------------------------------------------------
+
+
+def test_eventually_returns_the_first_truthy_value():
+    calls = iter([0, None, 7])
+    assert eventually(lambda: next(calls), timeout=5, interval=0.01) == 7
+
+
+def test_eventually_says_what_it_expected_and_last_saw():
+    with pytest.raises(EventuallyTimeout) as info:
+        eventually(lambda: None, timeout=0.2, interval=0.05, what="B to deliver 10",
+                   describe=lambda _v: "B delivered 3", context=lambda: "--- tail of B")
+    message = str(info.value)
+    assert message.startswith("expected B to deliver 10 within 0.2s (")
+    assert "last seen: B delivered 3" in message and message.endswith("--- tail of B")
+
+
+def test_eventually_timeout_message():
+    state = {"n": 0}
+
+    def check():
+        state["n"] += 1
+        assert state["n"] > 1000, f"only {state['n']} so far"
+
+    with pytest.raises(EventuallyTimeout) as info:
+        eventually(check, timeout=0.2, interval=0.05, what="n above 1000", context=lambda: "--- context")
+    message = str(info.value)
+    assert message.startswith("expected n above 1000 within 0.2s")
+    assert "last seen: AssertionError: only" in message and "--- context" in message
+
+
+def test_eventually_lets_real_errors_through():
+    def broken():
+        raise KeyError("bug")
+
+    with pytest.raises(KeyError):
+        eventually(broken, timeout=1)
