@@ -1,1 +1,14 @@
-"""splitbrain pipeline: event logs of runs into verdicts, metrics and plots (PySpark)."""
+"""splitbrain pipeline: event logs of runs into verdicts, metrics and plots (PySpark).
+
+    from pipeline.session import get_spark
+    from pipeline.analysis import analyze, build_report
+
+    spark = get_spark()                                   # local[*], quiet; any master works
+    result = analyze(spark, ["runs/"], "analysis/warehouse")   # ingest + checks + metrics
+    build_report(spark, result, "analysis/report", title="my runs")
+
+Modules: schema (the explicit event schema v1 and the quarantine rules), ingest (run directories
+-> Parquet warehouse), checks and metrics (DataFrame transforms), verdicts (CheckResult-shaped
+results), analysis (orchestration), timeline and report (plots, HTML), cli (`splitbrain analyze`,
+`splitbrain campaign`), job (spark-submit entry point). See pipeline/README.md.
+"""
