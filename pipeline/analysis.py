@@ -1,0 +1,180 @@
+"""Analysis: events table -> verdicts and metrics per run, summaries across runs.
+
+`result_rows` is the one Spark query behind a verdict: every check's and every metric's rows,
+unioned, so the events are scanned and the flows shuffled once, then collected (they are small:
+a few rows per run and link). `analyze_runs` assembles them per run; `campaign_summary` computes
+pass rates per scenario, protocol, resync mode and fault type as DataFrame aggregations.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from . import checks as C
+from . import ingest as I
+from . import metrics as M
+from .verdicts import RunVerdict, group_rows, judge
+
+
+def result_rows(events: DataFrame, cached: list | None = None) -> DataFrame:
+    """Every check's and metric's result rows for all runs in `events`, as one DataFrame.
+
+    The intermediate tables several results share (summary, lives, flows, messages) are cached:
+    otherwise each consumer would prune them to its own columns and Spark could not reuse one
+    scan or one shuffle between them. Cached DataFrames are appended to `cached` so the caller can
+    unpersist them once the rows are collected (see collect_rows)."""
+    keep = cached if cached is not None else []
+
+    def cache(df: DataFrame) -> DataFrame:
+        df = df.cache()
+        keep.append(df)
+        return df
+
+    summ = cache(C.summary(events))
+    life = cache(C.lives(summ))
+    heal = cache(C.heals(summ))
+    fl = cache(C.flows(events, life, C.new_windows(summ)))
+    msgs = cache(C.messages(fl, life))
+    return C.union_rows([
+        C.fifo_rows(fl),
+        C.no_duplicates_rows(fl),
+        C.link_rows(fl),
+        C.no_loss_rows(msgs),
+        C.windows_synced_rows(summ, life, heal),
+        C.stuck_rows(fl, life, heal),
+        M.metric_rows(summ, heal, fl, msgs),
+    ])
+
+
+def collect_rows(events: DataFrame) -> list:
+    """result_rows(events), collected; the intermediate caches are dropped afterwards."""
+    cached: list = []
+    try:
+        return result_rows(events, cached).collect()
+    finally:
+        for df in cached:
+            df.unpersist()
+
+
+def verdicts_from_rows(rows, metas: dict[str, dict], quarantined: dict[str, int]) -> list[RunVerdict]:
+    by_run = group_rows(rows)
+    out = []
+    for run_id in sorted(metas):
+        parts = by_run.get(run_id, {})
+        v = judge(run_id, metas[run_id], parts, quarantined.get(run_id, 0))
+        v.metrics = M.run_metrics(parts)
+        out.append(v)
+    return out
+
+
+@dataclass
+class Analysis:
+    """What one analyze call produced."""
+
+    warehouse: str
+    verdicts: list[RunVerdict]
+    summary: dict = field(default_factory=dict)
+    ingest: I.IngestResult | None = None
+
+    @property
+    def passed(self) -> bool:
+        return all(v.outcome == "passed" for v in self.verdicts)
+
+
+def analyze_runs(spark: SparkSession, warehouse: str, run_ids: list[str]) -> list[RunVerdict]:
+    """Verdicts and metrics of the given (ingested) runs."""
+    if not run_ids:
+        return []
+    metas = I.run_rows(spark, warehouse, run_ids)
+    quarantined = {r["run_id"]: r["n"] for r in I.load_quarantine(spark, warehouse, run_ids)
+                   .groupBy("run_id").agg(F.count("*").alias("n")).collect()}
+    events = I.load_events(spark, warehouse, run_ids)
+    rows = collect_rows(events)
+    return verdicts_from_rows(rows, metas, quarantined)
+
+
+SUMMARY_SCHEMA = T.StructType([
+    T.StructField("run_id", T.StringType()),
+    T.StructField("scenario", T.StringType()),
+    T.StructField("protocol", T.StringType()),
+    T.StructField("resync", T.StringType()),
+    T.StructField("fault_types", T.ArrayType(T.StringType())),
+    T.StructField("outcome", T.StringType()),
+    T.StructField("failed", T.ArrayType(T.StringType())),
+])
+
+
+def campaign_summary(spark: SparkSession, verdicts: list[RunVerdict]) -> dict:
+    """Pass rates per scenario, protocol, resync mode and fault type, and failing checks per
+    scenario: DataFrame aggregations, unioned into one query."""
+    rows = [(v.run_id, v.meta.get("scenario") or "(none)", v.meta.get("protocol") or "(unknown)",
+             v.meta.get("resync") or "(n/a)", list(v.meta.get("fault_types") or ["(unknown)"]), v.outcome,
+             v.failed_checks) for v in verdicts]
+    if not rows:
+        return {}
+    df = spark.createDataFrame(rows, SUMMARY_SCHEMA)
+    passed = (F.col("outcome") == "passed").cast("long")
+
+    def rate(dim: str, col: F.Column, frame: DataFrame = df) -> DataFrame:
+        return (frame.groupBy(col.alias("value")).agg(F.count("*").alias("runs"), F.sum(passed).alias("passed"))
+                .select(F.lit(dim).alias("dim"), "value", F.lit(None).cast("string").alias("check"), "runs", "passed"))
+
+    failures = (df.select("scenario", F.explode("failed").alias("check")).groupBy("scenario", "check")
+                .agg(F.count("*").alias("runs"))
+                .select(F.lit("check_failures").alias("dim"), F.col("scenario").alias("value"), "check", "runs",
+                        F.lit(None).cast("long").alias("passed")))
+    parts = [rate("scenario", F.col("scenario")), rate("protocol", F.col("protocol")),
+             rate("resync", F.col("resync")),
+             rate("fault_type", F.col("fault_type"), df.withColumn("fault_type", F.explode("fault_types"))),
+             failures]
+    union = parts[0]
+    for part in parts[1:]:
+        union = union.unionByName(part)
+    out: dict = {"runs": len(rows), "passed": sum(1 for r in rows if r[5] == "passed"),
+                 "by_scenario": [], "by_protocol": [], "by_resync": [], "by_fault_type": [], "check_failures": []}
+    for r in sorted(union.collect(), key=lambda r: (r["dim"], r["value"], r["check"] or "")):
+        if r["dim"] == "check_failures":
+            out["check_failures"].append({"scenario": r["value"], "check": r["check"], "runs": r["runs"]})
+        else:
+            out[f"by_{r['dim']}"].append({r["dim"]: r["value"], "runs": r["runs"], "passed": r["passed"],
+                                          "pass_rate": r["passed"] / r["runs"]})
+    return out
+
+
+def build_report(spark: SparkSession, analysis: Analysis, out_dir: str, *, title: str,
+                 extra: dict | None = None, max_timelines: int | None = None):
+    """The HTML report of an analysis (local directory): plots, timelines of the runs that need
+    explaining, the first quarantined lines."""
+    from . import report as R
+    from .timeline import timeline_data
+
+    run_ids = [v.run_id for v in analysis.verdicts]
+    chosen = R.timeline_runs(analysis.verdicts, max_timelines or R.MAX_TIMELINES)
+    ends = {v.run_id: v.metrics.get("end_t") for v in analysis.verdicts}
+    timelines = (timeline_data(I.load_events(spark, analysis.warehouse, chosen), chosen, ends)
+                 if chosen else {})
+    quarantine = [r.asDict() for r in I.load_quarantine(spark, analysis.warehouse, run_ids)
+                  .orderBy("run_id", "file_key", "line").limit(200).collect()]
+    return R.write_report(out_dir, analysis.verdicts, analysis.summary, timelines, title=title,
+                          quarantine=quarantine, extra=extra)
+
+
+def ingest_only(spark: SparkSession, paths: list[str], warehouse: str,
+                only: list[str] | None = None) -> I.IngestResult:
+    return I.ingest(spark, paths, warehouse, only=only)
+
+
+def analyze_ingested(spark: SparkSession, result: I.IngestResult) -> Analysis:
+    """Judge the runs of an ingest (new and already present) and summarize them."""
+    verdicts = analyze_runs(spark, result.warehouse, result.run_ids)
+    return Analysis(warehouse=result.warehouse, verdicts=verdicts, summary=campaign_summary(spark, verdicts),
+                    ingest=result)
+
+
+def analyze(spark: SparkSession, paths: list[str], warehouse: str, only: list[str] | None = None) -> Analysis:
+    """Ingest `paths` (run directories or their parents) into `warehouse` and judge those runs."""
+    return analyze_ingested(spark, ingest_only(spark, paths, warehouse, only))

@@ -1,0 +1,468 @@
+"""The harness's checks as DataFrame operations, per run and per (receiver, sender).
+
+Theory of operation. harness/checks.py walks one run's merged log in time order with dicts; here
+the same decisions are window functions, aggregations and broadcast joins over the events table
+of many runs at once. Every function takes and returns DataFrames and collects nothing;
+pipeline.verdicts arranges the (small) results into CheckResult-shaped dicts whose explanations
+read exactly like the harness's.
+
+Order. Ingest numbers each run's events in the order (t, file_key, line) - the order in which
+harness.eventlog.read_run merges files and sorts by time (stably) - as `seq`, so "the state when
+this event happened" means the same thing on both sides, and ordering costs one long.
+
+Two passes over the events, whatever the number of runs:
+
+1. `summary`: per (run, node, peer, kind), counts, bytes and first/last times by hash
+   aggregation over all events, joined with lists of the rare events (final windows, lifecycle,
+   new receive windows, heals, MCAST block/unblock). Node lives (incarnations, starts, dead at
+   end), receive-window lifetimes, windows_synced and the counts by kind come from this table.
+2. `flows`: every send (with app and peer), deliver (with app), retransmit and XMIT-REQ (with
+   peer), told its receiver's incarnation, its sender's starts and its connection (window
+   lifetime, conn_id) by broadcast joins with the small tables (an array filter counts "starts /
+   new windows before me"), then repartitioned once by (run_id, dst), the receiving node of its
+   link. fifo, duplicates, loss, latency and stuck retransmission all window or group by keys
+   that include (run_id, dst), so they need no other shuffle; each is one chain of operators
+   ending in one row per (run_id, dst), summed per run by pipeline.verdicts. Examples ("the
+   first few") are bounded min_by(..., k) aggregates, so a run with millions of violations
+   costs no more memory than one with five.
+
+stuck_retransmission is not a harness check (it never decides a run's outcome): per link X->Y,
+an episode is the retransmission activity (X's retransmits to Y, Y's XMIT-REQs to X) between two
+deliveries at Y from X; an episode is stuck when no delivery follows it before the end of the
+run, it has at least STUCK_MIN_RETRANSMITS retransmits and XMIT-REQs, and they went on for at
+least STUCK_MIN_SECONDS after the later of its first one and the run's last heal (so activity
+during a partition does not count until it outlasts the heal). Links with an end dead at the end
+of the run are excused.
+"""
+
+from __future__ import annotations
+
+from pyspark.sql import Column, DataFrame, Window
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from .ingest import app_int
+
+LIFECYCLE = ("node_start", "node_stop")
+GRACEFUL_STOP = "stop"  # harness.checks.GRACEFUL_STOP
+TRAFFIC = ("send", "deliver", "ack_tx", "ack_rx")
+HARNESS = "harness"
+FIRST_FEW = 5  # harness.checks.FIRST_FEW
+LOST_IDS_SHOWN = 10  # harness.checks.LOST_IDS_SHOWN
+STUCK_MIN_RETRANSMITS = 10
+STUCK_MIN_SECONDS = 2.0
+CHECK_NAMES = ("fifo", "no_duplicates", "no_loss", "windows_synced")
+ADVISORY_CHECKS = ("stuck_retransmission",)
+
+ORD_TYPE = T.LongType()
+
+
+def ordkey() -> Column:
+    """The position of an event in its run (schema.SEQ): harness.eventlog.read_run's merge order."""
+    return F.col("seq")
+
+
+def is_heal() -> Column:
+    """harness.checks._is_heal: a harness timeline fault_off, or fault_on of the "heal" fault."""
+    from_harness = (F.col("node") == HARNESS) | (F.col("proto") == HARNESS)
+    return from_harness & ((F.col("kind") == "fault_off")
+                           | ((F.col("kind") == "fault_on") & (F.col("fault") == "heal")))
+
+
+def _false_if_null(col: Column) -> Column:
+    return F.coalesce(col, F.lit(False))
+
+
+def _rows(df: DataFrame, part: str, *cols) -> DataFrame:
+    """(run_id, part, named columns): result rows of one kind. All kinds are unioned by name
+    (union_rows) into one wide DataFrame, collected once; a column name means the same thing with
+    the same type in every kind, and is null where a kind does not set it."""
+    return df.select("run_id", F.lit(part).alias("part"), *cols)
+
+
+def union_rows(parts: list[DataFrame]) -> DataFrame:
+    out = parts[0]
+    for df in parts[1:]:
+        out = out.unionByName(df, allowMissingColumns=True)
+    return out
+
+
+# ---- pass 1: the summary and the small tables -------------------------------------------------
+
+
+RARE_KINDS = ("window", "node_start", "node_stop", "conn_state", "fault_on", "fault_off", "block", "unblock")
+_KEY = ("run_id", "node", "peer", "kind")
+
+
+def summary(events: DataFrame) -> DataFrame:
+    """One row per (run_id, node, peer, kind) (peer may be null): counts, bytes, first and last
+    time and position, and for the rare kinds (final windows, lifecycle, new receive windows,
+    heals, block/unblock) the lists of what the checks need. Two aggregations: numbers over all
+    events (hash aggregation, nothing sorted), lists over the rare events only."""
+    o = ordkey()
+    kind = F.col("kind")
+    counts = events.groupBy(*_KEY).agg(
+        F.count("*").alias("n"),
+        F.sum("bytes").alias("bytes_sum"),
+        F.min("t").alias("min_t"),
+        F.max("t").alias("max_t"),
+        F.max(o).alias("last_o"),
+    )
+    final_window = (kind == "window") & (F.col("final") == True) & F.col("peer").isNotNull()  # noqa: E712
+    new_window = ((kind == "conn_state") & (F.col("side") == "recv")
+                  & F.col("reason").startswith("new_window"))
+    rare = events.where(kind.isin(*RARE_KINDS)).groupBy(*[F.col(k).alias(f"r_{k}") for k in _KEY]).agg(
+        F.min(F.when(final_window & (F.col("side") == "send"), o)).alias("send_first_o"),
+        F.max(final_window).alias("any_final"),
+        F.collect_list(F.when(final_window & F.col("side").isin("send", "recv"),
+                              F.struct(o.alias("o"), "side", "conn_id", "low", "high", "state"))).alias("fw"),
+        F.collect_list(F.when(kind.isin(*LIFECYCLE), F.struct(o.alias("o"), "kind", "incarnation", "reason")))
+        .alias("lc"),
+        F.collect_list(F.when(new_window, o)).alias("nw"),
+        F.collect_list(F.when(is_heal(), F.col("t"))).alias("heal_ts"),
+        F.collect_list(F.when(kind.isin("block", "unblock"), F.struct(o.alias("o"), "kind", "t"))).alias("bu"),
+    )
+    cond = [counts[k].eqNullSafe(F.col(f"r_{k}")) for k in _KEY]
+    joined = counts.join(rare, cond, "left").drop(*[f"r_{k}" for k in _KEY])
+    empty = F.array()
+    return joined.select(
+        *_KEY, "n", "bytes_sum", "min_t", "max_t", "last_o", "send_first_o",
+        _false_if_null(F.col("any_final")).alias("any_final"),
+        *[F.coalesce(F.col(c), empty.cast(rare.schema[c].dataType)).alias(c) for c in ("fw", "lc", "nw", "heal_ts", "bu")],
+    )
+
+
+def _last_window(fw: Column, side: str) -> Column:
+    """The final window event of one side last in run order (None if there is none)."""
+    return F.array_max(F.filter(fw, lambda w: w["side"] == side))
+
+
+def _incarnations(starts: Column) -> Column:
+    """The incarnation each node_start opens: its own field, else the previous one + 1 (-1 before
+    any), exactly as harness.checks._Lives.observe; a fold over the sorted starts."""
+    zero = F.struct(F.lit(-1).cast("long").alias("prev"),
+                    F.array().cast(T.ArrayType(T.StructType([T.StructField("o", ORD_TYPE),
+                                                             T.StructField("inc", T.LongType())]))).alias("out"))
+
+    def step(acc, x):
+        inc = F.coalesce(x["incarnation"], acc["prev"] + 1)
+        return F.struct(inc.alias("prev"),
+                        F.concat(acc["out"], F.array(F.struct(x["o"].alias("o"), inc.alias("inc")))).alias("out"))
+
+    return F.aggregate(starts, zero, step)["out"]
+
+
+def lives(summ: DataFrame) -> DataFrame:
+    """Per (run_id, node): starts (sorted (o, inc)), starts_total, dead (the last lifecycle event is
+    a node_stop whose reason is not "stop"), last_lc, last_traffic (position of the last send/deliver/ack), reported (a final
+    window with a peer was logged)."""
+    kind = F.col("kind")
+    per_node = summ.groupBy("run_id", "node").agg(
+        F.array_sort(F.flatten(F.collect_list(F.when(kind.isin(*LIFECYCLE), F.col("lc"))))).alias("lc"),
+        F.max(F.when(kind.isin(*TRAFFIC), F.col("last_o"))).alias("last_traffic"),
+        _false_if_null(F.max(F.when(kind == "window", F.col("any_final")))).alias("reported"),
+    )
+    starts = F.filter("lc", lambda x: x["kind"] == "node_start")
+    last_lc = F.try_element_at(F.col("lc"), F.lit(-1))
+    return per_node.select(
+        "run_id", "node", "last_traffic", "reported",
+        _incarnations(starts).alias("starts"),
+        F.size(starts).cast("long").alias("starts_total"),
+        last_lc.alias("last_lc"),
+        # A graceful stop (a live backend ending the run after the final snapshots) is no death.
+        _false_if_null((last_lc["kind"] == "node_stop") & ~last_lc["reason"].eqNullSafe(GRACEFUL_STOP)).alias("dead"),
+    )
+
+
+def new_windows(summ: DataFrame) -> DataFrame:
+    """Per (run_id, node, peer): sorted positions of the receive windows created anew."""
+    return (summ.where((F.col("kind") == "conn_state") & F.col("peer").isNotNull() & (F.size("nw") > 0))
+            .select("run_id", "node", "peer", F.array_sort("nw").alias("wins")))
+
+
+def heals(summ: DataFrame) -> DataFrame:
+    """Per run_id: the times of the heals in its harness timeline (sorted) and the last one."""
+    return (summ.where(F.size("heal_ts") > 0).groupBy("run_id")
+            .agg(F.array_sort(F.flatten(F.collect_list("heal_ts"))).alias("heal_ts"))
+            .withColumn("last_heal", F.array_max("heal_ts")))
+
+
+def _count_before(arr: Column, o: Column, field: str | None = None) -> Column:
+    """How many positions in the sorted array `arr` come before `o`. Nearly every array holds
+    one element (one start per node, one window per link): that case is a plain comparison,
+    which Spark compiles, instead of a lambda, which it interprets."""
+    def pos(x):
+        return x[field] if field else x
+
+    first = F.get(arr, 0)
+    return (F.when(arr.isNull() | (F.size(arr) == 0), F.lit(0))
+            .when(F.size(arr) == 1, F.when(pos(first) < o, F.lit(1)).otherwise(F.lit(0)))
+            .otherwise(F.size(F.filter(arr, lambda x: pos(x) < o)))).cast("long")
+
+
+def _incarnation_at(starts: Column, o: Column) -> Column:
+    """The incarnation opened by the last start before `o` (0 before any), see _count_before."""
+    first = F.get(starts, 0)
+    many = F.try_element_at(F.filter(starts, lambda x: x["o"] < o), F.lit(-1))["inc"]
+    return F.coalesce(F.when(F.size(starts) == 1, F.when(first["o"] < o, first["inc"])).otherwise(many),
+                      F.lit(0)).cast("long")
+
+
+# ---- pass 2: flows ----------------------------------------------------------------------------
+
+
+def flows(events: DataFrame, life: DataFrame, wins: DataFrame) -> DataFrame:
+    """send (with app and peer), deliver (with app), retransmit and xmit_req_tx (with peer) rows with
+    the context each check needs, repartitioned by (run_id, dst).
+
+    src/dst: the link; for a deliver src is `peer or origin` (harness no_loss/no_duplicates).
+    inc: the receiver's incarnation (deliver); starts_at: the sender's starts so far (send);
+    sender_f/wc_f: fifo's sender (`peer` if present, else the app id's origin) and how many
+    receive windows it had opened before; sender_d/wc_d: the same for no_duplicates (`peer or
+    origin`; they differ only for an empty peer)."""
+    app = F.col("app")
+    kind = F.col("kind")
+    base = events.where(
+        ((kind == "send") & app.isNotNull() & F.col("peer").isNotNull())
+        | ((kind == "deliver") & app.isNotNull())
+        | (kind.isin("retransmit", "xmit_req_tx") & F.col("peer").isNotNull())
+    ).select("run_id", "kind", "node", "peer", "app", "conn_id", "seqno", "bytes", "t", ordkey().alias("o"))
+    is_deliver = kind == "deliver"
+    # Ingest quarantined every deliver whose app id is not "origin:stream:n", so plain string
+    # functions split it here (a regex per row costs more than the rest of this select).
+    tail = F.substring_index(app, ":", -2)
+    base = base.select(
+        "*",
+        F.when(is_deliver, F.expr("substring(app, 1, length(app) - length(substring_index(app, ':', -2)) - 1)"))
+        .alias("origin"),
+        F.when(is_deliver, app_int(F.substring_index(tail, ":", 1))).alias("stream"),
+        F.when(is_deliver, app_int(F.substring_index(app, ":", -1))).alias("n"),
+    )
+    base = base.select(
+        "*",
+        F.when(is_deliver, F.coalesce(F.col("peer"), F.col("origin"))).alias("sender_f"),
+        F.when(is_deliver, F.when(F.col("peer").isNull() | (F.col("peer") == ""), F.col("origin"))
+               .otherwise(F.col("peer"))).alias("sender_d"),
+    )
+    life_b = F.broadcast(life.select("run_id", "node", "starts"))
+    wins_f = F.broadcast(wins.select("run_id", "node", F.col("peer").alias("sender_f"), F.col("wins").alias("wins_f")))
+    wins_d = F.broadcast(wins.select("run_id", "node", F.col("peer").alias("sender_d"), F.col("wins").alias("wins_d")))
+    df = (base.join(life_b, ["run_id", "node"], "left")
+          .join(wins_f, ["run_id", "node", "sender_f"], "left")
+          .join(wins_d, ["run_id", "node", "sender_d"], "left"))
+    o = F.col("o")
+    df = df.select(
+        "run_id", "kind", "node", "peer", "app", "conn_id", "seqno", "bytes", "t", "o",
+        "origin", "stream", "n", "sender_f", "sender_d",
+        # An XMIT-REQ is sent by the receiver of the link it asks about.
+        F.when(is_deliver | (kind == "xmit_req_tx"), F.col("node")).otherwise(F.col("peer")).alias("dst"),
+        F.when(is_deliver, F.col("sender_d")).when(kind == "xmit_req_tx", F.col("peer"))
+        .otherwise(F.col("node")).alias("src"),
+        F.when(is_deliver, _incarnation_at(F.col("starts"), o)).alias("inc"),
+        F.when(kind == "send", _count_before(F.col("starts"), o, "o")).alias("starts_at"),
+        F.when(is_deliver, _count_before(F.col("wins_f"), o)).alias("wc_f"),
+        F.when(is_deliver, _count_before(F.col("wins_d"), o)).alias("wc_d"),
+    )
+    return df.repartition("run_id", "dst")
+
+
+def _first_few(sample: Column, o: Column, n: int) -> Column:
+    """The n samples with the smallest run position in a group (rows where `o` is null skipped):
+    bounded, whatever the number of matching rows."""
+    return F.min_by(sample, o, n)
+
+
+# ---- fifo -------------------------------------------------------------------------------------
+
+
+def fifo_rows(fl: DataFrame) -> DataFrame:
+    """Per (run_id, dst): deliveries, FIFO violations (an app n below the highest n delivered
+    before it on the same receiver incarnation, sender, connection and stream), the first few."""
+    d = fl.where(F.col("kind") == "deliver")
+    w = (Window.partitionBy("run_id", "dst", "inc", "sender_f", "wc_f", "conn_id", "origin", "stream")
+         .orderBy("o").rowsBetween(Window.unboundedPreceding, -1))
+    d = d.withColumn("prev", F.max("n").over(w))
+    late = F.col("prev").isNotNull() & (F.col("n") < F.col("prev"))
+    after = F.concat_ws(":", F.col("origin"), F.col("stream").cast("string"), F.col("prev").cast("string"))
+    sample = F.struct(F.col("node").alias("receiver"), F.col("inc").alias("incarnation"),
+                      F.col("sender_f").alias("sender"), "conn_id", "stream", "app", after.alias("after"), "t", "o")
+    per_dst = d.groupBy("run_id", "dst").agg(
+        F.count("*").alias("deliveries"), F.sum(late.cast("long")).alias("violations"),
+        _first_few(sample, F.when(late, F.col("o")), FIRST_FEW).alias("fifo_first"))
+    return _rows(per_dst, "fifo", "dst", "deliveries", "violations", "fifo_first")
+
+
+# ---- no_duplicates ----------------------------------------------------------------------------
+
+_DUP_KEY = ("run_id", "dst", "inc", "sender_d", "app", "wc_d", "conn_id")
+
+
+def no_duplicates_rows(fl: DataFrame) -> DataFrame:
+    """Per (run_id, dst): deliveries, duplicate deliveries (the same app id delivered again by
+    the same receiver incarnation from the same sender on the same connection), app ids
+    redelivered on a new connection after a reset, and the first few duplicates. Three chained
+    aggregations on the flows' partitioning, so one pass."""
+    d = fl.where(F.col("kind") == "deliver")
+    groups = d.groupBy(*_DUP_KEY).agg(
+        F.count("*").alias("c"),
+        # The first delivery and, if any, the first FIRST_FEW repeats of this app id.
+        F.min_by(F.struct("o", "t"), "o", FIRST_FEW + 1).alias("firsts"))
+    first = F.col("firsts")[0]
+    repeats = F.transform(F.slice("firsts", 2, FIRST_FEW), lambda x: F.struct(
+        F.col("dst").alias("receiver"), F.col("inc").alias("incarnation"), F.col("sender_d").alias("sender"),
+        F.col("conn_id"), F.col("wc_d").alias("window"), F.col("app"), first["t"].alias("first_t"),
+        x["t"].alias("t"), x["o"].alias("o")))
+    # An app id delivered by one incarnation on two connections was redelivered after a reset.
+    per_app = groups.groupBy(*_DUP_KEY[:5]).agg(
+        F.sum("c").alias("c"), F.sum(F.col("c") - 1).alias("dups"), F.count("*").alias("conns"),
+        F.flatten(F.collect_list(F.when(F.col("c") > 1, repeats))).alias("repeats"))
+    per_dst = per_app.groupBy("run_id", "dst").agg(
+        F.sum("c").alias("deliveries"), F.sum("dups").alias("duplicates"),
+        F.sum((F.col("conns") >= 2).cast("long")).alias("redelivered_after_reset"),
+        F.flatten(F.collect_list(F.when(F.size("repeats") > 0, F.col("repeats")))).alias("dup_first"))
+    per_dst = per_dst.withColumn("dup_first", F.slice(F.array_sort("dup_first", lambda a, b: F.when(
+        a["o"] < b["o"], -1).when(a["o"] > b["o"], 1).otherwise(0)), 1, FIRST_FEW))
+    return _rows(per_dst, "dup", "dst", "deliveries", "duplicates", "redelivered_after_reset", "dup_first")
+
+
+# ---- no_loss (and what latency needs) ---------------------------------------------------------
+
+
+def messages(fl: DataFrame, life: DataFrame) -> DataFrame:
+    """One row per (run_id, dst, src, app) sent or delivered: the first send, the sender's starts
+    at its last send, the first delivery, and the no_loss status: ok, lost, dead_at_end,
+    sender_restarted, or null when it was delivered but never sent (not judged)."""
+    is_send = F.col("kind") == "send"
+    is_deliver = F.col("kind") == "deliver"
+    m = fl.where(F.col("kind").isin("send", "deliver")).groupBy("run_id", "dst", "src", "app").agg(
+        F.min(F.when(is_send, F.col("o"))).alias("first_o"),
+        F.min(F.when(is_send, F.col("t"))).alias("send_t"),
+        F.max_by(F.col("starts_at"), F.when(is_send, F.col("o"))).alias("starts_at"),
+        F.min(F.when(is_deliver, F.col("t"))).alias("deliver_t"),
+    )
+    ls = F.broadcast(life.select("run_id", F.col("node").alias("src"), F.col("dead").alias("src_dead"),
+                                 F.col("starts_total").alias("src_starts")))
+    ld = F.broadcast(life.select("run_id", F.col("node").alias("dst"), F.col("dead").alias("dst_dead")))
+    m = m.join(ls, ["run_id", "src"], "left").join(ld, ["run_id", "dst"], "left")
+    status = (F.when(F.col("first_o").isNull(), F.lit(None))
+              .when(_false_if_null(F.col("src_dead")) | _false_if_null(F.col("dst_dead")), F.lit("dead_at_end"))
+              .when(F.coalesce(F.col("src_starts"), F.lit(0)) > F.col("starts_at"), F.lit("sender_restarted"))
+              .when(F.col("deliver_t").isNull(), F.lit("lost"))
+              .otherwise(F.lit("ok")))
+    return m.withColumn("status", status)
+
+
+def link_rows(fl: DataFrame) -> DataFrame:
+    """Per link (run_id, dst, src): the last delivery (no_loss), the mean DATA size and the
+    retransmissions (metrics), in one pass over the flows."""
+    kind = F.col("kind")
+    per_link = fl.groupBy("run_id", "dst", "src").agg(
+        F.max(F.when(kind == "deliver", F.col("t"))).alias("last_deliver_t"),
+        F.avg(F.when(kind == "send", F.col("bytes"))).alias("mean_bytes"),
+        F.sum((kind == "retransmit").cast("long")).alias("retransmits"))
+    return _rows(per_link, "link", "src", "dst", "last_deliver_t",
+                 (F.coalesce(F.col("mean_bytes"), F.lit(0.0)) * F.col("retransmits")).alias("retransmit_bytes_est"))
+
+
+def no_loss_rows(msgs: DataFrame) -> DataFrame:
+    """Per (run_id, dst): messages judged, excused; per link: lost messages and the first few."""
+    status = F.col("status")
+    totals = msgs.where(status.isNotNull()).groupBy("run_id", "dst").agg(
+        F.count("*").alias("sent"),
+        F.sum((status == "dead_at_end").cast("long")).alias("dead_at_end"),
+        F.sum((status == "sender_restarted").cast("long")).alias("sender_restarted"),
+    )
+    lost_links = msgs.where(status == "lost").groupBy("run_id", "dst", "src").agg(
+        F.count("*").alias("count"), F.min("first_o").alias("o"),
+        F.min_by(F.struct("first_o", "app"), "first_o", LOST_IDS_SHOWN).alias("first"))
+    return union_rows([
+        _rows(totals, "loss", "dst", "sent", "dead_at_end", "sender_restarted"),
+        _rows(lost_links, "loss_link", "src", "dst", "count", "o", "first"),
+    ])
+
+
+# ---- windows_synced ---------------------------------------------------------------------------
+
+
+def windows_synced_rows(summ: DataFrame, life: DataFrame, heal: DataFrame) -> DataFrame:
+    """Final send window at X for Y against Y's final recv window for X, per live pair."""
+    linked = summ.where(F.col("peer").isNotNull())
+    kind = F.col("kind")
+    window_type = linked.schema["fw"].dataType.elementType
+    # Each (node, peer) row speaks for link node->peer (send side) and link peer->node (recv side).
+    as_sender = linked.select("run_id", F.col("node").alias("src"), F.col("peer").alias("dst"),
+                              _last_window(F.col("fw"), "send").alias("send_final"), "send_first_o",
+                              F.lit(None).cast(window_type).alias("recv_final"),
+                              F.when(kind == "ack_rx", F.col("max_t")).alias("la"), F.lit(None).cast("double").alias("ld"))
+    as_receiver = linked.select("run_id", F.col("peer").alias("src"), F.col("node").alias("dst"),
+                                F.lit(None).cast(window_type).alias("send_final"),
+                                F.lit(None).cast(ORD_TYPE).alias("send_first_o"),
+                                _last_window(F.col("fw"), "recv").alias("recv_final"),
+                                F.lit(None).cast("double").alias("la"),
+                                F.when(kind == "deliver", F.col("max_t")).alias("ld"))
+    links = as_sender.unionByName(as_receiver).groupBy("run_id", "src", "dst").agg(
+        F.max("send_final").alias("send"), F.min("send_first_o").alias("o"), F.max("recv_final").alias("recv"),
+        F.max("la").alias("la"), F.max("ld").alias("ld"))
+    dead_s = F.broadcast(life.select("run_id", F.col("node").alias("src"), F.col("dead").alias("src_dead")))
+    dead_r = F.broadcast(life.select("run_id", F.col("node").alias("dst"), F.col("dead").alias("dst_dead")))
+    links = (links.join(dead_s, ["run_id", "src"], "left").join(dead_r, ["run_id", "dst"], "left")
+             .join(F.broadcast(heal.select("run_id", "last_heal")), "run_id", "left"))
+    dead = _false_if_null(F.col("src_dead")) | _false_if_null(F.col("dst_dead"))
+    s, r = F.col("send"), F.col("recv")
+    ha_is_hs = s["low"].eqNullSafe(s["high"])
+    synced = (F.when(r.isNull(), ha_is_hs)  # no recv window and nothing outstanding: idle, not out of sync
+              .when(~s["conn_id"].eqNullSafe(r["conn_id"]), F.lit(False))
+              .otherwise(ha_is_hs & r["low"].eqNullSafe(s["high"])))
+    moved = F.greatest(F.coalesce(F.col("ld"), F.lit(0.0)), F.coalesce(F.col("la"), F.lit(0.0)))
+    sync_time = F.when(synced, F.greatest(F.lit(0.0), moved - F.coalesce(F.col("last_heal"), F.lit(0.0))))
+    pairs = links.where(s.isNotNull())
+    # A recv window with no send window at a live sender is stale: reported, never a failure.
+    stale = links.where(s.isNull() & r.isNotNull() & ~dead)
+    silent = life.where((F.col("last_traffic").isNotNull())
+                        & (F.col("last_lc").isNull() | (F.col("last_traffic") > F.col("last_lc.o")))
+                        & ~F.col("dead") & ~F.col("reported"))
+    return union_rows([
+        _rows(pairs.where(~dead), "ws_pair", "src", "dst", "o", "send", "recv", synced.alias("synced"),
+              sync_time.alias("sync_time")),
+        _rows(pairs.where(dead), "ws_skipped", "src", "dst"),
+        _rows(stale, "ws_stale", "src", "dst"),
+        _rows(silent, "ws_silent", "node"),
+        _rows(heal, "ws_heal", "last_heal"),
+    ])
+
+
+# ---- stuck retransmission ---------------------------------------------------------------------
+
+
+def stuck_rows(fl: DataFrame, life: DataFrame, heal: DataFrame) -> DataFrame:
+    """Retransmission activity on a link X->Y - X's retransmits to Y and Y's XMIT-REQs to X -
+    between deliveries at Y from X, and the episodes that never ended in a delivery."""
+    rd = fl.where(F.col("kind").isin("retransmit", "xmit_req_tx", "deliver"))
+    link = Window.partitionBy("run_id", "dst", "src")
+    running = link.orderBy("o").rowsBetween(Window.unboundedPreceding, 0)
+    is_deliver = F.col("kind") == "deliver"
+    rd = rd.select("*", F.sum(is_deliver.cast("long")).over(running).alias("episode"),
+                   F.sum(is_deliver.cast("long")).over(link).alias("delivered"),
+                   F.max(F.when(is_deliver, F.col("t"))).over(link).alias("last_deliver_t"))
+    is_rt = F.col("kind") == "retransmit"
+    episodes = rd.where(~is_deliver).groupBy("run_id", "dst", "src", "episode").agg(
+        F.sum(is_rt.cast("long")).alias("retransmits"), F.sum((~is_rt).cast("long")).alias("xmit_reqs"),
+        F.min("t").alias("first_t"), F.max("t").alias("last_t"),
+        F.min(F.when(is_rt, F.col("seqno"))).alias("min_seqno"), F.max(F.when(is_rt, F.col("seqno"))).alias("max_seqno"),
+        F.first("delivered").alias("delivered"), F.first("last_deliver_t").alias("last_deliver_t"))
+    dead_s = F.broadcast(life.select("run_id", F.col("node").alias("src"), F.col("dead").alias("src_dead")))
+    dead_r = F.broadcast(life.select("run_id", F.col("node").alias("dst"), F.col("dead").alias("dst_dead")))
+    ep = (episodes.join(F.broadcast(heal.select("run_id", "last_heal")), "run_id", "left")
+          .join(dead_s, ["run_id", "src"], "left").join(dead_r, ["run_id", "dst"], "left"))
+    since = F.greatest(F.col("first_t"), F.coalesce(F.col("last_heal"), F.lit(0.0)))
+    is_stuck = ((F.col("episode") == F.col("delivered"))
+                & (F.col("retransmits") + F.col("xmit_reqs") >= STUCK_MIN_RETRANSMITS)
+                & (F.col("last_t") - since >= STUCK_MIN_SECONDS)
+                & ~(_false_if_null(F.col("src_dead")) | _false_if_null(F.col("dst_dead"))))
+    stuck = F.struct("src", "dst", "retransmits", "xmit_reqs", "first_t", "last_t", "min_seqno", "max_seqno",
+                     "last_deliver_t")
+    per_dst = ep.groupBy("run_id", "dst").agg(
+        F.max(F.col("last_t") - F.col("first_t")).alias("longest_episode_s"),
+        F.sum("retransmits").alias("retransmits"), F.sum("xmit_reqs").alias("xmit_reqs"),
+        F.collect_list(F.when(is_stuck, stuck)).alias("stuck"))
+    return _rows(per_dst, "stuck", "dst", "longest_episode_s", "retransmits", "xmit_reqs", "stuck")
