@@ -1,0 +1,617 @@
+"""The HTML report: one page per campaign (or analyze call) with PNG plots drawn by matplotlib (Agg).
+
+- a pass/fail matrix (runs x checks, or scenarios x checks for big campaigns);
+- pass rates per scenario, protocol, resync mode and fault type;
+- latency and overhead distributions, time from heal to sync;
+- a timeline per run for every failing run (and one passing run per scenario): one panel per
+  link with the seqnos sent, delivered, acked and retransmitted over time, XMIT-REQs, faults
+  shaded, nodes down, syncs and new windows marked, sends never delivered and repeated
+  deliveries crossed out, and the final windows; the failing checks' explanations on top.
+
+Everything here is presentation over results already computed; it only reads.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import math
+import os
+import re
+import textwrap
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.patches import Patch  # noqa: E402
+
+from .metrics import bin_edges  # noqa: E402
+from .timeline import RunTimeline  # noqa: E402
+from .verdicts import RunVerdict  # noqa: E402
+
+MAX_MATRIX_RUNS = 60
+MAX_TIMELINES = 24
+MAX_LINKS_PER_TIMELINE = 12
+FAULT_COLORS = {
+    "partition": "#d62728", "loss": "#ff7f0e", "delay": "#bcbd22", "duplicate": "#9467bd",
+    "reorder": "#8c564b", "drop": "#e377c2", "pause": "#7f7f7f",
+}
+INSTANT_FAULTS = ("kill", "restart", "view", "heal", "resume")
+PASS, FAIL, WARN, NA = "#4caf50", "#e53935", "#ffb300", "#d0d0d0"
+
+
+# ---- choosing what to draw --------------------------------------------------------------------
+
+
+def timeline_runs(verdicts: list[RunVerdict], limit: int = MAX_TIMELINES) -> list[str]:
+    """Failing runs first (they need explaining), then runs with stuck retransmission or
+    quarantined lines, then the first run of each scenario, up to `limit`."""
+    chosen: list[str] = []
+
+    def add(run_id: str) -> None:
+        if run_id not in chosen and len(chosen) < limit:
+            chosen.append(run_id)
+
+    for v in verdicts:
+        if v.outcome != "passed":
+            add(v.run_id)
+    for v in verdicts:
+        if any(not a["passed"] for a in v.advisory) or v.quarantined:
+            add(v.run_id)
+    seen = set()
+    for v in verdicts:
+        scen = v.meta.get("scenario")
+        if scen not in seen:
+            seen.add(scen)
+            add(v.run_id)
+    return chosen
+
+
+# ---- timelines --------------------------------------------------------------------------------
+
+
+def _fault_spans(rare: list[dict], end_t: float) -> tuple[list, list]:
+    """(spans, instants) from the harness timeline: spans (t0, t1, fault, detail) pair a fault_on
+    with the fault_off of the same schedule step ("#N ..."), else with the next fault_off of the
+    same fault; instants (t, fault, detail) are kills, restarts, views, heals."""
+    spans, instants, open_ = [], [], []
+    for e in rare:
+        if e["kind"] not in ("fault_on", "fault_off") or e["node"] != "harness":
+            continue
+        fault, detail = e.get("fault") or "?", e.get("detail") or ""
+        m = re.match(r"#(\d+)", detail)
+        index = m.group(1) if m else None
+        if e["kind"] == "fault_on":
+            if fault in INSTANT_FAULTS:
+                instants.append((e["t"], fault, detail))
+            else:
+                open_.append([e["t"], fault, detail, index])
+            continue
+        match = next((o for o in open_ if o[3] is not None and o[3] == index), None)
+        if match is None:
+            match = next((o for o in open_ if o[1] == fault), None)
+        if match is None:
+            if fault not in ("heal",):
+                instants.append((e["t"], f"{fault} off", detail))
+            continue
+        open_.remove(match)
+        spans.append((match[0], e["t"], match[1], match[2]))
+    for o in open_:
+        spans.append((o[0], end_t, o[1], o[2]))
+    return spans, instants
+
+
+def _down_spans(rare: list[dict], node: str, end_t: float) -> list[tuple[float, float]]:
+    spans, down_since = [], None
+    for e in rare:
+        if e["node"] != node:
+            continue
+        if e["kind"] == "node_stop" and e.get("reason") != "stop":
+            down_since = e["t"]
+        elif e["kind"] == "node_start" and down_since is not None:
+            spans.append((down_since, e["t"]))
+            down_since = None
+    if down_since is not None:
+        spans.append((down_since, end_t))
+    return spans
+
+
+def _mentions(detail: str, nodes: set[str]) -> set[str]:
+    return {tok for tok in re.findall(r"[A-Za-z][A-Za-z0-9_]*", detail) if tok in nodes}
+
+
+def _link_notes(verdict: RunVerdict | None, link: str) -> list[str]:
+    if verdict is None:
+        return []
+    notes = []
+    for c in verdict.checks + verdict.advisory:
+        d = c["details"]
+        if c["name"] == "no_loss" and link in d.get("lost", {}):
+            notes.append(f"{d['lost'][link]['count']} lost")
+        if c["name"] == "windows_synced":
+            pair = d.get("pairs", {}).get(link)
+            if pair and not pair["synced"]:
+                notes.append("windows out of sync")
+        if c["name"] == "stuck_retransmission":
+            if any(s["link"] == link for s in d.get("stuck", [])):
+                notes.append("retransmission stuck")
+    return notes
+
+
+def plot_timeline(tl: RunTimeline, verdict: RunVerdict | None, path: Path) -> Path:
+    """One PNG: a panel per link, seqnos over time, with faults, syncs, losses and final windows."""
+    links = sorted(tl.links)[:MAX_LINKS_PER_TIMELINE]
+    nodes = {n for link in tl.links for n in link}
+    spans, instants = _fault_spans(tl.rare, tl.end_t)
+    fail_text = []
+    if verdict is not None:
+        for c in verdict.checks + verdict.advisory:
+            if not c["passed"]:
+                fail_text.append(f"{c['name']}: {c['explanation']}")
+    wrapped = [textwrap.fill(t, 165, subsequent_indent="    ") for t in fail_text[:6]]
+    text_lines = sum(w.count("\n") + 1 for w in wrapped)
+    n = max(1, len(links))
+    panel_h = 2.6
+    head_h = 0.55 + (0.15 * text_lines + 0.15 if text_lines else 0.0)  # inches: title, explanations
+    foot_h = 0.55  # x axis label
+    height = max(head_h + panel_h * n + foot_h, head_h + 4.4)  # room for the legend on one panel
+    fig, axes = plt.subplots(n, 1, figsize=(15, height), sharex=True, squeeze=False)
+    axes = [a[0] for a in axes]
+    fig.subplots_adjust(top=1 - head_h / height, bottom=foot_h / height, left=0.055, right=0.82,
+                        hspace=0.42)
+    outcome = verdict.outcome.upper() if verdict else "?"
+    scen = verdict.meta.get("scenario") if verdict else None
+    title = f"{tl.run_id}  —  {outcome}" + (f"  (scenario {scen or '-: no scenario.yaml'}, expect {verdict.expect})"
+                                           if verdict else "")
+    fig.text(0.01, 1 - 0.12 / height, title, fontsize=12, fontweight="bold", ha="left", va="top",
+             color=FAIL if outcome == "FAILED" else "black")
+    if wrapped:
+        fig.text(0.01, 1 - 0.45 / height, "\n".join(wrapped), fontsize=8.5, va="top", ha="left",
+                 family="monospace", color="#5d1010")
+    legend_faults: dict[str, Patch] = {}
+    for ax, link in zip(axes, links):
+        src, dst = link
+        s = tl.links[link]
+        key = f"{src}->{dst}"
+        for t0, t1, fault, detail in spans:
+            strong = not _mentions(detail, nodes) or {src, dst} <= _mentions(detail, nodes)
+            color = FAULT_COLORS.get(fault, "#17becf")
+            ax.axvspan(t0, t1, color=color, alpha=0.18 if strong else 0.06, lw=0)
+            legend_faults.setdefault(fault, Patch(color=color, alpha=0.3, label=f"fault: {fault}"))
+        for node in (src, dst):
+            for t0, t1 in _down_spans(tl.rare, node, tl.end_t):
+                ax.axvspan(t0, t1, facecolor="none", edgecolor="#444", hatch="///", lw=0)
+                ax.text((t0 + t1) / 2, 0.97, f"{node} down", transform=ax.get_xaxis_transform(),
+                        ha="center", va="top", fontsize=8, color="#333")
+        for t, fault, detail in instants:
+            if fault == "view" or not ({src, dst} & _mentions(detail, nodes) or not _mentions(detail, nodes)):
+                continue
+            ax.axvline(t, color="black", lw=1)
+            ax.text(t, 0.99, f" {fault}", transform=ax.get_xaxis_transform(), fontsize=7.5, va="top")
+        if s.sent:
+            ax.plot(*zip(*s.sent), ".", ms=2.5, color="tab:blue", label="sent (highest seqno)")
+        if s.delivered:
+            ax.plot(*zip(*s.delivered), ".", ms=2.5, color="tab:green", label="delivered")
+        if s.acked:
+            ax.step(*zip(*s.acked), where="post", lw=1.2, marker="_", ms=7, color="#1b5e20",
+                    label="acked (send window low)")
+        if s.retransmitted:
+            ax.plot(*zip(*s.retransmitted), "x", ms=4, color="tab:orange", label="retransmitted")
+        if s.xmit_reqs:
+            ax.plot([t for t, _ in s.xmit_reqs], [0.02] * len(s.xmit_reqs), "|", ms=9, color="tab:purple",
+                    transform=ax.get_xaxis_transform(), label="XMIT-REQ")
+        if s.lost:
+            ax.plot([m[0] for m in s.lost], [m[1] for m in s.lost], "X", ms=8, color=FAIL, mec="black",
+                    mew=0.5, label="sent, never delivered")
+        if s.again:
+            ax.plot([m[0] for m in s.again], [m[1] for m in s.again], "D", ms=6, color=WARN, mec="black",
+                    mew=0.5, label="delivered again")
+        _mark_rare(ax, tl, src, dst)
+        notes = _link_notes(verdict, key)
+        ax.set_title(f"{src} \u2192 {dst}" + (f"   [{', '.join(notes)}]" if notes else ""), loc="left",
+                     fontsize=10, color=FAIL if notes else "black")
+        ax.set_ylabel("seqno")
+        ax.grid(alpha=0.25)
+        ax.margins(x=0.01)
+    if not links:
+        axes[0].text(0.5, 0.5, "no DATA on any link", ha="center", va="center", transform=axes[0].transAxes)
+    axes[-1].set_xlabel("time (s)")
+    handles, labels = [], []
+    for ax in axes:
+        for h, lab in zip(*ax.get_legend_handles_labels()):
+            if lab not in labels:
+                handles.append(h)
+                labels.append(lab)
+    handles += list(legend_faults.values())
+    labels += [h.get_label() for h in legend_faults.values()]
+    axes[0].legend(handles, labels, loc="upper left", bbox_to_anchor=(1.005, 1.02), fontsize=8, frameon=False)
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+    return path
+
+
+def _mark_rare(ax, tl: RunTimeline, src: str, dst: str) -> None:
+    """Syncs, new receive windows, SEND_FIRST_SEQNO, drops and final windows of one link."""
+    end = tl.end_t
+    labelled = set()
+    last_sync_label = [-math.inf]
+    min_gap = max(end, 1e-9) * 0.03
+
+    def once(label: str) -> str | None:
+        if label in labelled:
+            return None
+        labelled.add(label)
+        return label
+
+    for e in tl.rare:
+        kind, node, peer = e["kind"], e["node"], e.get("peer")
+        on_link = (node, peer) in ((src, dst), (dst, src))
+        if not on_link:
+            continue
+        if kind == "sync_tx":
+            ax.axvline(e["t"], color="tab:cyan", ls="--", lw=1, label=once("SYNC exchange"))
+            if e["t"] - last_sync_label[0] > min_gap:  # one label per burst of SYNC / SYNC-OK / SYNC-ACK
+                last_sync_label[0] = e["t"]
+                ax.text(e["t"], 0.97, " SYNC", transform=ax.get_xaxis_transform(), fontsize=7.5,
+                        color="#006064", va="top")
+        elif kind == "first_seqno_tx":
+            ax.axvline(e["t"], color="tab:olive", ls=":", lw=1, label=once("SEND_FIRST_SEQNO"))
+        elif kind == "conn_state" and node == dst and e.get("side") == "recv" and \
+                str(e.get("reason") or "").startswith("new_window"):
+            y = e.get("low") or 0
+            ax.plot([e["t"]], [y], "^", ms=8, color="tab:cyan", mec="black", mew=0.5,
+                    label=once("new receive window"))
+            ax.annotate(f"conn {e.get('conn_id')}", (e["t"], y), textcoords="offset points", xytext=(4, 4),
+                        fontsize=7)
+        elif kind == "drop" and node == dst and e.get("seqno") is not None:
+            ax.plot([e["t"]], [e["seqno"]], "s", ms=3, mfc="none", mew=0.6, color="#777", alpha=0.6,
+                    label=once("dropped at receiver"))
+        elif kind == "window" and e.get("final"):
+            if node == src and e.get("side") == "send":
+                ax.plot([end, end], [e.get("low") or 0, e.get("high") or 0], "-", lw=6, color="tab:blue",
+                        alpha=0.5, solid_capstyle="butt", label=once("final send window (HA..HS)"))
+                ax.annotate(f"send HA={e.get('low')} HS={e.get('high')} conn {e.get('conn_id')}",
+                            (end, e.get("high") or 0), textcoords="offset points", xytext=(-6, 6), ha="right",
+                            fontsize=7.5, color="tab:blue")
+            elif node == dst and e.get("side") == "recv":
+                ax.plot([end], [e.get("low") or 0], "_", ms=18, mew=3, color="tab:green",
+                        label=once("final recv window (delivered)"))
+                ax.annotate(f"recv delivered={e.get('low')} conn {e.get('conn_id')}", (end, e.get("low") or 0),
+                            textcoords="offset points", xytext=(-6, -11), ha="right", fontsize=7.5,
+                            color="tab:green")
+
+
+# ---- campaign plots ---------------------------------------------------------------------------
+
+
+def plot_matrix(verdicts: list[RunVerdict], path: Path) -> Path:
+    """Runs x checks (few runs) or scenarios x checks with failure fractions (many runs)."""
+    names: list[str] = []
+    for v in verdicts:
+        for c in v.checks + v.advisory:
+            if c["name"] not in names:
+                names.append(c["name"])
+    cols = names + ["outcome"]
+    if len(verdicts) <= MAX_MATRIX_RUNS:
+        rows = [v.run_id for v in verdicts]
+        cells = []
+        for v in verdicts:
+            by = {c["name"]: c for c in v.checks}
+            adv = {c["name"]: c for c in v.advisory}
+            row = []
+            for name in names:
+                if name in by:
+                    expected_fail = v.expect == f"fail:{name}"
+                    ok = by[name]["passed"] != expected_fail
+                    row.append((PASS if ok else FAIL, ("fail*" if expected_fail and not by[name]["passed"]
+                                                       else "pass" if by[name]["passed"] else "FAIL")))
+                elif name in adv:
+                    row.append((PASS if adv[name]["passed"] else WARN, "ok" if adv[name]["passed"] else "stuck"))
+                else:
+                    row.append((NA, "-"))
+            row.append((PASS if v.outcome == "passed" else FAIL, v.outcome))
+            cells.append(row)
+        footnote = "fail* = failed as the scenario expects (expect: {fail: check}); stuck = advisory only"
+    else:
+        by_scen: dict[str, list[RunVerdict]] = {}
+        for v in verdicts:
+            by_scen.setdefault(v.meta.get("scenario") or "(none)", []).append(v)
+        rows, cells = [], []
+        for scen, vs in sorted(by_scen.items()):
+            rows.append(f"{scen} ({len(vs)} runs)")
+            row = []
+            for name in cols:
+                if name == "outcome":
+                    bad = sum(1 for v in vs if v.outcome != "passed")
+                    total = len(vs)
+                else:
+                    judged = [c for v in vs for c in v.checks + v.advisory if c["name"] == name]
+                    bad = sum(1 for c in judged if not c["passed"])
+                    total = len(judged)
+                if not total:
+                    row.append((NA, "-"))
+                    continue
+                frac = bad / total
+                row.append((PASS if frac == 0 else WARN if frac < 0.5 else FAIL, f"{bad}/{total}"))
+            cells.append(row)
+        footnote = "cells: runs failing the check / runs judged by it"
+    fig_h = 1.2 + 0.32 * len(rows)
+    fig_w = max(7, 2.2 + 1.45 * len(cols) + 0.075 * max(len(r) for r in rows))
+    fig, ax = plt.subplots(figsize=(fig_w, fig_h))
+    for i, row in enumerate(cells):
+        for j, (color, text) in enumerate(row):
+            ax.add_patch(plt.Rectangle((j, i), 1, 1, facecolor=color, edgecolor="white", lw=2))
+            ax.text(j + 0.5, i + 0.5, text, ha="center", va="center", fontsize=8,
+                    color="white" if color in (PASS, FAIL) else "black")
+    ax.set_xlim(0, len(cols))
+    ax.set_ylim(len(rows), 0)
+    ax.set_xticks([j + 0.5 for j in range(len(cols))])
+    ax.set_xticklabels(cols, rotation=20, ha="right", fontsize=9)
+    ax.set_yticks([i + 0.5 for i in range(len(rows))])
+    ax.set_yticklabels(rows, fontsize=8)
+    ax.tick_params(length=0)
+    for side in ax.spines.values():
+        side.set_visible(False)
+    ax.set_title("pass/fail matrix", loc="left", fontsize=11)
+    fig.text(0.01, 0.005, footnote, fontsize=7.5, color="#555")
+    fig.tight_layout(rect=(0, 0.03, 1, 1))
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+    return path
+
+
+def plot_pass_rates(summary: dict, path: Path) -> Path:
+    panels = [("by_scenario", "scenario"), ("by_protocol", "protocol"), ("by_resync", "resync"),
+              ("by_fault_type", "fault_type")]
+    fig, axes = plt.subplots(1, 4, figsize=(16, 1.0 + 0.35 * max([4] + [len(summary.get(k, [])) for k, _ in panels])))
+    for ax, (key, col) in zip(axes, panels):
+        rows = summary.get(key, [])
+        labels = [str(r[col]) for r in rows]
+        rates = [100.0 * r["pass_rate"] for r in rows]
+        ax.barh(range(len(rows)), rates, height=0.6,
+                color=[PASS if x == 100 else WARN if x >= 50 else FAIL for x in rates])
+        for i, r in enumerate(rows):
+            ax.text(min(rates[i], 100) + 1, i, f"{r['passed']}/{r['runs']}", va="center", fontsize=8)
+        ax.set_yticks(range(len(rows)))
+        ax.set_yticklabels(labels, fontsize=8)
+        ax.set_xlim(0, 125)
+        ax.set_ylim(max(len(rows), 4) - 0.5, -0.5)
+        ax.set_xlabel("pass rate (%)")
+        ax.set_title(f"by {col.replace('_', ' ')}", loc="left", fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+    return path
+
+
+def _hbox(ax, data, **kw):
+    """Horizontal box plot (matplotlib >= 3.10 spells it orientation=, older ones vert=False)."""
+    try:
+        return ax.boxplot(data, orientation="horizontal", widths=0.6, **kw)
+    except TypeError:
+        return ax.boxplot(data, vert=False, widths=0.6, **kw)
+
+
+def _by_scenario(verdicts: list[RunVerdict]) -> dict[str, list[RunVerdict]]:
+    out: dict[str, list[RunVerdict]] = {}
+    for v in verdicts:
+        out.setdefault(v.meta.get("scenario") or "(none)", []).append(v)
+    return dict(sorted(out.items()))
+
+
+def plot_latency(verdicts: list[RunVerdict], path: Path) -> Path | None:
+    groups = _by_scenario(verdicts)
+    fig, (ax, bx) = plt.subplots(1, 2, figsize=(14, 4.2))
+    drawn = False
+    for scen, vs in groups.items():
+        bins: dict[int, int] = {}
+        for v in vs:
+            for b, n in v.metrics.get("latency_hist", []):
+                bins[b] = bins.get(b, 0) + n
+        total = sum(bins.values())
+        if not total:
+            continue
+        drawn = True
+        xs, ys = [], []
+        for b in range(min(bins), max(bins) + 1):
+            lo, hi = bin_edges(b)
+            xs += [lo, hi]
+            ys += [bins.get(b, 0) / total] * 2
+        ax.plot(xs, ys, label=f"{scen} ({total} msgs)")
+        p99 = [v.metrics["latency"]["p99_s"] for v in vs if v.metrics.get("latency")]
+        p50 = [v.metrics["latency"]["p50_s"] for v in vs if v.metrics.get("latency")]
+        bx.scatter(p50, p99, s=12, label=scen, alpha=0.7)
+    if not drawn:
+        plt.close(fig)
+        return None
+    ax.set_xscale("log")
+    ax.set_xlabel("delivery latency, send to first delivery (s)")
+    ax.set_ylabel("fraction of messages")
+    ax.set_title("latency distribution", loc="left", fontsize=10)
+    ax.legend(fontsize=8)
+    ax.grid(alpha=0.25)
+    bx.set_xscale("log")
+    bx.set_yscale("log")
+    bx.set_xlabel("p50 latency per run (s)")
+    bx.set_ylabel("p99 latency per run (s)")
+    bx.set_title("per run: median vs tail", loc="left", fontsize=10)
+    bx.grid(alpha=0.25)
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+    return path
+
+
+OVERHEAD_SHOWN = (("acks", "ACKs"), ("xmit_reqs", "XMIT-REQs"), ("retransmits", "retransmits"),
+                  ("syncs", "SYNC msgs"), ("first_seqno", "SEND_FIRST_SEQNO"))
+
+
+def plot_overhead(verdicts: list[RunVerdict], path: Path) -> Path | None:
+    groups = _by_scenario(verdicts)
+    fig, axes = plt.subplots(1, len(OVERHEAD_SHOWN), figsize=(16, 0.8 + 0.45 * max(3, len(groups))), sharey=True)
+    any_data = False
+    for ax, (key, label) in zip(axes, OVERHEAD_SHOWN):
+        data, names = [], []
+        for scen, vs in groups.items():
+            vals = [v.metrics["overhead"][key]["per_delivered"] for v in vs
+                    if v.metrics.get("overhead") and v.metrics["overhead"][key]["per_delivered"] is not None]
+            data.append(vals or [math.nan])
+            names.append(scen)
+            any_data |= bool(vals)
+        _hbox(ax, data, showfliers=True, flierprops={"markersize": 3})
+        ax.set_yticks(range(1, len(names) + 1))
+        ax.set_yticklabels(names, fontsize=8)
+        ax.set_title(f"{label} per delivered msg", loc="left", fontsize=9)
+        ax.grid(alpha=0.25, axis="x")
+    if not any_data:
+        plt.close(fig)
+        return None
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+    return path
+
+
+def plot_heal_sync(verdicts: list[RunVerdict], path: Path) -> Path | None:
+    groups = _by_scenario(verdicts)
+    data, names, never = [], [], []
+    for scen, vs in groups.items():
+        vals = [h["sync_s"] for v in vs for h in v.metrics.get("heals", []) if h["sync_s"] is not None]
+        nev = sum(1 for v in vs for h in v.metrics.get("heals", []) if h["sync_s"] is None)
+        if vals or nev:
+            data.append(vals or [math.nan])
+            names.append(scen)
+            never.append(nev)
+    if not data:
+        return None
+    fig, ax = plt.subplots(figsize=(10, 1.2 + 0.5 * max(2, len(names))))
+    _hbox(ax, data)
+    for i, vals in enumerate(data, start=1):  # the points too: a campaign may have few heals
+        ax.scatter(vals, [i + 0.25 * ((k * 0.618) % 1 - 0.5) for k in range(len(vals))], s=8, alpha=0.5,
+                   color="tab:blue", zorder=3)
+    ax.set_yticks(range(1, len(names) + 1))
+    ax.set_yticklabels([f"{n}  (never synced: {k})" if k else n for n, k in zip(names, never)], fontsize=8)
+    ax.set_xlabel("time from a heal until every message sent before it was delivered (s)")
+    ax.set_title("heal to sync", loc="left", fontsize=10)
+    ax.grid(alpha=0.25, axis="x")
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+    return path
+
+
+# ---- the page ---------------------------------------------------------------------------------
+
+_CSS = """
+body{font-family:system-ui,-apple-system,Segoe UI,sans-serif;margin:24px;color:#222;max-width:1500px}
+h1{font-size:22px;margin-bottom:4px} h2{font-size:17px;margin-top:28px;border-bottom:1px solid #ddd}
+table{border-collapse:collapse;font-size:13px;margin:8px 0} td,th{border:1px solid #ddd;padding:3px 7px;
+text-align:left;vertical-align:top} th{background:#f4f4f4} .passed{color:#2e7d32;font-weight:600}
+.failed,.error{color:#c62828;font-weight:600} .muted{color:#777} img{max-width:100%;border:1px solid #eee}
+code{font-size:12px} .warn{color:#b26a00;font-weight:600}
+"""
+
+
+def _e(x) -> str:
+    return html.escape("" if x is None else str(x))
+
+
+def _table(rows: list[dict], cols: list[str]) -> str:
+    out = ["<table><tr>" + "".join(f"<th>{_e(c)}</th>" for c in cols) + "</tr>"]
+    for r in rows:
+        out.append("<tr>" + "".join(f"<td>{_e(_fmt(r.get(c)))}</td>" for c in cols) + "</tr>")
+    out.append("</table>")
+    return "\n".join(out)
+
+
+def _fmt(x):
+    if isinstance(x, float):
+        return f"{x:.3f}" if abs(x) < 1e6 else f"{x:.3g}"
+    return x
+
+
+def write_report(out_dir: str | os.PathLike, verdicts: list[RunVerdict], summary: dict,
+                 timelines: dict[str, RunTimeline], *, title: str, quarantine: list[dict] | None = None,
+                 extra: dict | None = None) -> Path:
+    """Write <out_dir>/index.html and its PNGs; returns the page's path."""
+    out = Path(out_dir)
+    img = out / "img"
+    img.mkdir(parents=True, exist_ok=True)
+    by_id = {v.run_id: v for v in verdicts}
+    parts = [f"<!doctype html><html><head><meta charset='utf-8'><title>{_e(title)}</title>"
+             f"<style>{_CSS}</style></head><body><h1>{_e(title)}</h1>"]
+    passed = sum(1 for v in verdicts if v.outcome == "passed")
+    quarantined = sum(v.quarantined for v in verdicts)
+    disagree = [v for v in verdicts if v.agrees_with_harness is False]
+    parts.append(f"<p><b>{len(verdicts)}</b> run(s): <span class='passed'>{passed} passed</span>, "
+                 f"<span class='failed'>{len(verdicts) - passed} failed</span>. "
+                 f"Quarantined lines: <b>{quarantined}</b>. "
+                 f"Runs where the harness's own verdict.json disagrees: <b>{len(disagree)}</b>.</p>")
+    if extra:
+        parts.append("<p class='muted'>" + " · ".join(f"{_e(k)}: {_e(_fmt(v))}" for k, v in extra.items()) + "</p>")
+    parts.append("<h2>Pass/fail matrix</h2>")
+    parts.append(f"<img src='img/{plot_matrix(verdicts, img / 'matrix.png').name}'>")
+    if summary:
+        parts.append("<h2>Pass rates</h2>")
+        parts.append(f"<img src='img/{plot_pass_rates(summary, img / 'pass_rates.png').name}'>")
+        for key, col in (("by_scenario", "scenario"), ("by_protocol", "protocol"), ("by_resync", "resync"),
+                         ("by_fault_type", "fault_type")):
+            parts.append(_table(summary.get(key, []), [col, "runs", "passed", "pass_rate"]))
+        if summary.get("check_failures"):
+            parts.append("<p>Failing checks per scenario:</p>" + _table(summary["check_failures"],
+                                                                        ["scenario", "check", "runs"]))
+    parts.append("<h2>Latency, overhead, heal to sync</h2>")
+    for name, fn in (("latency.png", plot_latency), ("overhead.png", plot_overhead),
+                     ("heal_sync.png", plot_heal_sync)):
+        p = fn(verdicts, img / name)
+        if p is not None:
+            parts.append(f"<p><img src='img/{p.name}'></p>")
+    parts.append("<p class='muted'>Overhead counts the messages each node logged sending (ack_tx, "
+                 "xmit_req_tx, retransmit, sync_tx, first_seqno_tx) divided by the deliveries of the run. "
+                 "Events carry sizes for DATA only; retransmitted bytes are estimated from the mean DATA size "
+                 "of their link. Schema v1 has no STABLE event, so STABLE is not counted.</p>")
+    if timelines:
+        parts.append("<h2>Timelines</h2><p class='muted'>One panel per link (sender \u2192 receiver): dots are the "
+                     "highest seqno sent (blue) and delivered (green) per time slice, the dark step is the highest "
+                     "acked, orange crosses are retransmissions, purple ticks XMIT-REQs; red X marks sends never "
+                     "delivered, yellow diamonds repeated deliveries; shaded bands are faults, hatched bands a node "
+                     "down, dashed cyan lines SYNC messages, triangles new receive windows; the bars at the right "
+                     "edge are the final windows.</p>")
+        for run_id, tl in timelines.items():
+            safe = re.sub(r"[^A-Za-z0-9_.-]", "_", run_id)
+            p = plot_timeline(tl, by_id.get(run_id), img / f"timeline-{safe}.png")
+            v = by_id.get(run_id)
+            parts.append(f"<h3 id='{_e(safe)}'>{_e(run_id)} <span class='{_e(v.outcome if v else '')}'>"
+                         f"{_e(v.outcome if v else '')}</span></h3><img src='img/{p.name}'>")
+    parts.append("<h2>Runs</h2>")
+    parts.append("<table><tr><th>run</th><th>scenario</th><th>seed</th><th>backend</th><th>outcome</th>"
+                 "<th>harness</th><th>checks</th><th>advisory</th><th>events</th><th>quarantined</th>"
+                 "<th>p99 latency (s)</th></tr>")
+    for v in verdicts:
+        safe = re.sub(r"[^A-Za-z0-9_.-]", "_", v.run_id)
+        name = f"<a href='#{_e(safe)}'>{_e(v.run_id)}</a>" if v.run_id in timelines else _e(v.run_id)
+        checks = "<br>".join(f"<span class='{'passed' if c['passed'] else 'failed'}'>{_e(c['name'])}</span>: "
+                             f"{_e(c['explanation'])}" for c in v.checks)
+        if v.error:
+            checks = f"<span class='error'>{_e(v.error)}</span><br>" + checks
+        adv = "<br>".join(f"<span class='{'passed' if c['passed'] else 'warn'}'>{_e(c['name'])}</span>"
+                          + ("" if c["passed"] else f": {_e(c['explanation'])}") for c in v.advisory)
+        lat = (v.metrics.get("latency") or {}).get("p99_s")
+        parts.append(f"<tr><td>{name}</td><td>{_e(v.meta.get('scenario'))}</td><td>{_e(v.meta.get('seed'))}</td>"
+                     f"<td>{_e(v.meta.get('backend'))}</td><td class='{_e(v.outcome)}'>{_e(v.outcome)}</td>"
+                     f"<td>{_e(v.harness_outcome)}</td><td>{checks}</td><td>{adv}</td>"
+                     f"<td>{_e(v.metrics.get('events'))}</td><td>{_e(v.quarantined)}</td>"
+                     f"<td>{_e(_fmt(lat))}</td></tr>")
+    parts.append("</table>")
+    if quarantine:
+        parts.append(f"<h2>Quarantined lines (first {len(quarantine)})</h2>")
+        parts.append(_table(quarantine, ["run_id", "src", "line", "reason", "raw"]))
+    parts.append("<p class='muted'>verdicts.json next to this page holds every verdict, check detail and "
+                 "metric.</p></body></html>")
+    page = out / "index.html"
+    page.write_text("\n".join(parts), encoding="utf-8")
+    (out / "verdicts.json").write_text(json.dumps([v.to_dict() for v in verdicts], indent=1, default=str),
+                                       encoding="utf-8")
+    return page

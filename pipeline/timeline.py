@@ -1,0 +1,112 @@
+"""What a run's timeline plot needs, queried from the events table for a few chosen runs.
+
+Per link X->Y (a pair of nodes with DATA between them) and per time bin (the run cut into about
+TIME_BINS bins, so a run of millions of events still gives a plot-sized result): the highest seqno
+X sent, Y delivered, X saw acked, X retransmitted, and how many XMIT-REQs Y sent. The rare events
+(syncs, connection states, views, node lifecycles, drops, final windows, harness faults) come back
+as they are, and so do the sends that were never delivered and the deliveries of an app id a
+receiver already had (at most MARKS per run each), so the picture shows what went wrong where.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql import Window
+
+TIME_BINS = 1500
+MARKS = 3000
+RARE_KINDS = ("sync_tx", "sync_rx", "sync_timeout", "conn_state", "view", "node_start", "node_stop", "drop",
+              "window", "fault_on", "fault_off", "first_seqno_tx", "first_seqno_rx", "close_tx", "close_rx",
+              "block", "unblock")
+
+
+@dataclass
+class LinkSeries:
+    sent: list = field(default_factory=list)  # (t, max seqno) per bin
+    delivered: list = field(default_factory=list)
+    acked: list = field(default_factory=list)
+    retransmitted: list = field(default_factory=list)
+    xmit_reqs: list = field(default_factory=list)  # (t, count)
+    lost: list = field(default_factory=list)  # (t, seqno, app) sends never delivered
+    again: list = field(default_factory=list)  # (t, seqno, app) deliveries of an app id seen before
+
+
+@dataclass
+class RunTimeline:
+    run_id: str
+    end_t: float = 0.0
+    links: dict = field(default_factory=dict)  # (src, dst) -> LinkSeries
+    rare: list = field(default_factory=list)  # dicts of the rare events, by time
+
+
+def timeline_data(events: DataFrame, run_ids: list[str], end_times: dict | None = None) -> dict[str, RunTimeline]:
+    """RunTimeline per run id: two queries whatever the number of runs. `end_times` (run id ->
+    last event time, e.g. from the verdicts' metrics) saves a third one."""
+    if not run_ids:
+        return {}
+    spark = events.sparkSession
+    ev = events.where(F.col("run_id").isin(*run_ids))
+    ends = dict(end_times or {})
+    if any(ends.get(rid) is None for rid in run_ids):
+        ends.update({r["run_id"]: r["t1"] for r in ev.groupBy("run_id").agg(F.max("t").alias("t1")).collect()})
+    out = {rid: RunTimeline(run_id=rid, end_t=ends.get(rid) or 0.0) for rid in run_ids}
+    widths = [(rid, max((ends.get(rid) or 0.0) / TIME_BINS, 1e-6)) for rid in run_ids]
+    width = spark.createDataFrame(widths, "run_id string, width double")
+    data = ev.where(F.col("kind").isin("send", "deliver", "ack_rx", "retransmit", "xmit_req_tx")
+                    & F.col("peer").isNotNull()).join(F.broadcast(width), "run_id")
+    is_rx = F.col("kind").isin("deliver", "xmit_req_tx")
+    data = data.select("run_id", "kind", "seqno",
+                       F.when(is_rx, F.col("peer")).otherwise(F.col("node")).alias("src"),
+                       F.when(is_rx, F.col("node")).otherwise(F.col("peer")).alias("dst"),
+                       F.floor(F.col("t") / F.col("width")).alias("bin"), "width")
+    bins = data.groupBy("run_id", "src", "dst", "kind", "bin").agg(
+        F.max("seqno").alias("seqno"), F.count("*").alias("n"), F.first("width").alias("width"))
+    # Sends never delivered on their link, and deliveries of an app id the receiver had already.
+    sends = ev.where((F.col("kind") == "send") & F.col("app").isNotNull() & F.col("peer").isNotNull()).select(
+        "run_id", F.col("node").alias("src"), F.col("peer").alias("dst"), "app", "t", "seqno")
+    delivers = ev.where((F.col("kind") == "deliver") & F.col("app").isNotNull()).select(
+        "run_id", F.coalesce(F.col("peer"), F.regexp_extract("app", r"(?s)^(.*):([^:]*):([^:]*)$", 1)).alias("src"),
+        F.col("node").alias("dst"), "app", "t", "seqno", "file_key", "line")
+    lost = sends.join(delivers.select("run_id", "src", "dst", "app"), ["run_id", "src", "dst", "app"], "left_anti")
+    w = Window.partitionBy("run_id", "dst", "src", "app").orderBy("t", "file_key", "line")
+    again = delivers.withColumn("_k", F.row_number().over(w)).where(F.col("_k") > 1).drop("_k", "file_key", "line")
+    marks = (lost.withColumn("what", F.lit("lost")).unionByName(again.withColumn("what", F.lit("again")))
+             .withColumn("_rn", F.row_number().over(Window.partitionBy("run_id", "what").orderBy("t")))
+             .where(F.col("_rn") <= MARKS).drop("_rn"))
+    rare = (ev.where(F.col("kind").isin(*RARE_KINDS))
+            .select("run_id", "t", "node", "proto", "kind", "peer", "seqno", "conn_id", "type", "reason", "phase",
+                    "side", "state", "low", "high", "final", "members", "view_id", "fault", "detail", "incarnation",
+                    "file_key", "line")
+            .withColumn("_rn", F.row_number().over(Window.partitionBy("run_id").orderBy("t", "file_key", "line")))
+            .where(F.col("_rn") <= 20 * MARKS).drop("_rn", "file_key", "line")
+            .withColumn("what", F.lit("rare")))
+    series_of = {"send": "sent", "deliver": "delivered", "ack_rx": "acked", "retransmit": "retransmitted"}
+    rows = (bins.withColumn("what", F.lit("bin"))
+            .unionByName(marks, allowMissingColumns=True).unionByName(rare, allowMissingColumns=True).collect())
+    for r in rows:
+        tl = out[r["run_id"]]
+        what = r["what"]
+        if what == "rare":
+            d = r.asDict()
+            for key in ("what", "bin", "n", "width", "src", "dst", "app"):
+                d.pop(key, None)
+            tl.rare.append(d)
+            continue
+        link = tl.links.setdefault((r["src"], r["dst"]), LinkSeries())
+        if what == "bin":
+            t = (r["bin"] + 0.5) * r["width"]
+            if r["kind"] == "xmit_req_tx":
+                link.xmit_reqs.append((t, r["n"]))
+            elif r["seqno"] is not None:
+                getattr(link, series_of[r["kind"]]).append((t, r["seqno"]))
+        else:
+            getattr(link, what).append((r["t"], r["seqno"], r["app"]))
+    for tl in out.values():
+        tl.rare.sort(key=lambda e: e["t"])
+        for link in tl.links.values():
+            for name in ("sent", "delivered", "acked", "retransmitted", "xmit_reqs", "lost", "again"):
+                getattr(link, name).sort(key=lambda x: (x[0], x[1] if x[1] is not None else -1))
+    return out
