@@ -90,6 +90,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     doctor.set_defaults(func=cmd_doctor)
 
+    # analyze and campaign: the Spark pipeline (pipeline/cli.py imports pyspark only when run).
+    from pipeline.cli import add_commands as add_pipeline_commands
+
+    add_pipeline_commands(sub)
+
     # `splitbrain node ARGS` hands ARGS to the daemon untouched (main() does it before argparse),
     # so `splitbrain node --help` is the daemon's own help. This entry only lists the command.
     sub.add_parser(

@@ -1,0 +1,123 @@
+"""The same job on a real Spark standalone cluster: a master and a worker started from the pyspark
+installation on 127.0.0.1 (ephemeral ports), pipeline/job.py submitted with spark-submit
+--master spark://127.0.0.1:PORT, verdicts equal to the harness's; both processes stopped."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from harness.rundir import run_scenario
+from harness.scenario import load_scenario
+
+ROOT = Path(__file__).resolve().parent.parent
+pytestmark = pytest.mark.slow
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _tail(path: Path, n: int = 3000) -> str:
+    try:
+        return path.read_text(errors="replace")[-n:]
+    except OSError:
+        return ""
+
+
+@pytest.fixture
+def standalone_cluster(tmp_path):
+    """A Spark standalone master and one worker (2 cores, 1 GiB) on loopback; yields the master URL."""
+    import pyspark
+
+    home = Path(pyspark.__file__).parent
+    spark_class = home / "bin" / "spark-class"
+    assert spark_class.exists(), f"no spark-class under {home}"
+    port, master_ui, worker_ui = _free_port(), _free_port(), _free_port()
+    env = dict(os.environ, SPARK_HOME=str(home), SPARK_LOCAL_IP="127.0.0.1", SPARK_CONF_DIR=str(ROOT / "ci" / "spark"),
+               PYSPARK_PYTHON=sys.executable, SPARK_WORKER_DIR=str(tmp_path / "work"),
+               SPARK_LOG_DIR=str(tmp_path / "logs"), SPARK_NO_DAEMONIZE="1")
+    procs: list[subprocess.Popen] = []
+    logs = {name: tmp_path / f"{name}.log" for name in ("master", "worker")}
+    try:
+        procs.append(subprocess.Popen(
+            [str(spark_class), "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1", "--port", str(port),
+             "--webui-port", str(master_ui)],
+            env=env, stdout=subprocess.DEVNULL, stderr=logs["master"].open("w"), start_new_session=True))
+        procs.append(subprocess.Popen(
+            [str(spark_class), "org.apache.spark.deploy.worker.Worker", f"spark://127.0.0.1:{port}", "--host",
+             "127.0.0.1", "--cores", "2", "--memory", "1g", "--webui-port", str(worker_ui)],
+            env=env, stdout=subprocess.DEVNULL, stderr=logs["worker"].open("w"), start_new_session=True))
+        deadline = time.monotonic() + 120
+        state: dict = {}
+        while time.monotonic() < deadline:
+            for p, name in zip(procs, logs):
+                if p.poll() is not None:
+                    pytest.fail(f"spark {name} exited with {p.returncode}: {_tail(logs[name])}")
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{master_ui}/json/", timeout=2) as resp:
+                    state = json.load(resp)
+                if state.get("aliveworkers", 0) >= 1:
+                    break
+            except OSError:
+                pass
+            time.sleep(0.5)
+        else:
+            pytest.fail(f"no worker registered within 120 s (master said {state}); "
+                        f"worker log: {_tail(logs['worker'])}")
+        yield f"spark://127.0.0.1:{port}", env
+    finally:
+        for p in reversed(procs):
+            if p.poll() is None:
+                os.killpg(p.pid, signal.SIGTERM)
+        for p in reversed(procs):
+            try:
+                p.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                os.killpg(p.pid, signal.SIGKILL)
+                p.wait(timeout=10)
+    assert all(p.poll() is not None for p in procs)
+
+
+def test_spark_submit_on_a_standalone_cluster(standalone_cluster, tmp_path):
+    """spark-submit pipeline/job.py on the cluster: same verdicts as the harness for two scenarios
+    (one of them a reproduced bug), and the job's exit code says all runs passed."""
+    master, env = standalone_cluster
+    runs = tmp_path / "runs"
+    outcomes = {}
+    for name in ("steady", "jgrp-1875-first-seqno"):
+        path = ROOT / "scenarios" / f"{name}.yaml"
+        if path.exists():
+            o = run_scenario(load_scenario(path), backend="sim", out=runs)
+            outcomes[o.run_dir.name] = o
+    assert outcomes
+    submit = Path(env["SPARK_HOME"]) / "bin" / "spark-submit"
+    verdicts = tmp_path / "verdicts.json"
+    cmd = [str(submit), "--master", master, "--driver-memory", "1g",
+           "--conf", "spark.driver.host=127.0.0.1", "--conf", "spark.driver.bindAddress=127.0.0.1",
+           "--conf", "spark.executor.memory=512m", "--conf", "spark.ui.enabled=false",
+           "--conf", "spark.sql.shuffle.partitions=2",
+           str(ROOT / "pipeline" / "job.py"), "--warehouse", str(tmp_path / "warehouse"),
+           "--verdicts", f"file://{tmp_path / 'verdicts-out'}", "--json", str(verdicts), str(runs)]
+    result = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, (result.stdout[-2000:], result.stderr[-4000:])
+    got = {v["run_id"]: v for v in json.loads(verdicts.read_text())}
+    assert set(got) == set(outcomes)
+    for run_id, o in outcomes.items():
+        assert got[run_id]["checks"] == json.loads(json.dumps([c.to_dict() for c in o.verdict.checks]))
+        assert got[run_id]["outcome"] == o.verdict.outcome
+    lines = [line for f in sorted((tmp_path / "verdicts-out").glob("part-*")) for line in f.read_text().splitlines()]
+    assert sorted(json.loads(line)["run_id"] for line in lines) == sorted(outcomes)
+    shutil.rmtree(tmp_path / "warehouse", ignore_errors=True)
