@@ -167,6 +167,11 @@ def check_fifo(events: list[dict]) -> CheckResult:
                      "conn_id": conn_id, "stream": stream, "app": ev["app"],
                      "after": f"{origin}:{stream}:{prev}", "t": ev["t"]}
                 )
+    return fifo_result(delivered, count, violations)
+
+
+def fifo_result(delivered: int, count: int, violations: list[dict]) -> CheckResult:
+    """fifo's verdict from its tallies (shared with the Spark pipeline, so both read alike)."""
     details = {"deliveries": delivered, "violations": count, "first": violations}
     if not count:
         return CheckResult("fifo", True, f"{delivered} deliveries in FIFO order", details)
@@ -214,6 +219,11 @@ def check_no_duplicates(events: list[dict]) -> CheckResult:
                 {"receiver": receiver, "incarnation": incarnation, "sender": sender,
                  "conn_id": conn_id[1], "window": conn_id[0], "app": app, "first_t": first_t, "t": ev["t"]}
             )
+    return no_duplicates_result(delivered, count, duplicates, redelivered)
+
+
+def no_duplicates_result(delivered: int, count: int, duplicates: list[dict], redelivered: int) -> CheckResult:
+    """no_duplicates' verdict from its tallies (shared with the Spark pipeline)."""
     details = {"deliveries": delivered, "duplicates": count, "first": duplicates,
                "redelivered_after_reset": redelivered}
     if not count:
@@ -266,19 +276,25 @@ def check_no_loss(events: list[dict]) -> CheckResult:
             if len(lost_first[(sender, receiver)]) < LOST_IDS_SHOWN:
                 lost_first[(sender, receiver)].append(app)
 
-    checked = len(sent) - sum(excused.values())
-    details: dict = {"sent": len(sent), "checked": checked, "excused": excused,
-                     "last_deliver_t": last_deliver, "lost": {}}
-    for link, count in lost_count.items():
-        details["lost"][_link(*link)] = {"count": count, "first": lost_first[link],
-                                         "last_deliver_t": last_deliver_link.get(link)}
-    if not lost_count:
+    lost = {_link(*link): {"count": count, "first": lost_first[link],
+                           "last_deliver_t": last_deliver_link.get(link)}
+            for link, count in lost_count.items()}
+    return no_loss_result(len(sent), excused, last_deliver, lost)
+
+
+def no_loss_result(sent: int, excused: dict, last_deliver: float | None, lost: dict) -> CheckResult:
+    """no_loss' verdict from its tallies (shared with the Spark pipeline): `lost` maps a link
+    "X->Y" to its count, first app ids and last delivery time, in the order to report them."""
+    checked = sent - sum(excused.values())
+    details: dict = {"sent": sent, "checked": checked, "excused": excused,
+                     "last_deliver_t": last_deliver, "lost": lost}
+    if not lost:
         explanation = f"all {checked} checked messages delivered"
-        if checked != len(sent):
+        if checked != sent:
             explanation += (f" (not checked: {excused['dead_at_end']} to or from a node dead at "
                             f"end, {excused['sender_restarted']} sent before a sender restart)")
         return CheckResult("no_loss", True, explanation, details)
-    total = sum(lost_count.values())
+    total = sum(info["count"] for info in lost.values())
     parts = [
         f"{name}: {info['count']} never delivered (first {' '.join(info['first'])}; "
         f"last delivery on this link {_fmt_t(info['last_deliver_t'])})"
@@ -292,14 +308,14 @@ def check_no_loss(events: list[dict]) -> CheckResult:
 # ---- windows_synced ---------------------------------------------------------------------------
 
 
-def _window_view(ev: dict | None) -> dict | None:
+def window_view(ev: dict | None) -> dict | None:
     if ev is None:
         return None
     return {"conn_id": ev.get("conn_id"), "low": ev.get("low"), "high": ev.get("high"),
             "state": ev.get("state")}
 
 
-def _pair_problem(sender: str, receiver: str, send: dict, recv: dict | None) -> str | None:
+def pair_problem(sender: str, receiver: str, send: dict, recv: dict | None) -> str | None:
     """Why one send window and its matching recv window are out of sync, or None if in sync."""
     ha, hs = send.get("low"), send.get("high")
     sent_part = f"{sender} send conn {send.get('conn_id')} HA={ha} HS={hs}"
@@ -348,23 +364,20 @@ def check_windows_synced(events: list[dict]) -> CheckResult:
             last_heal = ev["t"]
 
     pairs: dict[str, dict] = {}
-    problems: list[str] = []
     skipped_dead = 0
     for (sender, receiver), send in send_windows.items():
         if lives.dead(sender) or lives.dead(receiver):
             skipped_dead += 1
             continue
         recv = recv_windows.get((sender, receiver))
-        problem = _pair_problem(sender, receiver, send, recv)
+        problem = pair_problem(sender, receiver, send, recv)
         sync_time = None
         if problem is None:
             moved = max(last_deliver.get((sender, receiver), 0.0),
                         last_ack_rx.get((sender, receiver), 0.0))
             sync_time = max(0.0, moved - last_heal)
-        else:
-            problems.append(f"{_link(sender, receiver)} {problem}")
         pairs[_link(sender, receiver)] = {"synced": problem is None, "problem": problem,
-                                          "send": _window_view(send), "recv": _window_view(recv),
+                                          "send": window_view(send), "recv": window_view(recv),
                                           "sync_time": sync_time}
 
     # A recv window with no send window at a live sender is stale (the sender restarted and has
@@ -374,6 +387,14 @@ def check_windows_synced(events: list[dict]) -> CheckResult:
         if link not in send_windows and not lives.dead(link[0]) and not lives.dead(link[1])
     )
     silent = sorted(n for n in traffic_since_start if not lives.dead(n) and n not in reported)
+    return windows_synced_result(pairs, silent, skipped_dead, stale_recv, last_heal)
+
+
+def windows_synced_result(pairs: dict, silent: list[str], skipped_dead: int, stale_recv: list[str],
+                          last_heal: float) -> CheckResult:
+    """windows_synced's verdict from the judged pairs (shared with the Spark pipeline): `pairs`
+    maps "X->Y" to synced/problem/send/recv/sync_time, in the order to report them."""
+    problems = [f"{link} {p['problem']}" for link, p in pairs.items() if p["problem"] is not None]
     if silent:
         problems.append(f"final windows not reported by {', '.join(silent)} (alive at end, with traffic)")
     sync_times = [p["sync_time"] for p in pairs.values() if p["sync_time"] is not None]
