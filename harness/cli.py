@@ -48,13 +48,13 @@ def build_parser() -> argparse.ArgumentParser:
                           "default), sim (deterministic simulator in virtual time) or docker "
                           "(one container per node on a bridge network of its own; the node image is "
                           "built by ci/images when missing)")
-    run.add_argument("--seed", type=_seed, default=None, metavar="N",
+    run.add_argument("--seed", type=non_negative_int, default=None, metavar="N",
                      help="seed of the run (a non-negative integer); default: the scenario's seed")
     run.add_argument("--out", default="runs", metavar="DIR",
                      help="parent directory of the run directory (default: runs)")
     run.add_argument("--no-invariants", action="store_true",
                      help="sim only: skip check_invariants() after every input (faster)")
-    run.add_argument("--max-steps", type=_positive_int, default=None, metavar="N",
+    run.add_argument("--max-steps", type=positive_int, default=None, metavar="N",
                      help="sim only: stop with an error after N queue entries (default 20 million)")
     run.add_argument("--no-progress", action="store_true",
                      help="live backends: no progress line while the run goes")
@@ -120,8 +120,24 @@ def main(argv: list[str] | None = None) -> int:
 # ---- commands ---------------------------------------------------------------------------------
 
 
-def cmd_run(args: argparse.Namespace) -> int:
+def load_scenario_arg(path_text: str):
+    """The scenario named on the command line, or None after printing why it cannot be loaded."""
     from harness.scenario import ScenarioError, load_scenario
+
+    path = Path(path_text)
+    try:
+        return load_scenario(path)
+    except FileNotFoundError:
+        print(f"splitbrain: scenario file not found: {path}", file=sys.stderr)
+    except IsADirectoryError:
+        print(f"splitbrain: scenario path is a directory: {path}", file=sys.stderr)
+    except ScenarioError as exc:
+        print(f"splitbrain: {path}: {exc}", file=sys.stderr)
+    return None
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from harness.scenario import ScenarioError
 
     if args.backend != "docker" and args.keep:
         print("splitbrain: --keep is for --backend docker only", file=sys.stderr)
@@ -131,16 +147,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(f"splitbrain: {flag} is for --backend sim only", file=sys.stderr)
         return EXIT_BAD_INPUT
     path = Path(args.scenario)
-    try:
-        scenario = load_scenario(path)
-    except FileNotFoundError:
-        print(f"splitbrain: scenario file not found: {path}", file=sys.stderr)
-        return EXIT_BAD_INPUT
-    except IsADirectoryError:
-        print(f"splitbrain: scenario path is a directory: {path}", file=sys.stderr)
-        return EXIT_BAD_INPUT
-    except ScenarioError as exc:
-        print(f"splitbrain: {path}: {exc}", file=sys.stderr)
+    scenario = load_scenario_arg(args.scenario)
+    if scenario is None:
         return EXIT_BAD_INPUT
     seed = scenario.seed if args.seed is None else args.seed
     from harness.scenario import check_backend
@@ -489,7 +497,8 @@ def _importable(module: str) -> bool:
     return True
 
 
-def _seed(text: str) -> int:
+def non_negative_int(text: str) -> int:
+    """argparse type: an integer >= 0 (seeds, counts)."""
     try:
         value = int(text)
     except ValueError:
@@ -499,7 +508,8 @@ def _seed(text: str) -> int:
     return value
 
 
-def _positive_int(text: str) -> int:
+def positive_int(text: str) -> int:
+    """argparse type: an integer >= 1."""
     try:
         value = int(text)
     except ValueError:

@@ -20,6 +20,8 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
+from harness.cli import load_scenario_arg, non_negative_int, positive_int
+
 EXIT_OK = 0
 EXIT_FAILED = 1
 EXIT_BAD_INPUT = 2
@@ -51,10 +53,10 @@ def add_commands(subparsers) -> None:
         epilog="Exit codes: 0 every run passed, 1 a run failed, 2 bad input.",
     )
     campaign.add_argument("scenario", metavar="SCENARIO", help="path of the scenario YAML file")
-    campaign.add_argument("--runs", type=_positive_int, required=True, metavar="N", help="number of seeds to run")
+    campaign.add_argument("--runs", type=positive_int, required=True, metavar="N", help="number of seeds to run")
     campaign.add_argument("--backend", choices=("sim", "local", "docker"), default="sim",
                           help="where the nodes run (default: sim)")
-    campaign.add_argument("--first-seed", type=_non_negative_int, default=None, metavar="S",
+    campaign.add_argument("--first-seed", type=non_negative_int, default=None, metavar="S",
                           help="first seed (default: the scenario's seed)")
     campaign.add_argument("--out", default=None, metavar="DIR",
                           help="output directory (default: campaigns/<scenario>-<UTC stamp>)")
@@ -67,7 +69,7 @@ def add_commands(subparsers) -> None:
 def _spark_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--master", default=None, metavar="URL",
                         help="Spark master (default local[*]; e.g. spark://host:7077, yarn)")
-    parser.add_argument("--timelines", type=_non_negative_int, default=None, metavar="N",
+    parser.add_argument("--timelines", type=non_negative_int, default=None, metavar="N",
                         help="at most N run timelines in the report (default 24: failing runs first)")
     parser.add_argument("--quiet", action="store_true", help="no progress output")
 
@@ -150,19 +152,8 @@ def _print_verdicts(console, analysis, page) -> int:
 
 
 def cmd_campaign(args: argparse.Namespace) -> int:
-    from harness.scenario import ScenarioError, load_scenario
-
-    path = Path(args.scenario)
-    try:
-        scenario = load_scenario(path)
-    except FileNotFoundError:
-        print(f"splitbrain: scenario file not found: {path}", file=sys.stderr)
-        return EXIT_BAD_INPUT
-    except IsADirectoryError:
-        print(f"splitbrain: scenario path is a directory: {path}", file=sys.stderr)
-        return EXIT_BAD_INPUT
-    except ScenarioError as exc:
-        print(f"splitbrain: {path}: {exc}", file=sys.stderr)
+    scenario = load_scenario_arg(args.scenario)
+    if scenario is None:
         return EXIT_BAD_INPUT
     if args.no_invariants and args.backend != "sim":
         print("splitbrain: --no-invariants is for --backend sim only", file=sys.stderr)
@@ -230,7 +221,7 @@ def _run_seeds(scenario, seeds: range, backend: str, runs_dir: Path, sim_options
     return None, run_ids, counts
 
 
-# ---- argument types ---------------------------------------------------------------------------
+# ---- paths ---------------------------------------------------------------------------------
 
 
 def _is_uri(path: str) -> bool:
@@ -238,26 +229,6 @@ def _is_uri(path: str) -> bool:
     from pipeline.ingest import normalize_uri
 
     return normalize_uri(path) == path.rstrip("/") and not path.startswith("/") and ":" in path
-
-
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1: {value}")
-    return value
-
-
-def _non_negative_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must not be negative: {value}")
-    return value
 
 
 if __name__ == "__main__":  # pragma: no cover
