@@ -3,6 +3,10 @@
 One event is a flat dict, written as one JSON line. Required keys: v, t (float seconds, one clock
 per run), node, proto, kind. Optional keys are listed in OPTIONAL_FIELDS; a producer may add
 nothing else, so that the Spark schema stays explicit.
+
+`bytes`, on the events of messages a node sends or delivers: the payload for DATA (send, deliver,
+retransmit), the protocol header for a control message (ack_tx, xmit_req_tx, first_seqno_tx,
+sync_tx, close_tx), which has no payload. Frame and transport headers are not included.
 """
 
 from __future__ import annotations

@@ -41,14 +41,13 @@ from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from harness.checks import FIRST_FEW, GRACEFUL_STOP, LOST_IDS_SHOWN
+
 from .ingest import app_int
 
 LIFECYCLE = ("node_start", "node_stop")
-GRACEFUL_STOP = "stop"  # harness.checks.GRACEFUL_STOP
 TRAFFIC = ("send", "deliver", "ack_tx", "ack_rx")
 HARNESS = "harness"
-FIRST_FEW = 5  # harness.checks.FIRST_FEW
-LOST_IDS_SHOWN = 10  # harness.checks.LOST_IDS_SHOWN
 STUCK_MIN_RETRANSMITS = 10
 STUCK_MIN_SECONDS = 2.0
 CHECK_NAMES = ("fifo", "no_duplicates", "no_loss", "windows_synced")
@@ -353,15 +352,10 @@ def messages(fl: DataFrame, life: DataFrame) -> DataFrame:
 
 
 def link_rows(fl: DataFrame) -> DataFrame:
-    """Per link (run_id, dst, src): the last delivery (no_loss), the mean DATA size and the
-    retransmissions (metrics), in one pass over the flows."""
-    kind = F.col("kind")
-    per_link = fl.groupBy("run_id", "dst", "src").agg(
-        F.max(F.when(kind == "deliver", F.col("t"))).alias("last_deliver_t"),
-        F.avg(F.when(kind == "send", F.col("bytes"))).alias("mean_bytes"),
-        F.sum((kind == "retransmit").cast("long")).alias("retransmits"))
-    return _rows(per_link, "link", "src", "dst", "last_deliver_t",
-                 (F.coalesce(F.col("mean_bytes"), F.lit(0.0)) * F.col("retransmits")).alias("retransmit_bytes_est"))
+    """Per link (run_id, dst, src): the last delivery (no_loss's explanation)."""
+    per_link = fl.where(F.col("kind") == "deliver").groupBy("run_id", "dst", "src").agg(
+        F.max("t").alias("last_deliver_t"))
+    return _rows(per_link, "link", "src", "dst", "last_deliver_t")
 
 
 def no_loss_rows(msgs: DataFrame) -> DataFrame:

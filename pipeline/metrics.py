@@ -2,9 +2,9 @@
 
 - messages and bytes by kind (send = DATA, ack_tx, xmit_req_tx, retransmit, sync_tx,
   first_seqno_tx (SEND_FIRST_SEQNO), close_tx, drop, view, ...), and their ratio to deliveries.
-  Events carry `bytes` for DATA only, so the bytes of retransmissions are estimated as the
-  retransmits of a link times the mean DATA size on that link; control messages are counted,
-  not sized. (There is no STABLE event kind in schema v1, so STABLE is not counted.)
+  `bytes` is the payload of DATA (send, retransmit) and the protocol header of a control message
+  (which has no payload); frame and transport headers are not counted. (There is no STABLE event
+  kind in schema v1: UNICAST3 has no STABLE; NAKACK2 will add it.)
 - delivery latency: for each app id sent on a link, its first delivery t minus its first send t;
   percentiles per run (percentile_approx) and a log-scale histogram;
 - heal to sync: for each heal in the harness timeline and each link, the messages sent before the
@@ -109,18 +109,19 @@ def run_metrics(parts: dict) -> dict:
     count = {k: r["n"] for k, r in kinds.items()}
     delivered = count.get("deliver", 0)
     end_t = max((r["max_t"] for r in kinds.values()), default=None)
-    data_bytes = kinds["send"]["bytes_sum"] if "send" in kinds else None
-    rt_bytes = sum(r["retransmit_bytes_est"] or 0.0 for r in parts.get("link", []))
 
     def per_delivered(x):
         return None if not delivered or x is None else x / delivered
 
-    overhead = {name: {"messages": count.get(kind, 0), "per_delivered": per_delivered(count.get(kind, 0))}
-                for name, kind in OVERHEAD_KINDS.items()}
-    overhead["data"] = {"messages": count.get("send", 0), "per_delivered": per_delivered(count.get("send", 0)),
-                        "bytes": data_bytes, "bytes_per_delivered": per_delivered(data_bytes)}
-    overhead["retransmits"]["bytes_est"] = rt_bytes
-    overhead["retransmits"]["bytes_per_delivered_est"] = per_delivered(rt_bytes)
+    overhead = {}
+    for name, kind in (("data", "send"), *OVERHEAD_KINDS.items()):
+        sent = count.get(kind, 0)
+        size = kinds[kind]["bytes_sum"] if kind in kinds else None
+        overhead[name] = {"messages": sent, "per_delivered": per_delivered(sent),
+                          "bytes": size, "bytes_per_delivered": per_delivered(size)}
+    # Everything but the first transmission of DATA: retransmissions and control messages.
+    overhead["total_bytes_per_delivered"] = per_delivered(
+        sum(overhead[name]["bytes"] or 0 for name in OVERHEAD_KINDS))
     lat = parts.get("latency", [None])[0]
     latency = None
     if lat is not None:

@@ -569,9 +569,10 @@ def write_report(out_dir: str | os.PathLike, verdicts: list[RunVerdict], summary
         if p is not None:
             parts.append(f"<p><img src='img/{p.name}'></p>")
     parts.append("<p class='muted'>Overhead counts the messages each node logged sending (ack_tx, "
-                 "xmit_req_tx, retransmit, sync_tx, first_seqno_tx) divided by the deliveries of the run. "
-                 "Events carry sizes for DATA only; retransmitted bytes are estimated from the mean DATA size "
-                 "of their link. Schema v1 has no STABLE event, so STABLE is not counted.</p>")
+                 "xmit_req_tx, retransmit, sync_tx, first_seqno_tx, close_tx) divided by the deliveries of the "
+                 "run; the runs table gives their bytes per delivered message. "
+                 "Bytes are DATA payloads and the protocol headers of control messages (frame and transport "
+                 "headers not counted). UNICAST3 has no STABLE messages.</p>")
     if timelines:
         parts.append("<h2>Timelines</h2><p class='muted'>One panel per link (sender \u2192 receiver): dots are the "
                      "highest seqno sent (blue) and delivered (green) per time slice, the dark step is the highest "
@@ -588,7 +589,7 @@ def write_report(out_dir: str | os.PathLike, verdicts: list[RunVerdict], summary
     parts.append("<h2>Runs</h2>")
     parts.append("<table><tr><th>run</th><th>scenario</th><th>seed</th><th>backend</th><th>outcome</th>"
                  "<th>harness</th><th>checks</th><th>advisory</th><th>events</th><th>quarantined</th>"
-                 "<th>p99 latency (s)</th></tr>")
+                 "<th>p99 latency (s)</th><th>overhead bytes / delivered</th></tr>")
     for v in verdicts:
         safe = re.sub(r"[^A-Za-z0-9_.-]", "_", v.run_id)
         name = f"<a href='#{_e(safe)}'>{_e(v.run_id)}</a>" if v.run_id in timelines else _e(v.run_id)
@@ -599,11 +600,12 @@ def write_report(out_dir: str | os.PathLike, verdicts: list[RunVerdict], summary
         adv = "<br>".join(f"<span class='{'passed' if c['passed'] else 'warn'}'>{_e(c['name'])}</span>"
                           + ("" if c["passed"] else f": {_e(c['explanation'])}") for c in v.advisory)
         lat = (v.metrics.get("latency") or {}).get("p99_s")
+        overhead = (v.metrics.get("overhead") or {}).get("total_bytes_per_delivered")
         parts.append(f"<tr><td>{name}</td><td>{_e(v.meta.get('scenario'))}</td><td>{_e(v.meta.get('seed'))}</td>"
                      f"<td>{_e(v.meta.get('backend'))}</td><td class='{_e(v.outcome)}'>{_e(v.outcome)}</td>"
                      f"<td>{_e(v.harness_outcome)}</td><td>{checks}</td><td>{adv}</td>"
                      f"<td>{_e(v.metrics.get('events'))}</td><td>{_e(v.quarantined)}</td>"
-                     f"<td>{_e(_fmt(lat))}</td></tr>")
+                     f"<td>{_e(_fmt(lat))}</td><td>{_e(_fmt(overhead))}</td></tr>")
     parts.append("</table>")
     if quarantine:
         parts.append(f"<h2>Quarantined lines (first {len(quarantine)})</h2>")

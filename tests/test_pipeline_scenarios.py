@@ -65,11 +65,17 @@ def test_metadata_of_each_run(scenario_runs):
 
 
 def test_metrics_are_consistent_with_the_sim_counters(scenario_runs):
-    """Deliveries and sends counted by the pipeline match the simulator's own counters."""
+    """Deliveries and sends counted by the pipeline match the simulator's own counters; messages
+    and bytes of acks, retransmissions and SYNCs match the event logs."""
     outcomes, verdicts = scenario_runs
     for run_id, outcome in outcomes.items():
         m = verdicts[run_id].metrics
         stats = outcome.result.stats
         assert m["delivered"] == stats["msgs_delivered"], run_id
         assert m["counts"].get("send", 0) == stats["msgs_sent"], run_id
+        events = read_run(outcome.run_dir)
+        for kind, name in (("ack_tx", "acks"), ("retransmit", "retransmits"), ("sync_tx", "syncs")):
+            logged = [e["bytes"] for e in events if e["kind"] == kind]
+            assert m["overhead"][name]["messages"] == len(logged), (run_id, kind)
+            assert (m["overhead"][name]["bytes"] or 0) == sum(logged), (run_id, kind)
         assert m["latency"] is None or 0 <= m["latency"]["p50_s"] <= m["latency"]["p99_s"] <= m["latency"]["max_s"]

@@ -258,6 +258,27 @@ def test_sync_after_receiver_loses_its_window():
     assert a.conn_id == b.conn_id and b.delivered == a.hs == a.ha == 7
 
 
+def test_sent_events_carry_their_bytes():
+    """Every message a node sends is logged with its size: DATA and retransmissions with their
+    payload, control messages with their UNICAST3 header (what the pipeline's overhead sums)."""
+    from node.unicast3.header import MsgType, U3Header, encode
+
+    net = Net()
+    net.blocked.add(("B", "A"))  # no acks: A retransmits
+    net.send("A", "B", 5, size=30)
+    net.run(1.2)
+    net.start("B")  # B forgets A's window: SYNC exchange
+    net.blocked.clear()
+    net.run_until_quiet(5.0)
+    assert {e["bytes"] for e in net.kinds("send") + net.kinds("retransmit")} == {30}
+    assert net.kinds("retransmit")
+    ack = net.kinds("ack_tx")[0]
+    header = U3Header(MsgType.ACK, ack["seqno"], ack["conn_id"])
+    assert ack["bytes"] == len(encode(header)) > 0
+    phases = {e["phase"]: e["bytes"] for e in net.kinds("sync_tx")}
+    assert set(phases) == {"sync", "sync_ok", "sync_ack"} and all(b > 0 for b in phases.values())
+
+
 @pytest.mark.parametrize("lost", ["SYNC", "SYNC_OK", "SYNC_ACK"])
 def test_sync_messages_are_resent_when_lost(lost):
     """Each of SYNC, SYNC-OK, SYNC-ACK lost once: the retransmit task resends it and sync completes."""

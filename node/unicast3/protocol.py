@@ -48,6 +48,7 @@ from ..rangeset import RangeSet
 from .config import Unicast3Config
 from .entries import ConnState, ReceiverEntry, SenderEntry, next_state
 from .header import MAX_XMIT_RANGES, PROTO_ID, MsgType, U3Header
+from .header import encode as encode_header
 
 PROTO = "unicast3"
 _RETIRED_CONN_IDS = 16  # conn-ids remembered per sender as "replaced by a sync"
@@ -104,9 +105,12 @@ class Unicast3(Layer):
         self._timestamp += 1
         return (self.incarnation << 40) | self._timestamp
 
-    def _ctrl(self, dest: str, now: float, hdr: U3Header) -> Down:
+    def _ctrl(self, kind: str, dest: str, now: float, hdr: U3Header, **fields) -> list[Action]:
+        """A control message to `dest` and its event; `bytes` is its UNICAST3 header's size on the
+        wire (control messages have no payload), so overhead can be measured in bytes."""
         self._count(f"tx_{hdr.type.name}")
-        return Down(msg=Message(self.local, dest, b"", {PROTO_ID: hdr}))
+        return [self._log(now, kind, peer=dest, bytes=len(encode_header(hdr)), **fields),
+                Down(msg=Message(self.local, dest, b"", {PROTO_ID: hdr}))]
 
     def _arm(self, now: float) -> None:
         if self._next_xmit is None:
@@ -163,7 +167,7 @@ class Unicast3(Layer):
         self._count("retransmit")
         return [
             self._log(now, "retransmit", peer=entry.peer, seqno=seqno, conn_id=entry.conn_id,
-                      reason=reason, first=first or None),
+                      bytes=len(stored.payload), reason=reason, first=first or None),
             Down(msg=stored),
         ]
 
@@ -284,11 +288,8 @@ class Unicast3(Layer):
         self._ack_deadlines.pop(entry.peer, None)
         ts = self._next_timestamp() if self.config.resync == "timestamp" else 0
         hdr = U3Header(MsgType.ACK, entry.delivered, entry.conn_id, timestamp=ts)
-        return [
-            self._log(now, "ack_tx", peer=entry.peer, seqno=entry.delivered, conn_id=entry.conn_id,
-                      timestamp=ts or None),
-            self._ctrl(entry.peer, now, hdr),
-        ]
+        return self._ctrl("ack_tx", entry.peer, now, hdr, seqno=entry.delivered, conn_id=entry.conn_id,
+                          timestamp=ts or None)
 
     def _on_ack(self, src: str, hdr: U3Header, now: float) -> list[Action]:
         entry = self.send_table.get(src)
@@ -366,8 +367,8 @@ class Unicast3(Layer):
 
     def _send_first_seqno(self, src: str, now: float) -> list[Action]:
         ts = self._next_timestamp() if self.config.resync == "timestamp" else 0
-        return [self._log(now, "first_seqno_tx", peer=src, timestamp=ts or None),
-                self._ctrl(src, now, U3Header(MsgType.SEND_FIRST_SEQNO, timestamp=ts))]
+        return self._ctrl("first_seqno_tx", src, now, U3Header(MsgType.SEND_FIRST_SEQNO, timestamp=ts),
+                          timestamp=ts or None)
 
     def _on_send_first_seqno(self, src: str, hdr: U3Header, now: float) -> list[Action]:
         out: list[Action] = [self._log(now, "first_seqno_rx", peer=src, timestamp=hdr.timestamp or None)]
@@ -390,8 +391,8 @@ class Unicast3(Layer):
         return self._send_sync(peer, conn_seen, now)
 
     def _send_sync(self, peer: str, conn_seen: int, now: float) -> list[Action]:
-        return [self._log(now, "sync_tx", peer=peer, phase="sync", conn_id=conn_seen),
-                self._ctrl(peer, now, U3Header(MsgType.SYNC, conn_id=conn_seen))]
+        return self._ctrl("sync_tx", peer, now, U3Header(MsgType.SYNC, conn_id=conn_seen), phase="sync",
+                          conn_id=conn_seen)
 
     def _on_sync(self, src: str, hdr: U3Header, now: float) -> list[Action]:
         out: list[Action] = [self._log(now, "sync_rx", peer=src, phase="sync", conn_id=hdr.conn_id)]
@@ -413,8 +414,8 @@ class Unicast3(Layer):
         return out
 
     def _send_sync_ok(self, peer: str, low: int, conn_id: int, prev_conn_id: int, now: float) -> list[Action]:
-        return [self._log(now, "sync_tx", peer=peer, phase="sync_ok", seqno=low, conn_id=conn_id),
-                self._ctrl(peer, now, U3Header(MsgType.SYNC_OK, low, conn_id, prev_conn_id=prev_conn_id))]
+        return self._ctrl("sync_tx", peer, now, U3Header(MsgType.SYNC_OK, low, conn_id, prev_conn_id=prev_conn_id),
+                          phase="sync_ok", seqno=low, conn_id=conn_id)
 
     def _on_sync_ok(self, src: str, hdr: U3Header, now: float) -> list[Action]:
         low, conn_id = hdr.seqno, hdr.conn_id
@@ -459,8 +460,8 @@ class Unicast3(Layer):
         return out
 
     def _send_sync_ack(self, peer: str, conn_id: int, now: float) -> list[Action]:
-        return [self._log(now, "sync_tx", peer=peer, phase="sync_ack", conn_id=conn_id),
-                self._ctrl(peer, now, U3Header(MsgType.SYNC_ACK, conn_id=conn_id))]
+        return self._ctrl("sync_tx", peer, now, U3Header(MsgType.SYNC_ACK, conn_id=conn_id), phase="sync_ack",
+                          conn_id=conn_id)
 
     def _on_sync_ack(self, src: str, hdr: U3Header, now: float) -> list[Action]:
         out: list[Action] = [self._log(now, "sync_rx", peer=src, phase="sync_ack", conn_id=hdr.conn_id)]
@@ -588,9 +589,9 @@ class Unicast3(Layer):
                 ask = ask.truncated(cfg.max_xmit_req_seqnos, MAX_XMIT_RANGES)
                 ranges = ask.ranges()
                 self._count("xmit_reqs")
-                out.append(self._log(now, "xmit_req_tx", peer=peer, conn_id=entry.conn_id,
-                                     ranges=[list(r) for r in ranges], count=ask.count()))
-                out.append(self._ctrl(peer, now, U3Header(MsgType.XMIT_REQ, conn_id=entry.conn_id, ranges=ranges)))
+                out.extend(self._ctrl("xmit_req_tx", peer, now,
+                                      U3Header(MsgType.XMIT_REQ, conn_id=entry.conn_id, ranges=ranges),
+                                      conn_id=entry.conn_id, ranges=[list(r) for r in ranges], count=ask.count()))
         for peer in sorted(self._first_seqno_pending):
             out.extend(self._send_first_seqno(peer, now))
         self._first_seqno_pending.clear()
@@ -610,8 +611,8 @@ class Unicast3(Layer):
         for peer, entry in list(self.send_table.items()):
             if self._reap(entry, "send", now, out):
                 del self.send_table[peer]
-                out.append(self._log(now, "close_tx", peer=peer, conn_id=entry.conn_id))
-                out.append(self._ctrl(peer, now, U3Header(MsgType.CLOSE, conn_id=entry.conn_id)))
+                out.extend(self._ctrl("close_tx", peer, now, U3Header(MsgType.CLOSE, conn_id=entry.conn_id),
+                                      conn_id=entry.conn_id))
                 continue
             if entry.awaiting_sync_ack:
                 if now - entry.sync_started >= self.config.sync_timeout:
