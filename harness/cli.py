@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import platform
 import shutil
 import subprocess
@@ -357,7 +358,26 @@ def doctor_report() -> dict[str, tuple[bool | str, str]]:
     toxi = shutil.which("toxiproxy-server")
     report["toxiproxy-server"] = (True, toxi) if toxi else (
         False, "not on PATH (Toxiproxy is TCP-only; the in-process fault layer covers UDP)")
+    report["spark pipeline"] = _spark_status()
     return report
+
+
+def _spark_status() -> tuple[bool, str]:
+    """analyze/campaign need pyspark (the `pipeline` extra) and a Java runtime for its JVM."""
+    try:
+        import pyspark
+    except ImportError:
+        return False, "pyspark not installed (pip install 'splitbrain[pipeline]')"
+    java = shutil.which("java", path=os.path.join(os.environ["JAVA_HOME"], "bin")) \
+        if os.environ.get("JAVA_HOME") else shutil.which("java")
+    if not java:
+        return False, f"pyspark {pyspark.__version__}, but no java on PATH or in JAVA_HOME (Spark 4 needs Java 17+)"
+    try:
+        proc = subprocess.run([java, "-version"], capture_output=True, text=True, timeout=20)
+        version = (proc.stderr or proc.stdout).splitlines()[0].strip()
+    except (OSError, subprocess.TimeoutExpired, IndexError) as exc:
+        return False, f"pyspark {pyspark.__version__}, but {java} -version failed: {exc}"
+    return True, f"pyspark {pyspark.__version__}, {version} ({java})"
 
 
 def _docker_backend_status() -> tuple[bool, str]:

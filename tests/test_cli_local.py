@@ -95,13 +95,15 @@ def test_bad_scenario_and_config_exit_2_before_any_process(tmp_path, capsys):
 
 
 def test_doctor_says_what_and_why(capsys):
-    """doctor: python version, sim/local/docker backends, iptables, tc netem, toxiproxy, each with a reason."""
+    """doctor: python version, sim/local/docker backends, iptables, tc netem, toxiproxy, the Spark
+    pipeline (pyspark + java), each with a reason."""
     assert main(["doctor"]) == 0
     lines = capsys.readouterr().out.splitlines()
     names = [line.split(":", 1)[0] for line in lines]
     assert names == ["python", "backend sim", "backend local", "backend docker", "iptables", "tc netem",
-                     "toxiproxy-server"]
+                     "toxiproxy-server", "spark pipeline"]
     assert lines[1].startswith("backend sim: yes")
+    assert lines[7].startswith("spark pipeline: yes (pyspark ") and "java" in lines[7]  # test extra + Java 17
     assert lines[3].startswith(("backend docker: yes", "backend docker: no ("))
     for line in lines[1:]:
         assert line.endswith(")") and " (" in line, line
@@ -121,7 +123,8 @@ def test_node_command_passes_through(tmp_path, capsys):
     assert "bind" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("argv", [["--help"], ["run", "--help"], ["doctor", "--help"]])
+@pytest.mark.parametrize("argv", [["--help"], ["run", "--help"], ["doctor", "--help"], ["analyze", "--help"],
+                                  ["campaign", "--help"], ["clean", "--help"]])
 def test_help_everywhere(argv, capsys):
     """--help on the command and each subcommand exits 0 with a usage line."""
     with pytest.raises(SystemExit) as exc:
