@@ -254,14 +254,17 @@ def campaign(n: int, work: Path) -> dict:
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--quick", action="store_true", help="100 k and 1 M events, a 50-seed campaign")
-    p.add_argument("--sizes", default=None, help="comma-separated event counts (default 1e6,1e7,5e7)")
+    p.add_argument("--sizes", default=None, help="comma-separated event counts (default 1e6,1e7,5e7; none: only "
+                                                  "the session start and the campaign)")
     p.add_argument("--python-max", type=float, default=5e7, help="largest size the Python checker is timed on")
+    p.add_argument("--ingest-max", type=float, default=5e7, help="largest size ingest (JSONL -> warehouse) is timed on")
     p.add_argument("--campaign", type=int, default=None, help="campaign seeds (default 1000; --quick 50)")
     p.add_argument("--work", default=None, help="scratch directory (default: a temporary one, removed)")
     p.add_argument("--driver-memory", default="8g")
     p.add_argument("--json", default=None, help="also write the results here")
     args = p.parse_args(argv)
-    sizes = [int(float(x)) for x in (args.sizes or ("1e5,1e6" if args.quick else "1e6,1e7,5e7")).split(",")]
+    sizes_text = args.sizes or ("1e5,1e6" if args.quick else "1e6,1e7,5e7")
+    sizes = [] if sizes_text == "none" else [int(float(x)) for x in sizes_text.split(",")]
     seeds = args.campaign or (50 if args.quick else 1000)
     work = Path(args.work) if args.work else Path(tempfile.mkdtemp(prefix="bench-pipeline-"))
     work.mkdir(parents=True, exist_ok=True)
@@ -272,17 +275,18 @@ def main(argv=None) -> int:
               flush=True)
         from pipeline.session import get_spark
 
-        # Warm the JVM (JIT, code generation caches) on a small run, so that the first size is not
-        # charged for it; a real analysis of many runs pays this once too.
-        spark = get_spark("local[2]", driver_memory=args.driver_memory, shuffle_partitions=2)
-        warm = work / "warm-up"
-        shutil.rmtree(warm, ignore_errors=True)
-        warm.mkdir(parents=True)
-        generate(spark, 20_000, warm)
-        spark_from_parquet(spark, warm / "warehouse")
-        spark_from_jsonl(spark, warm / "runs")
-        shutil.rmtree(warm, ignore_errors=True)
-        spark.stop()
+        if sizes:
+            # Warm the JVM (JIT, code generation caches) on a small run, so that the first size is
+            # not charged for it; a real analysis of many runs pays this once too.
+            spark = get_spark("local[2]", driver_memory=args.driver_memory, shuffle_partitions=2)
+            warm = work / "warm-up"
+            shutil.rmtree(warm, ignore_errors=True)
+            warm.mkdir(parents=True)
+            generate(spark, 20_000, warm)
+            spark_from_parquet(spark, warm / "warehouse")
+            spark_from_jsonl(spark, warm / "runs")
+            shutil.rmtree(warm, ignore_errors=True)
+            spark.stop()
         for size in sizes:
             d = work / f"size-{size}"
             shutil.rmtree(d, ignore_errors=True)
@@ -297,8 +301,9 @@ def main(argv=None) -> int:
             print(f"  spark parquet {info['spark_parquet_s']:.1f} s", flush=True)
             info["spark_jsonl_s"], _ = spark_from_jsonl(spark, d / "runs")
             print(f"  spark jsonl {info['spark_jsonl_s']:.1f} s", flush=True)
-            info["ingest_s"] = spark_ingest(spark, d / "runs", d / "warehouse2")
-            print(f"  ingest {info['ingest_s']:.1f} s", flush=True)
+            if size <= args.ingest_max:
+                info["ingest_s"] = spark_ingest(spark, d / "runs", d / "warehouse2")
+                print(f"  ingest {info['ingest_s']:.1f} s", flush=True)
             info["failed_runs"] = sum(1 for v in verdicts if v.outcome != "passed")
             spark.stop()
             if size <= args.python_max:
@@ -336,7 +341,7 @@ def print_tables(results: dict) -> None:
                  f"{s['spark_parquet_s']:.1f}", f"{n / s['spark_parquet_s']:,.0f}",
                  f"{py:.1f}" if py else "not run", f"{n / py:,.0f}" if py else "-",
                  f"{py / s['spark_parquet_s']:.2f}x" if py else "-", f"{py / s['spark_jsonl_s']:.2f}x" if py else "-",
-                 f"{s['ingest_s']:.1f}", str(s.get("agree", "-"))]
+                 f"{s['ingest_s']:.1f}" if "ingest_s" in s else "not run", str(s.get("agree", "-"))]
         print("| " + " | ".join(cells) + " |")
     c = results.get("campaign")
     if c:

@@ -36,6 +36,10 @@ QUIET_CONF = {
     # Partition values are run ids: strings, never guessed to be numbers or dates.
     "spark.sql.sources.partitionColumnTypeInference.enabled": "false",
     "spark.sql.sources.partitionOverwriteMode": "dynamic",
+    # The small tables the checks broadcast (lives, windows, heals) are computed from the whole
+    # events table; on tens of millions of freshly parsed lines that takes longer than the
+    # default 300 s, which would fail the job (measured: 50 M JSONL events on 2 cores).
+    "spark.sql.broadcastTimeout": "36000",
 }
 
 
