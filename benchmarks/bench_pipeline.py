@@ -258,14 +258,14 @@ def main(argv=None) -> int:
                                                   "the session start and the campaign)")
     p.add_argument("--python-max", type=float, default=5e7, help="largest size the Python checker is timed on")
     p.add_argument("--ingest-max", type=float, default=5e7, help="largest size ingest (JSONL -> warehouse) is timed on")
-    p.add_argument("--campaign", type=int, default=None, help="campaign seeds (default 1000; --quick 50)")
+    p.add_argument("--campaign", type=int, default=None, help="campaign seeds (default 1000; --quick 50; 0: none)")
     p.add_argument("--work", default=None, help="scratch directory (default: a temporary one, removed)")
     p.add_argument("--driver-memory", default="8g")
     p.add_argument("--json", default=None, help="also write the results here")
     args = p.parse_args(argv)
     sizes_text = args.sizes or ("1e5,1e6" if args.quick else "1e6,1e7,5e7")
     sizes = [] if sizes_text == "none" else [int(float(x)) for x in sizes_text.split(",")]
-    seeds = args.campaign or (50 if args.quick else 1000)
+    seeds = args.campaign if args.campaign is not None else (50 if args.quick else 1000)
     work = Path(args.work) if args.work else Path(tempfile.mkdtemp(prefix="bench-pipeline-"))
     work.mkdir(parents=True, exist_ok=True)
     results: dict = {"sizes": [], "machine": {"cpus": os.cpu_count(), "load_1m_at_start": os.getloadavg()[0]}}
@@ -315,8 +315,9 @@ def main(argv=None) -> int:
             shutil.rmtree(d, ignore_errors=True)
             if args.json:
                 Path(args.json).write_text(json.dumps(results, indent=1))
-        results["campaign"] = campaign(seeds, work)
-        print(f"campaign: {results['campaign']}", flush=True)
+        if seeds:
+            results["campaign"] = campaign(seeds, work)
+            print(f"campaign: {results['campaign']}", flush=True)
     finally:
         if not args.work:
             shutil.rmtree(work, ignore_errors=True)
