@@ -30,6 +30,7 @@ from harness.backends.docker import DockerBackend, leftovers, owner_label  # noq
 from harness.eventlog import read_events  # noqa: E402
 from harness.rundir import run_scenario  # noqa: E402
 from harness.scenario import load_scenario  # noqa: E402
+from tests.leaks import processes_naming  # noqa: E402
 
 # The plugin is registered as a pytest11 entry point once installed; before that, ask for it here.
 pytest_plugins = [] if any(ep.value == "harness.plugin" for ep in entry_points(group="pytest11")) else ["harness.plugin"]
@@ -250,21 +251,6 @@ def docker_netns() -> set[str]:
         return set(os.listdir("/var/run/docker/netns"))
     except OSError:
         return set()
-
-
-def processes_naming(text: str) -> list[int]:
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-            state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
-        except OSError:
-            continue
-        if text in cmdline and state != "Z":
-            found.append(int(entry.name))
-    return found
 
 
 @pytest.mark.slow

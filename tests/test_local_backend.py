@@ -18,6 +18,7 @@ import pytest
 from harness.backends import NodeStartError, NodeState, get_backend
 from harness.backends.local import LocalBackend, node_ip
 from harness.scenario import parse_scenario
+from tests.leaks import processes_naming
 
 pytestmark = pytest.mark.skipif(not LocalBackend().check()[0], reason="local backend unavailable here")
 
@@ -29,22 +30,6 @@ def scenario(nodes=3, **extra):
             "config": {"xmit_interval": 0.2}, "workload": [{"from": "A", "to": "B", "rate": 50, "count": 20}]}
     data.update(extra)
     return parse_scenario(data)
-
-
-def processes_naming(text: str) -> list[int]:
-    """Pids of live (not zombie) processes whose command line contains `text`."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-            state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
-        except OSError:
-            continue
-        if text in cmdline and state != "Z":
-            found.append(int(entry.name))
-    return found
 
 
 def process_state(pid: int) -> str:

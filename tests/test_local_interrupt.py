@@ -17,26 +17,12 @@ from pathlib import Path
 import pytest
 
 from harness.backends.local import LocalBackend
+from tests.leaks import processes_naming
 
 pytestmark = pytest.mark.skipif(not LocalBackend().check()[0], reason="local backend unavailable here")
 
 ROOT = Path(__file__).resolve().parents[1]
 DEADLINE_S = 60.0
-
-
-def processes_naming(text: str) -> list[int]:
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-            state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
-        except OSError:
-            continue
-        if text in cmdline and state != "Z":
-            found.append(int(entry.name))
-    return found
 
 
 def wait_for(predicate, what: str, proc: subprocess.Popen, timeout_s: float = DEADLINE_S):

@@ -79,6 +79,14 @@ def bad_body(exc: GoJSONError) -> ApiError:
     return ERR_BAD_REQUEST_BODY.joined(str(exc))
 
 
+def decode_body(obj: Any, fields: dict[str, str], into: dict[str, Any], struct: str, go_type: str) -> None:
+    """gojson.decode_struct, answering a decoding error as a bad request body."""
+    try:
+        gojson.decode_struct(obj, fields, into, struct, go_type)
+    except GoJSONError as exc:
+        raise bad_body(exc) from None
+
+
 # ---- middleware -------------------------------------------------------------------------------
 
 
@@ -119,10 +127,7 @@ async def proxy_create(request: web.Request) -> web.Response:
     core = request.app[CORE_KEY]
     body = await read_json(request)
     fields = {"name": "", "listen": "", "upstream": "", "enabled": True}
-    try:
-        gojson.decode_struct(body, PROXY_FIELDS, fields, "Proxy", "toxiproxy.Proxy")
-    except GoJSONError as exc:
-        raise bad_body(exc) from None
+    decode_body(body, PROXY_FIELDS, fields, "Proxy", "toxiproxy.Proxy")
     if not fields["name"]:
         raise ERR_MISSING_FIELD.joined("name")
     if not fields["upstream"]:
@@ -161,10 +166,7 @@ def _decode_populate(body: Any) -> list[dict[str, Any]]:
     items = []
     for entry in body:
         fields = {"name": "", "listen": "", "upstream": "", "enabled": None}
-        try:
-            gojson.decode_struct(entry, PROXY_FIELDS, fields, "Proxy", go_type)
-        except GoJSONError as exc:
-            raise bad_body(exc) from None
+        decode_body(entry, PROXY_FIELDS, fields, "Proxy", go_type)
         items.append(fields)
     for i, fields in enumerate(items, start=1):
         if not fields["name"]:
@@ -187,10 +189,7 @@ async def proxy_update(request: web.Request) -> web.Response:
         proxy = core.get(request.match_info["proxy"])
         body = await read_json(request)
         fields = {"name": proxy.name, "listen": proxy.listen, "upstream": proxy.upstream, "enabled": proxy.enabled}
-        try:
-            gojson.decode_struct(body, PROXY_FIELDS, fields, "Proxy", "toxiproxy.Proxy")
-        except GoJSONError as exc:
-            raise bad_body(exc) from None
+        decode_body(body, PROXY_FIELDS, fields, "Proxy", "toxiproxy.Proxy")
         await proxy.update(fields["listen"], fields["upstream"], fields["enabled"])
         return json_response(proxy.to_json())
 
@@ -220,10 +219,7 @@ async def toxic_create(request: web.Request) -> web.Response:
         proxy = core.get(request.match_info["proxy"])
         body = await read_json(request)
         fields = {"name": "", "type": "", "stream": DOWNSTREAM, "toxicity": 1.0}
-        try:
-            gojson.decode_struct(body, TOXIC_FIELDS, fields, "ToxicWrapper", "toxics.ToxicWrapper")
-        except GoJSONError as exc:
-            raise bad_body(exc) from None
+        decode_body(body, TOXIC_FIELDS, fields, "ToxicWrapper", "toxics.ToxicWrapper")
         direction = parse_direction(fields["stream"])
         if not fields["name"]:
             fields["name"] = f"{fields['type']}_{fields['stream']}"
@@ -233,10 +229,7 @@ async def toxic_create(request: web.Request) -> web.Response:
         if proxy.find_toxic(fields["name"]) is not None:
             raise ERR_TOXIC_ALREADY_EXISTS.new()
         attributes = toxic_type.default_attributes()
-        try:
-            _decode_attributes(body, toxic_type.name, attributes)
-        except GoJSONError as exc:
-            raise bad_body(exc) from None
+        _decode_attributes(body, toxic_type.name, attributes)
         spec = ToxicSpec(
             name=fields["name"],
             type=fields["type"],
@@ -260,33 +253,33 @@ def _attributes_of(body: Any) -> Any:
 def _decode_attributes(body: Any, toxic_type: str, attributes: dict[str, int]) -> None:
     """Decode the body's "attributes" into a toxic's attribute struct (defaults already set)."""
     t = TOXIC_TYPES[toxic_type]
-    gojson.decode_struct(_attributes_of(body), t.fields, attributes, t.go_struct, f"toxics.{t.go_struct}")
+    decode_body(_attributes_of(body), t.fields, attributes, t.go_struct, f"toxics.{t.go_struct}")
+
+
+def _toxic_of(proxy, request: web.Request) -> ToxicSpec:
+    """The toxic the path names, on `proxy`."""
+    spec = proxy.find_toxic(request.match_info["toxic"])
+    if spec is None:
+        raise ERR_TOXIC_NOT_FOUND.new()
+    return spec
 
 
 async def toxic_show(request: web.Request) -> web.Response:
     core = request.app[CORE_KEY]
-    spec = core.get(request.match_info["proxy"]).find_toxic(request.match_info["toxic"])
-    if spec is None:
-        raise ERR_TOXIC_NOT_FOUND.new()
-    return json_response(spec.to_json())
+    return json_response(_toxic_of(core.get(request.match_info["proxy"]), request).to_json())
 
 
 async def toxic_update(request: web.Request) -> web.Response:
     core = request.app[CORE_KEY]
     async with core.lock:
         proxy = core.get(request.match_info["proxy"])
-        spec = proxy.find_toxic(request.match_info["toxic"])
-        if spec is None:
-            raise ERR_TOXIC_NOT_FOUND.new()
+        spec = _toxic_of(proxy, request)
         body = await read_json(request)
         toxic_type = TOXIC_TYPES[spec.type]
         attributes = dict(spec.attributes)
         fields = {"toxicity": spec.toxicity}
-        try:
-            gojson.decode_struct(body, TOXIC_UPDATE_FIELDS, fields, "ToxicWrapper", "toxics.ToxicWrapper")
-            _decode_attributes(body, toxic_type.name, attributes)
-        except GoJSONError as exc:
-            raise bad_body(exc) from None
+        decode_body(body, TOXIC_UPDATE_FIELDS, fields, "ToxicWrapper", "toxics.ToxicWrapper")
+        _decode_attributes(body, toxic_type.name, attributes)
         spec.attributes = attributes
         spec.toxicity = fields["toxicity"]
         await proxy.update_toxic(spec)
@@ -297,9 +290,7 @@ async def toxic_delete(request: web.Request) -> web.Response:
     core = request.app[CORE_KEY]
     async with core.lock:
         proxy = core.get(request.match_info["proxy"])
-        spec = proxy.find_toxic(request.match_info["toxic"])
-        if spec is None:
-            raise ERR_TOXIC_NOT_FOUND.new()
+        spec = _toxic_of(proxy, request)
         await proxy.remove_toxic(spec)
     return no_content()
 

@@ -20,6 +20,13 @@ Contract for implementations:
 - `teardown()` is idempotent, never raises for a node that is already gone, and leaves no
   process, container or temporary file behind, whatever happened before. `with cluster:` calls it.
 
+What every backend does the same way lives in `Cluster`: stop (all nodes against one deadline,
+then a kill), kill, pause, resume, restart, the node_stop events written on a node's behalf, and
+merging each incarnation's `events-inc<N>.jsonl` into `events.jsonl`. A backend supplies the
+hooks (`_spawn`, `_wait_healthy`, `_has_process`, `_send_stop`, `_wait_exit`, `_send_kill`,
+`_freeze`, `_thaw`, `_output`) and, where ending an incarnation needs more than collecting its
+log, `_finish`.
+
 The run clock: every node gets the same `epoch` (a time.time() value) and stamps its events with
 time.time() - epoch; the harness timeline uses the same clock (`cluster.now()`).
 
@@ -34,6 +41,7 @@ from __future__ import annotations
 
 import abc
 import enum
+import json
 import random
 import secrets
 import signal
@@ -45,6 +53,7 @@ from pathlib import Path
 from typing import Iterator
 
 from harness.scenario import Scenario
+from node.events import make_event
 
 from .admin import AdminClient
 
@@ -130,6 +139,12 @@ class Cluster(abc.ABC):
         self.token = self.options.token or secrets.token_hex(16)
         self.nodes: dict[str, NodeHandle] = {}
         self._admins: dict[str, AdminClient] = {}
+        # name -> [(incarnation, part path, spawn time)] of incarnations not yet merged
+        self._parts: dict[str, list[tuple[int, Path, float]]] = {n: [] for n in scenario.nodes}
+        self._synthetic: dict[str, SyntheticEvents] = {n: SyntheticEvents() for n in scenario.nodes}
+        self.exit_codes: dict[str, list[int]] = {n: [] for n in scenario.nodes}
+        self.bad_event_lines = 0
+        self.problems: list[str] = []
         self._torn_down = False
 
     # ---- the run clock ------------------------------------------------------------------------
@@ -190,60 +205,214 @@ class Cluster(abc.ABC):
         """The injector network faults go to when no packet-level one takes them."""
         return "inprocess"
 
-    # ---- lifecycle (implemented by backends) --------------------------------------------------
+    # ---- lifecycle ----------------------------------------------------------------------------
 
     @abc.abstractmethod
     def start(self) -> None:
         """Start every node (incarnation 1) and wait until each answers /health."""
 
-    @abc.abstractmethod
     def stop(self, name: str) -> None:
         """Stop a node gracefully (SIGTERM): it writes final windows and node_stop, then exits."""
+        self._stop_many([name])
 
-    @abc.abstractmethod
+    def stop_all(self) -> list[str]:
+        """Stop every live node gracefully; returns the problems (nodes that had to be killed)."""
+        names = [n for n, h in self.nodes.items() if h.alive]
+        try:
+            self._stop_many(names)
+        except NodeStopError as exc:
+            return [str(exc)]
+        return []
+
+    def _stop_many(self, names: list[str]) -> None:
+        """SIGTERM every node first, then wait for all of them against one deadline."""
+        waiting = []
+        for name in names:
+            handle = self.node(name)
+            if not self._has_process(name) or not handle.alive:
+                continue
+            self._send_stop(name)
+            waiting.append(name)
+        deadline = time.monotonic() + self.options.stop_timeout_s
+        stuck = []
+        for name in waiting:
+            handle = self.nodes[name]
+            code = self._wait_exit(name, max(0.0, deadline - time.monotonic()))
+            if code is None:
+                code = self._send_kill(name)
+                stuck.append(name)
+                self._record_stop(name, "stop_timeout")
+            handle.state = NodeState.DEAD
+            self.exit_codes[name].append(code)
+            self._finish(name)
+        if stuck:
+            raise NodeStopError(f"node(s) {', '.join(stuck)} did not stop within "
+                                f"{self.options.stop_timeout_s:g}s of SIGTERM and were killed")
+
     def kill(self, name: str, reason: str = "kill") -> None:
         """Kill a node at once (SIGKILL): it writes nothing more."""
+        handle = self.node(name)
+        if not self._has_process(name) or not handle.alive:
+            return
+        t = self.now()
+        self.exit_codes[name].append(self._send_kill(name))
+        handle.state = NodeState.DEAD
+        # A killed node writes nothing more: its node_stop comes from the harness.
+        self._record_stop(name, reason, t)
+        self._finish(name)
 
-    @abc.abstractmethod
     def pause(self, name: str) -> None:
         """Freeze a node (SIGSTOP): no timers, no reads; the kernel keeps what arrives."""
+        handle = self.node(name)
+        if handle.state is not NodeState.RUNNING:
+            raise BackendError(f"cannot pause {name}: it is {handle.state.value}")
+        self._freeze(name)
+        handle.state = NodeState.PAUSED
 
-    @abc.abstractmethod
     def resume(self, name: str) -> None:
         """Unfreeze a paused node (SIGCONT)."""
+        handle = self.node(name)
+        if handle.state is not NodeState.PAUSED:
+            raise BackendError(f"cannot resume {name}: it is {handle.state.value}")
+        self._thaw(name)
+        handle.state = NodeState.RUNNING
 
-    @abc.abstractmethod
     def restart(self, name: str) -> None:
         """Kill the node if it lives, then start it with empty state and incarnation + 1."""
+        handle = self.node(name)
+        if handle.alive:
+            self.kill(name, reason="restart")
+        handle.restarts += 1
+        self._spawn(name, handle.incarnation + 1)
+        self._wait_healthy(name)
 
     @abc.abstractmethod
     def check_alive(self) -> None:
         """Raise NodeCrashed if a node the cluster believes alive has exited."""
 
-    @abc.abstractmethod
-    def collect_events(self) -> dict[str, Path]:
-        """Merge every finished incarnation's log into nodes/<name>/events.jsonl; returns the paths."""
+    def _record_stop(self, name: str, reason: str, t: float | None = None) -> None:
+        """A node_stop for the current incarnation, written on its behalf (it cannot write one)."""
+        handle = self.nodes[name]
+        self._synthetic[name].add(handle.incarnation, make_event(
+            self.now() if t is None else t, name, "node", "node_stop", reason=reason,
+            incarnation=handle.incarnation))
+
+    # ---- hooks (implemented by backends) ------------------------------------------------------
 
     @abc.abstractmethod
+    def _spawn(self, name: str, incarnation: int) -> None:
+        """Start one incarnation of a node (without waiting for it) and record its part file."""
+
+    @abc.abstractmethod
+    def _wait_healthy(self, name: str) -> None:
+        """Wait until the node's current incarnation answers /health, or raise NodeStartError."""
+
+    @abc.abstractmethod
+    def _has_process(self, name: str) -> bool:
+        """Whether the node has a process or container of its current incarnation to act on."""
+
+    @abc.abstractmethod
+    def _send_stop(self, name: str) -> None:
+        """Ask a node to stop (SIGTERM), thawing it first if paused; failures are left to the wait."""
+
+    @abc.abstractmethod
+    def _wait_exit(self, name: str, timeout_s: float) -> int | None:
+        """The node's exit code once it has exited, or None when it still runs after timeout_s."""
+
+    @abc.abstractmethod
+    def _send_kill(self, name: str) -> int:
+        """Kill a node (SIGKILL), wait until it is gone and return its exit code."""
+
+    @abc.abstractmethod
+    def _freeze(self, name: str) -> None:
+        """Suspend a running node."""
+
+    @abc.abstractmethod
+    def _thaw(self, name: str) -> None:
+        """Let a suspended node run again."""
+
+    @abc.abstractmethod
+    def _output(self, name: str, lines: int) -> str | None:
+        """The end of a node's own output (log_tail keeps `lines` lines); None when there is none."""
+
+    def _finish(self, name: str) -> None:
+        """A node's incarnation has ended: bring its event log home."""
+        self._collect(name)
+
+    # ---- event logs ---------------------------------------------------------------------------
+
+    def _node_dir(self, name: str) -> Path:
+        path = self.run_dir / "nodes" / name
+        path.mkdir(parents=True, exist_ok=True)
+        return path
+
+    def _collect(self, name: str) -> None:
+        """Append every finished incarnation's log to nodes/<name>/events.jsonl."""
+        handle = self.nodes[name]
+        keep = []
+        for incarnation, part, spawned_at in self._parts[name]:
+            if incarnation == handle.incarnation and handle.alive:
+                keep.append((incarnation, part, spawned_at))
+                continue
+            events = self._read_part(part)
+            if not any(ev.get("kind") == "node_start" for ev in events):
+                events.insert(0, make_event(spawned_at, name, "node", "node_start", incarnation=incarnation))
+            events.extend(self._synthetic[name].pop(incarnation))
+            with open(self._node_dir(name) / "events.jsonl", "a", encoding="utf-8") as out:
+                for ev in events:
+                    out.write(json.dumps(ev, separators=(",", ":")))
+                    out.write("\n")
+            try:
+                part.unlink(missing_ok=True)
+            except PermissionError:  # pragma: no cover - a run dir a container's user made read-only
+                pass
+        self._parts[name] = keep
+
+    def _read_part(self, part: Path) -> list[dict]:
+        events = []
+        try:
+            text = part.read_text(encoding="utf-8", errors="replace")
+        except FileNotFoundError:
+            return events
+        for line in text.splitlines():
+            if not line.strip():
+                continue
+            try:
+                ev = json.loads(line)
+            except json.JSONDecodeError:
+                # A node killed in the middle of a write leaves half a line at the end.
+                self.bad_event_lines += 1
+                continue
+            if isinstance(ev, dict) and isinstance(ev.get("t"), (int, float)):
+                events.append(ev)
+            else:
+                self.bad_event_lines += 1
+        return events
+
+    def collect_events(self) -> dict[str, Path]:
+        """Merge every finished incarnation's log into nodes/<name>/events.jsonl; returns the paths."""
+        paths = {}
+        for name in self.nodes:
+            self._collect(name)
+            path = self._node_dir(name) / "events.jsonl"
+            path.touch()
+            paths[name] = path
+        return paths
+
+    no_output = "    (no output)"  # what log_tail says for a node without any output
+
     def log_tail(self, name: str, lines: int = 20) -> str:
-        """The last lines of a node's own output (for error messages)."""
+        """The last lines of a node's own output, indented (for error messages)."""
+        text = self._output(name, lines)
+        if text is None:
+            return self.no_output
+        return "\n".join("    " + line for line in text.splitlines()[-lines:]) or "    (empty)"
+
+    # ---- teardown -----------------------------------------------------------------------------
 
     @abc.abstractmethod
     def _teardown(self) -> None:
         """Stop every node and release every resource; called once by teardown()."""
-
-    # ---- teardown -----------------------------------------------------------------------------
-
-    def stop_all(self) -> list[str]:
-        """Stop every live node gracefully; returns the problems (a node that had to be killed)."""
-        problems = []
-        for name, handle in self.nodes.items():
-            if handle.alive:
-                try:
-                    self.stop(name)
-                except BackendError as exc:
-                    problems.append(str(exc))
-        return problems
 
     def teardown(self) -> None:
         """Stop everything and release every resource. Idempotent; signals wait until it is done."""

@@ -59,7 +59,6 @@ import importlib.machinery
 import importlib.util
 import io
 import ipaddress
-import json
 import os
 import random
 import secrets
@@ -81,7 +80,6 @@ import yaml
 from docker.types import EndpointConfig, IPAMConfig, IPAMPool
 
 from harness.scenario import Scenario
-from node.events import make_event
 
 from .admin import AdminError
 from .base import (
@@ -95,8 +93,6 @@ from .base import (
     NodeHandle,
     NodeStartError,
     NodeState,
-    NodeStopError,
-    SyntheticEvents,
     signals_deferred,
 )
 
@@ -441,11 +437,6 @@ class DockerCluster(Cluster):
         self.proxies: dict[tuple[str, str], tuple[str, int]] = {}  # (src, dst) -> (proxy name, listen port)
         self._ips: dict[str, str] = {}
         self._containers: dict[str, Any] = {}  # node -> container of its current incarnation
-        self._parts: dict[str, list[tuple[int, Path, float]]] = {n: [] for n in scenario.nodes}
-        self._synthetic: dict[str, SyntheticEvents] = {n: SyntheticEvents() for n in scenario.nodes}
-        self.exit_codes: dict[str, list[int]] = {n: [] for n in scenario.nodes}
-        self.bad_event_lines = 0
-        self.problems: list[str] = []
         self.timings: dict[str, float] = {}
         self._injectors: list[FaultInjector] | None = None
         self._last_alive_check = 0.0
@@ -630,11 +621,6 @@ class DockerCluster(Cluster):
                 peers[peer] = f"{self._ips[peer]}:{PROTOCOL_PORT}"
         return peers
 
-    def _node_dir(self, name: str) -> Path:
-        path = self.run_dir / "nodes" / name
-        path.mkdir(parents=True, exist_ok=True)
-        return path
-
     def _spawn(self, name: str, incarnation: int) -> None:
         handle = self.nodes[name]
         node_dir = self._node_dir(name)
@@ -740,61 +726,34 @@ class DockerCluster(Cluster):
                     f"{last}); container {container.name} output:\n{self.log_tail(name)}")
             time.sleep(HEALTH_POLL_S)
 
-    # ---- lifecycle ----------------------------------------------------------------------------
+    # ---- lifecycle (the hooks Cluster's stop, kill, pause and resume use) ---------------------
 
-    def stop(self, name: str) -> None:
-        self._stop_many([name])
+    def _has_process(self, name: str) -> bool:
+        return name in self._containers
 
-    def stop_all(self) -> list[str]:
-        names = [n for n, h in self.nodes.items() if h.alive]
+    def _send_stop(self, name: str) -> None:
+        container = self._containers[name]
         try:
-            self._stop_many(names)
-        except NodeStopError as exc:
-            return [str(exc)]
-        return []
+            if self.nodes[name].state is NodeState.PAUSED:
+                container.unpause()
+            container.kill(signal="SIGTERM")
+        except docker.errors.APIError:
+            pass  # it is gone or exiting: the wait that follows tells
 
-    def _stop_many(self, names: list[str]) -> None:
-        """SIGTERM every container first, then wait for all of them against one deadline."""
-        waiting = []
-        for name in names:
-            handle = self.node(name)
-            container = self._containers.get(name)
-            if container is None or not handle.alive:
-                continue
-            try:
-                if handle.state is NodeState.PAUSED:
-                    container.unpause()
-                container.kill(signal="SIGTERM")
-            except docker.errors.APIError:
-                pass  # it is gone or exiting: the wait below tells
-            waiting.append(name)
-        deadline = time.monotonic() + self.options.stop_timeout_s
-        stuck = []
-        for name in waiting:
-            container = self._containers[name]
-            handle = self.nodes[name]
-            code = self._wait_exit(container, max(0.1, deadline - time.monotonic()))
-            if code is None:
-                self._force_kill(container)
-                code = self._wait_exit(container, 30.0)
-                stuck.append(name)
-                self._synthetic[name].add(handle.incarnation, make_event(
-                    self.now(), name, "node", "node_stop", reason="stop_timeout", incarnation=handle.incarnation))
-            handle.state = NodeState.DEAD
-            self.exit_codes[name].append(code if code is not None else -1)
-            self._finish(name)
-        if stuck:
-            raise NodeStopError(f"node(s) {', '.join(stuck)} did not stop within "
-                                f"{self.options.stop_timeout_s:g}s of SIGTERM and were killed")
-
-    @staticmethod
-    def _wait_exit(container, timeout_s: float) -> int | None:
+    def _wait_exit(self, name: str, timeout_s: float) -> int | None:
+        container = self._containers[name]
         try:
-            return int(container.wait(timeout=timeout_s).get("StatusCode", -1))
+            # requests refuses a timeout of 0.
+            return int(container.wait(timeout=max(0.1, timeout_s)).get("StatusCode", -1))
         except (requests.exceptions.ReadTimeout, requests.exceptions.ConnectionError):
             return None
         except docker.errors.NotFound:
             return -1
+
+    def _send_kill(self, name: str) -> int:
+        self._force_kill(self._containers[name])
+        code = self._wait_exit(name, 30.0)
+        return code if code is not None else -1
 
     @staticmethod
     def _force_kill(container) -> None:
@@ -808,42 +767,13 @@ class DockerCluster(Cluster):
                 except docker.errors.APIError:
                     pass
 
-    def kill(self, name: str, reason: str = "kill") -> None:
-        handle = self.node(name)
-        container = self._containers.get(name)
-        if container is None or not handle.alive:
-            return
-        t = self.now()
-        self._force_kill(container)
-        code = self._wait_exit(container, 30.0)
-        self.exit_codes[name].append(code if code is not None else -1)
-        handle.state = NodeState.DEAD
-        # A killed container writes nothing more: its node_stop comes from the harness.
-        self._synthetic[name].add(handle.incarnation, make_event(
-            t, name, "node", "node_stop", reason=reason, incarnation=handle.incarnation))
-        self._finish(name)
-
-    def pause(self, name: str) -> None:
-        handle = self.node(name)
-        if handle.state is not NodeState.RUNNING:
-            raise BackendError(f"cannot pause {name}: it is {handle.state.value}")
+    def _freeze(self, name: str) -> None:
         self._containers[name].pause()
-        handle.state = NodeState.PAUSED
 
-    def resume(self, name: str) -> None:
-        handle = self.node(name)
-        if handle.state is not NodeState.PAUSED:
-            raise BackendError(f"cannot resume {name}: it is {handle.state.value}")
+    def _thaw(self, name: str) -> None:
         self._containers[name].unpause()
-        handle.state = NodeState.RUNNING
 
-    def restart(self, name: str) -> None:
-        handle = self.node(name)
-        if handle.alive:
-            self.kill(name, reason="restart")
-        handle.restarts += 1
-        self._spawn(name, handle.incarnation + 1)
-        self._wait_healthy(name)
+    # ---- liveness -----------------------------------------------------------------------------
 
     def check_alive(self) -> None:
         now = time.monotonic()
@@ -865,10 +795,9 @@ class DockerCluster(Cluster):
                 continue
             handle = self.nodes[name]
             handle.state = NodeState.DEAD
-            code = self._wait_exit(container, 5.0)
+            code = self._wait_exit(name, 5.0)
             self.exit_codes[name].append(code if code is not None else -1)
-            self._synthetic[name].add(handle.incarnation, make_event(
-                self.now(), name, "node", "node_stop", reason="crashed", incarnation=handle.incarnation))
+            self._record_stop(name, "crashed")
             tail = self.log_tail(name)
             self._finish(name)
             raise NodeCrashed(f"node {name} (incarnation {handle.incarnation}) exited unexpectedly with code "
@@ -954,72 +883,17 @@ class DockerCluster(Cluster):
                     extracted = tar.extractfile(member)
                     part.write_bytes(extracted.read() if extracted is not None else b"")
 
-    def _collect(self, name: str) -> None:
-        """Append every finished incarnation's log to nodes/<name>/events.jsonl."""
-        handle = self.nodes[name]
-        keep = []
-        for incarnation, part, spawned_at in self._parts[name]:
-            if incarnation == handle.incarnation and handle.alive:
-                keep.append((incarnation, part, spawned_at))
-                continue
-            events = self._read_part(part)
-            if not any(ev.get("kind") == "node_start" for ev in events):
-                events.insert(0, make_event(spawned_at, name, "node", "node_start", incarnation=incarnation))
-            events.extend(self._synthetic[name].pop(incarnation))
-            with open(self._node_dir(name) / "events.jsonl", "a", encoding="utf-8") as out:
-                for ev in events:
-                    out.write(json.dumps(ev, separators=(",", ":")))
-                    out.write("\n")
-            try:
-                part.unlink(missing_ok=True)
-            except PermissionError:  # pragma: no cover - a run dir the node's user made read-only
-                pass
-        self._parts[name] = keep
-
-    def _read_part(self, part: Path) -> list[dict]:
-        events = []
-        try:
-            text = part.read_text(encoding="utf-8", errors="replace")
-        except FileNotFoundError:
-            return events
-        for line in text.splitlines():
-            if not line.strip():
-                continue
-            try:
-                ev = json.loads(line)
-            except json.JSONDecodeError:
-                self.bad_event_lines += 1  # half a line at the end of a killed node's log
-                continue
-            if isinstance(ev, dict) and isinstance(ev.get("t"), (int, float)):
-                events.append(ev)
-            else:
-                self.bad_event_lines += 1
-        return events
-
-    def collect_events(self) -> dict[str, Path]:
-        paths = {}
-        for name in self.nodes:
-            self._collect(name)
-            path = self._node_dir(name) / "events.jsonl"
-            path.touch()
-            paths[name] = path
-        return paths
-
-    def log_tail(self, name: str, lines: int = 20) -> str:
+    def _output(self, name: str, lines: int) -> str | None:
         container = self._containers.get(name)
-        text = None
         if container is not None:
             try:
-                text = container.logs(tail=lines).decode("utf-8", errors="replace")
+                return container.logs(tail=lines).decode("utf-8", errors="replace")
             except docker.errors.APIError:
-                text = None
-        if text is None:
-            path = self.run_dir / "nodes" / name / "node.log"
-            try:
-                text = path.read_text(encoding="utf-8", errors="replace")
-            except FileNotFoundError:
-                return "    (no output)"
-        return "\n".join("    " + line for line in text.splitlines()[-lines:]) or "    (empty)"
+                pass
+        try:
+            return (self.run_dir / "nodes" / name / "node.log").read_text(encoding="utf-8", errors="replace")
+        except FileNotFoundError:
+            return None
 
     @staticmethod
     def _container_tail(container, lines: int = 20) -> str:
@@ -1043,11 +917,9 @@ class DockerCluster(Cluster):
                         handle = self.nodes[name]
                         if handle.alive:
                             self._force_kill(container)
-                            self._wait_exit(container, 10.0)
+                            self._wait_exit(name, 10.0)
                             handle.state = NodeState.DEAD
-                            self._synthetic[name].add(handle.incarnation, make_event(
-                                self.now(), name, "node", "node_stop", reason="teardown_kill",
-                                incarnation=handle.incarnation))
+                            self._record_stop(name, "teardown_kill")
                             self._finish(name)
                 if self.toxiproxy is not None and not self.keep:
                     self._save_toxiproxy_output()

@@ -27,14 +27,12 @@ from __future__ import annotations
 import atexit
 import ctypes
 import errno
-import json
 import os
 import random
 import signal
 import socket
 import subprocess
 import sys
-import time
 import weakref
 from pathlib import Path
 
@@ -42,7 +40,6 @@ import yaml
 from tenacity import RetryError, Retrying, retry_if_exception_type, stop_after_delay, wait_fixed
 
 from harness.scenario import Scenario
-from node.events import make_event
 
 from .admin import AdminError
 from .base import (
@@ -55,7 +52,6 @@ from .base import (
     NodeHandle,
     NodeStartError,
     NodeState,
-    NodeStopError,
     SyntheticEvents,
     signals_deferred,
 )
@@ -166,12 +162,6 @@ class LocalCluster(Cluster):
         self.backend = backend
         self._env = backend._env()
         self._procs: dict[str, subprocess.Popen] = {}
-        # name -> [(incarnation, part path, spawn time)] of incarnations not yet merged
-        self._parts: dict[str, list[tuple[int, Path, float]]] = {n: [] for n in scenario.nodes}
-        self._synthetic: dict[str, SyntheticEvents] = {n: SyntheticEvents() for n in scenario.nodes}
-        self.exit_codes: dict[str, list[int]] = {n: [] for n in scenario.nodes}
-        self.bad_event_lines = 0
-        self.problems: list[str] = []
         self.subnet = self._pick_subnet()
         self._make_handles()
         _LIVE_CLUSTERS.add(self)
@@ -231,11 +221,6 @@ class LocalCluster(Cluster):
                 path.unlink(missing_ok=True)
             self._parts[name] = []
             self._synthetic[name] = SyntheticEvents()
-
-    def _node_dir(self, name: str) -> Path:
-        path = self.run_dir / "nodes" / name
-        path.mkdir(parents=True, exist_ok=True)
-        return path
 
     def _spawn(self, name: str, incarnation: int) -> None:
         handle = self.nodes[name]
@@ -303,87 +288,36 @@ class LocalCluster(Cluster):
                 f"{last[0]}); tail of {self._node_dir(name) / 'node.log'}:\n{self.log_tail(name)}"
             ) from None
 
-    # ---- lifecycle ----------------------------------------------------------------------------
+    # ---- lifecycle (the hooks Cluster's stop, kill, pause and resume use) ---------------------
 
-    def stop(self, name: str) -> None:
-        self._stop_many([name])
+    def _has_process(self, name: str) -> bool:
+        return name in self._procs
 
-    def stop_all(self) -> list[str]:
-        names = [n for n, h in self.nodes.items() if h.alive]
+    def _send_stop(self, name: str) -> None:
+        proc = self._procs[name]
+        if self.nodes[name].state is NodeState.PAUSED:
+            _killpg(proc, signal.SIGCONT)
+        _killpg(proc, signal.SIGTERM)
+
+    def _wait_exit(self, name: str, timeout_s: float) -> int | None:
         try:
-            self._stop_many(names)
-        except NodeStopError as exc:
-            return [str(exc)]
-        return []
+            return self._procs[name].wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            return None
 
-    def _stop_many(self, names: list[str]) -> None:
-        """SIGTERM every node first, then wait for all of them against one deadline."""
-        waiting = []
-        for name in names:
-            handle = self.node(name)
-            proc = self._procs.get(name)
-            if proc is None or not handle.alive:
-                continue
-            if handle.state is NodeState.PAUSED:
-                _killpg(proc, signal.SIGCONT)
-            _killpg(proc, signal.SIGTERM)
-            waiting.append(name)
-        deadline = time.monotonic() + self.options.stop_timeout_s
-        stuck = []
-        for name in waiting:
-            proc = self._procs[name]
-            handle = self.nodes[name]
-            try:
-                proc.wait(timeout=max(0.0, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                _killpg(proc, signal.SIGKILL)
-                _reap(proc)
-                stuck.append(name)
-                self._synthetic[name].add(handle.incarnation, make_event(
-                    self.now(), name, "node", "node_stop", reason="stop_timeout", incarnation=handle.incarnation))
-            handle.state = NodeState.DEAD
-            self.exit_codes[name].append(proc.returncode)
-            self._collect(name)
-        if stuck:
-            raise NodeStopError(f"node(s) {', '.join(stuck)} did not stop within "
-                                f"{self.options.stop_timeout_s:g}s of SIGTERM and were killed")
-
-    def kill(self, name: str, reason: str = "kill") -> None:
-        handle = self.node(name)
-        proc = self._procs.get(name)
-        if proc is None or not handle.alive:
-            return
-        t = self.now()
+    def _send_kill(self, name: str) -> int:
+        proc = self._procs[name]
         _killpg(proc, signal.SIGKILL)
         _reap(proc)
-        self.exit_codes[name].append(proc.returncode)
-        handle.state = NodeState.DEAD
-        # A killed process writes nothing more: its node_stop comes from the harness.
-        self._synthetic[name].add(handle.incarnation, make_event(
-            t, name, "node", "node_stop", reason=reason, incarnation=handle.incarnation))
-        self._collect(name)
+        return proc.returncode
 
-    def pause(self, name: str) -> None:
-        handle = self.node(name)
-        if handle.state is not NodeState.RUNNING:
-            raise BackendError(f"cannot pause {name}: it is {handle.state.value}")
+    def _freeze(self, name: str) -> None:
         _killpg(self._procs[name], signal.SIGSTOP)
-        handle.state = NodeState.PAUSED
 
-    def resume(self, name: str) -> None:
-        handle = self.node(name)
-        if handle.state is not NodeState.PAUSED:
-            raise BackendError(f"cannot resume {name}: it is {handle.state.value}")
+    def _thaw(self, name: str) -> None:
         _killpg(self._procs[name], signal.SIGCONT)
-        handle.state = NodeState.RUNNING
 
-    def restart(self, name: str) -> None:
-        handle = self.node(name)
-        if handle.alive:
-            self.kill(name, reason="restart")
-        handle.restarts += 1
-        self._spawn(name, handle.incarnation + 1)
-        self._wait_healthy(name)
+    # ---- liveness -----------------------------------------------------------------------------
 
     def check_alive(self) -> None:
         for name, handle in self.nodes.items():
@@ -392,8 +326,7 @@ class LocalCluster(Cluster):
                 continue
             handle.state = NodeState.DEAD
             self.exit_codes[name].append(proc.returncode)
-            self._synthetic[name].add(handle.incarnation, make_event(
-                self.now(), name, "node", "node_stop", reason="crashed", incarnation=handle.incarnation))
+            self._record_stop(name, "crashed")
             self._collect(name)
             raise NodeCrashed(f"node {name} (incarnation {handle.incarnation}) exited unexpectedly with code "
                               f"{proc.returncode}; tail of {self._node_dir(name) / 'node.log'}:\n"
@@ -403,68 +336,20 @@ class LocalCluster(Cluster):
         """Process ids of the current incarnations (for tests and diagnostics)."""
         return {name: proc.pid for name, proc in self._procs.items()}
 
-    # ---- event logs ---------------------------------------------------------------------------
+    # ---- output -------------------------------------------------------------------------------
 
-    def _collect(self, name: str) -> None:
-        """Append every finished incarnation's log to nodes/<name>/events.jsonl."""
-        handle = self.nodes[name]
-        keep = []
-        for incarnation, part, spawned_at in self._parts[name]:
-            if incarnation == handle.incarnation and handle.alive:
-                keep.append((incarnation, part, spawned_at))
-                continue
-            events = self._read_part(part)
-            if not any(ev.get("kind") == "node_start" for ev in events):
-                events.insert(0, make_event(spawned_at, name, "node", "node_start", incarnation=incarnation))
-            events.extend(self._synthetic[name].pop(incarnation))
-            with open(self._node_dir(name) / "events.jsonl", "a", encoding="utf-8") as out:
-                for ev in events:
-                    out.write(json.dumps(ev, separators=(",", ":")))
-                    out.write("\n")
-            part.unlink(missing_ok=True)
-        self._parts[name] = keep
+    no_output = "(no node.log)"
 
-    def _read_part(self, part: Path) -> list[dict]:
-        events = []
-        try:
-            text = part.read_text(encoding="utf-8", errors="replace")
-        except FileNotFoundError:
-            return events
-        for line in text.splitlines():
-            if not line.strip():
-                continue
-            try:
-                ev = json.loads(line)
-            except json.JSONDecodeError:
-                # A node killed in the middle of a write leaves half a line at the end.
-                self.bad_event_lines += 1
-                continue
-            if isinstance(ev, dict) and isinstance(ev.get("t"), (int, float)):
-                events.append(ev)
-            else:
-                self.bad_event_lines += 1
-        return events
-
-    def collect_events(self) -> dict[str, Path]:
-        paths = {}
-        for name in self.nodes:
-            self._collect(name)
-            path = self._node_dir(name) / "events.jsonl"
-            path.touch()
-            paths[name] = path
-        return paths
-
-    def log_tail(self, name: str, lines: int = 20) -> str:
+    def _output(self, name: str, lines: int) -> str | None:
         path = self.run_dir / "nodes" / name / "node.log"
         try:
             with open(path, "rb") as f:
                 f.seek(0, os.SEEK_END)
                 size = f.tell()
                 f.seek(max(0, size - 16_384))
-                text = f.read().decode("utf-8", errors="replace")
+                return f.read().decode("utf-8", errors="replace")
         except FileNotFoundError:
-            return "(no node.log)"
-        return "\n".join("    " + line for line in text.splitlines()[-lines:]) or "    (empty)"
+            return None
 
     # ---- teardown -----------------------------------------------------------------------------
 
@@ -482,9 +367,7 @@ class LocalCluster(Cluster):
                 handle = self.nodes.get(name)
                 if handle is not None and handle.alive:
                     handle.state = NodeState.DEAD
-                    self._synthetic[name].add(handle.incarnation, make_event(
-                        self.now(), name, "node", "node_stop", reason="teardown_kill",
-                        incarnation=handle.incarnation))
+                    self._record_stop(name, "teardown_kill")
             try:
                 self.collect_events()
             finally:
