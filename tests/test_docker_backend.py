@@ -32,7 +32,7 @@ from harness.backends.docker import (  # noqa: E402
     leftovers,
     owner_label,
 )
-from harness.plugin import cluster_scenario  # noqa: E402
+from harness.plugin import cluster_scenario, eventually  # noqa: E402
 from harness.scenario import load_scenario  # noqa: E402
 
 pytestmark = [pytest.mark.docker, pytest.mark.timeout(900)]
@@ -63,17 +63,6 @@ def nothing_left(client, cluster_id: str) -> None:
 
 def read_events(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-
-
-def wait_for(predicate, what: str, timeout_s: float = DEADLINE_S, every_s: float = 0.05):
-    deadline = time.monotonic() + timeout_s
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout_s:g}s waiting for {what} (last: {value!r})")
-        time.sleep(every_s)
 
 
 def test_cluster_lifecycle_names_labels_addresses_and_files(docker_backend, tmp_path):
@@ -113,7 +102,8 @@ def test_cluster_lifecycle_names_labels_addresses_and_files(docker_backend, tmp_
         cluster.pause("B")
         assert client.containers.get(f"{cluster.cluster_id}-B-1").status == "paused"
         cluster.resume("B")
-        wait_for(lambda: cluster.admin("B").delivered()["total"] >= 200, "B to deliver 200 messages")
+        eventually(lambda: cluster.admin("B").delivered()["total"] >= 200, timeout=DEADLINE_S,
+                   what="B to deliver 200 messages")
 
         # Graceful stop writes final windows and node_stop itself; restart gets a new container.
         cluster.stop("B")
@@ -229,13 +219,14 @@ def test_ctrl_c_during_a_docker_run_removes_every_container(docker_backend, tmp_
     def up() -> bool:
         if proc.poll() is not None:
             out, err = proc.communicate()
-            raise AssertionError(f"splitbrain exited ({proc.returncode}) early:\n{out}\n{err}")
+            # Not AssertionError: eventually() would retry that; this has to fail at once.
+            raise RuntimeError(f"splitbrain exited ({proc.returncode}) early:\n{out}\n{err}")
         found = [c for c in client.containers.list(filters={"label": "splitbrain.role=node"})
                  if c.labels.get(mine, "").split(":")[1:2] == [str(proc.pid)]]
         return len(found) == 3
 
     try:
-        wait_for(up, "the three node containers of the run", every_s=0.2)
+        eventually(up, timeout=DEADLINE_S, interval=0.2, what="the three node containers of the run")
         time.sleep(1.0)  # let the workload start
         proc.send_signal(signal.SIGINT)
         out, err = proc.communicate(timeout=120)

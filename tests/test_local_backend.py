@@ -10,13 +10,13 @@ from __future__ import annotations
 import json
 import os
 import tempfile
-import time
 from pathlib import Path
 
 import pytest
 
 from harness.backends import NodeStartError, NodeState, get_backend
 from harness.backends.local import LocalBackend, node_ip
+from harness.plugin import eventually
 from harness.scenario import parse_scenario
 from tests.leaks import processes_naming
 
@@ -34,17 +34,6 @@ def scenario(nodes=3, **extra):
 
 def process_state(pid: int) -> str:
     return (Path("/proc") / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()[0]
-
-
-def wait_for(predicate, what: str, timeout_s: float = DEADLINE_S, every_s: float = 0.05):
-    deadline = time.monotonic() + timeout_s
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout_s:g}s waiting for {what}")
-        time.sleep(every_s)
 
 
 def lifecycle_events(path: Path) -> list[tuple]:
@@ -76,9 +65,11 @@ def test_lifecycle_kill_restart_pause_resume(tmp_path):
 
         b = cluster.pids()["B"]
         cluster.pause("B")
-        wait_for(lambda: process_state(b) == "T", "B to be stopped (SIGSTOP)")
+        eventually(lambda: process_state(b) == "T", timeout=DEADLINE_S, interval=0.05,
+                   what="B to be stopped (SIGSTOP)")
         cluster.resume("B")
-        wait_for(lambda: process_state(b) != "T", "B to run again (SIGCONT)")
+        eventually(lambda: process_state(b) != "T", timeout=DEADLINE_S, interval=0.05,
+                   what="B to run again (SIGCONT)")
         assert cluster.admin("B").health()["status"] == "ok"
         assert len(processes_naming(str(run_dir))) == 3
 
