@@ -1,24 +1,38 @@
 """Plain-Python checkers over a merged event log (schema in node/events.py).
 
-Four checks, each a function from a list of events to a CheckResult:
+A checker never takes the protocol's word. It judges from what the applications sent and
+delivered (application ids "sender:stream:n" embedded in payloads, never protocol seqnos), from
+node lifecycles (node_start / node_stop) and from the harness's own fault timeline. The only
+protocol events it reads are the sender's acks and the receiver's window closures, and only to
+narrow an excuse (see no_duplicates), never to widen one.
 
-A connection is (receive-window lifetime, conn_id): a receive window created anew (a
-`conn_state` event with reason "new_window:...") starts a new one, as a re-keying sync changes
-only the conn_id.
-
-- fifo: per (receiver, receiver incarnation, sender, connection, stream) the app n of successive
-  deliveries strictly increases. Gaps are loss and equal n is a duplicate; neither is reported here.
-- no_duplicates: per (receiver, receiver incarnation, sender, connection) each app id is delivered
-  at most once. An app id delivered again by the same incarnation on another connection is what a
-  resync legitimately does after the receiver discarded its window: counted, never a failure.
-- no_loss: every app message sent X->Y is delivered at Y (any incarnation of Y), unless X or Y is
-  dead at the end of the run or X restarted after sending it (its send window was lost).
+- fifo: per (receiver, sender, stream) the app n of successive deliveries strictly increases.
+  The sequence starts afresh only where the receiver really discarded its window for that sender
+  (see "discards" below); a re-key by SYNC on a live window starts nothing.
+- no_duplicates: an app id is delivered once per receiver. A second delivery is excused only when
+  the receiver's window for that sender was discarded after the first delivery AND the sender had
+  not seen the message acked when it came again (a message the sender saw acked is purged and can
+  legitimately never come back). Excused redeliveries are counted with their cause.
+- no_loss: a message sent X->Y is owed once X (in the incarnation that sent it) and Y (in any one
+  incarnation) have been up and connected for `recovery_bound_s` after it was sent: both alive,
+  neither paused, and no fault cutting X->Y or Y->X (the `links` of the timeline's faults). What
+  happens later (a kill, a restart) excuses nothing. Owed messages must be delivered at Y (any
+  incarnation); the others are excused and counted by why.
 - windows_synced: every final send window at X for Y (both alive at the end) matches Y's final
   recv window for X: same conn_id, Y's highest delivered == X's highest sent == X's highest acked.
+  A node alive at the end must report a final snapshot of each window its conn_state events left
+  open (windows reaped by the protocol are not expected).
+- no_errors: no `error` event (an exception inside a protocol layer: a bug of ours).
 
-Application ids ("sender:stream:n", see node.message) are used rather than protocol seqnos, so the
-checks do not trust the protocol they judge. Every check is a single pass over the log with dicts
-keyed by tuples, so it stays linear on logs of millions of events.
+Discards: the receiver R's window for sender S is discarded when R (re)starts, or when R logs its
+receive window for S CLOSED (reaped after leaving the view, or a CLOSE received).
+
+A check that judged nothing (no deliveries, no owed message, no window pair, no node event) is
+*vacuous*: it does not pass (passed=False, vacuous=True) and says what it found nothing of, so a run
+can never pass on an empty log. Every result carries `judged`, the number of things it judged.
+
+Every check is a single pass over the log with dicts keyed by tuples, so it stays linear on logs of
+millions of events.
 """
 
 from __future__ import annotations
@@ -32,6 +46,9 @@ from node.message import parse_app_id
 # How many examples a failure keeps in its details (and names in its explanation).
 FIRST_FEW = 5
 LOST_IDS_SHOWN = 10
+# no_loss: the default recovery bound when a caller gives none (UNICAST3's defaults: 8 x
+# xmit_interval 0.5 s + ack_min_interval 0.5 s; scenarios resolve theirs from the protocol).
+DEFAULT_RECOVERY_BOUND_S = 4.5
 
 _LIFECYCLE = ("node_start", "node_stop")
 # The node_stop reason of a node stopped gracefully at the end of a live run (node/runtime).
@@ -39,16 +56,32 @@ GRACEFUL_STOP = "stop"
 # Data-plane events that prove a node held protocol state and so owed a final window snapshot.
 _TRAFFIC = frozenset(("send", "deliver", "ack_tx", "ack_rx"))
 _HARNESS = "harness"
+_CLOSED = "CLOSED"
+# Why a message was not owed (no_loss), in the order they are tested and reported.
+EXCUSES = ("sender_lost_window", "receiver_dead", "cut_at_end", "too_little_time")
+_EXCUSE_TEXT = {
+    "sender_lost_window": "sender died or restarted before it could recover them",
+    "receiver_dead": "receiver dead at the end",
+    "cut_at_end": "link still cut at the end",
+    "too_little_time": "sent or healed less than the recovery bound before the end",
+}
+# Why a redelivery was excused (no_duplicates).
+REDELIVERY_CAUSES = ("receiver_restarted", "window_closed")
 
 
 @dataclass(frozen=True)
 class CheckResult:
-    """The verdict of one check: passed or not, one short sentence for a person, and details."""
+    """The verdict of one check: passed or not, one short sentence for a person, and details.
+
+    `judged` counts what the check examined; `vacuous` is true when that is nothing, in which case
+    `passed` is False: a check that saw nothing has proved nothing."""
 
     name: str
     passed: bool
     explanation: str
     details: dict = field(default_factory=dict)
+    judged: int = 0
+    vacuous: bool = False
 
     def to_dict(self) -> dict:
         return {
@@ -56,7 +89,14 @@ class CheckResult:
             "passed": self.passed,
             "explanation": self.explanation,
             "details": self.details,
+            "judged": self.judged,
+            "vacuous": self.vacuous,
         }
+
+
+def vacuous_result(name: str, nothing: str, details: dict) -> CheckResult:
+    """The result of a check that judged nothing (`nothing` says of what)."""
+    return CheckResult(name, False, f"judged nothing: {nothing}", details, judged=0, vacuous=True)
 
 
 # ---- shared helpers ---------------------------------------------------------------------------
@@ -78,18 +118,6 @@ class _Lives:
         self.starts: dict[str, int] = {}
         self.last: dict[str, str] = {}
         self.last_reason: dict[str, str | None] = {}
-        self.windows: dict[tuple[str, str], int] = {}
-
-    def observe_window(self, ev: dict) -> None:
-        """A receive window created anew (reason "new_window:...") starts a new connection: a
-        protocol promises exactly-once and FIFO per connection, and a receiver that discarded its
-        window (view change, close, restart of the sender) legitimately receives messages again."""
-        if ev.get("side") == "recv" and str(ev.get("reason", "")).startswith("new_window"):
-            key = (ev["node"], ev.get("peer"))
-            self.windows[key] = self.windows.get(key, 0) + 1
-
-    def connection(self, receiver: str, sender: str, conn_id) -> tuple:
-        return (self.windows.get((receiver, sender), 0), conn_id)
 
     def observe(self, ev: dict) -> None:
         node, kind = ev["node"], ev["kind"]
@@ -111,18 +139,6 @@ class _Lives:
         return self.last.get(node) == "node_stop" and self.last_reason.get(node) != GRACEFUL_STOP
 
 
-def _deliveries(events: list[dict], lives: _Lives):
-    """The deliver events with an app id, in time order, keeping `lives` up to date on the way."""
-    for ev in _ordered(events):
-        kind = ev["kind"]
-        if kind in _LIFECYCLE:
-            lives.observe(ev)
-        elif kind == "conn_state":
-            lives.observe_window(ev)
-        elif kind == "deliver" and "app" in ev:
-            yield ev
-
-
 def _parse_app(ev: dict) -> tuple[str, int, int]:
     try:
         return parse_app_id(ev["app"])
@@ -130,6 +146,10 @@ def _parse_app(ev: dict) -> tuple[str, int, int]:
         raise ValueError(
             f"{ev['kind']} at {ev['node']} t={ev['t']} has a malformed app id {ev['app']!r}"
         ) from None
+
+
+def _sender_of(ev: dict) -> str:
+    return ev.get("peer") or _parse_app(ev)[0]
 
 
 def _fmt_t(t: float | None) -> str:
@@ -140,32 +160,108 @@ def _link(sender: str, receiver: str) -> str:
     return f"{sender}->{receiver}"
 
 
+def _is_harness(ev: dict) -> bool:
+    return ev["node"] == _HARNESS or ev["proto"] == _HARNESS
+
+
+# ---- discards and acks: what may legitimately come twice --------------------------------------
+
+
+class _Redeliveries:
+    """Walks a log and says, for each delivery, whether it repeats an earlier one and whether the
+    repeat is excused (see the module docstring). Shared by fifo and no_duplicates."""
+
+    def __init__(self) -> None:
+        self.lives = _Lives()
+        # (receiver, sender) -> number of CLOSED receive windows; receiver -> number of starts.
+        self._closed: dict[tuple[str, str], int] = {}
+        # (sender, receiver) -> current send-window lifetime (a new one restarts seqnos at 1).
+        self._lifetime: dict[tuple[str, str], int] = {}
+        # (sender, receiver, app) -> (lifetime, seqno), from the sender's send events.
+        self._sent: dict[tuple[str, str, str], tuple[int, int]] = {}
+        # (sender, receiver, lifetime) -> highest seqno the sender saw acked.
+        self._acked: dict[tuple[str, str, int], int] = {}
+
+    def epoch(self, receiver: str, sender: str) -> tuple[int, int]:
+        """Advances exactly when the receiver's window for the sender was discarded."""
+        return (self.lives.starts.get(receiver, 0), self._closed.get((receiver, sender), 0))
+
+    def acked(self, sender: str, receiver: str, app: str) -> bool:
+        where = self._sent.get((sender, receiver, app))
+        if where is None:
+            return False
+        return self._acked.get((sender, receiver, where[0]), 0) >= where[1]
+
+    def deliveries(self, events: list[dict]):
+        """The deliver events with an app id, in time order, keeping the state up to date."""
+        for ev in _ordered(events):
+            kind = ev["kind"]
+            if kind == "deliver":
+                if "app" in ev:
+                    yield ev
+            elif kind == "send":
+                peer, app = ev.get("peer"), ev.get("app")
+                if peer is not None and app is not None and "seqno" in ev:
+                    key = (ev["node"], peer)
+                    self._sent[(ev["node"], peer, app)] = (self._lifetime.get(key, 0), ev["seqno"])
+            elif kind == "ack_rx":
+                peer = ev.get("peer")
+                if peer is not None and "seqno" in ev:
+                    key = (ev["node"], peer, self._lifetime.get((ev["node"], peer), 0))
+                    if ev["seqno"] > self._acked.get(key, 0):
+                        self._acked[key] = ev["seqno"]
+            elif kind == "conn_state":
+                self._observe_conn_state(ev)
+            elif kind in _LIFECYCLE:
+                self.lives.observe(ev)
+                if kind == "node_start":
+                    # A new process has new send windows: its seqnos start again at 1.
+                    node = ev["node"]
+                    for key in [k for k in self._lifetime if k[0] == node]:
+                        self._lifetime[key] += 1
+
+    def _observe_conn_state(self, ev: dict) -> None:
+        peer = ev.get("peer")
+        if peer is None:
+            return
+        key = (ev["node"], peer)
+        if ev.get("side") == "recv" and ev.get("state") == _CLOSED:
+            self._closed[key] = self._closed.get(key, 0) + 1
+        elif ev.get("side") == "send" and ev.get("reason") == "created":
+            self._lifetime[key] = self._lifetime.get(key, 0) + 1
+
+    @staticmethod
+    def cause(before: tuple[int, int], now: tuple[int, int]) -> str:
+        return "receiver_restarted" if now[0] != before[0] else "window_closed"
+
+
 # ---- fifo -------------------------------------------------------------------------------------
 
 
 def check_fifo(events: list[dict]) -> CheckResult:
-    """Successive deliveries of one stream on one connection carry strictly increasing app n."""
-    lives = _Lives()
-    highest: dict[tuple, int] = {}
+    """Successive deliveries of one stream carry strictly increasing app n, between discards."""
+    walk = _Redeliveries()
+    # (receiver, sender, origin, stream) -> (epoch, highest n delivered in that epoch)
+    highest: dict[tuple, tuple[tuple[int, int], int]] = {}
     violations: list[dict] = []
     count = delivered = 0
-    for ev in _deliveries(events, lives):
+    for ev in walk.deliveries(events):
         delivered += 1
         origin, stream, n = _parse_app(ev)
-        receiver, sender, conn_id = ev["node"], ev.get("peer", origin), ev.get("conn_id")
-        incarnation = lives.incarnation_of(receiver)
-        key = (receiver, incarnation, sender, lives.connection(receiver, sender, conn_id), origin, stream)
+        receiver, sender = ev["node"], ev.get("peer", origin)
+        epoch = walk.epoch(receiver, sender)
+        key = (receiver, sender, origin, stream)
         prev = highest.get(key)
-        if prev is None or n > prev:
-            highest[key] = n
-        elif n < prev:
+        if prev is None or prev[0] != epoch or n > prev[1]:
+            highest[key] = (epoch, n)
+        elif n < prev[1]:
             # Compare with the highest n so far, so 5,3,4 reports both 3 and 4 as out of order.
             count += 1
             if len(violations) < FIRST_FEW:
                 violations.append(
-                    {"receiver": receiver, "incarnation": incarnation, "sender": sender,
-                     "conn_id": conn_id, "stream": stream, "app": ev["app"],
-                     "after": f"{origin}:{stream}:{prev}", "t": ev["t"]}
+                    {"receiver": receiver, "incarnation": walk.lives.incarnation_of(receiver), "sender": sender,
+                     "conn_id": ev.get("conn_id"), "stream": stream, "app": ev["app"],
+                     "after": f"{origin}:{stream}:{prev[1]}", "t": ev["t"]}
                 )
     return fifo_result(delivered, count, violations)
 
@@ -173,136 +269,271 @@ def check_fifo(events: list[dict]) -> CheckResult:
 def fifo_result(delivered: int, count: int, violations: list[dict]) -> CheckResult:
     """fifo's verdict from its tallies (shared with the Spark pipeline, so both read alike)."""
     details = {"deliveries": delivered, "violations": count, "first": violations}
+    if not delivered:
+        return vacuous_result("fifo", "no delivery with an application id", details)
     if not count:
-        return CheckResult("fifo", True, f"{delivered} deliveries in FIFO order", details)
+        return CheckResult("fifo", True, f"{delivered} deliveries in FIFO order", details, judged=delivered)
     v = violations[0]
     explanation = (
         f"receiver {v['receiver']} (incarnation {v['incarnation']}) delivered {v['app']} after "
         f"{v['after']} from {v['sender']} (conn {v['conn_id']}, stream {v['stream']}) at "
-        f"{_fmt_t(v['t'])}; {count} FIFO violation(s) in total"
+        f"{_fmt_t(v['t'])} with no discard of its window in between; {count} FIFO violation(s) in total"
     )
-    return CheckResult("fifo", False, explanation, details)
+    return CheckResult("fifo", False, explanation, details, judged=delivered)
 
 
 # ---- no_duplicates ----------------------------------------------------------------------------
 
 
 def check_no_duplicates(events: list[dict]) -> CheckResult:
-    """Each app id is delivered at most once per receiver incarnation, sender and connection."""
-    lives = _Lives()
-    # (receiver, incarnation, sender, app) -> ((conn_id, first delivery t), ...): nearly always
-    # one pair, a second one only after a resync under a new conn_id.
-    seen: dict[tuple, tuple[tuple, ...]] = {}
+    """Each app id is delivered once per receiver, unless excused by a discard of an unacked one."""
+    walk = _Redeliveries()
+    # (receiver, sender, app) -> (epoch of the latest delivery, t of the first)
+    seen: dict[tuple, tuple[tuple[int, int], float]] = {}
     duplicates: list[dict] = []
-    count = redelivered = delivered = 0
-    for ev in _deliveries(events, lives):
+    causes = dict.fromkeys(REDELIVERY_CAUSES, 0)
+    count = delivered = 0
+    for ev in walk.deliveries(events):
         delivered += 1
         receiver, app = ev["node"], ev["app"]
-        sender = ev.get("peer") or _parse_app(ev)[0]
-        conn_id = lives.connection(receiver, sender, ev.get("conn_id"))
-        incarnation = lives.incarnation_of(receiver)
-        key = (receiver, incarnation, sender, app)
-        pairs = seen.get(key)
-        if pairs is None:
-            seen[key] = ((conn_id, ev["t"]),)
+        sender = _sender_of(ev)
+        epoch = walk.epoch(receiver, sender)
+        key = (receiver, sender, app)
+        prev = seen.get(key)
+        if prev is None:
+            seen[key] = (epoch, ev["t"])
             continue
-        first_t = next((t for c, t in pairs if c == conn_id), None)
-        if first_t is None:
-            seen[key] = pairs + ((conn_id, ev["t"]),)
-            # Count app ids, not deliveries: the second conn_id is the one that makes it a reset.
-            if len(pairs) == 1:
-                redelivered += 1
+        discarded = prev[0] != epoch
+        acked = walk.acked(sender, receiver, app)
+        if discarded and not acked:
+            causes[walk.cause(prev[0], epoch)] += 1
+            seen[key] = (epoch, prev[1])
             continue
         count += 1
         if len(duplicates) < FIRST_FEW:
+            why = ("its window was discarded in between, but the sender had seen it acked" if discarded
+                   else "no discard of its window in between")
             duplicates.append(
-                {"receiver": receiver, "incarnation": incarnation, "sender": sender,
-                 "conn_id": conn_id[1], "window": conn_id[0], "app": app, "first_t": first_t, "t": ev["t"]}
+                {"receiver": receiver, "incarnation": walk.lives.incarnation_of(receiver), "sender": sender,
+                 "conn_id": ev.get("conn_id"), "app": app, "first_t": prev[1], "t": ev["t"], "why": why}
             )
-    return no_duplicates_result(delivered, count, duplicates, redelivered)
+    return no_duplicates_result(delivered, count, duplicates, causes)
 
 
-def no_duplicates_result(delivered: int, count: int, duplicates: list[dict], redelivered: int) -> CheckResult:
+def no_duplicates_result(delivered: int, count: int, duplicates: list[dict], causes: dict) -> CheckResult:
     """no_duplicates' verdict from its tallies (shared with the Spark pipeline)."""
+    redelivered = sum(causes.values())
     details = {"deliveries": delivered, "duplicates": count, "first": duplicates,
-               "redelivered_after_reset": redelivered}
+               "redelivered_after_reset": redelivered, "redelivered_by_cause": causes}
+    if not delivered:
+        return vacuous_result("no_duplicates", "no delivery with an application id", details)
     if not count:
         explanation = f"no duplicates among {delivered} deliveries"
         if redelivered:
-            explanation += f" ({redelivered} app id(s) redelivered under a new conn_id after a reset)"
-        return CheckResult("no_duplicates", True, explanation, details)
+            why = ", ".join(f"{n} {cause.replace('_', ' ')}" for cause, n in causes.items() if n)
+            explanation += (f" ({redelivered} unacked app id(s) legitimately redelivered after the receiver "
+                            f"discarded its window: {why})")
+        return CheckResult("no_duplicates", True, explanation, details, judged=delivered)
     d = duplicates[0]
     explanation = (
         f"receiver {d['receiver']} (incarnation {d['incarnation']}) delivered {d['app']} from "
-        f"{d['sender']} twice on conn {d['conn_id']}, at {_fmt_t(d['first_t'])} and "
-        f"{_fmt_t(d['t'])}; {count} duplicate delivery(ies) in total"
+        f"{d['sender']} twice, at {_fmt_t(d['first_t'])} and {_fmt_t(d['t'])} ({d['why']}); "
+        f"{count} duplicate delivery(ies) in total"
     )
-    return CheckResult("no_duplicates", False, explanation, details)
+    return CheckResult("no_duplicates", False, explanation, details, judged=delivered)
 
 
 # ---- no_loss ----------------------------------------------------------------------------------
 
 
-def check_no_loss(events: list[dict]) -> CheckResult:
-    """Every app message sent X->Y is delivered at Y, unless excused by a death or a restart."""
-    lives = _Lives()
-    # (sender, receiver, app) -> sender's start count when it sent; a later start lost the window.
-    sent: dict[tuple[str, str, str], int] = {}
+@dataclass
+class _Life:
+    start: float
+    end: float | None = None
+    graceful: bool = False
+
+
+class Connectivity:
+    """When each pair of nodes was up and connected, from lifecycles and the fault timeline.
+
+    A node's lives are numbered by its starts (0 for a node whose log shows no start). A pair
+    (X, Y) is connected while both are alive and no fault cuts X->Y or Y->X: recovery needs both
+    directions (acks, retransmission requests and resync travel back). Faults say which directed
+    links they cut in their `links` field (a partition, a pause, total loss, an unbounded drop)."""
+
+    def __init__(self, events: list[dict]) -> None:
+        self.end_t = events[-1]["t"] if events else 0.0
+        self.lives: dict[str, list[_Life]] = {}
+        # The change points, in log order: (t, node or link, what).
+        self._changes: list[tuple[float, object, str]] = []
+        nodes: set[str] = set()
+        for ev in events:
+            kind, node = ev["kind"], ev["node"]
+            if kind in _LIFECYCLE:
+                self._changes.append((ev["t"], node, kind))
+                lives = self.lives.setdefault(node, [])
+                if kind == "node_start":
+                    lives.append(_Life(ev["t"]))
+                elif lives and lives[-1].end is None:
+                    lives[-1].end, lives[-1].graceful = ev["t"], ev.get("reason") == GRACEFUL_STOP
+                elif not lives:
+                    # A stop before any start: the node was up from the beginning.
+                    lives.append(_Life(float("-inf"), ev["t"], ev.get("reason") == GRACEFUL_STOP))
+            elif kind in ("fault_on", "fault_off") and _is_harness(ev):
+                for link in ev.get("links") or ():
+                    src, _, dst = link.partition("->")
+                    self._changes.append((ev["t"], (src, dst), "cut" if kind == "fault_on" else "uncut"))
+            elif node != _HARNESS:
+                nodes.add(node)
+        for node in nodes:
+            self.lives.setdefault(node, [_Life(float("-inf"))])
+        self._intervals: dict[tuple[str, str], list[tuple[float, float, int, int]]] = {}
+        self._excuses: dict[tuple[str, str, int], str] = {}
+
+    def intervals(self, x: str, y: str) -> list[tuple[float, float, int, int]]:
+        """Maximal intervals (start, end, life of x, life of y) during which x and y are connected."""
+        cached = self._intervals.get((x, y))
+        if cached is None:
+            cached = self._sweep(x, y)
+            self._intervals[(x, y)] = cached
+            self._intervals[(y, x)] = [(a, b, ly, lx) for a, b, lx, ly in cached]
+        return cached
+
+    def _sweep(self, x: str, y: str) -> list[tuple[float, float, int, int]]:
+        alive, life, cuts = {}, {}, {(x, y): 0, (y, x): 0}
+        for n in (x, y):
+            lives = self.lives.get(n, ())
+            alive[n] = bool(lives) and lives[0].start == float("-inf")
+            life[n] = 0
+        out: list[tuple[float, float, int, int]] = []
+        since: float | None = float("-inf") if alive[x] and alive[y] else None
+        for t, who, what in self._changes:
+            if what in ("cut", "uncut"):
+                if who not in cuts:
+                    continue
+                cuts[who] = cuts[who] + 1 if what == "cut" else max(0, cuts[who] - 1)
+            elif who in alive:
+                if since is not None:
+                    # Any start or stop of either ends the interval: a restart is a new life.
+                    out.append((since, t, life[x], life[y]))
+                    since = None
+                if what == "node_start":
+                    life[who] += 1
+                alive[who] = what == "node_start"
+            else:
+                continue
+            connected = alive[x] and alive[y] and not cuts[(x, y)] and not cuts[(y, x)]
+            if connected and since is None:
+                since = t
+            elif not connected and since is not None:
+                out.append((since, t, life[x], life[y]))
+                since = None
+        if since is not None:
+            out.append((since, self.end_t, life[x], life[y]))
+        return [iv for iv in out if iv[1] > iv[0]]
+
+    def owed_until(self, sender: str, receiver: str, bound: float) -> dict[int, float]:
+        """Per life of the sender, the latest send time of a message that is owed: one with at
+        least `bound` of connection after it, within that life of the sender."""
+        out: dict[int, float] = {}
+        for a, b, life_s, _life_r in self.intervals(sender, receiver):
+            if b - a >= bound:
+                out[life_s] = max(out.get(life_s, float("-inf")), b - bound)
+        return out
+
+    def excuse(self, sender: str, receiver: str, life_s: int) -> str:
+        """Why a message sent in the sender's life `life_s` was not owed (one of EXCUSES)."""
+        key = (sender, receiver, life_s)
+        why = self._excuses.get(key)
+        if why is None:
+            why = self._excuses[key] = self._excuse(sender, receiver, life_s)
+        return why
+
+    def _excuse(self, sender: str, receiver: str, life_s: int) -> str:
+        lives = self.lives.get(sender, ())
+        index = life_s - (0 if lives and lives[0].start == float("-inf") else 1)
+        if 0 <= index < len(lives):
+            life = lives[index]
+            if life.end is not None and not life.graceful:
+                return "sender_lost_window"
+        rlives = self.lives.get(receiver, ())
+        if rlives and rlives[-1].end is not None and not rlives[-1].graceful:
+            return "receiver_dead"
+        ivs = self.intervals(sender, receiver)
+        if not ivs or ivs[-1][1] < self.end_t:
+            return "cut_at_end"
+        return "too_little_time"
+
+
+def check_no_loss(events: list[dict], recovery_bound_s: float = DEFAULT_RECOVERY_BOUND_S) -> CheckResult:
+    """Every message owed (see the module docstring) is delivered at its receiver."""
+    events = _ordered(events)
+    conn = Connectivity(events)
+    # (sender, receiver) -> [(app, t_sent, sender's life)], in send order.
+    sent: dict[tuple[str, str], list[tuple[str, float, int]]] = defaultdict(list)
     delivered: set[tuple[str, str, str]] = set()
     last_deliver_link: dict[tuple[str, str], float] = {}
     last_deliver: float | None = None
-    for ev in _ordered(events):
+    starts: dict[str, int] = {}  # a node's life is the number of its starts so far
+    for ev in events:
         kind = ev["kind"]
-        if kind in _LIFECYCLE:
-            lives.observe(ev)
+        if kind == "node_start":
+            starts[ev["node"]] = starts.get(ev["node"], 0) + 1
         elif kind == "send" and "app" in ev and "peer" in ev:
-            sent[(ev["node"], ev["peer"], ev["app"])] = lives.starts.get(ev["node"], 0)
+            sent[(ev["node"], ev["peer"])].append((ev["app"], ev["t"], starts.get(ev["node"], 0)))
         elif kind == "deliver" and "app" in ev:
-            sender = ev.get("peer") or _parse_app(ev)[0]
+            sender = _sender_of(ev)
             delivered.add((sender, ev["node"], ev["app"]))
             last_deliver_link[(sender, ev["node"])] = last_deliver = ev["t"]
 
-    excused = {"dead_at_end": 0, "sender_restarted": 0}
+    total = 0
+    excused = dict.fromkeys(EXCUSES, 0)
     # Per link: count and the first app ids, so a link losing millions stays cheap to report.
     lost_count: dict[tuple[str, str], int] = defaultdict(int)
     lost_first: dict[tuple[str, str], list[str]] = defaultdict(list)
-    for (sender, receiver, app), starts in sent.items():
-        if lives.dead(sender) or lives.dead(receiver):
-            excused["dead_at_end"] += 1
-        elif lives.starts.get(sender, 0) > starts:
-            excused["sender_restarted"] += 1
-        elif (sender, receiver, app) not in delivered:
-            lost_count[(sender, receiver)] += 1
-            if len(lost_first[(sender, receiver)]) < LOST_IDS_SHOWN:
-                lost_first[(sender, receiver)].append(app)
+    for (sender, receiver), msgs in sent.items():
+        total += len(msgs)
+        owed_until = conn.owed_until(sender, receiver, recovery_bound_s)
+        for app, t, life in msgs:
+            if t > owed_until.get(life, float("-inf")):
+                excused[conn.excuse(sender, receiver, life)] += 1
+            elif (sender, receiver, app) not in delivered:
+                lost_count[(sender, receiver)] += 1
+                if len(lost_first[(sender, receiver)]) < LOST_IDS_SHOWN:
+                    lost_first[(sender, receiver)].append(app)
 
     lost = {_link(*link): {"count": count, "first": lost_first[link],
                            "last_deliver_t": last_deliver_link.get(link)}
             for link, count in lost_count.items()}
-    return no_loss_result(len(sent), excused, last_deliver, lost)
+    return no_loss_result(total, excused, last_deliver, lost, recovery_bound_s)
 
 
-def no_loss_result(sent: int, excused: dict, last_deliver: float | None, lost: dict) -> CheckResult:
+def no_loss_result(sent: int, excused: dict, last_deliver: float | None, lost: dict,
+                   recovery_bound_s: float) -> CheckResult:
     """no_loss' verdict from its tallies (shared with the Spark pipeline): `lost` maps a link
     "X->Y" to its count, first app ids and last delivery time, in the order to report them."""
     checked = sent - sum(excused.values())
-    details: dict = {"sent": sent, "checked": checked, "excused": excused,
+    details: dict = {"sent": sent, "checked": checked, "excused": excused, "recovery_bound_s": recovery_bound_s,
                      "last_deliver_t": last_deliver, "lost": lost}
+    not_owed = "; ".join(f"{n} {_EXCUSE_TEXT[why]}" for why, n in excused.items() if n)
+    if not checked:
+        nothing = (f"none of {sent} sent messages was owed ({not_owed})" if sent
+                   else "no message with an application id was sent")
+        return vacuous_result("no_loss", nothing, details)
     if not lost:
-        explanation = f"all {checked} checked messages delivered"
-        if checked != sent:
-            explanation += (f" (not checked: {excused['dead_at_end']} to or from a node dead at "
-                            f"end, {excused['sender_restarted']} sent before a sender restart)")
-        return CheckResult("no_loss", True, explanation, details)
+        explanation = f"all {checked} owed messages delivered (owed: {recovery_bound_s:g}s of connection after sending)"
+        if not_owed:
+            explanation += f"; {sent - checked} not owed: {not_owed}"
+        return CheckResult("no_loss", True, explanation, details, judged=checked)
     total = sum(info["count"] for info in lost.values())
     parts = [
         f"{name}: {info['count']} never delivered (first {' '.join(info['first'])}; "
         f"last delivery on this link {_fmt_t(info['last_deliver_t'])})"
         for name, info in details["lost"].items()
     ]
-    explanation = (f"{total} message(s) lost: " + "; ".join(parts)
+    explanation = (f"{total} of {checked} owed message(s) lost: " + "; ".join(parts)
                    + f"; last delivery anywhere {_fmt_t(last_deliver)}")
-    return CheckResult("no_loss", False, explanation, details)
+    return CheckResult("no_loss", False, explanation, details, judged=checked)
 
 
 # ---- windows_synced ---------------------------------------------------------------------------
@@ -339,14 +570,18 @@ def check_windows_synced(events: list[dict]) -> CheckResult:
     last_deliver: dict[tuple[str, str], float] = {}  # (sender, receiver) -> t
     last_ack_rx: dict[tuple[str, str], float] = {}  # (sender, receiver) -> t
     traffic_since_start: set[str] = set()
-    reported: set[str] = set()
-    last_heal = 0.0
+    # node -> {(side, peer): open?} from conn_state since the node's last start.
+    open_windows: dict[str, dict[tuple[str, str], bool]] = {}
+    reported: dict[str, set[tuple[str, str]]] = defaultdict(set)
+    last_heal: float | None = None
     for ev in _ordered(events):
         kind, node = ev["kind"], ev["node"]
         if kind in _LIFECYCLE:
             lives.observe(ev)
             # A restarted node lost its windows, so only traffic after the last start counts.
             traffic_since_start.discard(node)
+            if kind == "node_start":
+                open_windows.pop(node, None)
             continue
         if kind in _TRAFFIC:
             traffic_since_start.add(node)
@@ -354,8 +589,10 @@ def check_windows_synced(events: list[dict]) -> CheckResult:
             last_deliver[(ev["peer"], node)] = ev["t"]
         elif kind == "ack_rx" and "peer" in ev:
             last_ack_rx[(node, ev["peer"])] = ev["t"]
+        elif kind == "conn_state" and "peer" in ev and ev.get("side") in ("send", "recv"):
+            open_windows.setdefault(node, {})[(ev["side"], ev["peer"])] = ev.get("state") != _CLOSED
         elif kind == "window" and ev.get("final") and "peer" in ev:
-            reported.add(node)
+            reported[node].add((ev.get("side"), ev["peer"]))
             if ev.get("side") == "send":
                 send_windows[(node, ev["peer"])] = ev
             elif ev.get("side") == "recv":
@@ -372,7 +609,7 @@ def check_windows_synced(events: list[dict]) -> CheckResult:
         recv = recv_windows.get((sender, receiver))
         problem = pair_problem(sender, receiver, send, recv)
         sync_time = None
-        if problem is None:
+        if problem is None and last_heal is not None:
             moved = max(last_deliver.get((sender, receiver), 0.0),
                         last_ack_rx.get((sender, receiver), 0.0))
             sync_time = max(0.0, moved - last_heal)
@@ -386,53 +623,119 @@ def check_windows_synced(events: list[dict]) -> CheckResult:
         _link(*link) for link in recv_windows
         if link not in send_windows and not lives.dead(link[0]) and not lives.dead(link[1])
     )
-    silent = sorted(n for n in traffic_since_start if not lives.dead(n) and n not in reported)
+    silent = []
+    for node in sorted(traffic_since_start):
+        if lives.dead(node):
+            continue
+        windows = open_windows.get(node)
+        if windows is None:
+            # No conn_state since its start: at least one final window is owed.
+            missing = not reported.get(node)
+        else:
+            # Windows the protocol reaped (CLOSED) are not expected at the end.
+            missing = any(is_open and key not in reported.get(node, ()) for key, is_open in windows.items())
+        if missing:
+            silent.append(node)
     return windows_synced_result(pairs, silent, skipped_dead, stale_recv, last_heal)
 
 
 def windows_synced_result(pairs: dict, silent: list[str], skipped_dead: int, stale_recv: list[str],
-                          last_heal: float) -> CheckResult:
+                          last_heal: float | None) -> CheckResult:
     """windows_synced's verdict from the judged pairs (shared with the Spark pipeline): `pairs`
     maps "X->Y" to synced/problem/send/recv/sync_time, in the order to report them."""
     problems = [f"{link} {p['problem']}" for link, p in pairs.items() if p["problem"] is not None]
     if silent:
-        problems.append(f"final windows not reported by {', '.join(silent)} (alive at end, with traffic)")
+        problems.append(f"final windows not reported by {', '.join(silent)} (alive at end, with open windows)")
+    out_of_sync = sum(1 for p in pairs.values() if not p["synced"])
     sync_times = [p["sync_time"] for p in pairs.values() if p["sync_time"] is not None]
     max_sync_time = max(sync_times, default=None)
-    details = {"pairs": pairs, "out_of_sync": len(pairs) - len(sync_times),
+    details = {"pairs": pairs, "out_of_sync": out_of_sync,
                "not_reported": silent, "skipped_dead": skipped_dead, "stale_recv": stale_recv,
                "last_heal_t": last_heal, "max_sync_time": max_sync_time}
     if problems:
-        return CheckResult("windows_synced", False, "; ".join(problems), details)
+        return CheckResult("windows_synced", False, "; ".join(problems), details, judged=len(pairs))
+    if not pairs:
+        nothing = "no final send window of a pair alive at the end"
+        if skipped_dead:
+            nothing += f" ({skipped_dead} pair(s) with a dead end skipped)"
+        return vacuous_result("windows_synced", nothing, details)
     explanation = f"{len(pairs)} pair(s) in sync"
     if max_sync_time is not None:
         explanation += f", max sync time {max_sync_time:.3f}s after last heal at {_fmt_t(last_heal)}"
-    return CheckResult("windows_synced", True, explanation, details)
+    elif last_heal is None:
+        explanation += " (no heal in this run)"
+    return CheckResult("windows_synced", True, explanation, details, judged=len(pairs))
 
 
 def _is_heal(ev: dict) -> bool:
     """A heal in the harness timeline: any fault_off, or a fault_on of the "heal" fault."""
-    if ev["node"] != _HARNESS and ev["proto"] != _HARNESS:
+    if not _is_harness(ev):
         return False
     return ev["kind"] == "fault_off" or (ev["kind"] == "fault_on" and ev.get("fault") == "heal")
 
 
+# ---- no_errors --------------------------------------------------------------------------------
+
+
+def check_no_errors(events: list[dict]) -> CheckResult:
+    """No exception was raised inside a protocol stack (`error` events)."""
+    judged = 0
+    errors: list[dict] = []
+    count = 0
+    for ev in _ordered(events):
+        if _is_harness(ev):
+            continue
+        judged += 1
+        if ev["kind"] == "error":
+            count += 1
+            if len(errors) < FIRST_FEW:
+                errors.append({"node": ev["node"], "t": ev["t"], "reason": ev.get("reason"),
+                               "detail": ev.get("detail")})
+    return no_errors_result(judged, count, errors)
+
+
+def no_errors_result(judged: int, count: int, errors: list[dict]) -> CheckResult:
+    """no_errors' verdict from its tallies (shared with the Spark pipeline)."""
+    details = {"events": judged, "errors": count, "first": errors}
+    if not judged:
+        return vacuous_result("no_errors", "no event from any node", details)
+    if not count:
+        return CheckResult("no_errors", True, f"no internal error in {judged} node events", details, judged=judged)
+    e = errors[0]
+    explanation = (f"{count} internal error(s) in the protocol stack; first at {e['node']} {_fmt_t(e['t'])}: "
+                   f"{e['reason']}")
+    return CheckResult("no_errors", False, explanation, details, judged=judged)
+
+
 # ---- registry ---------------------------------------------------------------------------------
 
-CHECKS: dict[str, Callable[[list[dict]], CheckResult]] = {
+CHECKS: dict[str, Callable[..., CheckResult]] = {
     "fifo": check_fifo,
     "no_duplicates": check_no_duplicates,
     "no_loss": check_no_loss,
     "windows_synced": check_windows_synced,
+    "no_errors": check_no_errors,
 }
 
 
-def run_checks(events: list[dict], names: Iterable[str] | None = None) -> list[CheckResult]:
-    """Run the named checks (all by default) in the given order over one merged event log."""
+def run_checks(events: list[dict], names: Iterable[str] | None = None, *,
+               recovery_bound_s: float | None = None) -> list[CheckResult]:
+    """Run the named checks (all by default) in the given order over one merged event log.
+
+    `recovery_bound_s` is no_loss' bound (default DEFAULT_RECOVERY_BOUND_S); scenarios resolve
+    theirs from the protocol's timers (Scenario.recovery_bound)."""
     names = list(CHECKS) if names is None else list(names)
     unknown = [n for n in names if n not in CHECKS]
     if unknown:
         raise ValueError(f"unknown check(s) {', '.join(map(repr, unknown))}; known: {', '.join(CHECKS)}")
     # Sort once here so that each check's own ordering pass is a cheap linear confirmation.
     ordered = _ordered(events)
-    return [CHECKS[name](ordered) for name in names]
+    bound = DEFAULT_RECOVERY_BOUND_S if recovery_bound_s is None else recovery_bound_s
+    return [check_no_loss(ordered, bound) if name == "no_loss" else CHECKS[name](ordered) for name in names]
+
+
+def judged_summary(results: Iterable[CheckResult]) -> str:
+    """One line saying how much each check judged, e.g. "fifo 1800, no_loss 1790 owed"."""
+    unit = {"no_loss": " owed", "windows_synced": " pairs", "no_errors": " events"}
+    return ", ".join(f"{r.name} {'nothing' if r.vacuous else str(r.judged) + unit.get(r.name, '')}"
+                     for r in results)

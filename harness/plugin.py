@@ -354,10 +354,11 @@ class SplitbrainCluster:
         return self.events_
 
     def check(self, *names: str) -> list:
-        """Stop the cluster and run the named checks (default: all four) over its event log."""
+        """Stop the cluster and run the named checks (default: all five) over its event log."""
         from harness.checks import run_checks
 
-        return run_checks(self.events(), list(names) or list(DEFAULT_CHECKS) + ["windows_synced"])
+        return run_checks(self.events(), list(names) or list(DEFAULT_CHECKS) + ["windows_synced"],
+                          recovery_bound_s=self.scenario.recovery_bound)
 
     def assert_checks(self, *names: str) -> list:
         results = self.check(*names)

@@ -99,7 +99,7 @@ def judge(scenario: Scenario, events: list[dict], *, seed: int, backend: str, st
     """Run the scenario's checks over a merged event log and decide the outcome."""
     from harness.checks import run_checks
 
-    results = tuple(run_checks(events, list(scenario.checks)))
+    results = tuple(run_checks(events, list(scenario.checks), recovery_bound_s=scenario.recovery_bound))
     if scenario.expect_fail is None:
         ok = all(c.passed for c in results)
     else:

@@ -37,7 +37,9 @@ IMPLEMENTED_PROTOCOLS = frozenset({"unicast3"})
 # Protocols whose workload may multicast; for the others "to: all" means one stream per receiver.
 MULTICAST_PROTOCOLS = frozenset({"nakack2", "mcast"})
 TRANSPORTS = ("udp", "tcp")
-DEFAULT_CHECKS = ("fifo", "no_duplicates", "no_loss")
+DEFAULT_CHECKS = ("fifo", "no_duplicates", "no_loss", "no_errors")
+# Checks every run gets, listed or not: an exception inside a protocol layer is always our bug.
+ALWAYS_CHECKS = ("no_errors",)
 DEFAULT_SETTLE_S = 5.0
 DEFAULT_SIZE = 100
 DEFAULT_REORDER_MS = 10.0
@@ -74,7 +76,7 @@ _NAME_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_]*(?:-[A-Za-z0-9_]+)*$")
 _CHECK_RE = re.compile(r"^[a-z][a-z0-9_]*$")
 _RESERVED_NAMES = frozenset({"all", "harness", "node"})
 _TOP_KEYS = ("name", "protocol", "transport", "nodes", "config", "workload", "schedule", "duration",
-             "settle", "checks", "expect", "seed", "injector")
+             "settle", "checks", "expect", "seed", "injector", "recovery_bound")
 _TOP_REQUIRED = ("name", "protocol", "nodes", "workload", "duration")
 
 
@@ -367,6 +369,9 @@ class Scenario:
     expect_fail: str | None = None  # None: every check must pass; a name: that check must fail
     seed: int = 0
     injector: str = "auto"  # which injector applies network faults (INJECTORS)
+    # no_loss owes a message once sender and receiver were up and connected this long after it
+    # was sent; parse_scenario resolves it from the protocol's timers when the file gives none.
+    recovery_bound: float | None = None
 
     @property
     def end_time(self) -> float:
@@ -395,6 +400,7 @@ class Scenario:
             "expect": self.expect,
             "seed": self.seed,
             **({} if self.injector == "auto" else {"injector": self.injector}),
+            **({} if self.recovery_bound is None else {"recovery_bound": self.recovery_bound}),
         }
 
     def to_yaml(self) -> str:
@@ -464,6 +470,7 @@ def parse_scenario(data: Any) -> Scenario:
             raise ScenarioError(f"checks[{i}]", f"{c!r} is listed twice")
         checks.append(c)
     _known_checks(checks)
+    checks += [c for c in ALWAYS_CHECKS if c not in checks]
 
     expect_fail = _expect(data.get("expect", "pass"), checks)
     seed = data.get("seed", 0)
@@ -485,7 +492,27 @@ def parse_scenario(data: Any) -> Scenario:
         name=name, protocol=protocol, transport=transport, nodes=nodes, config=dict(config),
         streams=streams, schedule=schedule, duration=duration, settle=settle,
         checks=tuple(checks), expect_fail=expect_fail, seed=seed, injector=injector,
+        recovery_bound=_recovery_bound(data.get("recovery_bound"), protocol, config),
     )
+
+
+def _recovery_bound(raw: Any, protocol: str, config: dict) -> float:
+    """The scenario's own bound, or the protocol's from its settings (which are checked here, so a
+    bad setting is reported before anything starts, named as config.<key>)."""
+    if raw is not None:
+        bound = _number(raw, "recovery_bound")
+        if bound <= 0:
+            raise ScenarioError("recovery_bound", "must be greater than 0 (seconds)")
+        return bound
+    from node.compose import recovery_bound_s
+
+    try:
+        return recovery_bound_s(protocol, config)
+    except ValueError as exc:
+        match = re.match(r"^([A-Za-z_][A-Za-z0-9_]*): (.*)$", str(exc), re.S)
+        if match:
+            raise ScenarioError(f"config.{match.group(1)}", match.group(2)) from None
+        raise ScenarioError("config", str(exc)) from None
 
 
 def check_backend(scenario: Scenario, backend: str, injector: str | None = None) -> None:

@@ -29,5 +29,13 @@ def build_stack(name: str, protocol: str, config: dict, rng, incarnation: int = 
     return Stack(name, layers)
 
 
+def recovery_bound_s(protocol: str, config: dict) -> float:
+    """How long a protocol needs, with both ends up and connected, to deliver what was sent before
+    (see Unicast3Config.recovery_bound_s). `config` is validated; errors name the key."""
+    if protocol not in PROTOCOLS:
+        raise ValueError(f"protocol: {protocol!r} is not implemented (available: {', '.join(PROTOCOLS)})")
+    return Unicast3Config.from_dict(config or {}).recovery_bound_s
+
+
 def _child(rng):
     return type(rng)(rng.getrandbits(64))

@@ -7,6 +7,10 @@ nothing else, so that the Spark schema stays explicit.
 `bytes`, on the events of messages a node sends or delivers: the payload for DATA (send, deliver,
 retransmit), the protocol header for a control message (ack_tx, xmit_req_tx, first_seqno_tx,
 sync_tx, close_tx), which has no payload. Frame and transport headers are not included.
+
+`links`, on the harness timeline's fault_on / fault_off: the directed links ("A->B") the fault cuts
+(a partition, a pause, total loss, an unbounded in-process drop), so that no_loss knows when two
+nodes could talk without reading the scenario.
 """
 
 from __future__ import annotations
@@ -34,8 +38,8 @@ EVENT_KINDS = {
     "window": "a snapshot of one window (side, conn_id, low, high, state); final=true at end of run",
     "view": "a view was installed (members, view_id)",
     "drop": "a message was dropped (reason, type)",
-    "fault_on": "a fault was applied (fault, detail)",
-    "fault_off": "a fault was removed (fault, detail)",
+    "fault_on": "a fault was applied (fault, detail; links = the directed links it cuts, if any)",
+    "fault_off": "a fault was removed (fault, detail; links = the directed links it no longer cuts)",
     "block": "a sender blocked (MCAST window full)",
     "unblock": "a sender unblocked",
     "node_start": "a node (re)started (incarnation)",
@@ -67,6 +71,7 @@ OPTIONAL_FIELDS = {
     "detail": str,
     "incarnation": int,
     "timestamp": int,
+    "links": list,
 }
 
 

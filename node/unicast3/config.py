@@ -65,6 +65,19 @@ class Unicast3Config:
         """A copy with some settings changed (run-time reconfiguration), validated like from_dict."""
         return Unicast3Config.from_dict({**self.as_dict(), **values})
 
+    @property
+    def recovery_bound_s(self) -> float:
+        """How long, with both ends up and connected, this protocol may need to deliver a message
+        sent before (the checkers' no_loss owes a message only after this long). The worst path
+        without loss: the sender resends its highest message after two retransmit runs, a SYNC
+        round trip rebuilds the receiver's window, the receiver asks for the gap after two more
+        runs: four runs; twice that for margin and loss, plus one ack interval. `timestamp` may
+        wait `sync_min_interval` before its SEND_FIRST_SEQNO."""
+        bound = 8 * self.xmit_interval + self.ack_min_interval
+        if self.resync == "timestamp":
+            bound += self.sync_min_interval
+        return bound
+
     def as_dict(self) -> dict:
         return {f.name: getattr(self, f.name) for f in fields(self)}
 
