@@ -14,10 +14,11 @@ narrow an excuse (see no_duplicates), never to widen one.
   not seen the message acked when it came again (a message the sender saw acked is purged and can
   legitimately never come back). Excused redeliveries are counted with their cause.
 - no_loss: a message sent X->Y is owed once X (in the incarnation that sent it) and Y (in any one
-  incarnation) have been up and connected for `recovery_bound_s` after it was sent: both alive,
-  neither paused, and no fault cutting X->Y or Y->X (the `links` of the timeline's faults). What
-  happens later (a kill, a restart) excuses nothing. Owed messages must be delivered at Y (any
-  incarnation); the others are excused and counted by why.
+  incarnation) have been up and connected for `recovery_bound_s` after it was sent, or are still
+  connected at the end of the run: both alive, neither paused, and no fault cutting X->Y or Y->X
+  (the `links` of the timeline's faults). What happens later (a kill, a restart) excuses nothing.
+  Owed messages must be delivered at Y (any incarnation); the others are excused and counted by
+  why.
 - windows_synced: every final send window at X for Y (both alive at the end) matches Y's final
   recv window for X: same conn_id, Y's highest delivered == X's highest sent == X's highest acked.
   A node alive at the end must report a final snapshot of each window its conn_state events left
@@ -63,7 +64,7 @@ _EXCUSE_TEXT = {
     "sender_lost_window": "sender died or restarted before it could recover them",
     "receiver_dead": "receiver dead at the end",
     "cut_at_end": "link still cut at the end",
-    "too_little_time": "sent or healed less than the recovery bound before the end",
+    "too_little_time": "sent less than the recovery bound before a cut or a death",
 }
 # Why a redelivery was excused (no_duplicates).
 REDELIVERY_CAUSES = ("receiver_restarted", "window_closed")
@@ -353,8 +354,16 @@ class _Life:
     graceful: bool = False
 
 
+# The end of an interval that lasts to the end of the run.
+_OPEN = float("inf")
+
+
 class Connectivity:
     """When each pair of nodes was up and connected, from lifecycles and the fault timeline.
+
+    An interval still open at the end of the run (or ended by the graceful stop that ends a live
+    run) has no end: a message sent in it is owed however late, because what is sent before the end
+    must be delivered by the end (that budget is the scenario's `settle`, not the recovery bound).
 
     A node's lives are numbered by its starts (0 for a node whose log shows no start). A pair
     (X, Y) is connected while both are alive and no fault cuts X->Y or Y->X: recovery needs both
@@ -362,7 +371,6 @@ class Connectivity:
     links they cut in their `links` field (a partition, a pause, total loss, an unbounded drop)."""
 
     def __init__(self, events: list[dict]) -> None:
-        self.end_t = events[-1]["t"] if events else 0.0
         self.lives: dict[str, list[_Life]] = {}
         # The change points, in log order: (t, node or link, what).
         self._changes: list[tuple[float, object, str]] = []
@@ -370,7 +378,8 @@ class Connectivity:
         for ev in events:
             kind, node = ev["kind"], ev["node"]
             if kind in _LIFECYCLE:
-                self._changes.append((ev["t"], node, kind))
+                graceful = kind == "node_stop" and ev.get("reason") == GRACEFUL_STOP
+                self._changes.append((ev["t"], node, "graceful_stop" if graceful else kind))
                 lives = self.lives.setdefault(node, [])
                 if kind == "node_start":
                     lives.append(_Life(ev["t"]))
@@ -414,8 +423,9 @@ class Connectivity:
                 cuts[who] = cuts[who] + 1 if what == "cut" else max(0, cuts[who] - 1)
             elif who in alive:
                 if since is not None:
-                    # Any start or stop of either ends the interval: a restart is a new life.
-                    out.append((since, t, life[x], life[y]))
+                    # Any start or stop of either ends the interval (a restart is a new life);
+                    # a graceful stop is the end of the run, whose budget is the settle time.
+                    out.append((since, _OPEN if what == "graceful_stop" else t, life[x], life[y]))
                     since = None
                 if what == "node_start":
                     life[who] += 1
@@ -429,7 +439,7 @@ class Connectivity:
                 out.append((since, t, life[x], life[y]))
                 since = None
         if since is not None:
-            out.append((since, self.end_t, life[x], life[y]))
+            out.append((since, _OPEN, life[x], life[y]))
         return [iv for iv in out if iv[1] > iv[0]]
 
     def owed_until(self, sender: str, receiver: str, bound: float) -> dict[int, float]:
@@ -460,7 +470,7 @@ class Connectivity:
         if rlives and rlives[-1].end is not None and not rlives[-1].graceful:
             return "receiver_dead"
         ivs = self.intervals(sender, receiver)
-        if not ivs or ivs[-1][1] < self.end_t:
+        if not ivs or ivs[-1][1] != _OPEN:
             return "cut_at_end"
         return "too_little_time"
 

@@ -1,7 +1,7 @@
 """The `splitbrain` command line: run scenarios, check the machine, run a node daemon.
 
-Exit codes (DESIGN.md): 0 the outcome passed, 1 a check failed (its name and explanation are
-printed) or the run itself failed, 2 bad input (a scenario field, a missing file, a bad flag).
+Exit codes (DESIGN.md): 0 the outcome passed, 1 a check failed or judged nothing (its name and
+explanation are printed) or the run itself failed, 2 bad input (a scenario field, a missing file, a bad flag).
 An interrupted run (Ctrl-C) tears its nodes down, writes what exists and exits 130 (143 for
 SIGTERM).
 """
@@ -32,7 +32,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="splitbrain",
         description="A chaos lab for reliable-delivery protocols: run fault scenarios against "
                     "UNICAST3 and friends and check ordering, loss, duplicates and window sync.",
-        epilog="Exit codes: 0 outcome passed, 1 a check failed, 2 bad input.",
+        epilog="Exit codes: 0 outcome passed, 1 a check failed or judged nothing (vacuous), 2 bad input.",
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
@@ -41,7 +41,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="run a scenario file and judge it",
         description="Run one scenario, write runs/<scenario>-<seed>-<stamp>/ and judge the run "
                     "with the scenario's checks.",
-        epilog="Exit codes: 0 outcome passed, 1 a check failed (or the run broke), 2 bad input.",
+        epilog="Exit codes: 0 outcome passed, 1 a check failed or judged nothing (or the run broke), 2 bad input.",
     )
     run.add_argument("scenario", metavar="SCENARIO", help="path of the scenario YAML file")
     run.add_argument("--backend", choices=("sim", "local", "docker"), default=DEFAULT_BACKEND,
@@ -252,7 +252,7 @@ def _verdict_exit(verdict) -> int:
     if verdict.passed:
         return EXIT_OK
     for check in verdict.failures:
-        state = "passed" if check.passed else "failed"
+        state = "passed" if check.passed else "vacuous" if check.vacuous else "failed"
         print(f"  {check.name} {state}: {check.explanation}")
     return EXIT_FAILED
 

@@ -72,7 +72,9 @@ from harness.scenario import (
     ScenarioError,
     Stream,
     _step_params,
+    cut_links,
     load_scenario,
+    node_links,
     parse_scenario,
 )
 
@@ -439,10 +441,18 @@ class FaultController:
     def active(self) -> list[int]:
         return sorted(set(self.book.steps()) | set(self.injected))
 
-    def _log(self, kind: str, fault: str, detail: str) -> None:
+    def _log(self, kind: str, fault: str, detail: str, links: list[str] | None = None) -> None:
         from node.events import make_event
 
-        self.sc.timeline.append(make_event(self.sc.now(), "harness", "harness", kind, fault=fault, detail=detail))
+        self.sc.timeline.append(make_event(self.sc.now(), "harness", "harness", kind, fault=fault, detail=detail,
+                                           links=links or None))
+
+    def _cuts(self, step: FaultStep) -> list[str]:
+        return cut_links(step, tuple(self.sc.names))
+
+    def _node_cuts(self, node: str) -> list[str]:
+        """A paused node's links, both ways (as cut_links says of a pause step)."""
+        return [f"{a}->{b}" for a, b in node_links(node, tuple(self.sc.names))]
 
     def _step(self, kind: str, body: Any) -> FaultStep:
         index = self._next
@@ -463,7 +473,7 @@ class FaultController:
             if injector.handles(step):
                 note = injector.apply(step)
                 self.injected[step.index] = injector
-                self._log("fault_on", step.kind, f"{step.describe()} [{note}]")
+                self._log("fault_on", step.kind, f"{step.describe()} [{note}]", self._cuts(step))
                 return step.index
         if step.kind == "toxic":
             raise BackendError("toxic faults need the docker backend with transport tcp")
@@ -472,7 +482,7 @@ class FaultController:
         else:
             self.book.add(step.index, network_rules(step))
         suffix = " [inprocess]" if self.sc.injectors else ""
-        self._log("fault_on", step.kind, f"{step.describe()}{suffix}")
+        self._log("fault_on", step.kind, f"{step.describe()}{suffix}", self._cuts(step))
         return step.index
 
     # ---- network faults -----------------------------------------------------------------------
@@ -541,7 +551,7 @@ class FaultController:
             else:
                 self.book.remove(index)
             step = self.steps[index]
-            self._log("fault_off", step.kind, f"{step.describe()} (by heal)")
+            self._log("fault_off", step.kind, f"{step.describe()} (by heal)", self._cuts(step))
         if not undone:
             self._log("fault_off", "heal", "heal: nothing to heal")
 
@@ -564,7 +574,7 @@ class FaultController:
             injector.node_restarted(node)
 
     def pause(self, node: str) -> None:
-        self._log("fault_on", "pause", node)
+        self._log("fault_on", "pause", node, self._node_cuts(node))
         self.sc.cluster.pause(node)
 
     def resume(self, node: str) -> None:
@@ -572,7 +582,7 @@ class FaultController:
         self.book.flush(node)
         for injector in self.sc.injectors:
             injector.node_resumed(node)
-        self._log("fault_off", "pause", node)
+        self._log("fault_off", "pause", node, self._node_cuts(node))
 
     def view(self, at: str, members: Iterable[str]) -> None:
         members = list(members)

@@ -18,7 +18,9 @@ Everything is written even when the run fails: whatever exists is written, verdi
 "outcome": "error" with the message, then the exception is re-raised.
 
 Outcome: with `expect: pass` the run passes when every check passed; with `expect: {fail: X}`
-it passes when check X failed, i.e. the bug the scenario reproduces did reproduce.
+it passes when check X failed (not vacuously), i.e. the bug the scenario reproduces did reproduce.
+A run that did not pass only because some checks judged nothing is "vacuous", not "failed": it
+proved nothing either way, and the CLI exits 1 for it as for a failure.
 """
 
 from __future__ import annotations
@@ -40,7 +42,7 @@ AVAILABLE_BACKENDS = ("sim", "local", "docker")
 class Verdict:
     """The judgement of one run."""
 
-    outcome: str  # "passed" | "failed" | "error"
+    outcome: str  # "passed" | "failed" | "vacuous" | "error"
     expect: str | dict
     checks: tuple = ()  # CheckResult objects (harness.checks)
     seed: int = 0
@@ -54,8 +56,8 @@ class Verdict:
 
     @property
     def failures(self) -> list:
-        """The checks that decided a failed outcome, for printing (name and explanation)."""
-        if self.outcome != "failed":
+        """The checks that decided a failed or vacuous outcome, for printing (name and explanation)."""
+        if self.outcome not in ("failed", "vacuous"):
             return []
         if isinstance(self.expect, dict):
             return [c for c in self.checks if c.name == self.expect["fail"]]
@@ -64,14 +66,19 @@ class Verdict:
     def summary(self) -> str:
         if self.outcome == "error":
             return f"ERROR ({self.error})"
+        from harness.checks import judged_summary
+
+        judged = f"; judged: {judged_summary(self.checks)}" if self.checks else ""
         if isinstance(self.expect, dict):
             name = self.expect["fail"]
             if self.passed:
-                return f"PASSED ({name} failed as expected: the bug reproduced)"
-            return f"FAILED (expected {name} to fail, but it passed)"
+                return f"PASSED ({name} failed as expected: the bug reproduced{judged})"
+            if self.outcome == "vacuous":
+                return f"VACUOUS (expected {name} to fail, but it judged nothing{judged})"
+            return f"FAILED (expected {name} to fail, but it passed{judged})"
         passed = sum(1 for c in self.checks if c.passed)
-        word = "PASSED" if self.passed else "FAILED"
-        return f"{word} ({passed}/{len(self.checks)} checks passed)"
+        word = {"passed": "PASSED", "vacuous": "VACUOUS"}.get(self.outcome, "FAILED")
+        return f"{word} ({passed}/{len(self.checks)} checks passed{judged})"
 
     def to_dict(self) -> dict:
         return {
@@ -100,12 +107,20 @@ def judge(scenario: Scenario, events: list[dict], *, seed: int, backend: str, st
     from harness.checks import run_checks
 
     results = tuple(run_checks(events, list(scenario.checks), recovery_bound_s=scenario.recovery_bound))
-    if scenario.expect_fail is None:
-        ok = all(c.passed for c in results)
-    else:
-        ok = any(c.name == scenario.expect_fail and not c.passed for c in results)
-    return Verdict(outcome="passed" if ok else "failed", expect=scenario.expect, checks=results,
+    return Verdict(outcome=outcome_of(results, scenario.expect_fail), expect=scenario.expect, checks=results,
                    seed=seed, backend=backend, stats=stats)
+
+
+def outcome_of(results, expect_fail: str | None) -> str:
+    """passed / failed / vacuous from check results (CheckResult objects) and the expectation."""
+    if expect_fail is None:
+        if all(c.passed for c in results):
+            return "passed"
+        return "failed" if any(not c.passed and not c.vacuous for c in results) else "vacuous"
+    target = [c for c in results if c.name == expect_fail]
+    if any(not c.passed and not c.vacuous for c in target):
+        return "passed"
+    return "vacuous" if any(c.vacuous for c in target) else "failed"
 
 
 def run_stamp(now: datetime | None = None) -> str:

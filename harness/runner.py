@@ -62,7 +62,7 @@ from node.events import make_event
 
 from harness.backends.admin import AdminError
 from harness.backends.base import BackendError, Cluster, FaultInjector, NodeState
-from harness.scenario import FaultStep, Scenario, Stream
+from harness.scenario import FaultStep, Scenario, Stream, cut_links
 
 MIN_TICK_S = 0.001
 _EPS = 1e-9
@@ -499,11 +499,13 @@ class LiveRun:
 
     # ---- steps --------------------------------------------------------------------------------
 
-    def _log(self, kind: str, fault: str, detail: str) -> None:
+    def _log(self, kind: str, fault: str, detail: str, cuts: FaultStep | None = None) -> None:
         # Stamped when the harness began applying the step: a heal takes effect during its
         # requests, so what happens after this time happened after the heal (a conservative
         # origin for heal-to-sync times), and a restart is dated when the old process died.
-        self.timeline.append(make_event(self._step_t, "harness", "harness", kind, fault=fault, detail=detail))
+        links = cut_links(cuts, self.scenario.nodes) if cuts is not None else None
+        self.timeline.append(make_event(self._step_t, "harness", "harness", kind, fault=fault, detail=detail,
+                                        links=links or None))
 
     def _apply_step(self, step: FaultStep) -> None:
         kind = step.kind
@@ -516,14 +518,14 @@ class LiveRun:
             if injector is not None:
                 note = injector.apply(step)
                 self._injected[step.index] = injector
-                self._log("fault_on", kind, f"{step.describe()} [{note}]")
+                self._log("fault_on", kind, f"{step.describe()} [{note}]", cuts=step)
                 return
             if kind == "toxic":
                 raise RunError(f"step {step.describe()}: toxic steps need the docker backend with transport tcp")
             if kind in ("partition", "loss", "delay", "duplicate", "reorder"):
                 self.book.add(step.index, network_rules(step))
                 if self._injectors:
-                    self._log("fault_on", kind, f"{step.describe()} [inprocess]")
+                    self._log("fault_on", kind, f"{step.describe()} [inprocess]", cuts=step)
                     return
             elif kind == "drop":
                 if not cluster.node(p.node).alive:
@@ -554,7 +556,7 @@ class LiveRun:
                     self.book.flush(p.node)
                     for injector in self._injectors:
                         injector.node_resumed(p.node)
-                self._log("fault_off", "pause", step.describe())
+                self._log("fault_off", "pause", step.describe(), cuts=step)
                 return
             elif kind == "restart":
                 if cluster.node(p.node).alive:
@@ -572,7 +574,7 @@ class LiveRun:
                 raise RunError(f"unknown step kind {kind!r}")
         except (AdminError, BackendError) as exc:
             raise RunError(f"step {step.describe()} at t={step.at:g}: {exc}") from exc
-        self._log("fault_on", kind, step.describe())
+        self._log("fault_on", kind, step.describe(), cuts=step)
 
     def _next_view_id(self, node: str) -> int:
         # View ids count per node across its incarnations, as in the simulator.
@@ -597,12 +599,13 @@ class LiveRun:
                 self._log("fault_off", "heal", f"{step.describe()}: nothing to heal")
             for index in undone:
                 undo = schedule[index]
-                self._log("fault_off", undo.kind, f"{undo.describe()} (by {step.describe()})")
+                self._log("fault_off", undo.kind, f"{undo.describe()} (by {step.describe()})", cuts=undo)
             return
         undo = schedule[target]
         active = self._remove_step(target)
         note = "" if active else ", was not active"
-        self._log("fault_off", undo.kind, f"{undo.describe()} (by {step.describe()}{note})")
+        self._log("fault_off", undo.kind, f"{undo.describe()} (by {step.describe()}{note})",
+                  cuts=undo if active else None)
 
     # ---- packet-level injectors ------------------------------------------------------------------
 

@@ -354,6 +354,38 @@ class FaultStep:
         return f"#{self.index} {self.kind} {self.params.describe()}"
 
 
+# Toxics that stop data on a link (the others only slow or reshape it).
+_CUTTING_TOXICS = frozenset({"down", "timeout", "reset_peer", "limit_data"})
+
+
+def cut_links(step: FaultStep, nodes: tuple[str, ...]) -> list[str]:
+    """The directed links ("A->B") a step cuts while it is in force: partitions, a paused node's
+    links both ways, total loss, cutting toxics, and in-process rules that drop every matching
+    message without end (no count, p 1, no seqno range, no until). The timeline carries them
+    (`links` on fault_on / fault_off) so no_loss knows when two nodes could talk. A resume
+    names the links its pause cut."""
+    p = step.params
+    pairs: tuple[tuple[str, str], ...] = ()
+    if step.kind == "partition":
+        pairs = p.links
+    elif step.kind == "loss" and p.p >= 1.0:
+        pairs = p.links
+    elif step.kind == "toxic" and p.type in _CUTTING_TOXICS:
+        pairs = p.links
+    elif step.kind in ("pause", "resume"):
+        pairs = node_links(p.node, nodes)
+    elif (step.kind == "drop" and p.action == "drop" and p.p >= 1.0 and p.count is None
+          and p.seqnos is None and p.until is None):
+        peers = [p.peer] if p.peer is not None else [n for n in nodes if n != p.node]
+        pairs = tuple((a, b) for peer in peers for a, b in ((peer, p.node), (p.node, peer)))
+    return [f"{a}->{b}" for a, b in pairs]
+
+
+def node_links(node: str, nodes: tuple[str, ...]) -> tuple[tuple[str, str], ...]:
+    """Every directed link to and from `node`."""
+    return tuple(pair for other in nodes if other != node for pair in ((node, other), (other, node)))
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Scenario:
     name: str

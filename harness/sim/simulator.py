@@ -39,7 +39,7 @@ from node.events import make_event
 from node.layer import ViewChange
 from node.message import Message, app_payload
 
-from harness.scenario import FaultStep, Scenario, ScenarioError
+from harness.scenario import FaultStep, Scenario, ScenarioError, cut_links
 
 from .cluster import DEAD, PAUSED, RUNNING, SimNode
 from .network import LinkModel, Network
@@ -606,8 +606,10 @@ class Simulation:
 
     # ---- the schedule -------------------------------------------------------------------------
 
-    def _log_fault(self, t: float, kind: str, fault: str, detail: str) -> None:
-        self.timeline.append(make_event(t, "harness", "harness", kind, fault=fault, detail=detail))
+    def _log_fault(self, t: float, kind: str, fault: str, detail: str, cuts: FaultStep | None = None) -> None:
+        links = cut_links(cuts, self.scenario.nodes) if cuts is not None else None
+        self.timeline.append(make_event(t, "harness", "harness", kind, fault=fault, detail=detail,
+                                        links=links or None))
 
     def _apply_step(self, step: FaultStep, t: float) -> None:
         kind = step.kind
@@ -652,7 +654,7 @@ class Simulation:
             node = self.nodes[p.node]
             if node.state is PAUSED:
                 self._resume(node, t)
-            self._log_fault(t, "fault_off", "pause", step.describe())
+            self._log_fault(t, "fault_off", "pause", step.describe(), cuts=step)
             return
         elif kind == "restart":
             node = self.nodes[p.node]
@@ -664,7 +666,7 @@ class Simulation:
             return
         else:  # pragma: no cover - the scenario loader refuses other kinds
             raise SimulationError(f"unknown step kind {kind!r}")
-        self._log_fault(t, "fault_on", kind, step.describe())
+        self._log_fault(t, "fault_on", kind, step.describe(), cuts=step)
 
     def _heal(self, step: FaultStep, t: float) -> None:
         target = step.params.target
@@ -677,7 +679,7 @@ class Simulation:
                 self._log_fault(t, "fault_off", "heal", f"{step.describe()}: nothing to heal")
             for index in sorted(undone):
                 undo = schedule[index]
-                self._log_fault(t, "fault_off", undo.kind, f"{undo.describe()} (by {step.describe()})")
+                self._log_fault(t, "fault_off", undo.kind, f"{undo.describe()} (by {step.describe()})", cuts=undo)
             return
         undo = schedule[target]
         if undo.kind == "drop":
@@ -687,7 +689,8 @@ class Simulation:
         else:
             active = self.network.remove(target)
         note = "" if active else ", was not active"
-        self._log_fault(t, "fault_off", undo.kind, f"{undo.describe()} (by {step.describe()}{note})")
+        self._log_fault(t, "fault_off", undo.kind, f"{undo.describe()} (by {step.describe()}{note})",
+                        cuts=undo if active else None)
 
     # ---- in-process fault rules ---------------------------------------------------------------
 
