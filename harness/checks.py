@@ -21,6 +21,7 @@ narrow an excuse (see no_duplicates), never to widen one.
   why.
 - windows_synced: every final send window at X for Y (both alive at the end) matches Y's final
   recv window for X: same conn_id, Y's highest delivered == X's highest sent == X's highest acked.
+  A pair whose send window the protocol reaped (CLOSED) after use is judged in sync (send None).
   A node alive at the end must report a final snapshot of each window its conn_state events left
   open (windows reaped by the protocol are not expected).
 - no_errors: no `error` event (an exception inside a protocol layer: a bug of ours).
@@ -580,6 +581,7 @@ def check_windows_synced(events: list[dict]) -> CheckResult:
     last_deliver: dict[tuple[str, str], float] = {}  # (sender, receiver) -> t
     last_ack_rx: dict[tuple[str, str], float] = {}  # (sender, receiver) -> t
     traffic_since_start: set[str] = set()
+    sent_since_start: set[tuple[str, str]] = set()  # (sender, receiver)
     # node -> {(side, peer): open?} from conn_state since the node's last start.
     open_windows: dict[str, dict[tuple[str, str], bool]] = {}
     reported: dict[str, set[tuple[str, str]]] = defaultdict(set)
@@ -592,6 +594,7 @@ def check_windows_synced(events: list[dict]) -> CheckResult:
             traffic_since_start.discard(node)
             if kind == "node_start":
                 open_windows.pop(node, None)
+                sent_since_start.difference_update([k for k in sent_since_start if k[0] == node])
             continue
         if kind in _TRAFFIC:
             traffic_since_start.add(node)
@@ -601,6 +604,8 @@ def check_windows_synced(events: list[dict]) -> CheckResult:
             last_ack_rx[(node, ev["peer"])] = ev["t"]
         elif kind == "conn_state" and "peer" in ev and ev.get("side") in ("send", "recv"):
             open_windows.setdefault(node, {})[(ev["side"], ev["peer"])] = ev.get("state") != _CLOSED
+        if kind == "send" and "peer" in ev:
+            sent_since_start.add((node, ev["peer"]))
         elif kind == "window" and ev.get("final") and "peer" in ev:
             reported[node].add((ev.get("side"), ev["peer"]))
             if ev.get("side") == "send":
@@ -626,6 +631,16 @@ def check_windows_synced(events: list[dict]) -> CheckResult:
         pairs[_link(sender, receiver)] = {"synced": problem is None, "problem": problem,
                                           "send": window_view(send), "recv": window_view(recv),
                                           "sync_time": sync_time}
+
+    # A pair whose send window the protocol reaped (CLOSED) after sending is judged too: it is in
+    # sync when the receiver kept no window either (a receiver window it still holds is stale).
+    for sender, receiver in sorted(sent_since_start):
+        if (sender, receiver) in send_windows or lives.dead(sender) or lives.dead(receiver):
+            continue
+        if open_windows.get(sender, {}).get(("send", receiver)) is False:
+            recv = recv_windows.get((sender, receiver))
+            pairs[_link(sender, receiver)] = {"synced": True, "problem": None, "send": None,
+                                              "recv": window_view(recv), "sync_time": None}
 
     # A recv window with no send window at a live sender is stale (the sender restarted and has
     # not sent since); the next send resyncs it, so it is reported but is no failure.

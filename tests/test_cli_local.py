@@ -36,7 +36,7 @@ def test_run_local_passes_exit_0(tmp_path, capsys):
     out = tmp_path / "runs"
     assert main(["run", str(tiny(tmp_path)), "--out", str(out)]) == 0
     text = capsys.readouterr().out
-    assert "tiny seed=3: backend local," in text and "PASSED (4/4 checks passed)" in text
+    assert "tiny seed=3: backend local," in text and "PASSED (5/5 checks passed; judged: fifo " in text
     # stdout is not a terminal here: plain progress lines, one per applied step.
     assert "partition A -> B (one-way)" in text and "stream 0 A->B starts" in text
     (run_dir,) = out.iterdir()
