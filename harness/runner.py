@@ -658,14 +658,16 @@ class LiveRun:
         # A dead sender's slots pass unsent; a restart picks the stream up (_restart_streams).
 
     def _post_remaining(self, stream: Stream) -> None:
-        remaining = self._limits[stream.index] - slots_before(stream, self.scenario_time())
+        missed = slots_before(stream, self.scenario_time())
+        remaining = self._limits[stream.index] - missed
         if remaining > 0:
-            self._post_stream(stream, remaining)
+            # Numbered after every slot that passed, so no app id of the old process comes again.
+            self._post_stream(stream, remaining, first_n=missed + 1)
 
-    def _post_stream(self, stream: Stream, count: int) -> None:
+    def _post_stream(self, stream: Stream, count: int, first_n: int = 1) -> None:
         try:
             self.cluster.admin(stream.src).send(stream.dest, rate=stream.rate, count=count, size=stream.size,
-                                                stream=stream.index)
+                                                stream=stream.index, first_n=first_n)
         except AdminError as exc:
             raise RunError(f"stream {stream.index} {stream.src}->{stream.dest}: {exc}") from exc
         self._posted[stream.index] = self._posted.get(stream.index, 0) + count

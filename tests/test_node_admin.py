@@ -58,22 +58,27 @@ async def test_send_streams_delivered(pair):
     assert status == 202 and body == {"stream": 1, "to": ["B"]}
     status, body = await api_a.call("POST", "/send", {"to": ["B"], "count": 5, "stream": 9})
     assert status == 202 and body["stream"] == 9
+    # A stream resumed after a restart numbers on from first_n: its app ids never repeat.
+    status, body = await api_a.call("POST", "/send", {"to": "B", "count": 5, "stream": 10, "first_n": 101})
+    assert status == 202 and body["stream"] == 10
 
     def all_delivered():
         got = b.delivered.to_dict()["delivered"].get("A", {})
-        return [got.get(k, {}).get("count") for k in ("0", "1", "9")] == [300, 40, 5]
-    await wait_until(all_delivered, 20, what="streams 0, 1 and 9 delivered")
+        return [got.get(k, {}).get("count") for k in ("0", "1", "9", "10")] == [300, 40, 5, 5]
+    await wait_until(all_delivered, 20, what="streams 0, 1, 9 and 10 delivered")
+    _, d10 = await api_b.call("GET", "/delivered", token=None)
+    assert (d10["delivered"]["A"]["10"]["first"], d10["delivered"]["A"]["10"]["last"]) == (101, 105)
     _, d = await api_b.call("GET", "/delivered", token=None)
     assert d["delivered"]["A"]["0"] == {"count": 300, "first": 1, "last": 300, "order_violations": 0,
                                         "duplicates": 0}
-    assert d["total"] == 345
+    assert d["total"] == 350
     _, streams = await api_a.call("GET", "/streams", token=None)
     by_id = {s["stream"]: s for s in streams["streams"]}
     assert by_id[0]["sent"] == 300 and by_id[0]["planned"] == 300 and by_id[0]["done"] is True
     assert by_id[1]["planned"] == 40 and by_id[1]["to"] == ["B"]
     _, state = await api_a.call("GET", "/state", token=None)
-    assert state["unicast3"]["send"]["B"]["hs"] == 345
-    assert len(state["streams"]) == 3
+    assert state["unicast3"]["send"]["B"]["hs"] == 350
+    assert len(state["streams"]) == 4
 
 
 @pytest.mark.parametrize("body, field", [
@@ -90,6 +95,8 @@ async def test_send_streams_delivered(pair):
     ({"to": "B", "count": 1, "stream": -1}, "stream"),
     ({"to": "B", "count": 1, "stream": 10**300}, "stream"),
     ({"to": "B", "count": 1, "colour": "red"}, "colour"),
+    ({"to": "B", "count": 1, "first_n": 0}, "first_n"),
+    ({"to": "B", "count": 1, "first_n": "1"}, "first_n"),
 ])
 async def test_send_errors_name_the_field(pair, body, field):
     """A bad /send field gets 400 with the field named; the node keeps running."""

@@ -83,7 +83,8 @@ class AdminClient:
         return self.get("/metrics")
 
     def send(self, to: str | list[str], *, rate: float, count: int | None = None,
-             duration: float | None = None, size: int = 100, stream: int | None = None) -> dict:
+             duration: float | None = None, size: int = 100, stream: int | None = None,
+             first_n: int = 1) -> dict:
         body: dict[str, Any] = {"to": to, "rate": rate, "size": size}
         if count is not None:
             body["count"] = count
@@ -91,6 +92,8 @@ class AdminClient:
             body["duration"] = duration
         if stream is not None:
             body["stream"] = stream
+        if first_n != 1:
+            body["first_n"] = first_n
         return self.request("POST", "/send", body, expect=(200, 201, 202))
 
     def add_fault(self, rule: dict) -> int:

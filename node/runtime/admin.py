@@ -6,7 +6,7 @@ a bad request never stops the node.
 
     GET    /health            {"status": "ok", "node", "incarnation", "uptime_s"}
     GET    /state             node, incarnation, protocol, transport, now, view, unicast3, faults, streams
-    POST   /send              {"to", "count" | "duration", "rate"=100, "size"=100, "stream"?} -> 202
+    POST   /send              {"to", "count" | "duration", "rate"=100, "size"=100, "stream"?, "first_n"=1} -> 202
     GET    /streams           {"streams": [{"stream", "to", "sent", "planned", "done", ...}]}
     GET    /delivered         {"delivered": {sender: {stream: {count, first, last, order_violations,
                               duplicates}}}, "total"}
@@ -44,7 +44,7 @@ log = logging.getLogger("node.admin")
 TOKEN_HEADER = "X-Splitbrain-Token"
 MESSAGE_TYPES = frozenset(t.name for t in MsgType) | {"APP"}
 _FAULT_FIELDS = {f.name for f in fields(FaultRule)}
-_SEND_FIELDS = {"to", "count", "duration", "rate", "size", "stream"}
+_SEND_FIELDS = {"to", "count", "duration", "rate", "size", "stream", "first_n"}
 _VIEW_FIELDS = {"members", "view_id"}
 
 
@@ -184,7 +184,7 @@ class AdminServer:
             raise RequestError("required", "to")
         s = self.node.start_stream(body["to"], count=body.get("count"), duration=body.get("duration"),
                                    rate=body.get("rate", 100), size=body.get("size", 100),
-                                   stream=body.get("stream"))
+                                   stream=body.get("stream"), first_n=body.get("first_n", 1))
         return web.json_response({"stream": s.stream, "to": list(s.to)}, status=202)
 
     async def sync(self, request):

@@ -439,8 +439,10 @@ class Node:
         return list(to)
 
     def start_stream(self, to, count: int | None = None, duration: float | None = None, rate: float = 100.0,
-                     size: int = 100, stream: int | None = None) -> Stream:
-        """Start a workload stream (validated; RequestError names the bad field)."""
+                     size: int = 100, stream: int | None = None, first_n: int = 1) -> Stream:
+        """Start a workload stream (validated; RequestError names the bad field). `first_n` is the app
+        n of its first message: a stream resumed after a restart of its sender goes on numbering
+        where the old process left off, so application ids never repeat."""
         if not self._running:
             raise RequestError("the node is not running", None, 503)
         targets = self.resolve_targets(to)
@@ -464,8 +466,10 @@ class Node:
             raise RequestError(f"stream: expected an integer between 0 and 2**31 - 1, got {stream!r}", "stream")
         elif stream in self.streams:
             raise RequestError(f"stream {stream} exists already", "stream", 409)
+        if isinstance(first_n, bool) or not isinstance(first_n, int) or not 1 <= first_n < 2**62:
+            raise RequestError(f"first_n: expected an integer >= 1, got {first_n!r}", "first_n")
         s = Stream(self.name, stream, targets, count, float(duration) if duration is not None else None,
-                   float(rate), size, self.now())
+                   float(rate), size, self.now(), first_n)
         self.streams[stream] = s
         self._stream_handles[stream] = self.loop.call_soon(self._stream_step, s)
         return s
@@ -548,8 +552,8 @@ class Node:
 
     def _send_batch(self, s: Stream, k: int, now: float) -> None:
         name, prefix, size, targets = self.name, s.prefix, s.size, s.to
-        first = s.sent + 1
-        last = s.sent + k
+        first = s.first_n + s.sent
+        last = first + k - 1
         if len(targets) == 1:
             dest = targets[0]
             msgs = [Message(name, dest, make_payload(prefix, n, size)) for n in range(first, last + 1)]
@@ -560,7 +564,7 @@ class Node:
                 msgs.extend(Message(name, dest, payload) for dest in targets)
         # A failure here stops the stream (the caller logs it); `sent` then stays where it was.
         self.stack.send_batch(msgs, now)
-        s.sent = last
+        s.sent += k
         samples = s.samples
         n = (first + _SAMPLE_MASK) & ~_SAMPLE_MASK
         while n <= last and len(samples) < MAX_SAMPLES:

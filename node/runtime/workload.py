@@ -49,11 +49,11 @@ class Stream:
 
     __slots__ = (
         "stream", "to", "count", "duration", "rate", "size", "sent", "done", "started", "prefix",
-        "stopped_reason", "samples", "blocked",
+        "stopped_reason", "samples", "blocked", "first_n",
     )
 
     def __init__(self, sender: str, stream: int, to: list[str], count: int | None, duration: float | None,
-                 rate: float, size: int, started: float):
+                 rate: float, size: int, started: float, first_n: int = 1):
         self.stream = stream
         self.to = to
         self.count = count
@@ -67,6 +67,7 @@ class Stream:
         self.stopped_reason: str | None = None
         self.samples: list[tuple[int, float]] = []
         self.blocked = False
+        self.first_n = first_n  # app n of the first message; n = first_n + index
 
     @property
     def planned(self) -> int | None:
