@@ -56,6 +56,12 @@ class Net:
             self.stacks[src].send(Message(src, dest, app_payload(src, 0, n, size)), self.now)
         self._collect(src)
 
+    def connect(self, src: str, dest: str, bound: float = 2.0) -> None:
+        """Send one message src -> dest and run until it is acked: the connection and its first
+        SYNC are done, so a test can script what happens on an established connection."""
+        self.send(src, dest, 1)
+        self.run_until_quiet(bound)
+
     def command(self, name: str, cmd: Command) -> None:
         self.stacks[name].command(cmd, self.now)
         self._collect(name)

@@ -49,7 +49,7 @@ class SenderEntry:
 
     __slots__ = (
         "peer", "conn_id", "next_seqno", "ha", "msgs", "state", "last_active", "prev_xmit",
-        "awaiting_sync_ack", "sync_started", "prev_conn_id", "last_timestamp",
+        "awaiting_sync_ack", "sync_started", "prev_conn_id", "last_timestamp", "sync_nonce",
     )
 
     def __init__(self, peer: str, conn_id: int, now: float):
@@ -65,6 +65,7 @@ class SenderEntry:
         self.sync_started = 0.0
         self.prev_conn_id = 0
         self.last_timestamp = -1  # resync=timestamp: highest ACK/SEND_FIRST_SEQNO timestamp seen
+        self.sync_nonce = 0  # the nonce of the newest SYNC answered (pending or done)
 
     @property
     def hs(self) -> int:

@@ -41,6 +41,9 @@ class U3Header:
     timestamp: int = 0  # ACK and SEND_FIRST_SEQNO under resync=timestamp
     prev_conn_id: int = 0  # SYNC_OK: the conn-id the sender had before the sync
     ranges: tuple[tuple[int, int], ...] = ()  # XMIT_REQ: missing seqnos
+    # SYNC, SYNC_OK, SYNC_ACK: the receiver's number for one sync, echoed by the answers, so a
+    # delayed answer to an earlier sync is never taken for the answer to a newer one.
+    nonce: int = 0
 
 
 _HEAD = struct.Struct("!BB")
@@ -50,9 +53,9 @@ _LAYOUT: dict[MsgType, tuple[struct.Struct, tuple[str, ...]]] = {
     MsgType.SEND_FIRST_SEQNO: (struct.Struct("!IQ"), ("conn_id", "timestamp")),
     MsgType.XMIT_REQ: (struct.Struct("!I"), ("conn_id",)),
     MsgType.CLOSE: (struct.Struct("!I"), ("conn_id",)),
-    MsgType.SYNC: (struct.Struct("!I"), ("conn_id",)),
-    MsgType.SYNC_OK: (struct.Struct("!QII"), ("seqno", "conn_id", "prev_conn_id")),
-    MsgType.SYNC_ACK: (struct.Struct("!I"), ("conn_id",)),
+    MsgType.SYNC: (struct.Struct("!IQ"), ("conn_id", "nonce")),
+    MsgType.SYNC_OK: (struct.Struct("!QIIQ"), ("seqno", "conn_id", "prev_conn_id", "nonce")),
+    MsgType.SYNC_ACK: (struct.Struct("!IQ"), ("conn_id", "nonce")),
 }
 _RANGE_COUNT = struct.Struct("!H")
 _RANGE = struct.Struct("!QQ")

@@ -52,17 +52,22 @@ from .header import encode as encode_header
 
 PROTO = "unicast3"
 _RETIRED_CONN_IDS = 16  # conn-ids remembered per sender as "replaced by a sync"
+# DATA kept per sender while a SYNC with it runs (JGroups' msg_cache), replayed into the window
+# SYNC-OK makes; beyond this many, messages are dropped and come back by retransmission.
+SYNC_CACHE_MAX = 1024
 
 
 class _RecvSync:
     """A SYNC this node (as receiver) has started and not yet seen answered."""
 
-    __slots__ = ("started", "last_tx", "conn_seen")
+    __slots__ = ("started", "last_tx", "conn_seen", "nonce", "cache")
 
-    def __init__(self, now: float, conn_seen: int):
+    def __init__(self, now: float, conn_seen: int, nonce: int):
         self.started = now
         self.last_tx = now
         self.conn_seen = conn_seen
+        self.nonce = nonce
+        self.cache: list[Message] = []
 
 
 class Unicast3(Layer):
@@ -76,6 +81,8 @@ class Unicast3(Layer):
         self.incarnation = incarnation
         self._conn_counter = rng.getrandbits(16)
         self._timestamp = 0  # resync=timestamp: this node's ACK/SEND_FIRST_SEQNO clock
+        self._nonce = 0  # numbers this node's SYNCs (see _next_nonce)
+        self._synced_nonce: dict[str, int] = {}  # peer -> nonce of our last completed SYNC
         self.send_table: dict[str, SenderEntry] = {}
         self.recv_table: dict[str, ReceiverEntry] = {}
         self._syncs: dict[str, _RecvSync] = {}
@@ -99,6 +106,12 @@ class Unicast3(Layer):
         self._conn_counter = (self._conn_counter + 1) & 0xFFFF
         conn_id = ((self.incarnation & 0xFFFF) << 16) | self._conn_counter
         return conn_id or 1  # 0 means "no connection" on the wire
+
+    def _next_nonce(self) -> int:
+        # Grows across restarts too (incarnation in the high bits): a sender drops any SYNC older
+        # than the newest it answered, so a delayed SYNC never re-keys a healthy connection.
+        self._nonce += 1
+        return (self.incarnation << 40) | self._nonce
 
     def _next_timestamp(self) -> int:
         # The incarnation in the high bits keeps a restarted receiver's timestamps above its old ones.
@@ -202,7 +215,7 @@ class Unicast3(Layer):
         entry = None
         for msg in msgs:
             hdr = msg.headers[PROTO_ID]
-            entry = self._usable_entry(src, hdr, now, out)
+            entry = self._usable_entry(src, msg, hdr, now, out)
             if entry is None:
                 continue
             if entry.state is ConnState.CLOSING:
@@ -236,28 +249,39 @@ class Unicast3(Layer):
             nxt += 1
         entry.delivered = nxt - 1
 
-    def _usable_entry(self, src: str, hdr: U3Header, now: float, out: list[Action]) -> ReceiverEntry | None:
+    def _usable_entry(self, src: str, msg: Message, hdr: U3Header, now: float,
+                      out: list[Action]) -> ReceiverEntry | None:
         """The receive window this DATA message belongs to, creating it or starting a resync."""
         entry = self.recv_table.get(src)
         if entry is not None and entry.conn_id == hdr.conn_id:
             return entry
         mode = self.config.resync
-        if hdr.first and (entry is None or mode != "sync"):
-            # A new connection from src: its window starts at this message.
-            if entry is not None:
-                self._set_state(entry, "recv", "replaced", now, out)
-            return self._create_recv(src, hdr.conn_id, hdr.seqno - 1, now, out, reason="new_window:first")
         if mode == "sync":
+            # Seed 000: no usable window means SYNC, first=true or not. A delayed first message of
+            # a connection the sender has left must not open a window at its old conn-id, where
+            # the receiver would ask forever for seqnos long purged (JGRP-1873).
             if hdr.conn_id in self._retired.get(src, ()):
                 out.append(self._log(now, "drop", peer=src, seqno=hdr.seqno, conn_id=hdr.conn_id,
                                      type="DATA", reason="stale conn_id (replaced by sync)"))
                 return None
-            reason = "no receive window" if entry is None else f"conn_id {entry.conn_id} != {hdr.conn_id}"
-            out.append(self._log(now, "drop", peer=src, seqno=hdr.seqno, conn_id=hdr.conn_id,
-                                 type="DATA", reason=reason + ", syncing"))
-            if src not in self._syncs:
+            sync = self._syncs.get(src)
+            if sync is None:
                 out.extend(self._start_sync(src, hdr.conn_id, now))
+                sync = self._syncs[src]
+            if len(sync.cache) < SYNC_CACHE_MAX:
+                # Kept for the window SYNC-OK makes, instead of waiting for retransmission.
+                sync.cache.append(msg)
+                self._count("rx_cached_for_sync")
+            else:
+                reason = "no receive window" if entry is None else f"conn_id {entry.conn_id} != {hdr.conn_id}"
+                out.append(self._log(now, "drop", peer=src, seqno=hdr.seqno, conn_id=hdr.conn_id,
+                                     type="DATA", reason=f"{reason}, syncing, sync cache full"))
             return None
+        if hdr.first:
+            # timestamp and first_seqno trust first=true: a new connection from src starts here.
+            if entry is not None:
+                self._set_state(entry, "recv", "replaced", now, out)
+            return self._create_recv(src, hdr.conn_id, hdr.seqno - 1, now, out, reason="new_window:first")
         out.append(self._log(now, "drop", peer=src, seqno=hdr.seqno, conn_id=hdr.conn_id, type="DATA",
                              reason="no receive window" if entry is None else "conn_id mismatch"))
         out.extend(self._request_first_seqno(src, now))
@@ -386,59 +410,76 @@ class Unicast3(Layer):
         return out
 
     def _start_sync(self, peer: str, conn_seen: int, now: float) -> list[Action]:
-        self._syncs[peer] = _RecvSync(now, conn_seen)
+        sync = self._syncs[peer] = _RecvSync(now, conn_seen, self._next_nonce())
         self._count("syncs_started")
-        return self._send_sync(peer, conn_seen, now)
+        return self._send_sync(peer, sync, now)
 
-    def _send_sync(self, peer: str, conn_seen: int, now: float) -> list[Action]:
-        return self._ctrl("sync_tx", peer, now, U3Header(MsgType.SYNC, conn_id=conn_seen), phase="sync",
-                          conn_id=conn_seen)
+    def _send_sync(self, peer: str, sync: _RecvSync, now: float) -> list[Action]:
+        return self._ctrl("sync_tx", peer, now, U3Header(MsgType.SYNC, conn_id=sync.conn_seen, nonce=sync.nonce),
+                          phase="sync", conn_id=sync.conn_seen)
 
     def _on_sync(self, src: str, hdr: U3Header, now: float) -> list[Action]:
         out: list[Action] = [self._log(now, "sync_rx", peer=src, phase="sync", conn_id=hdr.conn_id)]
         entry = self.send_table.get(src)
         if entry is None:
             # Nothing to sync: conn-id 0 tells the receiver to wait for a first=true message.
-            out.extend(self._send_sync_ok(src, 0, 0, 0, now))
+            out.extend(self._send_sync_ok(src, 0, 0, 0, hdr.nonce, now))
+            return out
+        if hdr.nonce < entry.sync_nonce or (hdr.nonce == entry.sync_nonce and not entry.awaiting_sync_ack):
+            # A delayed or repeated SYNC of a sync already done (or superseded): answering it would
+            # re-key a healthy connection for nothing.
+            self._count("rx_stale_sync")
+            out.append(self._log(now, "drop", peer=src, type="SYNC", conn_id=hdr.conn_id,
+                                 reason=f"stale SYNC (nonce {hdr.nonce}, newest answered {entry.sync_nonce})"))
             return out
         if not entry.awaiting_sync_ack:
             entry.prev_conn_id = entry.conn_id
             entry.conn_id = self._new_conn_id()
             entry.awaiting_sync_ack = True
-            entry.sync_started = now
             entry.prev_xmit = None
             out.append(self._log(now, "conn_state", peer=src, side="send", state=entry.state.name,
                                  conn_id=entry.conn_id, reason="sync: new conn_id"))
-        # A repeated SYNC (ours got lost) gets the same answer: one new conn-id per sync.
-        out.extend(self._send_sync_ok(src, entry.ha + 1, entry.conn_id, entry.prev_conn_id, now))
+        # A repeated SYNC (ours got lost), or a newer one while the last is unacknowledged, gets
+        # the same conn-id: taking another would retire the one the receiver may already use.
+        entry.sync_nonce = hdr.nonce
+        entry.sync_started = now
+        out.extend(self._send_sync_ok(src, entry.ha + 1, entry.conn_id, entry.prev_conn_id, hdr.nonce, now))
         return out
 
-    def _send_sync_ok(self, peer: str, low: int, conn_id: int, prev_conn_id: int, now: float) -> list[Action]:
-        return self._ctrl("sync_tx", peer, now, U3Header(MsgType.SYNC_OK, low, conn_id, prev_conn_id=prev_conn_id),
-                          phase="sync_ok", seqno=low, conn_id=conn_id)
+    def _send_sync_ok(self, peer: str, low: int, conn_id: int, prev_conn_id: int, nonce: int,
+                      now: float) -> list[Action]:
+        hdr = U3Header(MsgType.SYNC_OK, low, conn_id, prev_conn_id=prev_conn_id, nonce=nonce)
+        return self._ctrl("sync_tx", peer, now, hdr, phase="sync_ok", seqno=low, conn_id=conn_id)
 
     def _on_sync_ok(self, src: str, hdr: U3Header, now: float) -> list[Action]:
         low, conn_id = hdr.seqno, hdr.conn_id
         out: list[Action] = [self._log(now, "sync_rx", peer=src, phase="sync_ok", seqno=low, conn_id=conn_id)]
-        sync = self._syncs.pop(src, None)
+        sync = self._syncs.get(src)
         entry = self.recv_table.get(src)
-        if sync is None:
-            if entry is not None and entry.conn_id == conn_id:
-                out.extend(self._send_sync_ack(src, conn_id, now))  # our SYNC-ACK was lost
+        if sync is None or hdr.nonce != sync.nonce:
+            if entry is not None and entry.conn_id == conn_id and hdr.nonce == self._synced_nonce.get(src):
+                out.extend(self._send_sync_ack(src, conn_id, hdr.nonce, now))  # our SYNC-ACK was lost
             else:
+                # An answer to another sync than ours (delayed, or to a SYNC we gave up on): taking
+                # it would set the window back to that sync's low and deliver again.
+                self._count("rx_stale_sync_ok")
                 out.append(self._log(now, "drop", peer=src, type="SYNC_OK", conn_id=conn_id,
-                                     reason="no sync in progress"))
+                                     reason="no sync in progress" if sync is None else
+                                     f"stale SYNC-OK (nonce {hdr.nonce}, ours {sync.nonce})"))
             return out
+        del self._syncs[src]
         if conn_id == 0:
             out.append(self._log(now, "sync_timeout", peer=src, phase="sync_ok",
                                  reason="sender has no connection to us"))
             return out
-        if sync.conn_seen and sync.conn_seen != conn_id:
+        if sync.conn_seen and sync.conn_seen not in (conn_id, hdr.prev_conn_id):
             self._retire(src, sync.conn_seen)
-        if entry is not None and hdr.prev_conn_id and entry.conn_id == hdr.prev_conn_id:
-            # Same stream, re-keyed (e.g. sync(peer) on a live window): keep what was delivered.
-            self._retire(src, entry.conn_id)
-            entry.conn_id = conn_id
+        if entry is not None and entry.conn_id in (conn_id, hdr.prev_conn_id or None):
+            # Same stream, re-keyed (e.g. sync(peer) on a live window), or already keyed by an
+            # earlier answer of this sender: keep what was delivered.
+            if entry.conn_id != conn_id:
+                self._retire(src, entry.conn_id)
+                entry.conn_id = conn_id
             if entry.delivered < low - 1:
                 entry.delivered = low - 1
                 entry.highest = max(entry.highest, entry.delivered)
@@ -446,27 +487,41 @@ class Unicast3(Layer):
                     del entry.msgs[seqno]
             out.append(self._log(now, "conn_state", peer=src, side="recv", state=entry.state.name,
                                  conn_id=conn_id, low=entry.delivered, reason="sync: re-keyed"))
-            delivered: list[Message] = []
-            self._deliver(entry, now, out, delivered)
-            if delivered:
-                out.append(Up(msgs=delivered))
         else:
             if entry is not None:
                 self._retire(src, entry.conn_id)
                 self._set_state(entry, "recv", "replaced", now, out)
-            self._create_recv(src, conn_id, low - 1, now, out, reason="new_window:sync")
+            entry = self._create_recv(src, conn_id, low - 1, now, out, reason="new_window:sync")
+        self._synced_nonce[src] = hdr.nonce
         self._count("syncs_completed")
-        out.extend(self._send_sync_ack(src, conn_id, now))
+        out.extend(self._send_sync_ack(src, conn_id, hdr.nonce, now))
+        # What came while syncing belongs to this window if it carries its conn-id or the one it
+        # replaced (the sender re-keys without renumbering); then deliver and ack as usual.
+        self._replay(entry, sync.cache, (conn_id, hdr.prev_conn_id))
+        delivered: list[Message] = []
+        self._deliver(entry, now, out, delivered)
+        if delivered:
+            out.append(Up(msgs=delivered))
+            entry.ack_pending = True
+            out.extend(self._maybe_ack(entry, now, batch_size=len(delivered)))
         return out
 
-    def _send_sync_ack(self, peer: str, conn_id: int, now: float) -> list[Action]:
-        return self._ctrl("sync_tx", peer, now, U3Header(MsgType.SYNC_ACK, conn_id=conn_id), phase="sync_ack",
-                          conn_id=conn_id)
+    def _replay(self, entry: ReceiverEntry, cache: list[Message], conn_ids: tuple[int, int]) -> None:
+        for msg in cache:
+            hdr = msg.headers[PROTO_ID]
+            if hdr.conn_id in conn_ids and hdr.seqno > entry.delivered and hdr.seqno not in entry.msgs:
+                entry.msgs[hdr.seqno] = msg
+                entry.highest = max(entry.highest, hdr.seqno)
+
+    def _send_sync_ack(self, peer: str, conn_id: int, nonce: int, now: float) -> list[Action]:
+        return self._ctrl("sync_tx", peer, now, U3Header(MsgType.SYNC_ACK, conn_id=conn_id, nonce=nonce),
+                          phase="sync_ack", conn_id=conn_id)
 
     def _on_sync_ack(self, src: str, hdr: U3Header, now: float) -> list[Action]:
         out: list[Action] = [self._log(now, "sync_rx", peer=src, phase="sync_ack", conn_id=hdr.conn_id)]
         entry = self.send_table.get(src)
-        if entry is None or not entry.awaiting_sync_ack or entry.conn_id != hdr.conn_id:
+        if (entry is None or not entry.awaiting_sync_ack or entry.conn_id != hdr.conn_id
+                or hdr.nonce != entry.sync_nonce):
             out.append(self._log(now, "drop", peer=src, type="SYNC_ACK", conn_id=hdr.conn_id,
                                  reason="no matching sync"))
             return out
@@ -605,7 +660,7 @@ class Unicast3(Layer):
                                      reason=f"no SYNC-OK within {self.config.sync_timeout}s"))
             else:
                 sync.last_tx = now
-                out.extend(self._send_sync(peer, sync.conn_seen, now))
+                out.extend(self._send_sync(peer, sync, now))
 
     def _xmit_senders(self, now: float, out: list[Action]) -> None:
         for peer, entry in list(self.send_table.items()):
@@ -621,7 +676,8 @@ class Unicast3(Layer):
                     out.append(self._log(now, "sync_timeout", peer=peer, phase="sync_ack",
                                          reason=f"no SYNC-ACK within {self.config.sync_timeout}s"))
                 else:
-                    out.extend(self._send_sync_ok(peer, entry.ha + 1, entry.conn_id, entry.prev_conn_id, now))
+                    out.extend(self._send_sync_ok(peer, entry.ha + 1, entry.conn_id, entry.prev_conn_id,
+                                                  entry.sync_nonce, now))
             if entry.ha < entry.hs:
                 marks = (entry.ha, entry.hs)
                 if entry.prev_xmit == marks:
