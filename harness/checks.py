@@ -186,18 +186,24 @@ class _Redeliveries:
         self._lifetime: dict[tuple[str, str], int] = {}
         # (sender, receiver, app) -> (lifetime, seqno), from the sender's send events.
         self._sent: dict[tuple[str, str, str], tuple[int, int]] = {}
-        # (sender, receiver, lifetime) -> highest seqno the sender saw acked.
-        self._acked: dict[tuple[str, str, int], int] = {}
+        # (sender, receiver, lifetime) -> (t, highest seqno acked by then), one entry per rise.
+        self._acked: dict[tuple[str, str, int], list[tuple[float, int]]] = {}
 
     def epoch(self, receiver: str, sender: str) -> tuple[int, int]:
         """Advances exactly when the receiver's window for the sender was discarded."""
         return (self.lives.starts.get(receiver, 0), self._closed.get((receiver, sender), 0))
 
-    def acked(self, sender: str, receiver: str, app: str) -> bool:
+    def acked(self, sender: str, receiver: str, app: str, t: float) -> bool:
+        """Had the sender seen `app` acked before time t? An ACK at the very same time cannot be
+        told from one the delivery itself caused (a zero-latency link), so it does not count."""
         where = self._sent.get((sender, receiver, app))
         if where is None:
             return False
-        return self._acked.get((sender, receiver, where[0]), 0) >= where[1]
+        rises = self._acked.get((sender, receiver, where[0]), ())
+        for when, seqno in reversed(rises):
+            if when < t:
+                return seqno >= where[1]
+        return False
 
     def deliveries(self, events: list[dict]):
         """The deliver events with an app id, in time order, keeping the state up to date."""
@@ -215,8 +221,9 @@ class _Redeliveries:
                 peer = ev.get("peer")
                 if peer is not None and "seqno" in ev:
                     key = (ev["node"], peer, self._lifetime.get((ev["node"], peer), 0))
-                    if ev["seqno"] > self._acked.get(key, 0):
-                        self._acked[key] = ev["seqno"]
+                    rises = self._acked.setdefault(key, [])
+                    if not rises or ev["seqno"] > rises[-1][1]:
+                        rises.append((ev["t"], ev["seqno"]))
             elif kind == "conn_state":
                 self._observe_conn_state(ev)
             elif kind in _LIFECYCLE:
@@ -311,7 +318,7 @@ def check_no_duplicates(events: list[dict]) -> CheckResult:
             seen[key] = (epoch, ev["t"])
             continue
         discarded = prev[0] != epoch
-        acked = walk.acked(sender, receiver, app)
+        acked = walk.acked(sender, receiver, app, ev["t"])
         if discarded and not acked:
             causes[walk.cause(prev[0], epoch)] += 1
             seen[key] = (epoch, prev[1])

@@ -247,6 +247,13 @@ def test_redelivery_of_acked_after_window_closed_fails():
     assert "the sender had seen it acked" in res.explanation
 
 
+def test_an_ack_at_the_same_instant_as_the_redelivery_does_not_count():
+    """Zero-latency link: A's ack of A:0:1 is logged at the very time of B's redelivery after a restart."""
+    events = [start(0.0, "A"), start(0.0, "B"), send(0.9, "A", "B", 0), deliver(1.0, "B", "A", 0),
+              stop(2.0, "B", "crash"), start(3.0, "B", 1), ack_rx(4.0, "A", "B", 1), deliver(4.0, "B", "A", 0)]
+    assert result(events, "no_duplicates").passed
+
+
 def test_acks_of_an_earlier_send_window_do_not_count():
     """A's send window was recreated (seqnos from 1 again): acks of the old one cover nothing new."""
     events = unacked_run() + [ack_rx(2.0, "A", "B", 3), conn_state(3.0, "A", "B", "send", "OPEN", "created"),
