@@ -27,7 +27,8 @@ narrow an excuse (see no_duplicates), never to widen one.
 - no_errors: no `error` event (an exception inside a protocol layer: a bug of ours).
 
 Discards: the receiver R's window for sender S is discarded when R (re)starts, or when R logs its
-receive window for S CLOSED (reaped after leaving the view, or a CLOSE received).
+receive window for S CLOSED with reason close_rx (a CLOSE received) or close_timeout (reaped after
+leaving the view or idling). A window the protocol replaced by itself is no discard.
 
 A check that judged nothing (no deliveries, no owed message, no window pair, no node event) is
 *vacuous*: it does not pass (passed=False, vacuous=True) and says what it found nothing of, so a run
@@ -59,6 +60,10 @@ GRACEFUL_STOP = "stop"
 _TRAFFIC = frozenset(("send", "deliver", "ack_tx", "ack_rx"))
 _HARNESS = "harness"
 _CLOSED = "CLOSED"
+# The reasons of a receive window's move to CLOSED that discard it for real: the sender closed the
+# connection (CLOSE received) or the window was reaped (left the view or idle, then timed out).
+# A window the protocol itself "replaced" is not a discard: that is the resync the checks judge.
+DISCARD_REASONS = frozenset(("close_rx", "close_timeout"))
 # Why a message was not owed (no_loss), in the order they are tested and reported.
 EXCUSES = ("sender_lost_window", "receiver_dead", "cut_at_end", "too_little_time")
 _EXCUSE_TEXT = {
@@ -227,7 +232,7 @@ class _Redeliveries:
         if peer is None:
             return
         key = (ev["node"], peer)
-        if ev.get("side") == "recv" and ev.get("state") == _CLOSED:
+        if ev.get("side") == "recv" and ev.get("state") == _CLOSED and ev.get("reason") in DISCARD_REASONS:
             self._closed[key] = self._closed.get(key, 0) + 1
         elif ev.get("side") == "send" and ev.get("reason") == "created":
             self._lifetime[key] = self._lifetime.get(key, 0) + 1

@@ -227,6 +227,15 @@ def test_redelivery_of_unacked_after_window_closed_is_counted_not_failed():
     assert "2 unacked app id(s) legitimately redelivered" in res.explanation
 
 
+def test_redelivery_after_the_protocol_replaced_its_window_fails():
+    """B's window CLOSED with reason "replaced" (the protocol's own resync): no excuse for a redelivery."""
+    events = unacked_run() + [conn_state(5.0, "B", "A", "recv", "CLOSED", "replaced"),
+                              deliver(6.0, "B", "A", 0, conn=2)]
+    assert not result(events, "no_duplicates").passed
+    assert not result(events + [deliver(6.1, "B", "A", 2, conn=2), deliver(6.2, "B", "A", 1, conn=2)],
+                      "fifo").passed
+
+
 def test_redelivery_of_acked_after_window_closed_fails():
     """A saw A:0:0..1 acked, then B's window CLOSED and B delivers them again: duplicates."""
     events = unacked_run() + [ack_rx(2.0, "A", "B", 2), conn_state(5.0, "B", "A", "recv", "CLOSED", "close_rx"),

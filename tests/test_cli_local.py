@@ -54,7 +54,7 @@ def test_run_local_failed_check_exits_1_naming_it(tmp_path, capsys):
     path = tiny(tmp_path, expect={"fail": "fifo"}, schedule=[])
     assert main(["run", str(path), "--backend", "local", "--out", str(tmp_path / "runs"), "--no-progress"]) == 1
     text = capsys.readouterr().out
-    assert "FAILED (expected fifo to fail, but it passed)" in text
+    assert "FAILED (expected fifo to fail, but it passed;" in text
     assert "  fifo passed: 40 deliveries in FIFO order" in text
 
 

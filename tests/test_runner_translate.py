@@ -275,8 +275,8 @@ def test_kill_drops_pending_requests_and_restart_resumes_the_stream():
                    workload=[{"from": "A", "to": "B", "rate": 10, "duration": 6, "start": 2}])
     run, cluster = _run(sc)
     (send,) = cluster.admins["A"].sends
-    # 60 slots from t=2; 10 were due before the restart at t=3.
-    assert send == {"to": "B", "rate": 10.0, "count": 50, "size": 100, "stream": 0}
+    # 60 slots from t=2; 10 were due before the restart at t=3, so app ids go on at n = 11.
+    assert send == {"to": "B", "rate": 10.0, "count": 50, "size": 100, "stream": 0, "first_n": 11}
 
 
 # ---- parity with the simulator ----------------------------------------------------------------
@@ -288,8 +288,8 @@ def test_timeline_matches_the_simulator(path):
     sc = load_scenario(path)
     run, _cluster = _run(sc)
     sim = Simulation(sc, sc.seed).run()
-    live = [(e["kind"], e["fault"], e["detail"]) for e in run.timeline]
-    assert live == [(e["kind"], e["fault"], e["detail"]) for e in sim.timeline]
+    live = [(e["kind"], e["fault"], e["detail"], e.get("links")) for e in run.timeline]
+    assert live == [(e["kind"], e["fault"], e["detail"], e.get("links")) for e in sim.timeline]
     for ev, step_t in zip(run.timeline, [e["t"] for e in sim.timeline]):
         assert ev["t"] - run.origin == pytest.approx(step_t, abs=0.06)
 

@@ -11,7 +11,7 @@ import yaml
 
 from harness.cli import main
 from harness.rundir import judge, make_run_dir, run_scenario
-from harness.scenario import ScenarioError, load_scenario, parse_scenario
+from harness.scenario import ScenarioError, cut_links, load_scenario, parse_scenario
 from harness.sim import IdentityCodec, SimulationError
 from node.events import make_event
 from node.layer import Layer
@@ -75,7 +75,7 @@ def test_example_loads(tmp_path):
     assert (drop.node, drop.peer, drop.types, drop.count, drop.direction) == ("B", "A", ("ACK",), 3, "up")
     assert sc.schedule[5].params.members == ("B", "C")
     assert sc.schedule[7].params.target == "all"
-    assert sc.checks == ("fifo", "no_duplicates", "no_loss", "windows_synced")
+    assert sc.checks == ("fifo", "no_duplicates", "no_loss", "windows_synced", "no_errors")
     assert sc.expect == "pass" and sc.seed == 42
     assert sc.end_time == 15.0
 
@@ -99,7 +99,7 @@ def test_defaults():
     sc = parse_scenario({"name": "x", "protocol": "unicast3", "nodes": 2, "duration": 1,
                          "workload": [{"from": "A", "to": "B", "rate": 10, "duration": 1}]})
     assert (sc.transport, sc.config, sc.schedule, sc.settle, sc.expect, sc.seed) == ("udp", {}, (), 5.0, "pass", 0)
-    assert sc.checks == ("fifo", "no_duplicates", "no_loss")
+    assert sc.checks == ("fifo", "no_duplicates", "no_loss", "no_errors")
     assert sc.end_time == 6.0
 
 
@@ -314,7 +314,7 @@ def test_run_scenario_writes_the_run_directory(tmp_path):
     assert json.loads((d / "timeline.jsonl").read_text().splitlines()[0])["fault"] == "loss"
     verdict = json.loads((d / "verdict.json").read_text())
     assert verdict["outcome"] == "passed" and verdict["seed"] == 9 and verdict["backend"] == "sim"
-    assert [c["name"] for c in verdict["checks"]] == ["fifo", "no_duplicates", "no_loss"]
+    assert [c["name"] for c in verdict["checks"]] == ["fifo", "no_duplicates", "no_loss", "no_errors"]
     assert verdict["stats"]["msgs_sent"] == 20
 
 
@@ -394,3 +394,55 @@ def test_cli_protocol_config_error_exits_2(tmp_path, capsys):
     path.write_text(yaml.safe_dump(data))
     assert main(["run", str(path), "--out", str(tmp_path / "runs")]) == 2
     assert "config.bogus:" in capsys.readouterr().err
+
+
+# ---- recovery bound and the links a fault cuts ------------------------------------------------
+
+
+def _minimal(**extra) -> dict:
+    return {"name": "rb", "protocol": "unicast3", "nodes": 3, "duration": 2,
+            "workload": [{"from": "A", "to": "B", "rate": 10, "count": 5}], **extra}
+
+
+def test_recovery_bound_comes_from_the_protocol_timers():
+    """No recovery_bound: 8 x xmit_interval + ack_min_interval (+ sync_min_interval for timestamp)."""
+    assert parse_scenario(_minimal()).recovery_bound == pytest.approx(4.5)
+    assert parse_scenario(_minimal(config={"xmit_interval": 0.2, "ack_min_interval": 0.1})).recovery_bound == \
+        pytest.approx(1.7)
+    assert parse_scenario(_minimal(config={"resync": "timestamp"})).recovery_bound == pytest.approx(6.5)
+
+
+def test_recovery_bound_can_be_set_and_round_trips():
+    """recovery_bound: 2.5 is kept, written to the resolved scenario and read back equal."""
+    sc = parse_scenario(_minimal(recovery_bound=2.5))
+    assert sc.recovery_bound == 2.5 and parse_scenario(sc.to_dict()) == sc
+
+
+@pytest.mark.parametrize("extra, path", [
+    ({"recovery_bound": 0}, "recovery_bound"),
+    ({"recovery_bound": "soon"}, "recovery_bound"),
+    ({"config": {"xmit_interval": -1}}, "config.xmit_interval"),
+    ({"config": {"colour": 1}}, "config.colour"),
+])
+def test_bad_recovery_bound_or_protocol_setting_names_the_field(extra, path):
+    """A bad bound, or a protocol setting the protocol refuses, is reported at load time by its path."""
+    with pytest.raises(ScenarioError) as info:
+        parse_scenario(_minimal(**extra))
+    assert info.value.path == path
+
+
+@pytest.mark.parametrize("step, links", [
+    ({"at": 1, "partition": {"from": "A", "to": "B"}}, ["A->B"]),
+    ({"at": 1, "partition": [["A"], ["B", "C"]]}, ["A->B", "A->C", "B->A", "C->A"]),
+    ({"at": 1, "loss": {"link": "A->B", "p": 1.0}}, ["A->B"]),
+    ({"at": 1, "loss": {"link": "A->B", "p": 0.5}}, []),
+    ({"at": 1, "pause": "C"}, ["A->C", "B->C", "C->A", "C->B"]),
+    ({"at": 1, "drop": {"at": "B", "from": "A", "type": "SYNC"}}, ["A->B", "B->A"]),
+    ({"at": 1, "drop": {"at": "B", "from": "A", "type": "SYNC", "count": 3}}, []),
+    ({"at": 1, "delay": {"link": "*", "ms": 50}}, []),
+    ({"at": 1, "kill": "A"}, []),
+])
+def test_cut_links_names_what_a_fault_cuts(step, links):
+    """Partitions, pauses, total loss and unbounded drops cut links; bounded or partial faults do not."""
+    sc = parse_scenario(_minimal(schedule=[step]))
+    assert sorted(cut_links(sc.schedule[0], sc.nodes)) == links
