@@ -173,11 +173,11 @@ def chaos_scenario(seed: int, *, resync: str | None = None, admin_sync: bool | N
         s.heal(t + length, i)
         s.add(t + length, "view", {"at": y, "members": list(NODES)})
 
-    def place(nodes_of, lo: float, hi: float, length_of) -> tuple[float, float] | None:
-        """A start and end for a fault on the pairs of `nodes_of`, clear of the episodes."""
+    def place(nodes_of, lo: float, hi: float, length_of, until: float = last) -> tuple[float, float] | None:
+        """A start and end (by `until`) for a fault on the pairs of `nodes_of`, clear of the episodes."""
         for _ in range(5):
             t = rng.uniform(lo, hi)
-            t_end = min(last, t + length_of())
+            t_end = max(t, min(until, t + length_of()))
             if all(busy.free(pair, t, t_end) for pair in nodes_of):
                 return t, t_end
         return None
@@ -221,10 +221,10 @@ def chaos_scenario(seed: int, *, resync: str | None = None, admin_sync: bool | N
         pairs = [(node, n) for n in NODES if n != node]
         if rng.random() < 0.3:
             # Dead for a while, then back (a kill and a later restart).
-            spot = place(pairs, 1.0, duration - 0.5, lambda: rng.uniform(0.5, 3.0))
+            spot = place(pairs, 1.0, duration - 0.5, lambda: rng.uniform(0.5, 3.0), until=duration - 0.2)
             if spot:
                 s.add(spot[0], "kill", node)
-                s.add(min(duration - 0.2, spot[1]), "restart", node)
+                s.add(max(spot[0] + 0.1, spot[1]), "restart", node)
         else:
             spot = place(pairs, 1.0, duration - 0.5, lambda: 0.0)
             if spot:
@@ -484,10 +484,11 @@ class Source:
 
     label: str
     data: dict | None = None  # a file's scenario; None for the generated set
+    admin_sync: bool | None = None  # generated set: admin SYNC steps (None: when available)
 
     def scenario(self, seed: int, resync: str | None) -> dict:
         if self.data is None:
-            return chaos_scenario(seed, resync=resync)
+            return chaos_scenario(seed, resync=resync, admin_sync=self.admin_sync)
         return with_mutation(self.data, None, resync)
 
 

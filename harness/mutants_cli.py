@@ -213,7 +213,8 @@ def _print_table(results, baseline, seeds, sources, wall: float) -> None:
     src = ", ".join(s.label for s in sources)
     table = Table(title=f"mutation score {killed}/{len(results)} (seeds {seeds.start}..{seeds.stop - 1}; {src})",
                   show_lines=True)
-    for col in ("mutant", "resync", "result", "check(s)", "seeds", "first killing seed", "crash", "shrunk schedule"):
+    for col in ("mutant", "resync", "result", "check(s)", "runs to kill", "first killing seed", "crash",
+                "shrunk schedule"):
         table.add_column(col, overflow="fold")
     for r in results:
         seed = "-" if r.kill_seed is None else (str(r.kill_seed) if r.kill_source == "generated"
