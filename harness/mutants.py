@@ -235,6 +235,15 @@ def chaos_scenario(seed: int, *, resync: str | None = None, admin_sync: bool | N
         if all(busy.free(("C", n), t, duration) for n in ("A", "B")):
             s.add(t, "kill", "C")
             dead.add("C")
+    early = [w for w in workload if w["start"] + w["duration"] < last - 1.0]
+    if early and rng.random() < 0.5:
+        # A cut over the end of a stream: its last messages are lost and nothing follows them, so
+        # only the sender's resend of its highest-sent message (seed 002) brings them back.
+        w = rng.choice(early)
+        end = w["start"] + w["duration"]
+        t0, t1 = end - rng.uniform(0.1, 0.5), end + rng.uniform(0.3, 1.5)
+        if busy.free((w["from"], w["to"]), t0, t1):
+            s.heal(t1, s.add(t0, "partition", {"from": w["from"], "to": w["to"]}))
     syncs = rng.randint(0, 2)
     if admin_sync is None:
         admin_sync = admin_sync_available()
