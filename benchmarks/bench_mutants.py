@@ -48,8 +48,7 @@ def measure_mutant(name: str, seeds: int) -> dict:
     shrunk = None
     if first is not None and first.outcome != "crash":
         data = mt.with_mutation(mt.chaos_scenario(first.seed, resync=mode), name)
-        primary = first.failed[0]
-        shrunk = mt.shrink(data, first.seed, lambda c: primary in mt.run_trial(c, first.seed).failed)
+        shrunk = mt.shrink(data, first.seed, mt.killed_by(first.failed[0], first.seed))
     return {"name": name, "mode": mode or "any", "kills": kills, "first": first, "seeds": seeds,
             "hunt_s": hunt_s, "shrunk": shrunk, "wall_s": time.perf_counter() - t0}
 

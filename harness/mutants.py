@@ -22,7 +22,8 @@ seed when the verdict is "failed" (a check failed, not merely vacuous); a simula
 unmutated protocol runs as the baseline over the same seeds, in every resync mode a mutant used.
 
 Shrinking (`shrink`) removes schedule steps greedily, then streams, then halves what the
-streams send, keeping every change after which the same check still fails with the same seed.
+streams send, keeping every change after which the same check still fails with the same seed and
+the unmutated protocol still passes (`killed_by`).
 """
 
 from __future__ import annotations
@@ -460,6 +461,20 @@ def shrink(data: dict, seed: int, still_fails: Callable[[dict], bool], budget: i
     return Shrunk(best, runs, before, len(best.get("schedule") or []))
 
 
+def killed_by(check: str, seed: int, *, check_invariants: bool = True) -> Callable[[dict], bool]:
+    """The shrinker's test: with the mutant the same check still fails, and without it the
+    candidate passes (so what is left shows the bug, not an unfair schedule such as a partition
+    whose heal was shrunk away)."""
+
+    def still_kills(candidate: dict) -> bool:
+        if check not in run_trial(candidate, seed, check_invariants=check_invariants).failed:
+            return False
+        unmutated = with_mutation(candidate, None)
+        return run_trial(unmutated, seed, check_invariants=check_invariants).outcome == "passed"
+
+    return still_kills
+
+
 def compact(data: dict) -> str:
     """A scenario dict as short YAML-ish text: config, one line per stream and per step."""
     import yaml
@@ -557,13 +572,7 @@ def hunt(name: str, sources: list[Source], seeds: range, *, shrink_it: bool = Tr
             res.explanation = trial.explanation
             advance(total - k - 1)
             if shrink_it:
-                primary = trial.failed[0]
-
-                def still_fails(candidate: dict, seed=seed) -> bool:
-                    again = run_trial(candidate, seed, check_invariants=check_invariants)
-                    return primary in again.failed
-
-                shrunk = shrink(data, seed, still_fails)
+                shrunk = shrink(data, seed, killed_by(trial.failed[0], seed, check_invariants=check_invariants))
                 res.shrunk = compact(shrunk.data)
                 res.shrunk_steps = (shrunk.steps_before, shrunk.steps_after)
             else:

@@ -140,7 +140,7 @@ def test_shrinker_returns_a_smaller_schedule_that_still_kills():
     name, seed = "sync_ok_sends_ha", KILL_SEEDS["sync_ok_sends_ha"]
     data = mt.with_mutation(chaos(seed, "sync"), name)
     primary = mt.run_trial(data, seed).failed[0]
-    shrunk = mt.shrink(data, seed, lambda c: primary in mt.run_trial(c, seed).failed, budget=60)
+    shrunk = mt.shrink(data, seed, mt.killed_by(primary, seed), budget=60)
     assert shrunk.steps_after < shrunk.steps_before
     assert len(shrunk.data["workload"]) <= len(data["workload"])
     again = mt.run_trial(shrunk.data, seed)
