@@ -52,6 +52,9 @@ def add_command(subparsers, positive_int, non_negative_int) -> None:
     p.add_argument("--baseline", type=non_negative_int, default=None, metavar="N",
                    help="seeds the unmutated protocol runs (each in every resync mode a mutant used); "
                         "default: the same seeds as the mutants (--seeds); 0 skips it")
+    p.add_argument("--admin-sync", choices=("auto", "on", "off"), default="auto",
+                   help="admin SYNC steps (`sync: {at: B, peer: A}`) in the generated set's sync-mode "
+                        "schedules: auto (default) as soon as the scenario model has the step, on, off")
     p.add_argument("--no-shrink", action="store_true", help="do not shrink the killing schedules")
     p.add_argument("--no-invariants", action="store_true",
                    help="skip check_invariants() after every simulator input (faster; a broken invariant "
@@ -85,8 +88,12 @@ def cmd_mutants(args: argparse.Namespace) -> int:
         if source is None:
             return EXIT_BAD_INPUT
         sources.append(source)
+    if args.admin_sync == "on" and not mt.admin_sync_available():
+        print("splitbrain: --admin-sync on: the scenario model has no admin sync step (`sync:`) yet",
+              file=sys.stderr)
+        return EXIT_BAD_INPUT
     if not sources or args.generated:
-        sources.append(mt.Source("generated"))
+        sources.append(mt.Source("generated", admin_sync={"auto": None, "on": True, "off": False}[args.admin_sync]))
     if args.generated and not args.scenarios:
         print("splitbrain: --generated is for use with SCENARIO files (the generated set is the default)",
               file=sys.stderr)

@@ -198,7 +198,7 @@ def test_cli_scenario_files_and_shrink(tmp_path, capsys):
     (["no/such/file.yaml"], "not found"),
     (["scenarios/jgrp-1875-first-seqno.yaml"], "reproduces a bug"),
     (["--generated"], "--generated"),
-])
+] + ([] if mt.admin_sync_available() else [(["--admin-sync", "on"], "no admin sync step")]))
 def test_cli_bad_input_exits_2(argv, message, capsys):
     """Bad flags, unknown mutants and unusable scenario files exit 2 and say why."""
     with pytest.raises(SystemExit) if argv == ["--seeds", "0"] else _no_raise() as exc:
