@@ -96,6 +96,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_pipeline_commands(sub)
 
+    # mutants: mutation testing of the checkers (harness/mutants_cli.py).
+    from harness.mutants_cli import add_command as add_mutants_command
+
+    add_mutants_command(sub, positive_int, non_negative_int)
+
     # `splitbrain node ARGS` hands ARGS to the daemon untouched (main() does it before argparse),
     # so `splitbrain node --help` is the daemon's own help. This entry only lists the command.
     sub.add_parser(

@@ -5,7 +5,34 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 
 RESYNC_MODES = ("sync", "timestamp", "first_seqno")
-MUTATIONS = ("ack_purges_one_more",)
+# Planted bugs (`mutation:`), to measure that the checkers catch what they must (`splitbrain
+# mutants`). Each is one small change at one spot of protocol.py, found there as
+# `self._mutant("<name>")`. Never in production.
+MUTATIONS: dict[str, str] = {
+    "ack_purges_one_more": "an ACK(n) purges n+1 too: the sender drops a message the receiver never acked",
+    "xmit_req_off_by_one": "XMIT-REQ ranges read as half-open: the last seqno of each range is never resent",
+    "deliver_in_arrival_order": "a run of deliverable messages is delivered in arrival order, not seqno order",
+    "ack_ignores_conn_id": "no conn-id check on ACK: a stale ACK from before a resync purges (JGRP-1875)",
+    "no_resend_highest": "the retransmit task never resends the highest-sent message when HA<HS is stuck",
+    "ack_highest_received": "ACK carries the highest seqno received, not the highest delivered (gaps acked)",
+    "conn_id_ignores_incarnation": "conn-ids from a per-process counter without the incarnation: a restart reuses them",
+    "ack_ignores_timestamp": "resync timestamp: an ACK with a stale timestamp still purges (JGRP-1875)",
+    "sync_ok_sends_ha": "SYNC-OK carries HA instead of HA+1: the new window expects a purged message",
+    "resend_keeps_old_conn_id": "retransmissions keep the conn-id they were first sent with, not the current one",
+    "data_ignores_conn_id": "no conn-id check on DATA: a restarted sender's messages land in its old window",
+    "first_window_skips_first": "a window created by a first=true message starts after it (its seqno, not seqno-1)",
+    "timestamp_ignores_incarnation": "resync timestamp: timestamps restart at 1 after a restart and look stale",
+    "first_seqno_resends_highest": "SEND_FIRST_SEQNO answered with HS instead of the lowest unacked message",
+}
+# Mutants whose bug sits on one resync path, and the `resync:` mode that path needs.
+MUTATION_RESYNC: dict[str, str] = {
+    "ack_ignores_conn_id": "sync",
+    "ack_ignores_timestamp": "timestamp",
+    "sync_ok_sends_ha": "sync",
+    "resend_keeps_old_conn_id": "sync",
+    "timestamp_ignores_incarnation": "timestamp",
+    "first_seqno_resends_highest": "timestamp",
+}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -80,6 +80,8 @@ class Unicast3(Layer):
         self.config = config
         self.incarnation = incarnation
         self._conn_counter = rng.getrandbits(16)
+        if self._mutant("conn_id_ignores_incarnation"):
+            self._conn_counter = 0  # a per-process counter from 0: a restart reuses conn-ids
         self._timestamp = 0  # resync=timestamp: this node's ACK/SEND_FIRST_SEQNO clock
         self._nonce = 0  # numbers this node's SYNCs (see _next_nonce)
         self._synced_nonce: dict[str, int] = {}  # peer -> nonce of our last completed SYNC
@@ -99,11 +101,17 @@ class Unicast3(Layer):
     def _log(self, now: float, kind: str, **fields) -> Log:
         return Log(event=make_event(now, self.local, PROTO, kind, **fields))
 
+    def _mutant(self, name: str) -> bool:
+        """True when this planted bug (config `mutation`, see config.MUTATIONS) is switched on."""
+        return self.config.mutation == name
+
     def _count(self, key: str, n: int = 1) -> None:
         self.counters[key] = self.counters.get(key, 0) + n
 
     def _new_conn_id(self) -> int:
         self._conn_counter = (self._conn_counter + 1) & 0xFFFF
+        if self._mutant("conn_id_ignores_incarnation"):
+            return self._conn_counter or 1
         conn_id = ((self.incarnation & 0xFFFF) << 16) | self._conn_counter
         return conn_id or 1  # 0 means "no connection" on the wire
 
@@ -116,6 +124,8 @@ class Unicast3(Layer):
     def _next_timestamp(self) -> int:
         # The incarnation in the high bits keeps a restarted receiver's timestamps above its old ones.
         self._timestamp += 1
+        if self._mutant("timestamp_ignores_incarnation"):
+            return self._timestamp
         return (self.incarnation << 40) | self._timestamp
 
     def _ctrl(self, kind: str, dest: str, now: float, hdr: U3Header, **fields) -> list[Action]:
@@ -176,7 +186,8 @@ class Unicast3(Layer):
             return []
         hdr = stored.headers[PROTO_ID]
         if hdr.conn_id != entry.conn_id or (first and not hdr.first):
-            stored = stored.with_header(PROTO_ID, replace(hdr, conn_id=entry.conn_id, first=hdr.first or first))
+            conn_id = hdr.conn_id if self._mutant("resend_keeps_old_conn_id") else entry.conn_id
+            stored = stored.with_header(PROTO_ID, replace(hdr, conn_id=conn_id, first=hdr.first or first))
         self._count("retransmit")
         return [
             self._log(now, "retransmit", peer=entry.peer, seqno=seqno, conn_id=entry.conn_id,
@@ -242,6 +253,16 @@ class Unicast3(Layer):
     def _deliver(self, entry: ReceiverEntry, now: float, out: list[Action], delivered: list[Message]) -> None:
         held = entry.msgs
         nxt = entry.delivered + 1
+        if self._mutant("deliver_in_arrival_order"):
+            # The deliverable run taken from the dict of held messages in its (arrival) order.
+            end = nxt
+            while end in held:
+                end += 1
+            for seqno in [s for s in held if nxt <= s < end]:
+                msg = held.pop(seqno)
+                out.append(Log(event=self._data_event(now, "deliver", entry.peer, seqno, entry.conn_id, msg)))
+                delivered.append(msg)
+            nxt = end
         while nxt in held:
             msg = held.pop(nxt)
             out.append(Log(event=self._data_event(now, "deliver", entry.peer, nxt, entry.conn_id, msg)))
@@ -253,7 +274,7 @@ class Unicast3(Layer):
                       out: list[Action]) -> ReceiverEntry | None:
         """The receive window this DATA message belongs to, creating it or starting a resync."""
         entry = self.recv_table.get(src)
-        if entry is not None and entry.conn_id == hdr.conn_id:
+        if entry is not None and (entry.conn_id == hdr.conn_id or self._mutant("data_ignores_conn_id")):
             return entry
         mode = self.config.resync
         if mode == "sync":
@@ -281,7 +302,8 @@ class Unicast3(Layer):
             # timestamp and first_seqno trust first=true: a new connection from src starts here.
             if entry is not None:
                 self._set_state(entry, "recv", "replaced", now, out)
-            return self._create_recv(src, hdr.conn_id, hdr.seqno - 1, now, out, reason="new_window:first")
+            low = hdr.seqno if self._mutant("first_window_skips_first") else hdr.seqno - 1
+            return self._create_recv(src, hdr.conn_id, low, now, out, reason="new_window:first")
         out.append(self._log(now, "drop", peer=src, seqno=hdr.seqno, conn_id=hdr.conn_id, type="DATA",
                              reason="no receive window" if entry is None else "conn_id mismatch"))
         out.extend(self._request_first_seqno(src, now))
@@ -311,8 +333,9 @@ class Unicast3(Layer):
         entry.last_ack_tx = now
         self._ack_deadlines.pop(entry.peer, None)
         ts = self._next_timestamp() if self.config.resync == "timestamp" else 0
-        hdr = U3Header(MsgType.ACK, entry.delivered, entry.conn_id, timestamp=ts)
-        return self._ctrl("ack_tx", entry.peer, now, hdr, seqno=entry.delivered, conn_id=entry.conn_id,
+        acked = entry.highest if self._mutant("ack_highest_received") else entry.delivered
+        hdr = U3Header(MsgType.ACK, acked, entry.conn_id, timestamp=ts)
+        return self._ctrl("ack_tx", entry.peer, now, hdr, seqno=acked, conn_id=entry.conn_id,
                           timestamp=ts or None)
 
     def _on_ack(self, src: str, hdr: U3Header, now: float) -> list[Action]:
@@ -320,12 +343,12 @@ class Unicast3(Layer):
         reason = None
         if entry is None:
             reason = "no send window"
-        elif hdr.conn_id != entry.conn_id:
+        elif hdr.conn_id != entry.conn_id and not self._mutant("ack_ignores_conn_id"):
             reason = f"stale conn_id {hdr.conn_id} (current {entry.conn_id})"
         elif entry.awaiting_sync_ack:
             reason = "awaiting SYNC-ACK"
         elif self.config.resync == "timestamp":
-            if hdr.timestamp <= entry.last_timestamp:
+            if hdr.timestamp <= entry.last_timestamp and not self._mutant("ack_ignores_timestamp"):
                 reason = f"stale timestamp {hdr.timestamp} <= {entry.last_timestamp}"
             else:
                 entry.last_timestamp = hdr.timestamp
@@ -333,7 +356,7 @@ class Unicast3(Layer):
             return [self._log(now, "drop", peer=src, seqno=hdr.seqno, conn_id=hdr.conn_id, type="ACK",
                               reason=reason)]
         out = [self._log(now, "ack_rx", peer=src, seqno=hdr.seqno, conn_id=hdr.conn_id)]
-        upto = hdr.seqno + 1 if self.config.mutation == "ack_purges_one_more" else hdr.seqno
+        upto = hdr.seqno + 1 if self._mutant("ack_purges_one_more") else hdr.seqno
         upto = min(upto, entry.hs)
         if upto > entry.ha:
             for seqno in range(entry.ha + 1, upto + 1):
@@ -353,6 +376,8 @@ class Unicast3(Layer):
             return out
         budget = self.config.max_xmit_req_seqnos
         for lo, hi in hdr.ranges:
+            if self._mutant("xmit_req_off_by_one"):
+                hi -= 1  # the range read as half-open: its last seqno is never resent
             for seqno in range(lo, min(hi, lo + budget - 1) + 1):
                 if seqno in entry.msgs:
                     out.extend(self._resend(entry, seqno, now, "xmit_req"))
@@ -406,7 +431,8 @@ class Unicast3(Layer):
                                      reason=f"stale timestamp {hdr.timestamp} <= {entry.last_timestamp}"))
                 return out
             entry.last_timestamp = hdr.timestamp
-        out.extend(self._resend(entry, entry.ha + 1, now, "first_seqno", first=True))
+        low = entry.hs if self._mutant("first_seqno_resends_highest") else entry.ha + 1
+        out.extend(self._resend(entry, low, now, "first_seqno", first=True))
         return out
 
     def _start_sync(self, peer: str, conn_seen: int, now: float) -> list[Action]:
@@ -448,6 +474,8 @@ class Unicast3(Layer):
 
     def _send_sync_ok(self, peer: str, low: int, conn_id: int, prev_conn_id: int, nonce: int,
                       now: float) -> list[Action]:
+        if self._mutant("sync_ok_sends_ha") and low > 1:
+            low -= 1  # HA, the last acked seqno, where the receiver expects the first to deliver
         hdr = U3Header(MsgType.SYNC_OK, low, conn_id, prev_conn_id=prev_conn_id, nonce=nonce)
         return self._ctrl("sync_tx", peer, now, hdr, phase="sync_ok", seqno=low, conn_id=conn_id)
 
@@ -680,7 +708,7 @@ class Unicast3(Layer):
                                                   entry.sync_nonce, now))
             if entry.ha < entry.hs:
                 marks = (entry.ha, entry.hs)
-                if entry.prev_xmit == marks:
+                if entry.prev_xmit == marks and not self._mutant("no_resend_highest"):
                     out.extend(self._resend(entry, entry.hs, now, "highest_sent"))
                 entry.prev_xmit = marks
             else:

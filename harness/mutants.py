@@ -1,0 +1,611 @@
+"""Mutation testing of the checkers: planted protocol bugs against a standard chaos set.
+
+A mutant is UNICAST3 with one deliberate bug, selected by `mutation: <name>` in its config
+(node.unicast3.config.MUTATIONS, each a small change at one spot of protocol.py). The checkers
+earn their keep when every mutant fails a check on some chaos schedule (the mutant is *killed*)
+while the unmutated protocol passes every schedule (no false failures).
+
+The standard chaos set is a function of a seed (`chaos_scenario`): 3 nodes with streams both
+ways for 10-20 s, and a random fault schedule of partitions (one-way and two-way, healed), loss,
+duplication, reordering, delay with jitter, in-process typed drops (DATA, ACK, XMIT_REQ, SYNC...
+with a count), an asymmetric split where the receiver drops the sender from its view (seed 000),
+a stale ACK delayed past a resync (JGRP-1875), restarts (some late, after the heals) and kills,
+and admin syncs where the scenario model has them. Small conn_expiry/conn_close timeouts make
+windows close, get reaped and reopen. Each seed picks a resync mode (`sync` or `timestamp`; the
+`first_seqno` mode is JGRP-1875 itself and would fail unmutated); a mutant whose bug sits on one
+resync path (MUTATION_RESYNC) runs every seed in that mode.
+
+A run is judged exactly like `splitbrain run --backend sim`: the simulator with invariant checks,
+then harness.rundir.judge with the scenario's checks and recovery bound. A mutant is killed by a
+seed when the verdict is "failed" (a check failed, not merely vacuous); a simulator exception
+(an invariant assertion, a crash inside a layer) also kills it but is reported as a crash. The
+unmutated protocol runs as the baseline over the same seeds, in every resync mode a mutant used.
+
+Shrinking (`shrink`) removes schedule steps greedily, then streams, then halves what the
+streams send, keeping every change after which the same check still fails with the same seed and
+the unmutated protocol still passes (`killed_by`).
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+import random
+import time
+from dataclasses import dataclass, field
+from typing import Callable, Iterable
+
+from node.unicast3.config import MUTATION_RESYNC, MUTATIONS
+
+NODES = ("A", "B", "C")
+# Resync modes of the chaos set; first_seqno is the JGRP-1875 design and fails unmutated.
+CHAOS_MODES = ("sync", "timestamp")
+SETTLE_S = 12.0
+# Connection lifetime (conn_expiry + conn_close) beyond the disturbed time of a schedule: a resync
+# (timestamp mode waits sync_min_interval) plus a recovery bound of retransmissions.
+FAIRNESS_SLACK_S = 8.0
+# A view episode owns its pair of nodes from this long before it starts until this long after it heals.
+EPISODE_GUARD_S = 3.0
+# The most simulator runs one shrink may spend.
+SHRINK_BUDGET = 120
+
+
+def admin_sync_available() -> bool:
+    """True when the scenario model has the admin SYNC step (`sync: {at: B, peer: A}`)."""
+    from harness.scenario import STEP_KINDS
+
+    return "sync" in STEP_KINDS
+
+
+def mutant_mode(name: str | None) -> str | None:
+    """The resync mode a mutant needs, or None when any mode shows its bug."""
+    return MUTATION_RESYNC.get(name) if name else None
+
+
+# ---- the chaos set ----------------------------------------------------------------------------
+
+
+class _Schedule:
+    """A schedule as written in a file: steps in creation order, `heal: N` by that order."""
+
+    def __init__(self) -> None:
+        self.steps: list[dict] = []
+
+    def add(self, at: float, kind: str, body) -> int:
+        self.steps.append({"at": round(at, 2), kind: body})
+        return len(self.steps) - 1
+
+    def heal(self, at: float, index: int) -> None:
+        self.add(at, "heal", index)
+
+
+class _Busy:
+    """Intervals during which a pair of nodes belongs to a view episode."""
+
+    def __init__(self) -> None:
+        self.spans: list[tuple[frozenset, float, float]] = []
+
+    def free(self, pair, t0: float, t1: float) -> bool:
+        key = frozenset(pair)
+        return not any(k == key and t0 < b and a < t1 for k, a, b in self.spans)
+
+    def claim(self, pair, t0: float, t1: float) -> None:
+        self.spans.append((frozenset(pair), t0, t1))
+
+
+def _pairs_of_link(link: str) -> list[tuple[str, str]]:
+    if link == "*":
+        return [(a, b) for a in NODES for b in NODES if a < b]
+    a, _, b = link.replace("<->", "->").partition("->")
+    return [(a, b)]
+
+
+def _link(rng: random.Random) -> str:
+    a, b = rng.sample(NODES, 2)
+    return rng.choice([f"{a}->{b}", f"{a}<->{b}", "*"])
+
+
+def chaos_scenario(seed: int, *, resync: str | None = None, admin_sync: bool | None = None) -> dict:
+    """The chaos set's scenario for `seed` (a dict for harness.scenario.parse_scenario).
+
+    `resync` forces a resync mode (default: the seed's own); `admin_sync` adds admin SYNC steps
+    (default: when the scenario model has them). The schedule depends on the seed only, so a
+    forced mode runs the same faults; admin syncs are drawn last, in sync mode only."""
+    rng = random.Random(f"splitbrain-chaos:{seed}")
+    mode = rng.choice(CHAOS_MODES)
+    if resync is not None:
+        mode = resync
+    duration = round(rng.uniform(10.0, 20.0), 1)
+    config = {
+        "xmit_interval": 0.5,
+        "ack_min_interval": rng.choice([0.05, 0.2, 0.5]),
+        "conn_expiry_timeout": float(rng.choice([3, 4, 6])),
+        "conn_close_timeout": float(rng.choice([2, 3])),
+        "resync": mode,
+    }
+
+    # Streams both ways between A and B, and to and from C most of the time. Some end early, so
+    # their connections idle, expire and get reaped, and their last messages have no successor.
+    workload = []
+    pairs = [("A", "B"), ("B", "A")] + [p for p in (("A", "C"), ("C", "A"), ("B", "C"), ("C", "B"))
+                                        if rng.random() < 0.5]
+    for src, dst in pairs:
+        start = round(rng.uniform(0.0, 2.0), 2)
+        end = duration if rng.random() < 0.6 else round(rng.uniform(duration * 0.4, duration), 2)
+        workload.append({"from": src, "to": dst, "rate": rng.choice([20, 40, 60, 100]),
+                         "start": start, "duration": round(end - start, 2)})
+
+    s = _Schedule()
+    last = duration - 1.0  # faults start and heal before the workload ends
+    if rng.random() < 0.6:
+        # Jitter stays below the delay: a frame floored at zero latency lands at the very instant
+        # it was sent, and the merged log cannot order it after the send (see README, mutants).
+        ms = rng.choice([1, 5, 20, 40])
+        s.add(0.0, "delay", {"link": "*", "ms": ms, "jitter_ms": round(ms * rng.choice([0, 0.1, 0.5, 0.9]), 1)})
+
+    # The view episodes come first and own their pair of nodes for a while: Y drops X from its
+    # view, so Y's *send* window to X closes too and is reaped after conn_close_timeout with
+    # whatever it holds unacked, by design. Another fault on that pair just before or during the
+    # episode (a partition eating Y's last messages to X) would make that a designed loss.
+    episodes = []
+    if rng.random() < 0.5:
+        # Seed 000's asymmetric split: nothing from X reaches Y, Y drops X from its view and closes
+        # its window for X after conn_close_timeout; at the heal Y takes X back and resyncs.
+        x, y = rng.sample(NODES, 2)
+        t = rng.uniform(1.0, max(1.5, last - 4.0))
+        episodes.append(("split", x, y, t, config["conn_close_timeout"] + rng.uniform(0.2, 2.0), 0.0))
+    if rng.random() < 0.4:
+        # JGRP-1875: Y's last ACK before a split reaches X only after Y lost its window for X and
+        # resynced, so it is stale; the same split as above, on A->B or B->A (whose streams run).
+        x, y = rng.choice([("A", "B"), ("B", "A")])
+        t = rng.uniform(2.0, max(2.5, last - 4.0))
+        length = config["conn_close_timeout"] + 0.1 + config["xmit_interval"] + rng.uniform(0.2, 0.8)
+        episodes.append(("jgrp1875", x, y, t, length, length + rng.uniform(0.1, 0.4)))
+    busy = _Busy()
+    for kind, x, y, t, length, delay_s in episodes:
+        if not busy.free((x, y), t - EPISODE_GUARD_S, t + length + EPISODE_GUARD_S):
+            continue
+        busy.claim((x, y), t - EPISODE_GUARD_S, t + length + EPISODE_GUARD_S)
+        if kind == "jgrp1875":
+            s.add(t, "drop", {"at": x, "from": y, "type": "ACK", "count": 1, "action": "delay",
+                              "delay_ms": round(delay_s * 1000)})
+        i = s.add(t, "partition", {"from": x, "to": y})
+        s.add(t + 0.1, "view", {"at": y, "members": [n for n in NODES if n != x]})
+        s.heal(t + length, i)
+        s.add(t + length, "view", {"at": y, "members": list(NODES)})
+
+    def place(nodes_of, lo: float, hi: float, length_of, until: float = last) -> tuple[float, float] | None:
+        """A start and end (by `until`) for a fault on the pairs of `nodes_of`, clear of the episodes."""
+        for _ in range(5):
+            t = rng.uniform(lo, hi)
+            t_end = max(t, min(until, t + length_of()))
+            if all(busy.free(pair, t, t_end) for pair in nodes_of):
+                return t, t_end
+        return None
+
+    for _ in range(rng.randint(0, 2)):  # loss bursts
+        link = _link(rng)
+        spot = place(_pairs_of_link(link), 0.5, last - 1.0, lambda: rng.uniform(1.0, 4.0))
+        if spot:
+            i = s.add(spot[0], "loss", {"link": link, "p": rng.choice([0.05, 0.1, 0.2, 0.3])})
+            s.heal(spot[1], i)
+    if rng.random() < 0.5:
+        link = _link(rng)
+        spot = place(_pairs_of_link(link), 0.5, last - 1.0, lambda: rng.uniform(1.0, 5.0))
+        if spot:
+            i = s.add(spot[0], "duplicate", {"link": link, "p": rng.choice([0.05, 0.1, 0.2])})
+            s.heal(spot[1], i)
+    if rng.random() < 0.5:
+        link = _link(rng)
+        spot = place(_pairs_of_link(link), 0.5, last - 1.0, lambda: rng.uniform(1.0, 5.0))
+        if spot:
+            i = s.add(spot[0], "reorder", {"link": link, "p": rng.choice([0.1, 0.2, 0.3]), "ms": rng.choice([5, 20, 50])})
+            s.heal(spot[1], i)
+    for _ in range(rng.randint(0, 2)):  # partitions, one-way or two-way, healed
+        a, b = rng.sample(NODES, 2)
+        one_way = rng.random() < 0.5
+        pairs = [(a, b)] if one_way else [(a, n) for n in NODES if n != a]
+        spot = place(pairs, 0.5, last - 0.5, lambda: rng.uniform(0.3, 3.0))
+        if spot:
+            i = s.add(spot[0], "partition", {"from": a, "to": b} if one_way else [[a], [n for n in NODES if n != a]])
+            s.heal(spot[1], i)
+    for _ in range(rng.randint(0, 3)):  # typed drops with a count
+        a, b = rng.sample(NODES, 2)
+        mtype = rng.choice(["DATA", "DATA", "ACK", "ACK", "XMIT_REQ", "SYNC", "SYNC_OK", "SYNC_ACK",
+                            "SEND_FIRST_SEQNO", "CLOSE"])
+        spot = place([(a, b)], 0.5, last, lambda: 0.0)
+        if spot:
+            s.add(spot[0], "drop", {"at": b, "from": a, "type": mtype, "count": rng.randint(1, 5)})
+    dead: set[str] = set()
+    for _ in range(rng.choice([0, 1, 1, 2])):  # restarts, anywhere in the run or after the heals
+        node = rng.choice(NODES)
+        pairs = [(node, n) for n in NODES if n != node]
+        if rng.random() < 0.3:
+            # Dead for a while, then back (a kill and a later restart).
+            spot = place(pairs, 1.0, duration - 0.5, lambda: rng.uniform(0.5, 3.0), until=duration - 0.2)
+            if spot:
+                s.add(spot[0], "kill", node)
+                s.add(max(spot[0] + 0.1, spot[1]), "restart", node)
+        else:
+            spot = place(pairs, 1.0, duration - 0.5, lambda: 0.0)
+            if spot:
+                s.add(spot[0], "restart", node)
+    if rng.random() < 0.1:
+        # A late death: what C sent and was sent is excused, not judged.
+        t = duration - rng.uniform(0.2, 1.0)
+        if all(busy.free(("C", n), t, duration) for n in ("A", "B")):
+            s.add(t, "kill", "C")
+            dead.add("C")
+    early = [w for w in workload if w["start"] + w["duration"] < last - 1.0]
+    if early and rng.random() < 0.5:
+        # A cut over the end of a stream: its last messages are lost and nothing follows them, so
+        # only the sender's resend of its highest-sent message (seed 002) brings them back.
+        w = rng.choice(early)
+        end = w["start"] + w["duration"]
+        t0, t1 = end - rng.uniform(0.1, 0.5), end + rng.uniform(0.3, 1.5)
+        if busy.free((w["from"], w["to"]), t0, t1):
+            s.heal(t1, s.add(t0, "partition", {"from": w["from"], "to": w["to"]}))
+    syncs = rng.randint(0, 2)
+    if admin_sync is None:
+        admin_sync = admin_sync_available()
+    if admin_sync and mode == "sync":
+        for _ in range(syncs):
+            a, b = rng.sample(NODES, 2)
+            s.add(rng.uniform(1.0, duration), "sync", {"at": b, "peer": a})
+    s.add(duration, "heal", "all")
+    schedule = _valid_lifecycle(s.steps, dead)
+    # Fairness: UNICAST3 (like JGroups) reaps a send window that saw no send for
+    # conn_expiry_timeout + conn_close_timeout, unacked messages and all. A peer cut off or
+    # lossy for about that long is, to the protocol, gone for good (a permanent partition), so
+    # the connection lifetime must outlast every disturbance plus a recovery.
+    lifetime = config["conn_expiry_timeout"] + config["conn_close_timeout"]
+    needed = _disturbed_s(schedule) + FAIRNESS_SLACK_S
+    if lifetime < needed:
+        config["conn_expiry_timeout"] = float(math.ceil(needed - config["conn_close_timeout"]))
+    return {
+        "name": f"chaos-{seed}",
+        "protocol": "unicast3",
+        "nodes": list(NODES),
+        "config": config,
+        "workload": workload,
+        "schedule": schedule,
+        "duration": duration,
+        "settle": SETTLE_S,
+        "checks": _all_checks(),
+        "seed": seed,
+    }
+
+
+def _disturbed_s(steps: list[dict]) -> float:
+    """Total time (the union of intervals, over all links) during which some partition, loss
+    burst or dead node disturbs the cluster; open-ended faults count until the final heal."""
+    end = max((st["at"] for st in steps), default=0.0)
+    intervals = []
+    healed: dict[int, float] = {}
+    for st in steps:
+        if isinstance(st.get("heal"), int):
+            healed[st["heal"]] = st["at"]
+    dead_since: dict[str, float] = {}
+    for i, st in sorted(enumerate(steps), key=lambda p: p[1]["at"]):
+        if "partition" in st or "loss" in st:
+            intervals.append((st["at"], healed.get(i, end)))
+        elif "kill" in st:
+            dead_since[st["kill"]] = st["at"]
+        elif "restart" in st and st["restart"] in dead_since:
+            intervals.append((dead_since.pop(st["restart"]), st["at"]))
+    total, reach = 0.0, float("-inf")
+    for a, b in sorted(intervals):
+        if b > reach:
+            total += b - max(a, reach)
+            reach = b
+    return total
+
+
+def _valid_lifecycle(steps: list[dict], dead_at_end: set[str]) -> list[dict]:
+    """Drop steps that make no sense for a node's state at their time (a view or drop at a dead
+    node, a kill of a dead one), fixing `heal: N` indexes; the scenario loader refuses them."""
+    order = sorted(range(len(steps)), key=lambda i: steps[i]["at"])
+    state = dict.fromkeys(NODES, "running")
+    bad: set[int] = set()
+    for i in order:
+        step = steps[i]
+        kind = next(k for k in step if k != "at")
+        body = step[kind]
+        if kind == "kill":
+            if state[body] == "dead":
+                bad.add(i)
+            state[body] = "dead"
+        elif kind == "restart":
+            state[body] = "running"
+        elif kind in ("view", "drop", "sync") and state[body["at"]] == "dead":
+            bad.add(i)
+    return remove_steps(steps, bad)
+
+
+def remove_steps(steps: list[dict], remove: Iterable[int]) -> list[dict]:
+    """The schedule without the steps at file indexes `remove` (and the heals of those), with
+    every `heal: N` renumbered."""
+    remove = set(remove)
+    while True:
+        more = {i for i, st in enumerate(steps) if isinstance(st.get("heal"), int) and st["heal"] in remove}
+        if more <= remove:
+            break
+        remove |= more
+    new_index, kept = {}, []
+    for i, st in enumerate(steps):
+        if i not in remove:
+            new_index[i] = len(kept)
+            kept.append(st)
+    out = []
+    for st in kept:
+        if isinstance(st.get("heal"), int):
+            st = {**st, "heal": new_index[st["heal"]]}
+        out.append(copy.deepcopy(st))
+    return out
+
+
+def _all_checks() -> list[str]:
+    from harness.checks import CHECKS
+
+    return list(CHECKS)
+
+
+# ---- one run ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Trial:
+    """One judged run: killed or not, by which checks, or the crash that ended it."""
+
+    seed: int
+    outcome: str  # passed | failed | vacuous | crash
+    failed: tuple[str, ...] = ()
+    explanation: str = ""
+    source: str = "generated"
+
+    @property
+    def killed(self) -> bool:
+        return self.outcome in ("failed", "crash")
+
+
+def with_mutation(data: dict, mutation: str | None, resync: str | None = None) -> dict:
+    """A copy of a scenario dict running `mutation` (None: the unmutated protocol) and, if given,
+    resync mode `resync`."""
+    out = copy.deepcopy(data)
+    config = dict(out.get("config") or {})
+    config.pop("mutation", None)
+    if mutation is not None:
+        config["mutation"] = mutation
+    if resync is not None:
+        config["resync"] = resync
+    out["config"] = config
+    return out
+
+
+def run_trial(data: dict, seed: int, *, check_invariants: bool = True, source: str = "generated") -> Trial:
+    """Simulate a scenario dict with `seed` and judge it as `splitbrain run --backend sim` does."""
+    from harness.rundir import judge
+    from harness.scenario import parse_scenario
+    from harness.sim import Simulation
+
+    scenario = parse_scenario({**data, "seed": seed})
+    try:
+        result = Simulation(scenario, seed, check_invariants=check_invariants).run()
+    except Exception as exc:  # an invariant, a livelock, an exception inside a layer
+        return Trial(seed, "crash", (type(exc).__name__,), f"{type(exc).__name__}: {exc}"[:300], source)
+    verdict = judge(scenario, result.all_events(), seed=seed, backend="sim", stats=result.stats)
+    failed = tuple(c.name for c in verdict.checks if not c.passed and not getattr(c, "vacuous", False))
+    explanation = "; ".join(f"{c.name}: {c.explanation}" for c in verdict.checks
+                            if not c.passed)[:300]
+    return Trial(seed, verdict.outcome, failed, explanation, source)
+
+
+# ---- shrinking --------------------------------------------------------------------------------
+
+
+@dataclass
+class Shrunk:
+    data: dict
+    runs: int
+    steps_before: int
+    steps_after: int
+
+
+def shrink(data: dict, seed: int, still_fails: Callable[[dict], bool], budget: int = SHRINK_BUDGET) -> Shrunk:
+    """Greedily simplify a failing scenario dict while `still_fails(candidate)` holds: remove
+    schedule steps (latest first, repeated until none can go), then streams, then halve the
+    streams' durations and rates. At most `budget` candidate runs."""
+    from harness.scenario import ScenarioError, parse_scenario
+
+    best = copy.deepcopy(data)
+    runs = 0
+    before = len(best.get("schedule") or [])
+
+    def attempt(candidate: dict) -> bool:
+        nonlocal runs, best
+        if runs >= budget:
+            return False
+        try:
+            parse_scenario({**candidate, "seed": seed})
+        except ScenarioError:
+            return False
+        runs += 1
+        if still_fails(candidate):
+            best = candidate
+            return True
+        return False
+
+    changed = True
+    while changed and runs < budget:
+        changed = False
+        for i in reversed(range(len(best.get("schedule") or []))):
+            if i >= len(best["schedule"]):
+                continue
+            candidate = {**best, "schedule": remove_steps(best["schedule"], {i})}
+            if attempt(candidate):
+                changed = True
+    for i in reversed(range(len(best["workload"]))):
+        if len(best["workload"]) > 1 and i < len(best["workload"]):
+            attempt({**best, "workload": [w for j, w in enumerate(best["workload"]) if j != i]})
+    for key, least in (("duration", 0.5), ("rate", 5)):
+        for i in range(len(best["workload"])):
+            while runs < budget:
+                stream = best["workload"][i]
+                value = stream.get(key)
+                if value is None or value / 2 < least:
+                    break
+                smaller = dict(stream, **{key: round(value / 2, 2)})
+                workload = [smaller if j == i else w for j, w in enumerate(best["workload"])]
+                if not attempt({**best, "workload": workload}):
+                    break
+    return Shrunk(best, runs, before, len(best.get("schedule") or []))
+
+
+def killed_by(check: str, seed: int, *, check_invariants: bool = True) -> Callable[[dict], bool]:
+    """The shrinker's test: with the mutant the same check still fails, and without it the
+    candidate passes (so what is left shows the bug, not an unfair schedule such as a partition
+    whose heal was shrunk away)."""
+
+    def still_kills(candidate: dict) -> bool:
+        if check not in run_trial(candidate, seed, check_invariants=check_invariants).failed:
+            return False
+        unmutated = with_mutation(candidate, None)
+        return run_trial(unmutated, seed, check_invariants=check_invariants).outcome == "passed"
+
+    return still_kills
+
+
+def compact(data: dict) -> str:
+    """A scenario dict as short YAML-ish text: config, one line per stream and per step."""
+    import yaml
+
+    def flow(value) -> str:
+        text = yaml.safe_dump(value, default_flow_style=True, sort_keys=False, width=1000).strip()
+        return text.removesuffix("...").strip()  # a bare scalar gets YAML's document end marker
+
+    config = {k: v for k, v in (data.get("config") or {}).items() if k != "mutation"}
+    lines = [f"config: {flow(config)}"]
+    for w in data.get("workload", []):
+        what = f"{w['from']}->{w['to']} {w['rate']:g}/s"
+        start = w.get("start", 0)
+        if "duration" in w:
+            what += f" t={start:g}..{start + w['duration']:g}"
+        if "count" in w:
+            what += f" count={w['count']}"
+        lines.append(f"stream {what}")
+    for st in data.get("schedule") or []:
+        kind = next(k for k in st if k != "at")
+        lines.append(f"{st['at']:g}: {kind} {flow(st[kind])}")
+    return "\n".join(lines)
+
+
+# ---- the campaign -----------------------------------------------------------------------------
+
+
+@dataclass
+class Source:
+    """Where scenarios come from: the generated chaos set, or one scenario file."""
+
+    label: str
+    data: dict | None = None  # a file's scenario; None for the generated set
+    admin_sync: bool | None = None  # generated set: admin SYNC steps (None: when available)
+
+    def scenario(self, seed: int, resync: str | None) -> dict:
+        if self.data is None:
+            return chaos_scenario(seed, resync=resync, admin_sync=self.admin_sync)
+        return with_mutation(self.data, None, resync)
+
+
+@dataclass
+class MutantResult:
+    name: str
+    description: str
+    resync: str | None
+    killed: bool = False
+    crash: bool = False
+    checks: tuple[str, ...] = ()
+    seeds_tried: int = 0
+    kill_seed: int | None = None
+    kill_source: str | None = None
+    explanation: str = ""
+    shrunk: str | None = None
+    shrunk_steps: tuple[int, int] | None = None
+    wall_s: float = 0.0
+
+    def to_dict(self) -> dict:
+        return {k: (list(v) if isinstance(v, tuple) else v) for k, v in self.__dict__.items()}
+
+
+@dataclass
+class BaselineResult:
+    runs: int = 0
+    seeds: int = 0
+    failures: list[dict] = field(default_factory=list)
+    wall_s: float = 0.0
+
+    def to_dict(self) -> dict:
+        return dict(self.__dict__)
+
+
+def _trials(sources: list[Source], seeds: range):
+    """(seed, source) in the order seeds are spent: every source for a seed, then the next seed."""
+    for seed in seeds:
+        for source in sources:
+            yield seed, source
+
+
+def hunt(name: str, sources: list[Source], seeds: range, *, shrink_it: bool = True,
+         check_invariants: bool = True, advance: Callable[[int], None] = lambda n: None) -> MutantResult:
+    """Run one mutant over the seeds until a seed kills it; shrink the killing schedule."""
+    t0 = time.perf_counter()
+    resync = mutant_mode(name)
+    res = MutantResult(name, MUTATIONS.get(name, ""), resync)
+    total = len(seeds) * len(sources)
+    for k, (seed, source) in enumerate(_trials(sources, seeds)):
+        data = with_mutation(source.scenario(seed, resync), name)
+        trial = run_trial(data, seed, check_invariants=check_invariants, source=source.label)
+        res.seeds_tried = k + 1
+        advance(1)
+        if trial.killed:
+            res.killed, res.crash = True, trial.outcome == "crash"
+            res.checks, res.kill_seed, res.kill_source = trial.failed, seed, source.label
+            res.explanation = trial.explanation
+            advance(total - k - 1)
+            if shrink_it:
+                shrunk = shrink(data, seed, killed_by(trial.failed[0], seed, check_invariants=check_invariants))
+                res.shrunk = compact(shrunk.data)
+                res.shrunk_steps = (shrunk.steps_before, shrunk.steps_after)
+            else:
+                res.shrunk = None
+            break
+    res.wall_s = time.perf_counter() - t0
+    return res
+
+
+def baseline_scenarios(sources: list[Source], seeds: range, mutants: Iterable[str]) -> list[tuple[int, Source, str | None]]:
+    """What the unmutated protocol must pass: every (seed, source) in its own resync mode and in
+    every mode the mutants force, so each schedule a mutant met is covered."""
+    forced = sorted({mutant_mode(m) for m in mutants} - {None})
+    out = []
+    for seed, source in _trials(sources, seeds):
+        own = source.scenario(seed, None)["config"].get("resync", "sync")
+        for mode in [None] + [m for m in forced if m != own]:
+            out.append((seed, source, mode))
+    return out
+
+
+def run_baseline(cases: list[tuple[int, Source, str | None]], *, check_invariants: bool = True,
+                 advance: Callable[[int], None] = lambda n: None) -> BaselineResult:
+    t0 = time.perf_counter()
+    res = BaselineResult(seeds=len({(seed, s.label) for seed, s, _ in cases}))
+    for seed, source, mode in cases:
+        data = with_mutation(source.scenario(seed, mode), None)
+        trial = run_trial(data, seed, check_invariants=check_invariants, source=source.label)
+        res.runs += 1
+        advance(1)
+        if trial.outcome != "passed":
+            res.failures.append({"seed": seed, "source": source.label, "resync": data["config"].get("resync"),
+                                 "outcome": trial.outcome, "checks": list(trial.failed),
+                                 "explanation": trial.explanation})
+    res.wall_s = time.perf_counter() - t0
+    return res
