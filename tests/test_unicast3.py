@@ -373,3 +373,16 @@ def test_config_defaults_match_jgroups():
     cfg = Unicast3Config()
     assert (cfg.xmit_interval, cfg.ack_threshold, cfg.conn_expiry_timeout, cfg.conn_close_timeout,
             cfg.sync_min_interval, cfg.resync) == (0.5, 100, 120.0, 240.0, 2.0, "sync")
+
+
+def test_conn_close_timeout_zero_never_removes_a_closing_entry():
+    """conn_close_timeout 0 means "never remove" (as in JGroups): a CLOSING entry stays, and a send reopens it."""
+    net = Net(config={"conn_expiry_timeout": 1.0, "conn_close_timeout": 0.0})
+    net.send("A", "B", 3)
+    net.run(10.0)
+    assert net.u3("A").send_table["B"].state is ConnState.CLOSING
+    assert not net.kinds("close_tx", "A")
+    net.send("A", "B", 2)
+    net.run_until_quiet(3.0)
+    assert net.u3("A").send_table["B"].state is ConnState.OPEN
+    assert net.delivered["B"] == expected("A", 5)

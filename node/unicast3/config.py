@@ -49,7 +49,7 @@ class Unicast3Config:
     max_xmit_req_seqnos: int = 8192
     # OPEN -> CLOSING after this long idle; 0 disables reaping (JGroups: 2 min).
     conn_expiry_timeout: float = 120.0
-    # CLOSING -> CLOSED (entry removed, CLOSE sent) after this long (JGroups: 4 min).
+    # CLOSING -> CLOSED (entry removed, CLOSE sent) after this long; 0 never removes (JGroups: 4 min).
     conn_close_timeout: float = 240.0
     # How a receiver without a usable window gets back in step with a sender.
     resync: str = "sync"

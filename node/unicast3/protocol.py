@@ -722,7 +722,8 @@ class Unicast3(Layer):
             if cfg.conn_expiry_timeout > 0 and idle >= cfg.conn_expiry_timeout:
                 self._set_state(entry, side, "expired", now, out)
             return False
-        if entry.state is ConnState.CLOSING and idle >= cfg.conn_close_timeout:
+        # As in JGroups, conn_close_timeout 0 keeps CLOSING entries (and their unacked messages).
+        if entry.state is ConnState.CLOSING and cfg.conn_close_timeout > 0 and idle >= cfg.conn_close_timeout:
             self._set_state(entry, side, "close_timeout", now, out)
             return True
         return False
