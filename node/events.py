@@ -44,6 +44,7 @@ EVENT_KINDS = {
     "unblock": "a sender unblocked",
     "node_start": "a node (re)started (incarnation)",
     "node_stop": "a node stopped or was killed (reason)",
+    "error": "an exception inside a protocol layer, a bug (reason = type and message, detail = traceback tail)",
 }
 
 REQUIRED_FIELDS = ("v", "t", "node", "proto", "kind")

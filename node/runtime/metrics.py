@@ -64,6 +64,8 @@ class NodeCollector:
         nbytes.add_metric(["out"], tstats.bytes_out)
         yield nbytes
         yield _counter("malformed_frames", "Frames that could not be decoded", node.rx_stats.malformed)
+        yield _counter("stack_errors", "Exceptions raised inside the protocol stack (bugs; error events)",
+                       node.rx_stats.stack_errors)
         dropped = CounterMetricFamily(P + "dropped_frames", "Frames dropped by the transport",
                                       labels=["direction", "reason"])
         for reason, value in sorted(node.rx_stats.dropped.items()):

@@ -37,6 +37,7 @@ import asyncio
 import logging
 import random
 import time
+import traceback
 
 from ..compose import build_stack
 from ..events import make_event
@@ -294,10 +295,13 @@ class Node:
             self._drain(now)
 
     def _stack_error(self, where: str, exc: Exception, now: float, peer: str | None = None) -> None:
+        """An exception inside a protocol layer is a bug of ours, not bad input: an `error` event
+        (which the no_errors check fails on) with the last frames of its traceback; the node goes on."""
         self.rx_stats.stack_errors += 1
         log.exception("%s: protocol error on %s input", self.name, where)
-        self._log(make_event(now, self.name, "node", "drop", peer=peer,
-                             reason=f"protocol error on {where} input: {type(exc).__name__}: {exc}"))
+        self._log(make_event(now, self.name, "node", "error", peer=peer,
+                             reason=f"{type(exc).__name__}: {exc} (on {where} input)"[:500],
+                             detail=traceback_tail(exc)))
 
     # ---- receive path -------------------------------------------------------------------------
 
@@ -526,7 +530,7 @@ class Node:
             try:
                 self._send_batch(s, k, now)
             except Exception as exc:
-                log.exception("%s: stream %d failed", self.name, s.stream)
+                self._stack_error(f"send of stream {s.stream}", exc, now)
                 s.done = True
                 s.stopped_reason = f"error: {type(exc).__name__}: {exc}"
                 self._drain(now)
@@ -618,3 +622,12 @@ class Node:
             "sent": {str(s.stream): [list(x) for x in s.samples] for s in self.streams.values()},
             "delivered": self.delivered.samples(),
         }
+
+
+def traceback_tail(exc: BaseException, frames: int = 4, limit: int = 1000) -> str:
+    """The last few frames of an exception's traceback, one line each, at most `limit` characters."""
+    summary = traceback.extract_tb(exc.__traceback__)[-frames:]
+    lines = [f"{f.filename.rsplit('/', 2)[-1] if '/' in f.filename else f.filename}:{f.lineno} {f.name}: {f.line}"
+             for f in summary]
+    text = " | ".join(lines)
+    return text if len(text) <= limit else "..." + text[-(limit - 3):]
