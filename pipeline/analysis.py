@@ -1,9 +1,10 @@
 """Analysis: events table -> verdicts and metrics per run, summaries across runs.
 
-`result_rows` is the one Spark query behind a verdict: every check's and every metric's rows,
-unioned, so the events are scanned and the flows shuffled once, then collected (they are small:
-a few rows per run and link). `analyze_runs` assembles them per run; `campaign_summary` computes
-pass rates per scenario, protocol, resync mode and fault type as DataFrame aggregations.
+A verdict's checks are the harness's own, run per run by pipeline.judging. `result_rows` is the
+one Spark query behind the rest: the advisory check's and every metric's rows, unioned, so the
+events are scanned and the flows shuffled once, then collected (they are small: a few rows per
+run and link). `analyze_runs` assembles them per run; `campaign_summary` computes pass rates per
+scenario, protocol, resync mode and fault type as DataFrame aggregations.
 """
 
 from __future__ import annotations
@@ -14,14 +15,17 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from harness.checks import CHECKS
+
 from . import checks as C
 from . import ingest as I
+from . import judging as J
 from . import metrics as M
 from .verdicts import RunVerdict, group_rows, judge
 
 
 def result_rows(events: DataFrame, cached: list | None = None) -> DataFrame:
-    """Every check's and metric's result rows for all runs in `events`, as one DataFrame.
+    """The advisory check's and every metric's result rows for all runs in `events`, as one DataFrame.
 
     The intermediate tables several results share (summary, lives, flows, messages) are cached:
     otherwise each consumer would prune them to its own columns and Spark could not reuse one
@@ -40,11 +44,6 @@ def result_rows(events: DataFrame, cached: list | None = None) -> DataFrame:
     fl = cache(C.flows(events, life, C.new_windows(summ)))
     msgs = cache(C.messages(fl, life))
     return C.union_rows([
-        C.fifo_rows(fl),
-        C.no_duplicates_rows(fl),
-        C.link_rows(fl),
-        C.no_loss_rows(msgs),
-        C.windows_synced_rows(summ, life, heal),
         C.stuck_rows(fl, life, heal),
         M.metric_rows(summ, heal, fl, msgs),
     ])
@@ -60,12 +59,24 @@ def collect_rows(events: DataFrame) -> list:
             df.unpersist()
 
 
-def verdicts_from_rows(rows, metas: dict[str, dict], quarantined: dict[str, int]) -> list[RunVerdict]:
+def check_results(events: DataFrame, metas: dict[str, dict]) -> dict[str, list[dict]]:
+    """run_id -> the harness's check results, for every run in `metas` (a run without a single
+    valid event is judged on the driver: every check says it judged nothing)."""
+    plans = {run_id: J.plan(meta, tuple(CHECKS)) for run_id, meta in metas.items()}
+    results = J.judge_runs(events, plans)
+    for run_id, (names, bound) in plans.items():
+        if run_id not in results:
+            results[run_id] = J.judge_events([], names, bound)
+    return results
+
+
+def verdicts_from_rows(rows, metas: dict[str, dict], quarantined: dict[str, int],
+                       results: dict[str, list[dict]]) -> list[RunVerdict]:
     by_run = group_rows(rows)
     out = []
     for run_id in sorted(metas):
         parts = by_run.get(run_id, {})
-        v = judge(run_id, metas[run_id], parts, quarantined.get(run_id, 0))
+        v = judge(run_id, metas[run_id], parts, results[run_id], quarantined.get(run_id, 0))
         v.metrics = M.run_metrics(parts)
         out.append(v)
     return out
@@ -94,7 +105,7 @@ def analyze_runs(spark: SparkSession, warehouse: str, run_ids: list[str]) -> lis
                    .groupBy("run_id").agg(F.count("*").alias("n")).collect()}
     events = I.load_events(spark, warehouse, run_ids)
     rows = collect_rows(events)
-    return verdicts_from_rows(rows, metas, quarantined)
+    return verdicts_from_rows(rows, metas, quarantined, check_results(events, metas))
 
 
 SUMMARY_SCHEMA = T.StructType([

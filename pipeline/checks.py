@@ -1,10 +1,8 @@
-"""The harness's checks as DataFrame operations, per run and per (receiver, sender).
+"""The tables behind the metrics and the advisory check, as DataFrame operations per run.
 
-Theory of operation. harness/checks.py walks one run's merged log in time order with dicts; here
-the same decisions are window functions, aggregations and broadcast joins over the events table
-of many runs at once. Every function takes and returns DataFrames and collects nothing;
-pipeline.verdicts arranges the (small) results into CheckResult-shaped dicts whose explanations
-read exactly like the harness's.
+The checks that decide a run's outcome are the harness's own, run per run by pipeline.judging.
+What stays here is what spans many runs at once and feeds the metrics and the report: every
+function takes and returns DataFrames and collects nothing.
 
 Order. Ingest numbers each run's events in the order (t, file_key, line) - the order in which
 harness.eventlog.read_run merges files and sorts by time (stably) - as `seq`, so "the state when
@@ -15,16 +13,12 @@ Two passes over the events, whatever the number of runs:
 1. `summary`: per (run, node, peer, kind), counts, bytes and first/last times by hash
    aggregation over all events, joined with lists of the rare events (final windows, lifecycle,
    new receive windows, heals, MCAST block/unblock). Node lives (incarnations, starts, dead at
-   end), receive-window lifetimes, windows_synced and the counts by kind come from this table.
+   end) and the counts by kind come from this table.
 2. `flows`: every send (with app and peer), deliver (with app), retransmit and XMIT-REQ (with
-   peer), told its receiver's incarnation, its sender's starts and its connection (window
-   lifetime, conn_id) by broadcast joins with the small tables (an array filter counts "starts /
-   new windows before me"), then repartitioned once by (run_id, dst), the receiving node of its
-   link. fifo, duplicates, loss, latency and stuck retransmission all window or group by keys
-   that include (run_id, dst), so they need no other shuffle; each is one chain of operators
-   ending in one row per (run_id, dst), summed per run by pipeline.verdicts. Examples ("the
-   first few") are bounded min_by(..., k) aggregates, so a run with millions of violations
-   costs no more memory than one with five.
+   peer), told its receiver's incarnation and its sender's starts by broadcast joins with the
+   small tables, then repartitioned once by (run_id, dst), the receiving node of its link.
+   Latency, heal-to-sync and stuck retransmission all window or group by keys that include
+   (run_id, dst), so they need no other shuffle.
 
 stuck_retransmission is not a harness check (it never decides a run's outcome): per link X->Y,
 an episode is the retransmission activity (X's retransmits to Y, Y's XMIT-REQs to X) between two
@@ -41,7 +35,7 @@ from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from harness.checks import FIRST_FEW, GRACEFUL_STOP, LOST_IDS_SHOWN
+from harness.checks import GRACEFUL_STOP
 
 from .ingest import app_int
 
@@ -50,7 +44,6 @@ TRAFFIC = ("send", "deliver", "ack_tx", "ack_rx")
 HARNESS = "harness"
 STUCK_MIN_RETRANSMITS = 10
 STUCK_MIN_SECONDS = 2.0
-CHECK_NAMES = ("fifo", "no_duplicates", "no_loss", "windows_synced")
 ADVISORY_CHECKS = ("stuck_retransmission",)
 
 ORD_TYPE = T.LongType()
@@ -265,66 +258,8 @@ def flows(events: DataFrame, life: DataFrame, wins: DataFrame) -> DataFrame:
     return df.repartition("run_id", "dst")
 
 
-def _first_few(sample: Column, o: Column, n: int) -> Column:
-    """The n samples with the smallest run position in a group (rows where `o` is null skipped):
-    bounded, whatever the number of matching rows."""
-    return F.min_by(sample, o, n)
 
-
-# ---- fifo -------------------------------------------------------------------------------------
-
-
-def fifo_rows(fl: DataFrame) -> DataFrame:
-    """Per (run_id, dst): deliveries, FIFO violations (an app n below the highest n delivered
-    before it on the same receiver incarnation, sender, connection and stream), the first few."""
-    d = fl.where(F.col("kind") == "deliver")
-    w = (Window.partitionBy("run_id", "dst", "inc", "sender_f", "wc_f", "conn_id", "origin", "stream")
-         .orderBy("o").rowsBetween(Window.unboundedPreceding, -1))
-    d = d.withColumn("prev", F.max("n").over(w))
-    late = F.col("prev").isNotNull() & (F.col("n") < F.col("prev"))
-    after = F.concat_ws(":", F.col("origin"), F.col("stream").cast("string"), F.col("prev").cast("string"))
-    sample = F.struct(F.col("node").alias("receiver"), F.col("inc").alias("incarnation"),
-                      F.col("sender_f").alias("sender"), "conn_id", "stream", "app", after.alias("after"), "t", "o")
-    per_dst = d.groupBy("run_id", "dst").agg(
-        F.count("*").alias("deliveries"), F.sum(late.cast("long")).alias("violations"),
-        _first_few(sample, F.when(late, F.col("o")), FIRST_FEW).alias("fifo_first"))
-    return _rows(per_dst, "fifo", "dst", "deliveries", "violations", "fifo_first")
-
-
-# ---- no_duplicates ----------------------------------------------------------------------------
-
-_DUP_KEY = ("run_id", "dst", "inc", "sender_d", "app", "wc_d", "conn_id")
-
-
-def no_duplicates_rows(fl: DataFrame) -> DataFrame:
-    """Per (run_id, dst): deliveries, duplicate deliveries (the same app id delivered again by
-    the same receiver incarnation from the same sender on the same connection), app ids
-    redelivered on a new connection after a reset, and the first few duplicates. Three chained
-    aggregations on the flows' partitioning, so one pass."""
-    d = fl.where(F.col("kind") == "deliver")
-    groups = d.groupBy(*_DUP_KEY).agg(
-        F.count("*").alias("c"),
-        # The first delivery and, if any, the first FIRST_FEW repeats of this app id.
-        F.min_by(F.struct("o", "t"), "o", FIRST_FEW + 1).alias("firsts"))
-    first = F.col("firsts")[0]
-    repeats = F.transform(F.slice("firsts", 2, FIRST_FEW), lambda x: F.struct(
-        F.col("dst").alias("receiver"), F.col("inc").alias("incarnation"), F.col("sender_d").alias("sender"),
-        F.col("conn_id"), F.col("wc_d").alias("window"), F.col("app"), first["t"].alias("first_t"),
-        x["t"].alias("t"), x["o"].alias("o")))
-    # An app id delivered by one incarnation on two connections was redelivered after a reset.
-    per_app = groups.groupBy(*_DUP_KEY[:5]).agg(
-        F.sum("c").alias("c"), F.sum(F.col("c") - 1).alias("dups"), F.count("*").alias("conns"),
-        F.flatten(F.collect_list(F.when(F.col("c") > 1, repeats))).alias("repeats"))
-    per_dst = per_app.groupBy("run_id", "dst").agg(
-        F.sum("c").alias("deliveries"), F.sum("dups").alias("duplicates"),
-        F.sum((F.col("conns") >= 2).cast("long")).alias("redelivered_after_reset"),
-        F.flatten(F.collect_list(F.when(F.size("repeats") > 0, F.col("repeats")))).alias("dup_first"))
-    per_dst = per_dst.withColumn("dup_first", F.slice(F.array_sort("dup_first", lambda a, b: F.when(
-        a["o"] < b["o"], -1).when(a["o"] > b["o"], 1).otherwise(0)), 1, FIRST_FEW))
-    return _rows(per_dst, "dup", "dst", "deliveries", "duplicates", "redelivered_after_reset", "dup_first")
-
-
-# ---- no_loss (and what latency needs) ---------------------------------------------------------
+# ---- messages (what latency and heal-to-sync need) ---------------------------------------------------------
 
 
 def messages(fl: DataFrame, life: DataFrame) -> DataFrame:
@@ -349,80 +284,6 @@ def messages(fl: DataFrame, life: DataFrame) -> DataFrame:
               .when(F.col("deliver_t").isNull(), F.lit("lost"))
               .otherwise(F.lit("ok")))
     return m.withColumn("status", status)
-
-
-def link_rows(fl: DataFrame) -> DataFrame:
-    """Per link (run_id, dst, src): the last delivery (no_loss's explanation)."""
-    per_link = fl.where(F.col("kind") == "deliver").groupBy("run_id", "dst", "src").agg(
-        F.max("t").alias("last_deliver_t"))
-    return _rows(per_link, "link", "src", "dst", "last_deliver_t")
-
-
-def no_loss_rows(msgs: DataFrame) -> DataFrame:
-    """Per (run_id, dst): messages judged, excused; per link: lost messages and the first few."""
-    status = F.col("status")
-    totals = msgs.where(status.isNotNull()).groupBy("run_id", "dst").agg(
-        F.count("*").alias("sent"),
-        F.sum((status == "dead_at_end").cast("long")).alias("dead_at_end"),
-        F.sum((status == "sender_restarted").cast("long")).alias("sender_restarted"),
-    )
-    lost_links = msgs.where(status == "lost").groupBy("run_id", "dst", "src").agg(
-        F.count("*").alias("count"), F.min("first_o").alias("o"),
-        F.min_by(F.struct("first_o", "app"), "first_o", LOST_IDS_SHOWN).alias("first"))
-    return union_rows([
-        _rows(totals, "loss", "dst", "sent", "dead_at_end", "sender_restarted"),
-        _rows(lost_links, "loss_link", "src", "dst", "count", "o", "first"),
-    ])
-
-
-# ---- windows_synced ---------------------------------------------------------------------------
-
-
-def windows_synced_rows(summ: DataFrame, life: DataFrame, heal: DataFrame) -> DataFrame:
-    """Final send window at X for Y against Y's final recv window for X, per live pair."""
-    linked = summ.where(F.col("peer").isNotNull())
-    kind = F.col("kind")
-    window_type = linked.schema["fw"].dataType.elementType
-    # Each (node, peer) row speaks for link node->peer (send side) and link peer->node (recv side).
-    as_sender = linked.select("run_id", F.col("node").alias("src"), F.col("peer").alias("dst"),
-                              _last_window(F.col("fw"), "send").alias("send_final"), "send_first_o",
-                              F.lit(None).cast(window_type).alias("recv_final"),
-                              F.when(kind == "ack_rx", F.col("max_t")).alias("la"), F.lit(None).cast("double").alias("ld"))
-    as_receiver = linked.select("run_id", F.col("peer").alias("src"), F.col("node").alias("dst"),
-                                F.lit(None).cast(window_type).alias("send_final"),
-                                F.lit(None).cast(ORD_TYPE).alias("send_first_o"),
-                                _last_window(F.col("fw"), "recv").alias("recv_final"),
-                                F.lit(None).cast("double").alias("la"),
-                                F.when(kind == "deliver", F.col("max_t")).alias("ld"))
-    links = as_sender.unionByName(as_receiver).groupBy("run_id", "src", "dst").agg(
-        F.max("send_final").alias("send"), F.min("send_first_o").alias("o"), F.max("recv_final").alias("recv"),
-        F.max("la").alias("la"), F.max("ld").alias("ld"))
-    dead_s = F.broadcast(life.select("run_id", F.col("node").alias("src"), F.col("dead").alias("src_dead")))
-    dead_r = F.broadcast(life.select("run_id", F.col("node").alias("dst"), F.col("dead").alias("dst_dead")))
-    links = (links.join(dead_s, ["run_id", "src"], "left").join(dead_r, ["run_id", "dst"], "left")
-             .join(F.broadcast(heal.select("run_id", "last_heal")), "run_id", "left"))
-    dead = _false_if_null(F.col("src_dead")) | _false_if_null(F.col("dst_dead"))
-    s, r = F.col("send"), F.col("recv")
-    ha_is_hs = s["low"].eqNullSafe(s["high"])
-    synced = (F.when(r.isNull(), ha_is_hs)  # no recv window and nothing outstanding: idle, not out of sync
-              .when(~s["conn_id"].eqNullSafe(r["conn_id"]), F.lit(False))
-              .otherwise(ha_is_hs & r["low"].eqNullSafe(s["high"])))
-    moved = F.greatest(F.coalesce(F.col("ld"), F.lit(0.0)), F.coalesce(F.col("la"), F.lit(0.0)))
-    sync_time = F.when(synced, F.greatest(F.lit(0.0), moved - F.coalesce(F.col("last_heal"), F.lit(0.0))))
-    pairs = links.where(s.isNotNull())
-    # A recv window with no send window at a live sender is stale: reported, never a failure.
-    stale = links.where(s.isNull() & r.isNotNull() & ~dead)
-    silent = life.where((F.col("last_traffic").isNotNull())
-                        & (F.col("last_lc").isNull() | (F.col("last_traffic") > F.col("last_lc.o")))
-                        & ~F.col("dead") & ~F.col("reported"))
-    return union_rows([
-        _rows(pairs.where(~dead), "ws_pair", "src", "dst", "o", "send", "recv", synced.alias("synced"),
-              sync_time.alias("sync_time")),
-        _rows(pairs.where(dead), "ws_skipped", "src", "dst"),
-        _rows(stale, "ws_stale", "src", "dst"),
-        _rows(silent, "ws_silent", "node"),
-        _rows(heal, "ws_heal", "last_heal"),
-    ])
 
 
 # ---- stuck retransmission ---------------------------------------------------------------------

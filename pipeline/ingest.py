@@ -37,6 +37,9 @@ from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from harness.checks import CHECKS
+from harness.scenario import ALWAYS_CHECKS, DEFAULT_CHECKS
+
 from . import schema as S
 
 EVENTS_DIR = "events"
@@ -45,9 +48,9 @@ RUNS_DIR = "runs"
 SCHEMA_MARKER = "_SPLITBRAIN_SCHEMA"
 
 # Checks a run without scenario.yaml is judged by (every check the harness knows).
-ALL_CHECKS = ("fifo", "no_duplicates", "no_loss", "windows_synced")
-# harness.scenario.DEFAULT_CHECKS: what a scenario file without `checks:` is judged by.
-SCENARIO_DEFAULT_CHECKS = ("fifo", "no_duplicates", "no_loss")
+ALL_CHECKS = tuple(CHECKS)
+# What a scenario file without `checks:` is judged by, and what every run gets, listed or not.
+SCENARIO_DEFAULT_CHECKS = DEFAULT_CHECKS
 # Resync mode of a protocol whose scenario does not set `config.resync` (UNICAST3's default).
 DEFAULT_RESYNC = {"unicast3": "sync"}
 # Schedule steps that are not faults of their own for pass rates by fault type.
@@ -415,6 +418,7 @@ def run_metadata(run: RunSource, scenario_text: str | None, verdict_text: str | 
             config = scen.get("config") or {}
             protocol = scen.get("protocol")
             checks = list(scen.get("checks") or SCENARIO_DEFAULT_CHECKS)
+            checks += [c for c in ALWAYS_CHECKS if c not in checks]
             raw_expect = scen.get("expect", "pass")
             expect = f"fail:{raw_expect['fail']}" if isinstance(raw_expect, dict) else str(raw_expect)
             nodes = scen.get("nodes")
@@ -427,6 +431,7 @@ def run_metadata(run: RunSource, scenario_text: str | None, verdict_text: str | 
                 nodes=[str(n) for n in nodes] if isinstance(nodes, list) else None,
                 fault_types=fault_types(scen.get("schedule") or []),
                 duration=_float(scen.get("duration")), settle=_float(scen.get("settle")),
+                recovery_bound=_float(scen.get("recovery_bound")),
                 config_json=json.dumps(config, sort_keys=True),
             )
         except Exception as exc:  # a broken scenario.yaml is reported, the events still count

@@ -41,14 +41,14 @@ import re
 from pyspark.sql import types as T
 
 # Bump when the event schema changes; ingest refuses a warehouse written with another version.
-EVENT_SCHEMA_VERSION = 1
+EVENT_SCHEMA_VERSION = 2  # 2: fault links, error events, runs' recovery_bound
 EVENT_VERSION = 1  # the "v" every event of this schema carries
 
 EVENT_KINDS = (
     "send", "deliver", "ack_tx", "ack_rx", "xmit_req_tx", "xmit_req_rx", "retransmit",
     "first_seqno_tx", "first_seqno_rx", "sync_tx", "sync_rx", "sync_timeout", "close_tx",
     "close_rx", "conn_state", "window", "view", "drop", "fault_on", "fault_off", "block",
-    "unblock", "node_start", "node_stop",
+    "unblock", "node_start", "node_stop", "error",
 )
 
 # Field name -> type class, in schema order (required first, then node/events.py's optional order).
@@ -58,7 +58,7 @@ FIELD_TYPES: dict[str, str] = {
     "peer": STR, "seqno": INT, "conn_id": INT, "bytes": INT, "app": STR, "type": STR,
     "reason": STR, "phase": STR, "side": STR, "state": STR, "low": INT, "high": INT,
     "count": INT, "ranges": RANGES, "first": BOOL, "final": BOOL, "members": STRLIST,
-    "view_id": INT, "fault": STR, "detail": STR, "incarnation": INT, "timestamp": INT,
+    "view_id": INT, "fault": STR, "detail": STR, "incarnation": INT, "timestamp": INT, "links": STRLIST,
 }
 REQUIRED_FIELDS = ("v", "t", "node", "proto", "kind")
 FIELDS = tuple(FIELD_TYPES)
@@ -112,6 +112,7 @@ RUNS_SCHEMA = T.StructType([
     T.StructField("fault_types", T.ArrayType(T.StringType()), True),
     T.StructField("duration", T.DoubleType(), True),
     T.StructField("settle", T.DoubleType(), True),
+    T.StructField("recovery_bound", T.DoubleType(), True),  # no_loss' bound (scenario.yaml)
     T.StructField("config_json", T.StringType(), True),
     T.StructField("harness_outcome", T.StringType(), True),  # verdict.json "outcome"
     T.StructField("harness_failed", T.ArrayType(T.StringType()), True),

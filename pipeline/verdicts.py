@@ -1,8 +1,9 @@
-"""Per-run verdicts from the collected result rows of pipeline.checks.
+"""Per-run verdicts: the harness's check results (pipeline.judging) and the advisory check.
 
-The decisions were made by DataFrame operations; this module only arranges their (small) results
-into the tallies harness.checks' result builders take, so a verdict from Spark has the same
-names, details and explanation sentences as the harness's and can be compared field by field.
+The checks' results come from harness.checks itself (run per run by pipeline.judging), so a
+verdict from Spark has the same names, details and explanation sentences as the harness's. The
+advisory stuck_retransmission is decided by DataFrame operations (pipeline.checks); this module
+arranges its (small) result rows into a CheckResult-shaped dict.
 """
 
 from __future__ import annotations
@@ -10,8 +11,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from harness import checks as H
+from harness.rundir import outcome_of
 
-from .checks import ADVISORY_CHECKS, CHECK_NAMES, FIRST_FEW, STUCK_MIN_RETRANSMITS, STUCK_MIN_SECONDS
+from .checks import ADVISORY_CHECKS, STUCK_MIN_RETRANSMITS, STUCK_MIN_SECONDS
 
 
 def _fmt_t(t) -> str:
@@ -22,11 +24,6 @@ def _link(sender: str, receiver: str) -> str:
     return f"{sender}->{receiver}"
 
 
-def _o(row) -> int:
-    """The run-order position (schema.SEQ) a result row carries."""
-    return row["o"]
-
-
 def group_rows(rows) -> dict[str, dict[str, list]]:
     """run_id -> part -> rows."""
     out: dict[str, dict[str, list]] = {}
@@ -35,78 +32,9 @@ def group_rows(rows) -> dict[str, dict[str, list]]:
     return out
 
 
-def _one(parts: dict, part: str):
-    rows = parts.get(part) or []
-    return rows[0] if rows else None
-
-
 def _sum(parts: dict, part: str, col: str) -> int:
     """Results kept per (run, dst) by pipeline.checks, summed over the run."""
     return sum(r[col] or 0 for r in parts.get(part, []))
-
-
-def _first(parts: dict, part: str, col: str, n: int) -> list:
-    """The run's first n samples by position, from the first n of each (run, dst)."""
-    samples = [x for r in parts.get(part, []) for x in (r[col] or [])]
-    return sorted(samples, key=_o)[:n]
-
-
-# ---- the four harness checks ------------------------------------------------------------------
-
-
-def fifo(parts: dict) -> dict:
-    violations = [
-        {"receiver": r["receiver"], "incarnation": r["incarnation"], "sender": r["sender"],
-         "conn_id": r["conn_id"], "stream": r["stream"], "app": r["app"], "after": r["after"], "t": r["t"]}
-        for r in _first(parts, "fifo", "fifo_first", FIRST_FEW)
-    ]
-    return H.fifo_result(_sum(parts, "fifo", "deliveries"), _sum(parts, "fifo", "violations"),
-                         violations).to_dict()
-
-
-def no_duplicates(parts: dict) -> dict:
-    duplicates = [
-        {"receiver": r["receiver"], "incarnation": r["incarnation"], "sender": r["sender"],
-         "conn_id": r["conn_id"], "window": r["window"], "app": r["app"], "first_t": r["first_t"], "t": r["t"]}
-        for r in _first(parts, "dup", "dup_first", FIRST_FEW)
-    ]
-    return H.no_duplicates_result(_sum(parts, "dup", "deliveries"), _sum(parts, "dup", "duplicates"),
-                                  duplicates, _sum(parts, "dup", "redelivered_after_reset")).to_dict()
-
-
-def no_loss(parts: dict) -> dict:
-    excused = {"dead_at_end": _sum(parts, "loss", "dead_at_end"),
-               "sender_restarted": _sum(parts, "loss", "sender_restarted")}
-    last_link = {(r["src"], r["dst"]): r["last_deliver_t"] for r in parts.get("link", [])
-                 if r["last_deliver_t"] is not None}
-    lost = {}
-    for r in sorted(parts.get("loss_link", []), key=_o):
-        first = [x["app"] for x in sorted(r["first"], key=lambda x: x["first_o"])]
-        lost[_link(r["src"], r["dst"])] = {"count": r["count"], "first": first,
-                                           "last_deliver_t": last_link.get((r["src"], r["dst"]))}
-    return H.no_loss_result(_sum(parts, "loss", "sent"), excused, max(last_link.values(), default=None),
-                            lost).to_dict()
-
-
-def _window_view(w) -> dict | None:
-    return None if w is None else H.window_view(w.asDict())
-
-
-def windows_synced(parts: dict) -> dict:
-    pairs: dict[str, dict] = {}
-    for r in sorted(parts.get("ws_pair", []), key=_o):
-        send, recv = _window_view(r["send"]), _window_view(r["recv"])
-        problem = H.pair_problem(r["src"], r["dst"], send, recv)
-        if (problem is None) != bool(r["synced"]):  # the DataFrame decision and the text disagree
-            raise AssertionError(f"windows_synced: pair {r['src']}->{r['dst']} synced={r['synced']} "
-                                 f"but problem={problem!r}")
-        pairs[_link(r["src"], r["dst"])] = {"synced": problem is None, "problem": problem, "send": send,
-                                            "recv": recv, "sync_time": r["sync_time"]}
-    heal = _one(parts, "ws_heal")
-    return H.windows_synced_result(
-        pairs, sorted(r["node"] for r in parts.get("ws_silent", [])), len(parts.get("ws_skipped", [])),
-        sorted(_link(r["src"], r["dst"]) for r in parts.get("ws_stale", [])),
-        heal["last_heal"] if heal else 0.0).to_dict()
 
 
 # ---- advisory ---------------------------------------------------------------------------------
@@ -136,10 +64,8 @@ def stuck_retransmission(parts: dict) -> dict:
                          details).to_dict()
 
 
-CHECK_BUILDERS = {"fifo": fifo, "no_duplicates": no_duplicates, "no_loss": no_loss,
-                  "windows_synced": windows_synced}
 ADVISORY_BUILDERS = {"stuck_retransmission": stuck_retransmission}
-assert tuple(CHECK_BUILDERS) == CHECK_NAMES and tuple(ADVISORY_BUILDERS) == ADVISORY_CHECKS
+assert tuple(ADVISORY_BUILDERS) == ADVISORY_CHECKS
 
 
 @dataclass
@@ -147,7 +73,7 @@ class RunVerdict:
     """The judgement of one run by the pipeline."""
 
     run_id: str
-    outcome: str  # passed | failed | error
+    outcome: str  # passed | failed | vacuous | error
     expect: str  # "pass" or "fail:<check>"
     checks: list[dict]  # the scenario's checks, in its order (CheckResult.to_dict() shape)
     advisory: list[dict]  # checks that never decide the outcome (stuck_retransmission)
@@ -163,8 +89,8 @@ class RunVerdict:
 
     @property
     def deciding(self) -> list[dict]:
-        """The checks that decided a failed outcome (as harness.rundir.Verdict.failures)."""
-        if self.outcome != "failed":
+        """The checks that decided a failed or vacuous outcome (as harness.rundir.Verdict.failures)."""
+        if self.outcome not in ("failed", "vacuous"):
             return []
         if self.expect.startswith("fail:"):
             name = self.expect.split(":", 1)[1]
@@ -185,27 +111,19 @@ class RunVerdict:
                 "meta": self.meta, "metrics": self.metrics}
 
 
-def judge(run_id: str, meta: dict, parts: dict, quarantined: int = 0) -> RunVerdict:
-    """Decide a run's outcome the way harness.rundir.judge does: with `expect: pass` every check of
-    the scenario must pass; with `expect: {fail: X}` check X must fail."""
+def judge(run_id: str, meta: dict, parts: dict, results: list[dict], quarantined: int = 0) -> RunVerdict:
+    """Decide a run's outcome the way harness.rundir.judge does, from its check results (in the
+    scenario's order): passed, failed, or vacuous when only checks that judged nothing did not pass."""
     expect = meta.get("expect") or "pass"
-    names = list(meta.get("checks") or CHECK_NAMES)
-    checks = [CHECK_BUILDERS[n](parts) for n in names if n in CHECK_BUILDERS]
-    unknown = [n for n in names if n not in CHECK_BUILDERS]
+    names = list(meta.get("checks") or H.CHECKS)
+    unknown = [n for n in names if n not in H.CHECKS]
     advisory = [b(parts) for b in ADVISORY_BUILDERS.values()]
+    common = dict(run_id=run_id, expect=expect, checks=results, advisory=advisory, quarantined=quarantined,
+                  harness_outcome=meta.get("harness_outcome"), meta=meta)
     if meta.get("event_files") == 0:
-        return RunVerdict(run_id=run_id, outcome="error", expect=expect, checks=checks, advisory=advisory,
-                          quarantined=quarantined, harness_outcome=meta.get("harness_outcome"),
-                          error="no nodes/*/events.jsonl in the run directory", meta=meta)
+        return RunVerdict(outcome="error", error="no nodes/*/events.jsonl in the run directory", **common)
     if unknown:
-        return RunVerdict(run_id=run_id, outcome="error", expect=expect, checks=checks, advisory=advisory,
-                          quarantined=quarantined, harness_outcome=meta.get("harness_outcome"),
-                          error=f"unknown check(s) {', '.join(unknown)}", meta=meta)
-    if expect.startswith("fail:"):
-        name = expect.split(":", 1)[1]
-        ok = any(c["name"] == name and not c["passed"] for c in checks)
-    else:
-        ok = all(c["passed"] for c in checks)
-    return RunVerdict(run_id=run_id, outcome="passed" if ok else "failed", expect=expect, checks=checks,
-                      advisory=advisory, quarantined=quarantined,
-                      harness_outcome=meta.get("harness_outcome"), meta=meta)
+        return RunVerdict(outcome="error", error=f"unknown check(s) {', '.join(unknown)}", **common)
+    expect_fail = expect.split(":", 1)[1] if expect.startswith("fail:") else None
+    outcome = outcome_of([H.CheckResult(**c) for c in results], expect_fail)
+    return RunVerdict(outcome=outcome, **common)

@@ -12,13 +12,14 @@ import random
 
 import pytest
 
+from harness.checks import CHECKS as HARNESS_CHECKS
 from harness.checks import run_checks
 from harness.eventlog import read_run, write_events
 from node.events import make_event
 from pipeline.schema import classify_line
 
 END = 10.0
-CHECKS = ["fifo", "no_duplicates", "no_loss", "windows_synced"]
+CHECKS = list(HARNESS_CHECKS)  # a run without scenario.yaml is judged by every check
 
 
 # ---- event builders ---------------------------------------------------------------------------
@@ -252,7 +253,8 @@ NODES = ("A", "B", "C")
 
 def random_log(rng: random.Random) -> list[dict]:
     """An event soup that exercises every rule of harness.checks: restarts with and without an
-    incarnation field, kills and graceful stops, new receive windows, conn_ids (some missing),
+    incarnation field, kills and graceful stops, receive windows opened, re-keyed, closed (for
+    real or replaced), send windows created, faults cutting links, errors, conn_ids (some missing),
     deliveries without or with an empty peer, repeated and reordered deliveries, final windows
     that match or not, heals, and many events at equal times in different files."""
     evs = []
@@ -282,8 +284,15 @@ def random_log(rng: random.Random) -> list[dict]:
             evs.append(make_event(t, sy, "unicast3", "deliver", seqno=n + 1, conn_id=conn,
                                   app=f"{sx}:{st}:{n}", **fields))
         elif r < 0.66:
-            evs.append(make_event(t, y, "unicast3", "conn_state", peer=x, side="recv", state="OPEN",
-                                  conn_id=conn, reason=rng.choice(("new_window:first", "new_window:sync", "close"))))
+            state, reason = rng.choice((("OPEN", "new_window:first"), ("OPEN", "sync: re-keyed"),
+                                        ("CLOSED", "close_rx"), ("CLOSED", "close_timeout"), ("CLOSED", "replaced")))
+            evs.append(make_event(t, y, "unicast3", "conn_state", peer=x, side="recv", state=state,
+                                  conn_id=conn, reason=reason))
+        elif r < 0.68:
+            evs.append(make_event(t, x, "unicast3", "conn_state", peer=y, side="send", state="OPEN",
+                                  conn_id=conn, reason="created"))
+        elif r < 0.69:
+            evs.append(make_event(t, x, "unicast3", "error", reason="KeyError: 3", detail="protocol.py:1 f: x"))
         elif r < 0.72:
             evs.append(make_event(t, x, "unicast3", "ack_rx", peer=y, seqno=rng.randint(0, 5), conn_id=conn))
         elif r < 0.76:
@@ -295,8 +304,9 @@ def random_log(rng: random.Random) -> list[dict]:
                 fields["reason"] = rng.choice(("kill", "stop", "restart"))
             evs.append(make_event(t, x, "node", kind, **fields))
         elif r < 0.8:
+            links = rng.choice((None, [f"{x}->{y}"], [f"{x}->{y}", f"{y}->{x}"]))
             evs.append(make_event(t, "harness", "harness", rng.choice(("fault_on", "fault_off")),
-                                  fault=rng.choice(("partition", "heal", "loss")), detail="#0 x"))
+                                  fault=rng.choice(("partition", "heal", "loss")), detail="#0 x", links=links))
         elif r < 0.86:
             evs.append(make_event(t, x, "unicast3", "retransmit", peer=y, seqno=rng.randint(1, 5), conn_id=conn))
         elif r < 0.9:
