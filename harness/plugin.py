@@ -584,6 +584,11 @@ class FaultController:
             injector.node_resumed(node)
         self._log("fault_off", "pause", node, self._node_cuts(node))
 
+    def sync(self, at: str, peer: str) -> None:
+        """The SYNC admin operation of seed 000: `at` resyncs its receive window for `peer`."""
+        self._log("fault_on", "sync", f"at {at} with {peer}")
+        self.sc.cluster.admin(at).sync(peer)
+
     def view(self, at: str, members: Iterable[str]) -> None:
         members = list(members)
         self._log("fault_on", "view", f"at {at} [{','.join(members)}]")

@@ -543,6 +543,15 @@ class LiveRun:
                     self.book.defer(p.node, lambda: self._post_view(p.node, members, view_id))
                 else:
                     self._post_view(p.node, members, view_id)
+            elif kind == "sync":
+                handle = cluster.node(p.node)
+                if not handle.alive:
+                    self._log("fault_on", kind, f"{step.describe()} (skipped: {p.node} is dead)")
+                    return
+                if handle.state is NodeState.PAUSED:
+                    self.book.defer(p.node, lambda: cluster.admin(p.node).sync(p.peer))
+                else:
+                    cluster.admin(p.node).sync(p.peer)
             elif kind == "kill":
                 if cluster.node(p.node).alive:
                     cluster.kill(p.node)

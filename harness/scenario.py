@@ -51,7 +51,7 @@ MAX_NODES = 26 * 27  # A..Z, then AA..ZZ
 NETWORK_KINDS = ("partition", "loss", "delay", "duplicate", "reorder")
 HEALABLE_KINDS = frozenset(NETWORK_KINDS + ("drop",))
 NODE_KINDS = ("kill", "pause", "resume", "restart")
-STEP_KINDS = NETWORK_KINDS + ("drop", "view") + NODE_KINDS + ("heal",)
+STEP_KINDS = NETWORK_KINDS + ("drop", "view", "sync") + NODE_KINDS + ("heal",)
 # Toxiproxy toxics on TCP links (docker backend, transport tcp only); healable like network faults.
 STEP_KINDS = STEP_KINDS + ("toxic",)
 HEALABLE_KINDS = HEALABLE_KINDS | {"toxic"}
@@ -277,6 +277,20 @@ class View:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class SyncStep:
+    """The SYNC admin operation of seed 000: `node`, as receiver, resyncs with sender `peer`."""
+
+    node: str
+    peer: str
+
+    def to_dict(self) -> dict:
+        return {"at": self.node, "peer": self.peer}
+
+    def describe(self) -> str:
+        return f"at {self.node} with {self.peer}"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class NodeTarget:
     """kill, pause, resume, restart: the node they apply to."""
 
@@ -330,7 +344,7 @@ class Toxic:
         return f"{self.link} {self.type}{attrs}{tox}"
 
 
-StepParams = Partition | LinkProbability | Delay | Reorder | Drop | View | NodeTarget | Heal | Toxic
+StepParams = Partition | LinkProbability | Delay | Reorder | Drop | View | SyncStep | NodeTarget | Heal | Toxic
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -511,6 +525,10 @@ def parse_scenario(data: Any) -> Scenario:
 
     injector = _choice(data.get("injector", "auto"), "injector", INJECTORS)
     for step in schedule:
+        if step.kind == "sync" and config.get("resync", "sync") != "sync":
+            raise ScenarioError(f"schedule[{step.source_index}].sync",
+                                f"the SYNC admin operation needs config.resync: sync (this scenario uses "
+                                f"{config.get('resync')})")
         if step.kind == "toxic" and transport != "tcp":
             raise ScenarioError(f"schedule[{step.source_index}].toxic",
                                 f"needs transport: tcp (Toxiproxy proxies TCP links; this scenario uses {transport})")
@@ -764,6 +782,14 @@ def _step_params(kind: str, body: Any, path: str, nodes: tuple[str, ...], at: fl
         if node not in members:
             raise ScenarioError(f"{path}.members", f"a view installed at {node} must contain {node}")
         return View(node=node, members=members)
+    if kind == "sync":
+        body = _mapping(body, path)
+        _check_keys(body, path, ("at", "peer"), ("at", "peer"))
+        node = _node(body["at"], f"{path}.at", nodes)
+        peer = _node(body["peer"], f"{path}.peer", nodes)
+        if peer == node:
+            raise ScenarioError(f"{path}.peer", f"{node} cannot sync with itself")
+        return SyncStep(node=node, peer=peer)
     if kind in NODE_KINDS:
         return NodeTarget(node=_node(body, path, nodes))
     if kind == "toxic":
@@ -961,7 +987,7 @@ def _check_lifecycle(steps: list[FaultStep], nodes: tuple[str, ...]) -> None:
                 state[p.node] = "running"
             else:  # restart: starts a dead node, or kills and starts a live one
                 state[p.node] = "running"
-        elif step.kind in ("view", "drop") and state[p.node] == "dead":
+        elif step.kind in ("view", "drop", "sync") and state[p.node] == "dead":
             raise ScenarioError(f"{path}.at", f"{p.node} is dead at {step.at:g}")
 
 

@@ -38,7 +38,7 @@ FAULT_COLORS = {
     "partition": "#d62728", "loss": "#ff7f0e", "delay": "#bcbd22", "duplicate": "#9467bd",
     "reorder": "#8c564b", "drop": "#e377c2", "pause": "#7f7f7f",
 }
-INSTANT_FAULTS = ("kill", "restart", "view", "heal", "resume")
+INSTANT_FAULTS = ("kill", "restart", "view", "sync", "heal", "resume")
 PASS, FAIL, WARN, NA = "#4caf50", "#e53935", "#ffb300", "#d0d0d0"
 
 

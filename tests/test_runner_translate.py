@@ -28,6 +28,7 @@ class FakeAdmin:
         self.next_id = 1
         self.views: list[tuple[list[str], int]] = []
         self.sends: list[dict] = []
+        self.syncs: list[str] = []
 
     def _check(self, what):
         state = self.cluster.nodes[self.name].state
@@ -51,6 +52,10 @@ class FakeAdmin:
     def view(self, members, view_id=None):
         self._check("view")
         self.views.append((list(members), view_id))
+
+    def sync(self, peer):
+        self._check("sync")
+        self.syncs.append(peer)
 
     def send(self, to, **kw):
         self._check("send")
@@ -277,6 +282,15 @@ def test_kill_drops_pending_requests_and_restart_resumes_the_stream():
     (send,) = cluster.admins["A"].sends
     # 60 slots from t=2; 10 were due before the restart at t=3, so app ids go on at n = 11.
     assert send == {"to": "B", "rate": 10.0, "count": 50, "size": 100, "stream": 0, "first_n": 11}
+
+
+def test_sync_step_calls_the_admin_operation_and_waits_for_a_paused_node():
+    """A sync step is B's POST /sync/A; at a paused node it waits for the resume, like a view."""
+    sc = _scenario([{"at": 1, "sync": {"at": "B", "peer": "A"}}, {"at": 2, "pause": "C"},
+                    {"at": 3, "sync": {"at": "C", "peer": "A"}}, {"at": 4, "resume": "C"}])
+    run, cluster = _run(sc)
+    assert cluster.admins["B"].syncs == ["A"] and cluster.admins["C"].syncs == ["A"]
+    assert [e["detail"] for e in run.timeline if e["fault"] == "sync"] == ["#0 sync at B with A", "#2 sync at C with A"]
 
 
 # ---- parity with the simulator ----------------------------------------------------------------

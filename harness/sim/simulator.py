@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from node.events import make_event
-from node.layer import ViewChange
+from node.layer import SyncPeer, ViewChange
 from node.message import Message, app_payload
 
 from harness.scenario import FaultStep, Scenario, ScenarioError, cut_links
@@ -630,13 +630,16 @@ class Simulation:
                 self._log_fault(t, "fault_on", kind, f"{step.describe()} (skipped: {p.node} is dead)")
                 return
             self._rules[step.index] = (node, node.incarnation, self._add_rule(node, step))
-        elif kind == "view":
+        elif kind in ("view", "sync"):
             node = self.nodes[p.node]
             if not node.alive:
                 self._log_fault(t, "fault_on", kind, f"{step.describe()} (skipped: {p.node} is dead)")
                 return
-            node.view_id += 1
-            cmd = ViewChange(members=p.members, view_id=node.view_id)
+            if kind == "view":
+                node.view_id += 1
+                cmd = ViewChange(members=p.members, view_id=node.view_id)
+            else:
+                cmd = SyncPeer(peer=p.peer)
             if node.state is PAUSED:
                 node.pending.append(("command", cmd))
             else:
