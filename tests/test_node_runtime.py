@@ -11,6 +11,7 @@ from harness.checks import run_checks
 from node.events import validate_event
 from node.faultlayer import FaultRule
 from node.runtime.testing import NodeGroup, pair_configs, wait_until
+from node.unicast3.header import MsgType
 
 pytestmark = pytest.mark.asyncio
 
@@ -217,3 +218,33 @@ async def test_tcp_garbage_is_counted_and_the_connection_closed(tmp_path):
         assert stats["order_violations"] == 0
     drops = [ev for ev in read_events(tmp_path / "B" / "events.jsonl") if ev["kind"] == "drop"]
     assert any("length" in ev["reason"] for ev in drops) and any("malformed" in ev["reason"] for ev in drops)
+
+
+async def test_an_exception_in_the_stack_is_an_error_event_and_the_node_goes_on(tmp_path):
+    """A protocol bug (an exception inside a layer on one input) is logged as an `error` event with
+    its traceback tail and counted; the node keeps running and keeps delivering; no_errors fails."""
+    configs = pair_configs(tmp_path, "udp", protocol_config=FAST)
+    async with NodeGroup(configs) as (a, b):
+        u3 = b.u3
+        real, calls = u3._on_ack, {"n": 0}
+
+        def buggy(src, hdr, now):
+            calls["n"] += 1
+            if calls["n"] == 1:
+                raise KeyError("planted bug")
+            return real(src, hdr, now)
+
+        # B's first ACK from A raises inside UNICAST3, as a real bug would.
+        u3._HANDLERS = {**type(u3)._HANDLERS, MsgType.ACK: lambda _self, *args: buggy(*args)}
+        b.start_stream("A", count=200, rate=1000, size=50, stream=0)
+        await wait_until(complete(a, "B", 0, 200), 30, what="A delivered 200 from B")
+        await wait_until(lambda: calls["n"] > 1, 10, what="B handled an ACK after the bug")
+        assert b.rx_stats.stack_errors == 1
+    evs = read_events(tmp_path / "B" / "events.jsonl")
+    errors = [ev for ev in evs if ev["kind"] == "error"]
+    assert len(errors) == 1 and errors[0]["reason"].startswith("KeyError: 'planted bug'")
+    assert "buggy" in errors[0]["detail"]
+    for ev in errors:
+        validate_event(ev)
+    (res,) = run_checks(evs, ["no_errors"])
+    assert not res.passed and "planted bug" in res.explanation
