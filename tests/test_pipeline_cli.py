@@ -51,7 +51,7 @@ def test_analyze_a_failing_run_exits_1(spark, tmp_path, capsys):
     code = main(["analyze", str(tmp_path / "runs" / "missing"), "--out", str(tmp_path / "a"), "--quiet"])
     out = capsys.readouterr().out
     assert code == EXIT_FAILED
-    assert "missing: no_loss failed: 1 message(s) lost: A->B: 1 never delivered (first A:0:3" in out
+    assert "missing: no_loss failed: 1 of 5 owed message(s) lost: A->B: 1 never delivered (first A:0:3" in out
     assert (tmp_path / "a" / "report" / "index.html").exists()
 
 

@@ -47,7 +47,8 @@ def test_spark_verdicts_equal_the_harness_verdicts(scenario_runs):
         assert v.harness_outcome == outcome.verdict.outcome
         # verdict.json was judged on the in-memory log; the files on disk say the same.
         names = [c["name"] for c in v.checks]
-        assert [c.to_dict() for c in run_checks(read_run(outcome.run_dir), names)] == harness
+        bound = outcome.result.scenario.recovery_bound
+        assert [c.to_dict() for c in run_checks(read_run(outcome.run_dir), names, recovery_bound_s=bound)] == harness
         assert v.quarantined == 0
 
 
