@@ -8,7 +8,7 @@
     build_report(spark, result, "analysis/report", title="my runs")
 
 Modules: schema (the explicit event schema v1 and the quarantine rules), ingest (run directories
--> Parquet warehouse), checks and metrics (DataFrame transforms), verdicts (CheckResult-shaped
-results), analysis (orchestration), timeline and report (plots, HTML), cli (`splitbrain analyze`,
+-> Parquet warehouse), judging (the harness's checks per run in Spark tasks), checks and metrics
+(DataFrame transforms for metrics and the advisory check), verdicts (outcomes), analysis (orchestration), timeline and report (plots, HTML), cli (`splitbrain analyze`,
 `splitbrain campaign`), job (spark-submit entry point). See pipeline/README.md.
 """
