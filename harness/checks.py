@@ -281,7 +281,7 @@ def check_fifo(events: list[dict]) -> CheckResult:
 
 
 def fifo_result(delivered: int, count: int, violations: list[dict]) -> CheckResult:
-    """fifo's verdict from its tallies (shared with the Spark pipeline, so both read alike)."""
+    """fifo's verdict from its tallies."""
     details = {"deliveries": delivered, "violations": count, "first": violations}
     if not delivered:
         return vacuous_result("fifo", "no delivery with an application id", details)
@@ -335,7 +335,7 @@ def check_no_duplicates(events: list[dict]) -> CheckResult:
 
 
 def no_duplicates_result(delivered: int, count: int, duplicates: list[dict], causes: dict) -> CheckResult:
-    """no_duplicates' verdict from its tallies (shared with the Spark pipeline)."""
+    """no_duplicates' verdict from its tallies."""
     redelivered = sum(causes.values())
     details = {"deliveries": delivered, "duplicates": count, "first": duplicates,
                "redelivered_after_reset": redelivered, "redelivered_by_cause": causes}
@@ -533,8 +533,8 @@ def check_no_loss(events: list[dict], recovery_bound_s: float = DEFAULT_RECOVERY
 
 def no_loss_result(sent: int, excused: dict, last_deliver: float | None, lost: dict,
                    recovery_bound_s: float) -> CheckResult:
-    """no_loss' verdict from its tallies (shared with the Spark pipeline): `lost` maps a link
-    "X->Y" to its count, first app ids and last delivery time, in the order to report them."""
+    """no_loss' verdict from its tallies: `lost` maps a link "X->Y" to its count, first app ids and
+    last delivery time, in the order to report them."""
     checked = sent - sum(excused.values())
     details: dict = {"sent": sent, "checked": checked, "excused": excused, "recovery_bound_s": recovery_bound_s,
                      "last_deliver_t": last_deliver, "lost": lost}
@@ -678,8 +678,8 @@ def check_windows_synced(events: list[dict]) -> CheckResult:
 
 def windows_synced_result(pairs: dict, silent: list[str], skipped_dead: int, stale_recv: list[str],
                           last_heal: float | None) -> CheckResult:
-    """windows_synced's verdict from the judged pairs (shared with the Spark pipeline): `pairs`
-    maps "X->Y" to synced/problem/send/recv/sync_time, in the order to report them."""
+    """windows_synced's verdict from the judged pairs: `pairs` maps "X->Y" to
+    synced/problem/send/recv/sync_time, in the order to report them."""
     problems = [f"{link} {p['problem']}" for link, p in pairs.items() if p["problem"] is not None]
     if silent:
         problems.append(f"final windows not reported by {', '.join(silent)} (alive at end, with open windows)")
@@ -732,7 +732,7 @@ def check_no_errors(events: list[dict]) -> CheckResult:
 
 
 def no_errors_result(judged: int, count: int, errors: list[dict]) -> CheckResult:
-    """no_errors' verdict from its tallies (shared with the Spark pipeline)."""
+    """no_errors' verdict from its tallies."""
     details = {"events": judged, "errors": count, "first": errors}
     if not judged:
         return vacuous_result("no_errors", "no event from any node", details)
