@@ -41,7 +41,7 @@ def result_rows(events: DataFrame, cached: list | None = None) -> DataFrame:
     summ = cache(C.summary(events))
     life = cache(C.lives(summ))
     heal = cache(C.heals(summ))
-    fl = cache(C.flows(events, life, C.new_windows(summ)))
+    fl = cache(C.flows(events, life))
     msgs = cache(C.messages(fl, life))
     return C.union_rows([
         C.stuck_rows(fl, life, heal),

@@ -37,7 +37,6 @@ from pyspark.sql import types as T
 
 from harness.checks import GRACEFUL_STOP
 
-from .ingest import app_int
 
 LIFECYCLE = ("node_start", "node_stop")
 TRAFFIC = ("send", "deliver", "ack_tx", "ack_rx")
@@ -166,12 +165,6 @@ def lives(summ: DataFrame) -> DataFrame:
     )
 
 
-def new_windows(summ: DataFrame) -> DataFrame:
-    """Per (run_id, node, peer): sorted positions of the receive windows created anew."""
-    return (summ.where((F.col("kind") == "conn_state") & F.col("peer").isNotNull() & (F.size("nw") > 0))
-            .select("run_id", "node", "peer", F.array_sort("nw").alias("wins")))
-
-
 def heals(summ: DataFrame) -> DataFrame:
     """Per run_id: the times of the heals in its harness timeline (sorted) and the last one."""
     return (summ.where(F.size("heal_ts") > 0).groupBy("run_id")
@@ -192,26 +185,15 @@ def _count_before(arr: Column, o: Column, field: str | None = None) -> Column:
             .otherwise(F.size(F.filter(arr, lambda x: pos(x) < o)))).cast("long")
 
 
-def _incarnation_at(starts: Column, o: Column) -> Column:
-    """The incarnation opened by the last start before `o` (0 before any), see _count_before."""
-    first = F.get(starts, 0)
-    many = F.try_element_at(F.filter(starts, lambda x: x["o"] < o), F.lit(-1))["inc"]
-    return F.coalesce(F.when(F.size(starts) == 1, F.when(first["o"] < o, first["inc"])).otherwise(many),
-                      F.lit(0)).cast("long")
-
-
 # ---- pass 2: flows ----------------------------------------------------------------------------
 
 
-def flows(events: DataFrame, life: DataFrame, wins: DataFrame) -> DataFrame:
+def flows(events: DataFrame, life: DataFrame) -> DataFrame:
     """send (with app and peer), deliver (with app), retransmit and xmit_req_tx (with peer) rows with
-    the context each check needs, repartitioned by (run_id, dst).
+    the context latency, heal-to-sync and stuck retransmission need, repartitioned by (run_id, dst).
 
-    src/dst: the link; for a deliver src is `peer or origin` (harness no_loss/no_duplicates).
-    inc: the receiver's incarnation (deliver); starts_at: the sender's starts so far (send);
-    sender_f/wc_f: fifo's sender (`peer` if present, else the app id's origin) and how many
-    receive windows it had opened before; sender_d/wc_d: the same for no_duplicates (`peer or
-    origin`; they differ only for an empty peer)."""
+    src/dst: the link; for a deliver src is `peer` or, when it is missing or empty, the app id's
+    origin (as harness.checks reads it); starts_at: the sender's starts so far (send)."""
     app = F.col("app")
     kind = F.col("kind")
     base = events.where(
@@ -222,38 +204,18 @@ def flows(events: DataFrame, life: DataFrame, wins: DataFrame) -> DataFrame:
     is_deliver = kind == "deliver"
     # Ingest quarantined every deliver whose app id is not "origin:stream:n", so plain string
     # functions split it here (a regex per row costs more than the rest of this select).
-    tail = F.substring_index(app, ":", -2)
-    base = base.select(
-        "*",
-        F.when(is_deliver, F.expr("substring(app, 1, length(app) - length(substring_index(app, ':', -2)) - 1)"))
-        .alias("origin"),
-        F.when(is_deliver, app_int(F.substring_index(tail, ":", 1))).alias("stream"),
-        F.when(is_deliver, app_int(F.substring_index(app, ":", -1))).alias("n"),
-    )
-    base = base.select(
-        "*",
-        F.when(is_deliver, F.coalesce(F.col("peer"), F.col("origin"))).alias("sender_f"),
-        F.when(is_deliver, F.when(F.col("peer").isNull() | (F.col("peer") == ""), F.col("origin"))
-               .otherwise(F.col("peer"))).alias("sender_d"),
-    )
+    origin = F.expr("substring(app, 1, length(app) - length(substring_index(app, ':', -2)) - 1)")
+    sender = F.when(F.col("peer").isNull() | (F.col("peer") == ""), origin).otherwise(F.col("peer"))
     life_b = F.broadcast(life.select("run_id", "node", "starts"))
-    wins_f = F.broadcast(wins.select("run_id", "node", F.col("peer").alias("sender_f"), F.col("wins").alias("wins_f")))
-    wins_d = F.broadcast(wins.select("run_id", "node", F.col("peer").alias("sender_d"), F.col("wins").alias("wins_d")))
-    df = (base.join(life_b, ["run_id", "node"], "left")
-          .join(wins_f, ["run_id", "node", "sender_f"], "left")
-          .join(wins_d, ["run_id", "node", "sender_d"], "left"))
+    df = base.join(life_b, ["run_id", "node"], "left")
     o = F.col("o")
     df = df.select(
         "run_id", "kind", "node", "peer", "app", "conn_id", "seqno", "bytes", "t", "o",
-        "origin", "stream", "n", "sender_f", "sender_d",
         # An XMIT-REQ is sent by the receiver of the link it asks about.
         F.when(is_deliver | (kind == "xmit_req_tx"), F.col("node")).otherwise(F.col("peer")).alias("dst"),
-        F.when(is_deliver, F.col("sender_d")).when(kind == "xmit_req_tx", F.col("peer"))
+        F.when(is_deliver, sender).when(kind == "xmit_req_tx", F.col("peer"))
         .otherwise(F.col("node")).alias("src"),
-        F.when(is_deliver, _incarnation_at(F.col("starts"), o)).alias("inc"),
         F.when(kind == "send", _count_before(F.col("starts"), o, "o")).alias("starts_at"),
-        F.when(is_deliver, _count_before(F.col("wins_f"), o)).alias("wc_f"),
-        F.when(is_deliver, _count_before(F.col("wins_d"), o)).alias("wc_d"),
     )
     return df.repartition("run_id", "dst")
 
