@@ -221,7 +221,7 @@ def flows(events: DataFrame, life: DataFrame) -> DataFrame:
 
 
 
-# ---- messages (what latency and heal-to-sync need) ---------------------------------------------------------
+# ---- messages (what latency and heal-to-sync need) ------------------------------------------
 
 
 def messages(fl: DataFrame, life: DataFrame) -> DataFrame:
