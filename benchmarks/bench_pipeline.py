@@ -73,6 +73,7 @@ def generate(spark, n_events: int, out: Path) -> dict:
     """Write ~n_events as JSONL run directories (out/runs) and as a warehouse (out/warehouse)."""
     from pyspark.sql import functions as F
 
+    from harness.checks import CHECKS
     from pipeline import schema as S
 
     m = per_link_messages(min(EVENTS_PER_RUN, n_events))
@@ -127,9 +128,9 @@ def generate(spark, n_events: int, out: Path) -> dict:
         fixed.append(ev(v=1, t=t_end, node=y, proto="unicast3", kind="window", peer=x, side="recv",
                         conn_id=1000 + i, low=m, high=m, state="OPEN", final=True))
     fixed.append(ev(v=1, t=1.0, node="harness", proto="harness", kind="fault_on", fault="partition",
-                    detail="#0 partition A -> B (one-way)"))
+                    detail="#0 partition A -> B (one-way)", links=F.array(F.lit("A->B"))))
     fixed.append(ev(v=1, t=1.5, node="harness", proto="harness", kind="fault_off", fault="partition",
-                    detail="#0 partition A -> B (one-way) (by #1 heal #0)"))
+                    detail="#0 partition A -> B (one-way) (by #1 heal #0)", links=F.array(F.lit("A->B"))))
     per_run_df = spark.range(runs).select(F.col("id").alias("r"), F.explode(F.array(*fixed)).alias("e"))
     events = msgs.unionByName(per_run_df).select(
         F.format_string("bench-%05d", F.col("r")).alias("run_id"), *[F.col("e")[f].alias(f) for f in fields])
@@ -165,7 +166,7 @@ def generate(spark, n_events: int, out: Path) -> dict:
 
     now = datetime.now(timezone.utc).isoformat()
     rows = [{**{f.name: None for f in S.RUNS_SCHEMA.fields}, "run_id": f"bench-{i:05d}", "source": "synthetic",
-             "schema_version": 1, "checks": ["fifo", "no_duplicates", "no_loss", "windows_synced"],
+             "schema_version": S.EVENT_SCHEMA_VERSION, "checks": list(CHECKS),
              "expect": "pass", "event_files": 3, "ingested_at": now, "scenario": "synthetic",
              "protocol": "unicast3"} for i in range(runs)]
     spark.createDataFrame(rows, S.RUNS_SCHEMA).coalesce(1).write.parquet(str(wh / "runs"))
@@ -202,15 +203,22 @@ def spark_from_jsonl(spark, runs: Path) -> tuple[float, int]:
     from pipeline import analysis as A
     from pipeline import ingest as I
 
+    from harness.checks import CHECKS, DEFAULT_RECOVERY_BOUND_S
+    from pipeline import judging as J
+
     t = time.perf_counter()
     sources = I.discover_runs(spark, [str(runs)])
     parsed = I.parse_events(I.read_lines(spark, sources))
     events = I.events_of(parsed).cache()
     try:
         rows = A.collect_rows(events)
+        # The checks themselves (pipeline.judging), as analyze_runs does from the warehouse; the
+        # synthetic runs have no scenario.yaml: every check, the default recovery bound.
+        plans = {s.run_id: (list(CHECKS), DEFAULT_RECOVERY_BOUND_S) for s in sources}
+        results = J.judge_runs(events, plans)
     finally:
         events.unpersist()
-    return time.perf_counter() - t, len(rows)
+    return time.perf_counter() - t, len(rows) + len(results)
 
 
 def spark_ingest(spark, runs: Path, wh: Path) -> float:
