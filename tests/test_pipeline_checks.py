@@ -13,6 +13,7 @@ import random
 import pytest
 
 from harness.checks import CHECKS as HARNESS_CHECKS
+from harness.checks import EXCUSES
 from harness.checks import run_checks
 from harness.eventlog import read_run, write_events
 from node.events import make_event
@@ -60,8 +61,17 @@ def retransmit(t, x, y, seqno, conn=1):
     return make_event(t, x, "unicast3", "retransmit", peer=y, seqno=seqno, conn_id=conn, reason="xmit_req")
 
 
-def fault(t, kind, name, detail="#0 partition A -> B (one-way)"):
-    return make_event(t, "harness", "harness", kind, fault=name, detail=detail)
+def fault(t, kind, name, detail="#0 partition A -> B (one-way)", links=None):
+    return make_event(t, "harness", "harness", kind, fault=name, detail=detail, links=links)
+
+
+def conn_state(t, node, peer, side, state, reason, conn=1):
+    return make_event(t, node, "unicast3", "conn_state", peer=peer, side=side, state=state, conn_id=conn,
+                      reason=reason)
+
+
+def error(t, node, reason="KeyError: 7", detail="unicast3/protocol.py:412 _deliver: table[seqno]"):
+    return make_event(t, node, "unicast3", "error", reason=reason, detail=detail)
 
 
 def clean(count=5, deliver_order=None, extra=()):
@@ -77,10 +87,69 @@ def clean(count=5, deliver_order=None, extra=()):
     return evs + list(extra)
 
 
+def redelivered(acked_seqno):
+    """A sends A:0:0..4 to B, B delivers them, A sees acks up to `acked_seqno` (A:0:n has seqno
+    n + 1). B is then killed and restarted and delivers A:0:3 and A:0:4 again; then its receive
+    window for A is reaped (CLOSED close_timeout) and it delivers A:0:4 a third time."""
+    evs = [start(0.0, "A"), start(0.0, "B"), new_window(0.5, "B", "A")]
+    evs += [send(1.0 + n * 0.1, "A", "B", n) for n in range(5)]
+    evs += [deliver(1.05 + n * 0.1, "B", "A", n) for n in range(5)]
+    evs += [ack_rx(1.6, "A", "B", acked_seqno),
+            stop(2.0, "B"), start(2.1, "B", incarnation=1), new_window(2.2, "B", "A", conn=2, low=3),
+            deliver(2.3, "B", "A", 3, conn=2), deliver(2.4, "B", "A", 4, conn=2),
+            conn_state(3.0, "B", "A", "recv", "CLOSED", "close_timeout", conn=2),
+            new_window(3.5, "B", "A", conn=3, low=4), deliver(3.6, "B", "A", 4, conn=3),
+            ack_rx(3.7, "A", "B", 5, conn=3),
+            window("A", "B", "send", 5, 5, conn=3), window("B", "A", "recv", 5, 5, conn=3)]
+    return evs
+
+
+def late_kill():
+    """A->B cut from 0.5 to 2.0 (a heal); A sent A:0:2..6 during the cut, and A:0:7 at 5.0; B is
+    killed at 8.0 having delivered none of them: 6 s of connection after the heal owe A:0:2..6
+    (sent before 8.0 - 4.5), A:0:7 is excused (receiver dead at the end)."""
+    evs = [start(0.0, "A"), start(0.0, "B"), new_window(0.1, "B", "A"),
+           send(0.2, "A", "B", 0), send(0.3, "A", "B", 1), deliver(0.25, "B", "A", 0), deliver(0.35, "B", "A", 1),
+           fault(0.5, "fault_on", "partition", links=["A->B"])]
+    evs += [send(1.0 + (n - 2) * 0.1, "A", "B", n) for n in range(2, 7)]
+    evs += [fault(2.0, "fault_off", "partition", detail="#0 partition A -> B (one-way) (by #1 heal)",
+                  links=["A->B"]),
+            send(5.0, "A", "B", 7), stop(8.0, "B"), window("A", "B", "send", 2, 8)]
+    return evs
+
+
+def reaped():
+    """A fault-free run whose windows the protocol reaped at the end (A's send window and B's
+    receive window CLOSED by close_timeout): no final window is owed, and the pair is in sync."""
+    evs = [start(0.0, "A"), start(0.0, "B"), conn_state(0.4, "A", "B", "send", "OPEN", "created"),
+           new_window(0.5, "B", "A")]
+    evs += [send(1.0 + n * 0.1, "A", "B", n) for n in range(5)]
+    evs += [deliver(1.05 + n * 0.1, "B", "A", n) for n in range(5)]
+    evs += [ack_rx(1.6, "A", "B", 5), conn_state(6.0, "A", "B", "send", "CLOSED", "close_timeout"),
+            conn_state(6.1, "B", "A", "recv", "CLOSED", "close_timeout")]
+    # No graceful stops at the end: windows_synced exempts a node stopped gracefully from
+    # reporting final windows, and this run must show that reaped windows are not expected.
+    return evs
+
+
+# no_loss owes A:0:0 with the scenario's bound of 1 s (3 s of connection before B's death), not
+# with the default one (4.5 s).
+BOUND_SCENARIO = """name: bound-from-scenario
+protocol: unicast3
+nodes: [A, B]
+checks: [fifo, no_loss]
+recovery_bound: 1.0
+expect: pass
+"""
+
+
 def write_run(root, name, events, raw_lines=None, scenario=None):
     """A run directory: nodes/<node>/events.jsonl per node, timeline.jsonl for the harness;
     raw_lines: {node: [text, ...]} appended verbatim to that node's log (malformed lines)."""
     run = root / name
+    if not events and not raw_lines:
+        (run / "nodes" / "A").mkdir(parents=True)
+        (run / "nodes" / "A" / "events.jsonl").write_text("", encoding="utf-8")
     by_node: dict[str, list] = {}
     for ev in events:
         by_node.setdefault(ev["node"], []).append(ev)
@@ -113,8 +182,8 @@ def valid_events(run_dir):
     return events
 
 
-def python_checks(run_dir, names=CHECKS):
-    return [c.to_dict() for c in run_checks(valid_events(run_dir), names)]
+def python_checks(run_dir, names=CHECKS, recovery_bound_s=None):
+    return [c.to_dict() for c in run_checks(valid_events(run_dir), names, recovery_bound_s=recovery_bound_s)]
 
 
 # ---- the planted defects ----------------------------------------------------------------------
@@ -136,6 +205,31 @@ PLANTED = {
     "stuck": dict(events=clean(count=3) + [send(2.0, "A", "B", 3), fault(1.5, "fault_off", "partition")]
                   + [retransmit(2.5 + 0.3 * i, "A", "B", 4) for i in range(20)]
                   + [window("A", "B", "send", 3, 4, t=END + 0.1)]),
+    # B delivers A:0:2 again after a SYNC re-keyed its window (a new conn_id, no discard).
+    "dup_across_rekey": dict(events=clean(deliver_order=[0, 1, 2])
+                             + [conn_state(1.36, "B", "A", "recv", "OPEN", "sync: re-keyed", conn=2)]
+                             + [deliver(1.4 + i * 0.1, "B", "A", n, conn=2) for i, n in enumerate((2, 3, 4))]),
+    # The same across a window the protocol replaced (CLOSED "replaced" is no discard).
+    "dup_across_replaced": dict(events=clean(deliver_order=[0, 1, 2])
+                                + [conn_state(1.36, "B", "A", "recv", "CLOSED", "replaced"),
+                                   new_window(1.37, "B", "A", conn=2, low=2)]
+                                + [deliver(1.4 + i * 0.1, "B", "A", n, conn=2) for i, n in enumerate((2, 3, 4))]),
+    # Redeliveries of unacked messages after a restart and after a reaped window: excused.
+    "redelivered_unacked": dict(events=redelivered(acked_seqno=3)),
+    # The same, but A had seen everything acked: the redeliveries are duplicates.
+    "redelivered_acked": dict(events=redelivered(acked_seqno=5)),
+    # B killed 6 s after the heal, never having delivered what A sent during the cut.
+    "late_kill": dict(events=late_kill()),
+    # Nothing at all in the only log file.
+    "empty": dict(events=[]),
+    # Windows reaped by the protocol in a run without faults.
+    "reaped": dict(events=reaped()),
+    # A clean transfer with one exception inside B's stack.
+    "error": dict(events=clean(extra=[error(1.2, "B")])),
+    # The recovery bound comes from scenario.yaml.
+    "bound_from_scenario": dict(events=[start(0.0, "A"), start(0.0, "B"), send(1.0, "A", "B", 0),
+                                        send(1.1, "A", "B", 1), deliver(1.15, "B", "A", 1), stop(3.0, "B")],
+                                scenario=BOUND_SCENARIO),
 }
 
 
@@ -146,7 +240,7 @@ def judged(spark, tmp_path_factory):
 
     root = tmp_path_factory.mktemp("synthetic-runs")
     for name, spec in PLANTED.items():
-        write_run(root, name, spec["events"], spec.get("raw"))
+        write_run(root, name, spec["events"], spec.get("raw"), spec.get("scenario"))
     for i in range(N_RANDOM):
         write_run(root, f"random-{i:03d}", random_log(random.Random(1000 + i)))
     analysis = A.analyze(spark, [str(root)], str(tmp_path_factory.mktemp("warehouse")))
@@ -245,6 +339,114 @@ def test_stuck_retransmission_is_flagged(judged):
     assert all(a["passed"] for a in verdicts["clean"].advisory)
 
 
+def test_duplicate_across_a_resync_without_discard_fails(judged):
+    """A SYNC re-key (a new conn_id) or a window the protocol replaced discards nothing: B's second
+    delivery of A:0:2 is a duplicate, whatever the connection; fifo sees no regression."""
+    root, verdicts, _ = judged
+    for name in ("dup_across_rekey", "dup_across_replaced"):
+        v = verdicts[name]
+        assert _failed(v) == ["no_duplicates"], name
+        dup = _check(v, "no_duplicates")
+        assert dup["details"]["duplicates"] == 1 and dup["details"]["redelivered_after_reset"] == 0
+        first = dup["details"]["first"][0]
+        assert (first["app"], first["conn_id"], first["why"]) == ("A:0:2", 2, "no discard of its window in between")
+        assert v.checks == python_checks(root / name)
+
+
+def test_redelivery_of_unacked_messages_after_a_discard_passes(judged):
+    """After B's restart and after its window was reaped (close_timeout), the redeliveries of
+    messages A had not seen acked are excused and counted by cause; fifo starts afresh."""
+    root, verdicts, _ = judged
+    v = verdicts["redelivered_unacked"]
+    assert v.outcome == "passed" and _failed(v) == []
+    dup = _check(v, "no_duplicates")
+    assert dup["details"]["redelivered_by_cause"] == {"receiver_restarted": 2, "window_closed": 1}
+    assert dup["details"]["redelivered_after_reset"] == 3 and dup["judged"] == 8
+    assert "3 unacked app id(s) legitimately redelivered" in dup["explanation"]
+    assert v.checks == python_checks(root / "redelivered_unacked")
+
+
+def test_redelivery_of_acked_messages_after_a_discard_fails(judged):
+    """The same redeliveries when A had seen every message acked: three duplicates."""
+    root, verdicts, _ = judged
+    v = verdicts["redelivered_acked"]
+    assert _failed(v) == ["no_duplicates"]
+    dup = _check(v, "no_duplicates")
+    assert dup["details"]["duplicates"] == 3 and dup["details"]["redelivered_after_reset"] == 0
+    assert dup["details"]["first"][0]["why"] == ("its window was discarded in between, but the sender had "
+                                                 "seen it acked")
+    assert v.checks == python_checks(root / "redelivered_acked")
+
+
+def test_late_kill_after_a_heal_leaves_owed_messages_lost(judged):
+    """B killed 6 s after the heal: what A sent during the cut was owed and is lost; what A sent
+    less than the bound before the kill is excused; the only pair has a dead end (vacuous)."""
+    root, verdicts, _ = judged
+    v = verdicts["late_kill"]
+    assert v.outcome == "failed" and _failed(v) == ["no_loss", "windows_synced"]
+    loss = _check(v, "no_loss")
+    assert not loss["vacuous"] and loss["judged"] == 7
+    assert loss["details"]["lost"]["A->B"]["count"] == 5
+    assert loss["details"]["lost"]["A->B"]["first"] == [f"A:0:{n}" for n in range(2, 7)]
+    assert loss["details"]["excused"] == {"sender_lost_window": 0, "receiver_dead": 1, "cut_at_end": 0,
+                                          "too_little_time": 0}
+    assert _check(v, "windows_synced")["vacuous"]
+    assert v.checks == python_checks(root / "late_kill")
+
+
+def test_empty_log_is_vacuous_in_every_check(judged):
+    """A run whose only log is empty: every check judged nothing, did not pass, and the run is
+    vacuous (not passed, not failed)."""
+    root, verdicts, _ = judged
+    v = verdicts["empty"]
+    assert v.outcome == "vacuous" and [c["name"] for c in v.deciding] == CHECKS
+    for c in v.checks:
+        assert c["vacuous"] and not c["passed"] and c["judged"] == 0, c
+        assert c["explanation"].startswith("judged nothing: ")
+    assert v.checks == python_checks(root / "empty")
+
+
+def test_reaped_fault_free_run_passes_windows_synced(judged):
+    """Windows reaped by the protocol leave no final snapshot to expect; the pair is in sync with
+    no send window, and without a heal there is no sync time."""
+    root, verdicts, _ = judged
+    v = verdicts["reaped"]
+    assert v.outcome == "passed" and _failed(v) == []
+    ws = _check(v, "windows_synced")
+    assert ws["explanation"] == "1 pair(s) in sync (no heal in this run)"
+    assert ws["details"]["pairs"]["A->B"] == {"synced": True, "problem": None, "send": None, "recv": None,
+                                              "sync_time": None}
+    assert ws["details"]["last_heal_t"] is None and ws["details"]["not_reported"] == []
+    assert v.checks == python_checks(root / "reaped")
+
+
+def test_error_event_fails_no_errors(judged):
+    """One exception inside B's stack: no_errors fails, naming it; nothing else does."""
+    root, verdicts, _ = judged
+    v = verdicts["error"]
+    assert _failed(v) == ["no_errors"]
+    err = _check(v, "no_errors")
+    assert err["details"]["errors"] == 1
+    assert err["details"]["first"] == [{"node": "B", "t": 1.2, "reason": "KeyError: 7",
+                                        "detail": "unicast3/protocol.py:412 _deliver: table[seqno]"}]
+    assert err["explanation"] == "1 internal error(s) in the protocol stack; first at B t=1.200: KeyError: 7"
+    assert v.checks == python_checks(root / "error")
+
+
+def test_recovery_bound_comes_from_the_scenario(judged):
+    """scenario.yaml's recovery_bound (1 s) reaches no_loss through the runs table: A:0:0 had 2 s
+    of connection after it and is owed (with the default 4.5 s nothing would be)."""
+    root, verdicts, _ = judged
+    v = verdicts["bound_from_scenario"]
+    assert v.meta["recovery_bound"] == 1.0
+    assert [c["name"] for c in v.checks] == ["fifo", "no_loss", "no_errors"]
+    assert _failed(v) == ["no_loss"]
+    loss = _check(v, "no_loss")
+    assert loss["details"]["recovery_bound_s"] == 1.0 and loss["details"]["lost"]["A->B"]["count"] == 1
+    assert v.checks == python_checks(root / "bound_from_scenario", ["fifo", "no_loss", "no_errors"], 1.0)
+    assert python_checks(root / "bound_from_scenario", ["no_loss"])[0]["vacuous"]
+
+
 # ---- random logs: the Spark checks are the Python checks --------------------------------------
 
 N_RANDOM = 60
@@ -261,11 +463,17 @@ def random_log(rng: random.Random) -> list[dict]:
     t = 0.0
     apps = {(x, y): 0 for x in NODES for y in NODES if x != y}
     sent: list[tuple[str, str, int, int]] = []
+    # A tidy soup delivers each app id at most once per receiver (so no_duplicates can pass); a
+    # tiny one has almost nothing to judge (so every check can be vacuous).
+    tidy = rng.random() < 0.3
+    delivered: set[tuple[str, str]] = set()
     for node in NODES:
         if rng.random() < 0.9:
             evs.append(make_event(0.0, node, "node", "node_start",
                                   **({"incarnation": 0} if rng.random() < 0.7 else {})))
-    for _ in range(rng.randint(20, 120)):
+    if not any(ev["node"] in NODES for ev in evs):
+        evs.append(make_event(0.0, "A", "node", "node_start"))  # a run directory needs a node log
+    for _ in range(rng.randint(0, 3) if rng.random() < 0.08 else rng.randint(20, 120)):
         t = round(t + rng.choice((0.0, 0.0, 0.1, 0.2, 0.5)), 1)  # many ties
         r = rng.random()
         x, y = rng.sample(NODES, 2)
@@ -279,6 +487,9 @@ def random_log(rng: random.Random) -> list[dict]:
                                   app=f"{x}:{stream}:{n}", bytes=100))
         elif r < 0.6 and sent:
             sx, sy, n, st = rng.choice(sent[-8:])
+            if tidy and (sy, f"{sx}:{st}:{n}") in delivered:
+                continue
+            delivered.add((sy, f"{sx}:{st}:{n}"))
             peer = rng.choice((sx, sx, sx, None, ""))
             fields = {"peer": peer} if peer is not None else {}
             evs.append(make_event(t, sy, "unicast3", "deliver", seqno=n + 1, conn_id=conn,
@@ -289,8 +500,10 @@ def random_log(rng: random.Random) -> list[dict]:
             evs.append(make_event(t, y, "unicast3", "conn_state", peer=x, side="recv", state=state,
                                   conn_id=conn, reason=reason))
         elif r < 0.68:
-            evs.append(make_event(t, x, "unicast3", "conn_state", peer=y, side="send", state="OPEN",
-                                  conn_id=conn, reason="created"))
+            # A send window created, or reaped by the protocol (then no final snapshot is owed).
+            state, reason = rng.choice((("OPEN", "created"), ("OPEN", "created"), ("CLOSED", "close_timeout")))
+            evs.append(make_event(t, x, "unicast3", "conn_state", peer=y, side="send", state=state,
+                                  conn_id=conn, reason=reason))
         elif r < 0.69:
             evs.append(make_event(t, x, "unicast3", "error", reason="KeyError: 3", detail="protocol.py:1 f: x"))
         elif r < 0.72:
@@ -323,8 +536,11 @@ def random_log(rng: random.Random) -> list[dict]:
 
 
 def test_random_logs_agree_with_the_python_checkers(judged):
-    """60 random event soups: every check's result dict (passed, explanation, details) equals
-    harness.checks.run_checks on the same events."""
+    """60 random event soups: every check's result dict (passed, explanation, details, judged,
+    vacuous) equals harness.checks.run_checks on the same events; the soups make every check fail
+    somewhere and reach each rule of the stricter checks (excused redeliveries of both causes,
+    duplicates with and without a discard, every no_loss excuse, reaped pairs, sync times, missing
+    final windows, vacuous checks)."""
     root, verdicts, _ = judged
     mismatches = []
     for i in range(N_RANDOM):
@@ -334,5 +550,29 @@ def test_random_logs_agree_with_the_python_checkers(judged):
             mismatches.append((name, json.dumps(expected)[:600], json.dumps(verdicts[name].checks)[:600]))
     assert not mismatches, mismatches[:2]
     # The soups are varied enough to make every check fail somewhere.
-    failing = {c["name"] for v in verdicts.values() for c in v.checks if not c["passed"]}
+    soups = [verdicts[f"random-{i:03d}"] for i in range(N_RANDOM)]
+    failing = {c["name"] for v in soups for c in v.checks if not c["passed"] and not c["vacuous"]}
     assert failing == set(CHECKS)
+    # ... and to exercise each rule of the stricter checks, so the comparison above covers them.
+    results = [c for v in soups for c in v.checks]
+    seen = {(c["name"], "vacuous") for c in results if c["vacuous"]}
+    seen |= {(c["name"], "passed") for c in results if c["passed"]}
+    for c in results:
+        d = c["details"]
+        if c["name"] == "no_duplicates":
+            seen |= {("redelivered", cause) for cause, n in d["redelivered_by_cause"].items() if n}
+            seen |= {("duplicate", f["why"].split(",")[0]) for f in d["first"]}
+        elif c["name"] == "no_loss":
+            seen |= {("excused", why) for why, n in d["excused"].items() if n}
+        elif c["name"] == "windows_synced":
+            seen |= {("pair", "reaped") for p in d["pairs"].values() if p["send"] is None}
+            seen |= {("pair", "sync_time") for p in d["pairs"].values() if p["sync_time"] is not None}
+            seen |= {("windows", "not_reported") for _ in d["not_reported"][:1]}
+    wanted = ({(name, "vacuous") for name in ("fifo", "no_duplicates", "no_loss", "windows_synced")}
+              | {(name, "passed") for name in ("fifo", "no_duplicates", "no_loss", "no_errors")}
+              | {("redelivered", "receiver_restarted"), ("redelivered", "window_closed"),
+                 ("duplicate", "no discard of its window in between"),
+                 ("duplicate", "its window was discarded in between")}
+              | {("excused", why) for why in EXCUSES}
+              | {("pair", "reaped"), ("pair", "sync_time"), ("windows", "not_reported")})
+    assert wanted <= seen, sorted(wanted - seen)
