@@ -40,6 +40,14 @@ FAULT_COLORS = {
 }
 INSTANT_FAULTS = ("kill", "restart", "view", "sync", "heal", "resume")
 PASS, FAIL, WARN, NA = "#4caf50", "#e53935", "#ffb300", "#d0d0d0"
+# A check that judged nothing, and a run whose only non-passing checks did (harness.rundir): proved
+# nothing either way, so neither green nor red.
+VACUOUS = "#9575cd"
+OUTCOME_COLORS = {"passed": PASS, "vacuous": VACUOUS}
+
+
+def outcome_color(outcome: str) -> str:
+    return OUTCOME_COLORS.get(outcome, FAIL)
 
 
 # ---- choosing what to draw --------------------------------------------------------------------
@@ -166,7 +174,7 @@ def plot_timeline(tl: RunTimeline, verdict: RunVerdict | None, path: Path) -> Pa
     title = f"{tl.run_id}  —  {outcome}" + (f"  (scenario {scen or '-: no scenario.yaml'}, expect {verdict.expect})"
                                            if verdict else "")
     fig.text(0.01, 1 - 0.12 / height, title, fontsize=12, fontweight="bold", ha="left", va="top",
-             color=FAIL if outcome == "FAILED" else "black")
+             color={"FAILED": FAIL, "ERROR": FAIL, "VACUOUS": VACUOUS}.get(outcome, "black"))
     if wrapped:
         fig.text(0.01, 1 - 0.45 / height, "\n".join(wrapped), fontsize=8.5, va="top", ha="left",
                  family="monospace", color="#5d1010")
@@ -302,7 +310,9 @@ def plot_matrix(verdicts: list[RunVerdict], path: Path) -> Path:
             adv = {c["name"]: c for c in v.advisory}
             row = []
             for name in names:
-                if name in by:
+                if name in by and by[name].get("vacuous"):
+                    row.append((VACUOUS, "vacuous"))
+                elif name in by:
                     expected_fail = v.expect == f"fail:{name}"
                     ok = by[name]["passed"] != expected_fail
                     row.append((PASS if ok else FAIL, ("fail*" if expected_fail and not by[name]["passed"]
@@ -311,9 +321,10 @@ def plot_matrix(verdicts: list[RunVerdict], path: Path) -> Path:
                     row.append((PASS if adv[name]["passed"] else WARN, "ok" if adv[name]["passed"] else "stuck"))
                 else:
                     row.append((NA, "-"))
-            row.append((PASS if v.outcome == "passed" else FAIL, v.outcome))
+            row.append((outcome_color(v.outcome), v.outcome))
             cells.append(row)
-        footnote = "fail* = failed as the scenario expects (expect: {fail: check}); stuck = advisory only"
+        footnote = ("fail* = failed as the scenario expects (expect: {fail: check}); vacuous = judged nothing; "
+                    "stuck = advisory only")
     else:
         by_scen: dict[str, list[RunVerdict]] = {}
         for v in verdicts:
@@ -324,19 +335,23 @@ def plot_matrix(verdicts: list[RunVerdict], path: Path) -> Path:
             row = []
             for name in cols:
                 if name == "outcome":
-                    bad = sum(1 for v in vs if v.outcome != "passed")
-                    total = len(vs)
+                    vacuous = sum(1 for v in vs if v.outcome == "vacuous")
+                    bad = sum(1 for v in vs if v.outcome not in ("passed", "vacuous"))
+                    total = len(vs) - vacuous
                 else:
-                    judged = [c for v in vs for c in v.checks + v.advisory if c["name"] == name]
-                    bad = sum(1 for c in judged if not c["passed"])
-                    total = len(judged)
+                    results = [c for v in vs for c in v.checks + v.advisory if c["name"] == name]
+                    vacuous = sum(1 for c in results if c.get("vacuous"))
+                    bad = sum(1 for c in results if not c["passed"] and not c.get("vacuous"))
+                    total = len(results) - vacuous
+                suffix = f" +{vacuous} vac." if vacuous else ""
                 if not total:
-                    row.append((NA, "-"))
+                    row.append((VACUOUS if vacuous else NA, f"{vacuous} vac." if vacuous else "-"))
                     continue
                 frac = bad / total
-                row.append((PASS if frac == 0 else WARN if frac < 0.5 else FAIL, f"{bad}/{total}"))
+                row.append((PASS if frac == 0 else WARN if frac < 0.5 else FAIL, f"{bad}/{total}{suffix}"))
             cells.append(row)
-        footnote = "cells: runs failing the check / runs judged by it"
+        footnote = ("cells: runs failing the check / runs it judged something in; +N vac. = runs where it "
+                    "judged nothing (outcome: vacuous runs)")
     fig_h = 1.2 + 0.32 * len(rows)
     fig_w = max(7, 2.2 + 1.45 * len(cols) + 0.075 * max(len(r) for r in rows))
     fig, ax = plt.subplots(figsize=(fig_w, fig_h))
@@ -509,9 +524,13 @@ body{font-family:system-ui,-apple-system,Segoe UI,sans-serif;margin:24px;color:#
 h1{font-size:22px;margin-bottom:4px} h2{font-size:17px;margin-top:28px;border-bottom:1px solid #ddd}
 table{border-collapse:collapse;font-size:13px;margin:8px 0} td,th{border:1px solid #ddd;padding:3px 7px;
 text-align:left;vertical-align:top} th{background:#f4f4f4} .passed{color:#2e7d32;font-weight:600}
-.failed,.error{color:#c62828;font-weight:600} .muted{color:#777} img{max-width:100%;border:1px solid #eee}
+.failed,.error{color:#c62828;font-weight:600} .vacuous{color:#5e35b1;font-weight:600} .muted{color:#777} img{max-width:100%;border:1px solid #eee}
 code{font-size:12px} .warn{color:#b26a00;font-weight:600}
 """
+
+
+def _check_class(c: dict) -> str:
+    return "passed" if c["passed"] else "vacuous" if c.get("vacuous") else "failed"
 
 
 def _e(x) -> str:
@@ -543,10 +562,15 @@ def write_report(out_dir: str | os.PathLike, verdicts: list[RunVerdict], summary
     parts = [f"<!doctype html><html><head><meta charset='utf-8'><title>{_e(title)}</title>"
              f"<style>{_CSS}</style></head><body><h1>{_e(title)}</h1>"]
     passed = sum(1 for v in verdicts if v.outcome == "passed")
+    vacuous = sum(1 for v in verdicts if v.outcome == "vacuous")
+    errors = sum(1 for v in verdicts if v.outcome == "error")
     quarantined = sum(v.quarantined for v in verdicts)
     disagree = [v for v in verdicts if v.agrees_with_harness is False]
     parts.append(f"<p><b>{len(verdicts)}</b> run(s): <span class='passed'>{passed} passed</span>, "
-                 f"<span class='failed'>{len(verdicts) - passed} failed</span>. "
+                 f"<span class='failed'>{len(verdicts) - passed - vacuous - errors} failed</span>"
+                 + (f", <span class='vacuous'>{vacuous} vacuous</span> (judged nothing where it mattered)"
+                    if vacuous else "")
+                 + (f", <span class='error'>{errors} error</span>" if errors else "") + ". "
                  f"Quarantined lines: <b>{quarantined}</b>. "
                  f"Runs where the harness's own verdict.json disagrees: <b>{len(disagree)}</b>.</p>")
     if extra:
@@ -593,7 +617,7 @@ def write_report(out_dir: str | os.PathLike, verdicts: list[RunVerdict], summary
     for v in verdicts:
         safe = re.sub(r"[^A-Za-z0-9_.-]", "_", v.run_id)
         name = f"<a href='#{_e(safe)}'>{_e(v.run_id)}</a>" if v.run_id in timelines else _e(v.run_id)
-        checks = "<br>".join(f"<span class='{'passed' if c['passed'] else 'failed'}'>{_e(c['name'])}</span>: "
+        checks = "<br>".join(f"<span class='{_check_class(c)}'>{_e(c['name'])}</span>: "
                              f"{_e(c['explanation'])}" for c in v.checks)
         if v.error:
             checks = f"<span class='error'>{_e(v.error)}</span><br>" + checks

@@ -88,3 +88,22 @@ def test_big_campaign_matrix_is_per_scenario(tmp_path):
     width, height = _png_size(tmp_path / "img" / "matrix.png")
     assert height < 600  # three scenario rows, not a hundred run rows
     assert "100</b> run(s)" in page.read_text()
+
+
+def test_vacuous_runs_and_checks_are_shown_as_such(tmp_path):
+    """A vacuous run (its only non-passing check judged nothing) is counted apart from failed runs
+    in the header, its outcome and the vacuous check carry the 'vacuous' class, and the matrix
+    draws it; a big campaign's per-scenario matrix counts vacuous checks apart too."""
+    empty = _verdict("r-empty", "steady", "vacuous")
+    empty.checks[1] = {"name": "no_loss", "passed": False, "vacuous": True, "judged": 0,
+                       "explanation": "judged nothing: no message with an application id was sent",
+                       "details": {"lost": {}}}
+    verdicts = [_verdict("r-ok", "steady"), _verdict("r-bad", "split", "failed", lost=1), empty]
+    text = write_report(tmp_path, verdicts, {}, {}, title="t").read_text()
+    assert "1 passed</span>, <span class='failed'>1 failed</span>, <span class='vacuous'>1 vacuous</span>" in text
+    assert "<td class='vacuous'>vacuous</td>" in text
+    assert "<span class='vacuous'>no_loss</span>: judged nothing" in text
+    assert _png_size(tmp_path / "img" / "matrix.png")[0] > 400
+    many = [_verdict(f"r{i}", "s", "passed") for i in range(60)] + [empty] * 3
+    write_report(tmp_path / "big", many, {}, {}, title="big")
+    assert (tmp_path / "big" / "img" / "matrix.png").exists()
