@@ -73,6 +73,7 @@ def generate(spark, n_events: int, out: Path) -> dict:
     """Write ~n_events as JSONL run directories (out/runs) and as a warehouse (out/warehouse)."""
     from pyspark.sql import functions as F
 
+    from harness.checks import CHECKS
     from pipeline import schema as S
 
     m = per_link_messages(min(EVENTS_PER_RUN, n_events))
@@ -165,7 +166,7 @@ def generate(spark, n_events: int, out: Path) -> dict:
 
     now = datetime.now(timezone.utc).isoformat()
     rows = [{**{f.name: None for f in S.RUNS_SCHEMA.fields}, "run_id": f"bench-{i:05d}", "source": "synthetic",
-             "schema_version": 1, "checks": ["fifo", "no_duplicates", "no_loss", "windows_synced"],
+             "schema_version": S.EVENT_SCHEMA_VERSION, "checks": list(CHECKS),
              "expect": "pass", "event_files": 3, "ingested_at": now, "scenario": "synthetic",
              "protocol": "unicast3"} for i in range(runs)]
     spark.createDataFrame(rows, S.RUNS_SCHEMA).coalesce(1).write.parquet(str(wh / "runs"))
