@@ -302,7 +302,9 @@ def plot_matrix(verdicts: list[RunVerdict], path: Path) -> Path:
             adv = {c["name"]: c for c in v.advisory}
             row = []
             for name in names:
-                if name in by:
+                if name in by and by[name].get("vacuous"):
+                    row.append((WARN, "nothing"))  # judged nothing: neither a pass nor a failure
+                elif name in by:
                     expected_fail = v.expect == f"fail:{name}"
                     ok = by[name]["passed"] != expected_fail
                     row.append((PASS if ok else FAIL, ("fail*" if expected_fail and not by[name]["passed"]
@@ -311,9 +313,10 @@ def plot_matrix(verdicts: list[RunVerdict], path: Path) -> Path:
                     row.append((PASS if adv[name]["passed"] else WARN, "ok" if adv[name]["passed"] else "stuck"))
                 else:
                     row.append((NA, "-"))
-            row.append((PASS if v.outcome == "passed" else FAIL, v.outcome))
+            row.append((PASS if v.outcome == "passed" else WARN if v.outcome == "vacuous" else FAIL, v.outcome))
             cells.append(row)
-        footnote = "fail* = failed as the scenario expects (expect: {fail: check}); stuck = advisory only"
+        footnote = ("fail* = failed as the scenario expects (expect: {fail: check}); nothing = the check judged "
+                    "nothing (vacuous: no pass); stuck = advisory only")
     else:
         by_scen: dict[str, list[RunVerdict]] = {}
         for v in verdicts:
@@ -509,7 +512,7 @@ body{font-family:system-ui,-apple-system,Segoe UI,sans-serif;margin:24px;color:#
 h1{font-size:22px;margin-bottom:4px} h2{font-size:17px;margin-top:28px;border-bottom:1px solid #ddd}
 table{border-collapse:collapse;font-size:13px;margin:8px 0} td,th{border:1px solid #ddd;padding:3px 7px;
 text-align:left;vertical-align:top} th{background:#f4f4f4} .passed{color:#2e7d32;font-weight:600}
-.failed,.error{color:#c62828;font-weight:600} .muted{color:#777} img{max-width:100%;border:1px solid #eee}
+.failed,.error{color:#c62828;font-weight:600} .vacuous{color:#ef6c00;font-weight:600} .muted{color:#777} img{max-width:100%;border:1px solid #eee}
 code{font-size:12px} .warn{color:#b26a00;font-weight:600}
 """
 
@@ -543,10 +546,12 @@ def write_report(out_dir: str | os.PathLike, verdicts: list[RunVerdict], summary
     parts = [f"<!doctype html><html><head><meta charset='utf-8'><title>{_e(title)}</title>"
              f"<style>{_CSS}</style></head><body><h1>{_e(title)}</h1>"]
     passed = sum(1 for v in verdicts if v.outcome == "passed")
+    vacuous = sum(1 for v in verdicts if v.outcome == "vacuous")
     quarantined = sum(v.quarantined for v in verdicts)
     disagree = [v for v in verdicts if v.agrees_with_harness is False]
     parts.append(f"<p><b>{len(verdicts)}</b> run(s): <span class='passed'>{passed} passed</span>, "
-                 f"<span class='failed'>{len(verdicts) - passed} failed</span>. "
+                 f"<span class='failed'>{len(verdicts) - passed - vacuous} failed</span>, "
+                 f"<span class='vacuous'>{vacuous} vacuous</span> (a check judged nothing). "
                  f"Quarantined lines: <b>{quarantined}</b>. "
                  f"Runs where the harness's own verdict.json disagrees: <b>{len(disagree)}</b>.</p>")
     if extra:
@@ -593,7 +598,7 @@ def write_report(out_dir: str | os.PathLike, verdicts: list[RunVerdict], summary
     for v in verdicts:
         safe = re.sub(r"[^A-Za-z0-9_.-]", "_", v.run_id)
         name = f"<a href='#{_e(safe)}'>{_e(v.run_id)}</a>" if v.run_id in timelines else _e(v.run_id)
-        checks = "<br>".join(f"<span class='{'passed' if c['passed'] else 'failed'}'>{_e(c['name'])}</span>: "
+        checks = "<br>".join(f"<span class='{_check_class(c)}'>{_e(c['name'])}</span>: "
                              f"{_e(c['explanation'])}" for c in v.checks)
         if v.error:
             checks = f"<span class='error'>{_e(v.error)}</span><br>" + checks
@@ -617,3 +622,7 @@ def write_report(out_dir: str | os.PathLike, verdicts: list[RunVerdict], summary
     (out / "verdicts.json").write_text(json.dumps([v.to_dict() for v in verdicts], indent=1, default=str),
                                        encoding="utf-8")
     return page
+
+
+def _check_class(check: dict) -> str:
+    return "passed" if check["passed"] else "vacuous" if check.get("vacuous") else "failed"

@@ -88,3 +88,13 @@ def test_big_campaign_matrix_is_per_scenario(tmp_path):
     width, height = _png_size(tmp_path / "img" / "matrix.png")
     assert height < 600  # three scenario rows, not a hundred run rows
     assert "100</b> run(s)" in page.read_text()
+
+
+def test_a_vacuous_run_is_neither_passed_nor_failed_in_the_report(tmp_path):
+    """A run whose no_loss judged nothing: counted as vacuous, its check shown in the vacuous colour."""
+    v = _verdict("r-empty", "steady", "vacuous")
+    v.checks[1] = {"name": "no_loss", "passed": False, "vacuous": True, "judged": 0,
+                   "explanation": "judged nothing: no message with an application id was sent", "details": {}}
+    text = write_report(tmp_path, [v, _verdict("r-ok", "steady")], {}, {}, title="t").read_text()
+    assert "1 passed</span>, <span class='failed'>0 failed</span>, <span class='vacuous'>1 vacuous</span>" in text
+    assert "<span class='vacuous'>no_loss</span>: judged nothing" in text
