@@ -129,14 +129,15 @@ def _print_verdicts(console, analysis, page) -> int:
     shown = [v for v in verdicts if v.outcome != "passed"][:50] or verdicts[:20]
     for v in shown:
         adv = ", ".join(c["name"] for c in v.advisory if not c["passed"])
-        style = {"passed": "green", "vacuous": "magenta"}.get(v.outcome, "red")
+        style = {"passed": "green", "vacuous": "yellow"}.get(v.outcome, "red")
         table.add_row(v.run_id, f"[{style}]{v.outcome}[/{style}]", ", ".join(c["name"] for c in v.deciding) or "",
                       adv, str(v.quarantined or ""), v.harness_outcome or "")
     out.print(table)
     failed = [v for v in verdicts if v.outcome != "passed"]
     for v in failed[:10]:
         for c in v.deciding or []:
-            print(f"  {v.run_id}: {c['name']} {'vacuous' if c.get('vacuous') else 'failed'}: {c['explanation']}")
+            state = "vacuous" if c.get("vacuous") else "failed"
+            print(f"  {v.run_id}: {c['name']} {state}: {c['explanation']}")
         if v.error:
             print(f"  {v.run_id}: error: {v.error}")
     ing = analysis.ingest

@@ -40,14 +40,6 @@ FAULT_COLORS = {
 }
 INSTANT_FAULTS = ("kill", "restart", "view", "sync", "heal", "resume")
 PASS, FAIL, WARN, NA = "#4caf50", "#e53935", "#ffb300", "#d0d0d0"
-# A check that judged nothing, and a run whose only non-passing checks did (harness.rundir): proved
-# nothing either way, so neither green nor red.
-VACUOUS = "#9575cd"
-OUTCOME_COLORS = {"passed": PASS, "vacuous": VACUOUS}
-
-
-def outcome_color(outcome: str) -> str:
-    return OUTCOME_COLORS.get(outcome, FAIL)
 
 
 # ---- choosing what to draw --------------------------------------------------------------------
@@ -174,7 +166,7 @@ def plot_timeline(tl: RunTimeline, verdict: RunVerdict | None, path: Path) -> Pa
     title = f"{tl.run_id}  —  {outcome}" + (f"  (scenario {scen or '-: no scenario.yaml'}, expect {verdict.expect})"
                                            if verdict else "")
     fig.text(0.01, 1 - 0.12 / height, title, fontsize=12, fontweight="bold", ha="left", va="top",
-             color={"FAILED": FAIL, "ERROR": FAIL, "VACUOUS": VACUOUS}.get(outcome, "black"))
+             color=FAIL if outcome == "FAILED" else "black")
     if wrapped:
         fig.text(0.01, 1 - 0.45 / height, "\n".join(wrapped), fontsize=8.5, va="top", ha="left",
                  family="monospace", color="#5d1010")
@@ -311,7 +303,7 @@ def plot_matrix(verdicts: list[RunVerdict], path: Path) -> Path:
             row = []
             for name in names:
                 if name in by and by[name].get("vacuous"):
-                    row.append((VACUOUS, "vacuous"))
+                    row.append((WARN, "nothing"))  # judged nothing: neither a pass nor a failure
                 elif name in by:
                     expected_fail = v.expect == f"fail:{name}"
                     ok = by[name]["passed"] != expected_fail
@@ -321,10 +313,10 @@ def plot_matrix(verdicts: list[RunVerdict], path: Path) -> Path:
                     row.append((PASS if adv[name]["passed"] else WARN, "ok" if adv[name]["passed"] else "stuck"))
                 else:
                     row.append((NA, "-"))
-            row.append((outcome_color(v.outcome), v.outcome))
+            row.append((PASS if v.outcome == "passed" else WARN if v.outcome == "vacuous" else FAIL, v.outcome))
             cells.append(row)
-        footnote = ("fail* = failed as the scenario expects (expect: {fail: check}); vacuous = judged nothing; "
-                    "stuck = advisory only")
+        footnote = ("fail* = failed as the scenario expects (expect: {fail: check}); nothing = the check judged "
+                    "nothing (vacuous: no pass); stuck = advisory only")
     else:
         by_scen: dict[str, list[RunVerdict]] = {}
         for v in verdicts:
@@ -334,24 +326,25 @@ def plot_matrix(verdicts: list[RunVerdict], path: Path) -> Path:
             rows.append(f"{scen} ({len(vs)} runs)")
             row = []
             for name in cols:
+                # Vacuous checks (and vacuous runs) are counted apart: neither judged nor failing.
                 if name == "outcome":
-                    vacuous = sum(1 for v in vs if v.outcome == "vacuous")
+                    nothing = sum(1 for v in vs if v.outcome == "vacuous")
                     bad = sum(1 for v in vs if v.outcome not in ("passed", "vacuous"))
-                    total = len(vs) - vacuous
+                    total = len(vs) - nothing
                 else:
                     results = [c for v in vs for c in v.checks + v.advisory if c["name"] == name]
-                    vacuous = sum(1 for c in results if c.get("vacuous"))
+                    nothing = sum(1 for c in results if c.get("vacuous"))
                     bad = sum(1 for c in results if not c["passed"] and not c.get("vacuous"))
-                    total = len(results) - vacuous
-                suffix = f" +{vacuous} vac." if vacuous else ""
+                    total = len(results) - nothing
                 if not total:
-                    row.append((VACUOUS if vacuous else NA, f"{vacuous} vac." if vacuous else "-"))
+                    row.append((WARN, f"nothing x{nothing}") if nothing else (NA, "-"))
                     continue
                 frac = bad / total
-                row.append((PASS if frac == 0 else WARN if frac < 0.5 else FAIL, f"{bad}/{total}{suffix}"))
+                row.append((PASS if frac == 0 else WARN if frac < 0.5 else FAIL,
+                            f"{bad}/{total}" + (f" +{nothing} nothing" if nothing else "")))
             cells.append(row)
-        footnote = ("cells: runs failing the check / runs it judged something in; +N vac. = runs where it "
-                    "judged nothing (outcome: vacuous runs)")
+        footnote = ("cells: runs failing the check / runs it judged something in; +N nothing = runs in which "
+                    "it judged nothing (outcome: vacuous runs)")
     fig_h = 1.2 + 0.32 * len(rows)
     fig_w = max(7, 2.2 + 1.45 * len(cols) + 0.075 * max(len(r) for r in rows))
     fig, ax = plt.subplots(figsize=(fig_w, fig_h))
@@ -524,13 +517,9 @@ body{font-family:system-ui,-apple-system,Segoe UI,sans-serif;margin:24px;color:#
 h1{font-size:22px;margin-bottom:4px} h2{font-size:17px;margin-top:28px;border-bottom:1px solid #ddd}
 table{border-collapse:collapse;font-size:13px;margin:8px 0} td,th{border:1px solid #ddd;padding:3px 7px;
 text-align:left;vertical-align:top} th{background:#f4f4f4} .passed{color:#2e7d32;font-weight:600}
-.failed,.error{color:#c62828;font-weight:600} .vacuous{color:#5e35b1;font-weight:600} .muted{color:#777} img{max-width:100%;border:1px solid #eee}
+.failed,.error{color:#c62828;font-weight:600} .vacuous{color:#ef6c00;font-weight:600} .muted{color:#777} img{max-width:100%;border:1px solid #eee}
 code{font-size:12px} .warn{color:#b26a00;font-weight:600}
 """
-
-
-def _check_class(c: dict) -> str:
-    return "passed" if c["passed"] else "vacuous" if c.get("vacuous") else "failed"
 
 
 def _e(x) -> str:
@@ -563,14 +552,11 @@ def write_report(out_dir: str | os.PathLike, verdicts: list[RunVerdict], summary
              f"<style>{_CSS}</style></head><body><h1>{_e(title)}</h1>"]
     passed = sum(1 for v in verdicts if v.outcome == "passed")
     vacuous = sum(1 for v in verdicts if v.outcome == "vacuous")
-    errors = sum(1 for v in verdicts if v.outcome == "error")
     quarantined = sum(v.quarantined for v in verdicts)
     disagree = [v for v in verdicts if v.agrees_with_harness is False]
     parts.append(f"<p><b>{len(verdicts)}</b> run(s): <span class='passed'>{passed} passed</span>, "
-                 f"<span class='failed'>{len(verdicts) - passed - vacuous - errors} failed</span>"
-                 + (f", <span class='vacuous'>{vacuous} vacuous</span> (judged nothing where it mattered)"
-                    if vacuous else "")
-                 + (f", <span class='error'>{errors} error</span>" if errors else "") + ". "
+                 f"<span class='failed'>{len(verdicts) - passed - vacuous} failed</span>, "
+                 f"<span class='vacuous'>{vacuous} vacuous</span> (a check judged nothing). "
                  f"Quarantined lines: <b>{quarantined}</b>. "
                  f"Runs where the harness's own verdict.json disagrees: <b>{len(disagree)}</b>.</p>")
     if extra:
@@ -641,3 +627,7 @@ def write_report(out_dir: str | os.PathLike, verdicts: list[RunVerdict], summary
     (out / "verdicts.json").write_text(json.dumps([v.to_dict() for v in verdicts], indent=1, default=str),
                                        encoding="utf-8")
     return page
+
+
+def _check_class(check: dict) -> str:
+    return "passed" if check["passed"] else "vacuous" if check.get("vacuous") else "failed"

@@ -90,20 +90,38 @@ def test_big_campaign_matrix_is_per_scenario(tmp_path):
     assert "100</b> run(s)" in page.read_text()
 
 
-def test_vacuous_runs_and_checks_are_shown_as_such(tmp_path):
-    """A vacuous run (its only non-passing check judged nothing) is counted apart from failed runs
-    in the header, its outcome and the vacuous check carry the 'vacuous' class, and the matrix
-    draws it; a big campaign's per-scenario matrix counts vacuous checks apart too."""
+def test_a_vacuous_run_is_neither_passed_nor_failed_in_the_report(tmp_path):
+    """A run whose no_loss judged nothing: counted as vacuous, its check shown in the vacuous colour."""
+    v = _verdict("r-empty", "steady", "vacuous")
+    v.checks[1] = {"name": "no_loss", "passed": False, "vacuous": True, "judged": 0,
+                   "explanation": "judged nothing: no message with an application id was sent", "details": {}}
+    text = write_report(tmp_path, [v, _verdict("r-ok", "steady")], {}, {}, title="t").read_text()
+    assert "1 passed</span>, <span class='failed'>0 failed</span>, <span class='vacuous'>1 vacuous</span>" in text
+    assert "<span class='vacuous'>no_loss</span>: judged nothing" in text
+
+
+def test_big_campaign_matrix_counts_vacuous_checks_apart(tmp_path):
+    """Per-scenario cells: a check that judged nothing is not counted as a failure (nor as judged)."""
+    from pipeline.report import plot_matrix
+
     empty = _verdict("r-empty", "steady", "vacuous")
     empty.checks[1] = {"name": "no_loss", "passed": False, "vacuous": True, "judged": 0,
-                       "explanation": "judged nothing: no message with an application id was sent",
-                       "details": {"lost": {}}}
-    verdicts = [_verdict("r-ok", "steady"), _verdict("r-bad", "split", "failed", lost=1), empty]
-    text = write_report(tmp_path, verdicts, {}, {}, title="t").read_text()
-    assert "1 passed</span>, <span class='failed'>1 failed</span>, <span class='vacuous'>1 vacuous</span>" in text
-    assert "<td class='vacuous'>vacuous</td>" in text
-    assert "<span class='vacuous'>no_loss</span>: judged nothing" in text
-    assert _png_size(tmp_path / "img" / "matrix.png")[0] > 400
-    many = [_verdict(f"r{i}", "s", "passed") for i in range(60)] + [empty] * 3
-    write_report(tmp_path / "big", many, {}, {}, title="big")
-    assert (tmp_path / "big" / "img" / "matrix.png").exists()
+                       "explanation": "judged nothing: no message with an application id was sent", "details": {}}
+    texts = []
+
+    import matplotlib.axes
+
+    real_text = matplotlib.axes.Axes.text
+
+    def spy(self, x, y, s, *args, **kwargs):
+        texts.append(s)
+        return real_text(self, x, y, s, *args, **kwargs)
+
+    verdicts = [_verdict(f"r{i}", "steady") for i in range(60)] + [empty] * 3
+    matplotlib.axes.Axes.text = spy
+    try:
+        plot_matrix(verdicts, tmp_path / "matrix.png")
+    finally:
+        matplotlib.axes.Axes.text = real_text
+    assert "0/60 +3 nothing" in texts  # no_loss and the outcome: 60 judged, none failing
+    assert texts.count("0/63") == 2  # fifo and the advisory check judged every run

@@ -20,10 +20,15 @@ The retransmit task runs every `xmit_interval`:
   receiving on, a CLOSING connection reopens it. A view without a peer closes its entries.
 
 Resync, when B gets DATA from A but has no receive window for A or one with another conn-id:
-- `sync` (seed 000): B sends SYNC; A takes a new conn-id, ignores ACKs from B until SYNC-ACK and
-  answers SYNC-OK(low, conn-id); B creates (or re-keys) its window at low and sends SYNC-ACK; A
-  then resends its lowest and highest unacked messages. A delayed ACK from before the sync carries
-  the old conn-id and is discarded, which is what fixes JGRP-1875. `sync(peer)` starts it on demand.
+- `sync` (seed 000): B sends SYNC (first=true or not: no window means SYNC) and keeps what A sends
+  meanwhile (JGroups' msg_cache, at most SYNC_CACHE_MAX); A takes a new conn-id, ignores ACKs from
+  B until SYNC-ACK and answers SYNC-OK(low, conn-id, previous conn-id); B creates (or re-keys) its
+  window at low, replays the cache into it and sends SYNC-ACK; A then resends its lowest and
+  highest unacked messages. A delayed ACK from before the sync carries the old conn-id and is
+  discarded, which is what fixes JGRP-1875. Each SYNC carries B's nonce, echoed by SYNC-OK and
+  SYNC-ACK: an answer to another sync is never taken, A drops a SYNC older than the newest it
+  answered, and a SYNC that comes while A still waits for a SYNC-ACK keeps A's new conn-id.
+  `sync(peer)` starts it on demand.
 - `timestamp` (what JGroups shipped in 3.5): B sends SEND_FIRST_SEQNO at most once per
   `sync_min_interval`; every ACK and SEND_FIRST_SEQNO carries a timestamp that increases per
   receiver, and A ignores any older than the newest it has seen; A resends its lowest unacked
@@ -32,8 +37,8 @@ Resync, when B gets DATA from A but has no receive window for A or one with anot
   A resends its lowest unacked message with first=true on every request. A stale ACK with the
   same conn-id still purges: JGRP-1873/1875 reproduce.
 
-A DATA message with first=true from a sender B has no window for creates the window (a new
-connection). Conn-ids combine the node's incarnation with a counter, so a restarted node never
+Under `timestamp` and `first_seqno`, a DATA message with first=true from a sender B has no window
+for creates the window (a new connection); under `sync` only SYNC-OK does. Conn-ids combine the node's incarnation with a counter, so a restarted node never
 reuses the conn-ids of its previous life on the same address.
 """
 
