@@ -602,9 +602,11 @@ def check_windows_synced(events: list[dict]) -> CheckResult:
         kind, node = ev["kind"], ev["node"]
         if kind in _LIFECYCLE:
             lives.observe(ev)
-            # A restarted node lost its windows, so only traffic after the last start counts.
-            traffic_since_start.discard(node)
+            # A restarted node lost its windows, so only traffic after the last start counts. A
+            # stop keeps it: a graceful stop ends every live run right after the final windows,
+            # and a dead node is skipped below anyway.
             if kind == "node_start":
+                traffic_since_start.discard(node)
                 open_windows.pop(node, None)
                 sent_since_start.difference_update([k for k in sent_since_start if k[0] == node])
             continue

@@ -397,6 +397,14 @@ def test_node_with_an_open_window_it_did_not_report_fails():
     assert res.details["not_reported"] == ["B"]
 
 
+def test_a_graceful_stop_does_not_hide_an_unreported_window():
+    """Live runs end with node_stop reason "stop" after the final windows: B's missing one still counts."""
+    events = (clean_run()[:-1] + [conn_state(0.5, "B", "A", "recv", "OPEN", "new_window:first"),
+                                  stop(END + 0.1, "A", "stop"), stop(END + 0.1, "B", "stop")])
+    res = result(events, "windows_synced")
+    assert not res.passed and res.details["not_reported"] == ["B"]
+
+
 def test_reaped_windows_are_not_expected_at_the_end():
     """Both windows reaped (CLOSED) before the end: nothing to report, the A->B pair is judged from A."""
     events = (clean_run()[:-1] + [conn_state(0.5, "B", "A", "recv", "OPEN", "new_window:first"),
