@@ -45,6 +45,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Iterable
 
 from node.message import parse_app_id
+from node.views import pair_problem
 
 # How many examples a failure keeps in its details (and names in its explanation).
 FIRST_FEW = 5
@@ -567,22 +568,6 @@ def window_view(ev: dict | None) -> dict | None:
         return None
     return {"conn_id": ev.get("conn_id"), "low": ev.get("low"), "high": ev.get("high"),
             "state": ev.get("state")}
-
-
-def pair_problem(sender: str, receiver: str, send: dict, recv: dict | None) -> str | None:
-    """Why one send window and its matching recv window are out of sync, or None if in sync."""
-    ha, hs = send.get("low"), send.get("high")
-    sent_part = f"{sender} send conn {send.get('conn_id')} HA={ha} HS={hs}"
-    if recv is None:
-        # No receive window and nothing outstanding is an idle pair, not a divergence.
-        return None if ha == hs else f"{sent_part}, {receiver} has no recv window"
-    recv_part = (f"{receiver} recv conn {recv.get('conn_id')} delivered={recv.get('low')} "
-                 f"received={recv.get('high')}")
-    if send.get("conn_id") != recv.get("conn_id"):
-        return f"conn_id mismatch: {sent_part}, {recv_part}"
-    if ha != hs or recv.get("low") != hs:
-        return f"{sent_part}, {recv_part}"
-    return None
 
 
 def check_windows_synced(events: list[dict]) -> CheckResult:

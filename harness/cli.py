@@ -31,7 +31,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="splitbrain",
         description="A chaos lab for reliable-delivery protocols: run fault scenarios against "
-                    "UNICAST3 and friends and check ordering, loss, duplicates and window sync.",
+                    "the registered protocols and check ordering, loss, duplicates and window sync.",
         epilog="Exit codes: 0 outcome passed, 1 a check failed or judged nothing (vacuous), 2 bad input.",
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)

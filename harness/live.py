@@ -3,9 +3,9 @@
 After the last heal and the end of the workload, a run is settled when, on the nodes that run:
 
 - every stream is done at its sender (GET /streams);
-- no resync is in progress (GET /state: unicast3.syncing is empty);
-- every send window is fully acked (HA == HS, no SYNC-ACK awaited) and the receiver's window for
-  it has the same conn_id and has delivered up to HS (GET /state, both ends);
+- no protocol layer is busy (GET /state: `busy` is empty: no resync in progress, no answer awaited);
+- every send window is fully acked (HA == HS) and the receiver's window for it has the same
+  conn_id and has delivered up to HS (GET /state `windows`, both ends; node.views.pair_problem);
 - every stream's last message has reached its receiver (GET /delivered), when neither end
   restarted (a restarted node's counters start again, so the windows speak for it).
 
@@ -23,10 +23,11 @@ from dataclasses import dataclass, field
 from tenacity import RetryError, Retrying, retry_if_result, wait_fixed
 
 from harness.backends.admin import AdminError
+from node.views import pair_problem
 from harness.backends.base import NodeState
 from harness.scenario import Scenario
 
-EXPECTED = ("every stream done at its sender, no resync in progress, every send window fully acked "
+EXPECTED = ("every stream done at its sender, no protocol layer busy, every send window fully acked "
             "and matched by its receiver's window (same conn_id, delivered == HS), every stream's "
             "last message delivered")
 PROBLEMS_SHOWN = 6
@@ -79,19 +80,19 @@ def observe(cluster, scenario: Scenario, restarted: set[str] = frozenset()) -> O
             if not s.get("done"):
                 problems.append(f"{name} stream {s['stream']} to {s.get('to')}: sent {s.get('sent')} "
                                 f"of {s.get('planned')}, not done")
-        u3 = states[name].get(scenario.protocol) or {}
-        if u3.get("syncing"):
-            problems.append(f"{name} is resyncing with {', '.join(map(str, u3['syncing']))}")
+        problems.extend(f"{name} {b['proto']}: {b['reason']}" for b in states[name].get("busy", []))
 
+    recv_windows = {(name, w["peer"], w["proto"]): w for name in running
+                    for w in states[name].get("windows", []) if w["side"] == "recv"}
     for sender in running:
-        send_table = (states[sender].get(scenario.protocol) or {}).get("send", {})
-        for receiver, send in send_table.items():
-            if receiver not in states:
+        for send in states[sender].get("windows", []):
+            receiver = send["peer"]
+            if send["side"] != "send" or receiver not in states:
                 continue  # a dead or paused receiver: nothing to wait for
-            recv = ((states[receiver].get(scenario.protocol) or {}).get("recv", {})).get(sender)
-            problem = _pair_problem(sender, receiver, send, recv)
+            recv = recv_windows.get((receiver, sender, send["proto"]))
+            problem = pair_problem(sender, receiver, send, recv)
             if problem:
-                problems.append(problem)
+                problems.append(f"{sender}->{receiver}: {problem}")
 
     for stream in scenario.streams:
         src, dest = stream.src, stream.dest
@@ -107,21 +108,6 @@ def observe(cluster, scenario: Scenario, restarted: set[str] = frozenset()) -> O
         if last < sent:
             problems.append(f"stream {stream.index} {src}->{dest}: {dest} delivered up to {last} of {sent} sent")
     return Observation(ok=not problems, problems=problems, t=cluster.now())
-
-
-def _pair_problem(sender: str, receiver: str, send: dict, recv: dict | None) -> str | None:
-    ha, hs = send.get("ha"), send.get("hs")
-    head = f"{sender}->{receiver}: {sender} send conn {send.get('conn_id')} HA={ha} HS={hs}"
-    if send.get("awaiting_sync_ack"):
-        return f"{head}, awaiting SYNC-ACK"
-    if recv is None:
-        return None if ha == hs else f"{head}, {receiver} has no recv window"
-    tail = f"{receiver} recv conn {recv.get('conn_id')} delivered={recv.get('delivered')} highest={recv.get('highest')}"
-    if send.get("conn_id") != recv.get("conn_id"):
-        return f"{head}, {tail} (conn_id mismatch)"
-    if ha != hs or recv.get("delivered") != hs:
-        return f"{head}, {tail}"
-    return None
 
 
 def wait_settled(cluster, scenario: Scenario, *, bound_s: float, poll_s: float = 0.1,

@@ -1,7 +1,7 @@
 """Mutation testing of the checkers: planted protocol bugs against a standard chaos set.
 
 A mutant is UNICAST3 with one deliberate bug, selected by `mutation: <name>` in its config
-(node.unicast3.config.MUTATIONS, each a small change at one spot of protocol.py). The checkers
+(the protocol spec's `mutations`, each a small change at one spot of the protocol's code). The checkers
 earn their keep when every mutant fails a check on some chaos schedule (the mutant is *killed*)
 while the unmutated protocol passes every schedule (no false failures).
 
@@ -13,7 +13,7 @@ a stale ACK delayed past a resync (JGRP-1875), restarts (some late, after the he
 and admin syncs where the scenario model has them. Small conn_expiry/conn_close timeouts make
 windows close, get reaped and reopen. Each seed picks a resync mode (`sync` or `timestamp`; the
 `first_seqno` mode is JGRP-1875 itself and would fail unmutated); a mutant whose bug sits on one
-resync path (MUTATION_RESYNC) runs every seed in that mode.
+resync path (the spec's mutation_settings) runs every seed in that mode.
 
 A run is judged exactly like `splitbrain run --backend sim`: the simulator with invariant checks,
 then harness.rundir.judge with the scenario's checks and recovery bound. A mutant is killed by a
@@ -35,7 +35,13 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable, Iterable
 
-from node.unicast3.config import MUTATION_RESYNC, MUTATIONS
+from node import protocols
+
+# The protocol whose planted bugs the chaos set below is made for (its settings: resync modes,
+# connection lifetimes).
+PROTOCOL = protocols.DEFAULT_PROTOCOL
+SPEC = protocols.get(PROTOCOL)
+MUTATIONS = SPEC.mutations
 
 NODES = ("A", "B", "C")
 # Resync modes of the chaos set; first_seqno is the JGRP-1875 design and fails unmutated.
@@ -59,7 +65,8 @@ def admin_sync_available() -> bool:
 
 def mutant_mode(name: str | None) -> str | None:
     """The resync mode a mutant needs, or None when any mode shows its bug."""
-    return MUTATION_RESYNC.get(name) if name else None
+    settings = SPEC.mutation_settings.get(name, {}) if name else {}
+    return settings.get("resync")
 
 
 # ---- the chaos set ----------------------------------------------------------------------------
@@ -211,8 +218,7 @@ def chaos_scenario(seed: int, *, resync: str | None = None, admin_sync: bool | N
             s.heal(spot[1], i)
     for _ in range(rng.randint(0, 3)):  # typed drops with a count
         a, b = rng.sample(NODES, 2)
-        mtype = rng.choice(["DATA", "DATA", "ACK", "ACK", "XMIT_REQ", "SYNC", "SYNC_OK", "SYNC_ACK",
-                            "SEND_FIRST_SEQNO", "CLOSE"])
+        mtype = rng.choice(SPEC.chaos_drop_types)
         spot = place([(a, b)], 0.5, last, lambda: 0.0)
         if spot:
             s.add(spot[0], "drop", {"at": b, "from": a, "type": mtype, "count": rng.randint(1, 5)})
@@ -264,7 +270,7 @@ def chaos_scenario(seed: int, *, resync: str | None = None, admin_sync: bool | N
         config["conn_expiry_timeout"] = float(math.ceil(needed - config["conn_close_timeout"]))
     return {
         "name": f"chaos-{seed}",
-        "protocol": "unicast3",
+        "protocol": PROTOCOL,
         "nodes": list(NODES),
         "config": config,
         "workload": workload,

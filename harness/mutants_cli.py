@@ -19,13 +19,13 @@ EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
 
 
 def add_command(subparsers, positive_int, non_negative_int) -> None:
-    from node.unicast3.config import MUTATIONS
+    from harness.mutants import MUTATIONS
 
     p = subparsers.add_parser(
         "mutants",
         help="mutation testing: run every planted protocol bug against a chaos set and say which checks catch it",
         description=(
-            "Run each planted UNICAST3 bug (config `mutation:`) in the simulator over a standard chaos "
+            "Run each planted protocol bug (config `mutation:`) in the simulator over a standard chaos "
             "set, seed after seed, until a check fails (the mutant is killed); shrink the killing "
             "schedule to the fewest steps that still fail the same check; run the unmutated protocol "
             "over the same seeds (it must never fail). Without SCENARIO the chaos set is generated from "
@@ -53,7 +53,7 @@ def add_command(subparsers, positive_int, non_negative_int) -> None:
                    help="seeds the unmutated protocol runs (each in every resync mode a mutant used); "
                         "default: the same seeds as the mutants (--seeds); 0 skips it")
     p.add_argument("--admin-sync", choices=("auto", "on", "off"), default="auto",
-                   help="admin SYNC steps (`sync: {at: B, peer: A}`) in the generated set's sync-mode "
+                   help="admin sync steps (`sync: {at: B, peer: A}`) in the generated set's sync-mode "
                         "schedules: auto (default) as soon as the scenario model has the step, on, off")
     p.add_argument("--no-shrink", action="store_true", help="do not shrink the killing schedules")
     p.add_argument("--no-invariants", action="store_true",
@@ -69,7 +69,7 @@ def add_command(subparsers, positive_int, non_negative_int) -> None:
 
 def cmd_mutants(args: argparse.Namespace) -> int:
     from harness import mutants as mt
-    from node.unicast3.config import MUTATIONS
+    from harness.mutants import MUTATIONS
 
     if args.list:
         for name, text in MUTATIONS.items():
@@ -137,8 +137,10 @@ def _file_source(path: str):
         print(f"splitbrain: {path}: expect: {{fail: {scenario.expect_fail}}} reproduces a bug; mutation "
               f"testing needs scenarios that pass unmutated", file=sys.stderr)
         return None
-    if scenario.protocol != "unicast3":
-        print(f"splitbrain: {path}: protocol: mutants are planted in unicast3 only", file=sys.stderr)
+    from harness.mutants import PROTOCOL
+
+    if scenario.protocol != PROTOCOL:
+        print(f"splitbrain: {path}: protocol: mutants are planted in {PROTOCOL} only", file=sys.stderr)
         return None
     data = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
     data.pop("expect", None)

@@ -65,6 +65,7 @@ from tenacity import RetryError, Retrying, retry_if_exception_type, stop_after_d
 from harness.backends import BackendError, BackendUnavailable, ClusterOptions, get_backend
 from harness.backends.admin import AdminError
 from harness.backends.base import Cluster, FaultInjector, NodeState
+from node.protocols import DEFAULT_PROTOCOL
 from harness.scenario import (
     DEFAULT_CHECKS,
     FaultStep,
@@ -149,7 +150,7 @@ def eventually(check: Callable[[], Any], *, timeout: float = DEFAULT_TIMEOUT_S, 
 # ---- a cluster under test ---------------------------------------------------------------------------
 
 
-def cluster_scenario(nodes: int | Iterable[str] = 3, *, protocol: str = "unicast3", transport: str = "udp",
+def cluster_scenario(nodes: int | Iterable[str] = 3, *, protocol: str = DEFAULT_PROTOCOL, transport: str = "udp",
                      config: dict | None = None, seed: int = 0, name: str = "pytest",
                      injector: str = "auto") -> Scenario:
     """The Scenario a test cluster is made from (no workload, no schedule: the test drives it)."""
@@ -410,9 +411,8 @@ def _windows(state: dict) -> dict:
     """The part of GET /state that says where every window is."""
     if not isinstance(state, dict):
         return {"state": state}
-    proto = state.get(state.get("protocol") or "unicast3") or state.get("unicast3") or {}
     return {"incarnation": state.get("incarnation"), "view": state.get("view"),
-            "send": proto.get("send"), "recv": proto.get("recv"), "syncing": proto.get("syncing")}
+            "windows": state.get("windows"), "busy": state.get("busy")}
 
 
 def _timeline_text(timeline: list[dict]) -> str:
@@ -759,7 +759,7 @@ def splitbrain_cluster(request, splitbrain_backend, splitbrain_backend_name):
     scale = _timeout_scale(request.config)
     default_injector = request.config.getoption("--splitbrain-injector", None)
 
-    def factory(nodes: int | Iterable[str] = 3, *, protocol: str = "unicast3", transport: str = "udp",
+    def factory(nodes: int | Iterable[str] = 3, *, protocol: str = DEFAULT_PROTOCOL, transport: str = "udp",
                 config: dict | None = None, seed: int = 0, injector: str | None = None, name: str | None = None,
                 start: bool = True, start_timeout_s: float = 60.0) -> SplitbrainCluster:
         test_name = name or "".join(c if c.isalnum() or c in "_.-" else "-" for c in request.node.name)[:60]
@@ -912,8 +912,7 @@ def _final_windows(run_dir: Path) -> list[str]:
                     if '"window"' in line and '"final":true' in line:
                         ev = json.loads(line)
                         keys = ("node", "side", "peer", "conn_id", "low", "high", "state")
-                        out.append("  " + " ".join(f"{k}={ev.get(k)}" for k in keys if k in ev)
-                                   + "".join(f" {k}={ev[k]}" for k in ("delivered", "ha", "hs") if k in ev))
+                        out.append("  " + " ".join(f"{k}={ev.get(k)}" for k in keys if k in ev))
         except (OSError, ValueError):
             continue
     return out[:200]

@@ -25,6 +25,7 @@ docker), naming the field.
 from __future__ import annotations
 
 import math
+import random
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,14 +33,21 @@ from typing import Any
 
 import yaml
 
-PROTOCOLS = ("unicast3", "unicast2", "nakack2", "mcast")
-IMPLEMENTED_PROTOCOLS = frozenset({"unicast3"})
-# Protocols whose workload may multicast; for the others "to: all" means one stream per receiver.
-MULTICAST_PROTOCOLS = frozenset({"nakack2", "mcast"})
+from node import protocols
+from node.compose import recovery_bound_s, refusal
+from node.layer import SyncPeer
+
 TRANSPORTS = ("udp", "tcp")
-DEFAULT_CHECKS = ("fifo", "no_duplicates", "no_loss", "no_errors")
 # Checks every run gets, listed or not: an exception inside a protocol layer is always our bug.
 ALWAYS_CHECKS = ("no_errors",)
+# A scenario without `checks:` is judged by its protocol's default checks (node/protocols.py)
+# and ALWAYS_CHECKS; this is that list for the default protocol.
+DEFAULT_CHECKS = ("fifo", "no_duplicates", "no_loss", "no_errors")
+
+
+def default_checks(protocol: str) -> tuple[str, ...]:
+    own = protocols.get(protocol).default_checks
+    return (*own, *(c for c in ALWAYS_CHECKS if c not in own))
 DEFAULT_SETTLE_S = 5.0
 DEFAULT_SIZE = 100
 DEFAULT_REORDER_MS = 10.0
@@ -479,10 +487,10 @@ def parse_scenario(data: Any) -> Scenario:
     name = _string(data["name"], "name")
     if not re.match(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$", name):
         raise ScenarioError("name", "use letters, digits, '_', '.' and '-' (it names the run directory)")
-    protocol = _choice(data["protocol"], "protocol", PROTOCOLS)
-    if protocol not in IMPLEMENTED_PROTOCOLS:
+    protocol = _choice(data["protocol"], "protocol", (*protocols.names(), *protocols.PLANNED))
+    if protocol not in protocols.names():
         raise ScenarioError("protocol", f"{protocol} is not implemented yet (available: "
-                                        f"{', '.join(sorted(IMPLEMENTED_PROTOCOLS))})")
+                                        f"{', '.join(sorted(protocols.names()))})")
     transport = _choice(data.get("transport", "udp"), "transport", TRANSPORTS)
     nodes = _nodes(data["nodes"])
     config = data.get("config", {})
@@ -504,7 +512,7 @@ def parse_scenario(data: Any) -> Scenario:
     streams = _workload(data["workload"], nodes, protocol, duration)
     schedule = _schedule(data.get("schedule") or [], nodes)
 
-    checks_raw = data.get("checks", list(DEFAULT_CHECKS))
+    checks_raw = data.get("checks", list(default_checks(protocol)))
     if not isinstance(checks_raw, list):
         raise ScenarioError("checks", f"must be a list of check names, got {_type_name(checks_raw)}")
     checks: list[str] = []
@@ -525,10 +533,10 @@ def parse_scenario(data: Any) -> Scenario:
 
     injector = _choice(data.get("injector", "auto"), "injector", INJECTORS)
     for step in schedule:
-        if step.kind == "sync" and config.get("resync", "sync") != "sync":
-            raise ScenarioError(f"schedule[{step.source_index}].sync",
-                                f"the SYNC admin operation needs config.resync: sync (this scenario uses "
-                                f"{config.get('resync')})")
+        if step.kind == "sync":
+            why = refusal(protocol, config, SyncPeer(peer=step.params.peer), random.Random(0))
+            if why:
+                raise ScenarioError(f"schedule[{step.source_index}].sync", f"the admin sync operation is refused: {why}")
         if step.kind == "toxic" and transport != "tcp":
             raise ScenarioError(f"schedule[{step.source_index}].toxic",
                                 f"needs transport: tcp (Toxiproxy proxies TCP links; this scenario uses {transport})")
@@ -554,8 +562,6 @@ def _recovery_bound(raw: Any, protocol: str, config: dict) -> float:
         if bound <= 0:
             raise ScenarioError("recovery_bound", "must be greater than 0 (seconds)")
         return bound
-    from node.compose import recovery_bound_s
-
     try:
         return recovery_bound_s(protocol, config)
     except ValueError as exc:
@@ -631,7 +637,8 @@ def _workload(raw: Any, nodes: tuple[str, ...], protocol: str, duration: float) 
                     ("from", "to", "rate"))
         senders = _node_or_all(entry["from"], f"{path}.from", nodes)
         receivers = _node_or_all(entry["to"], f"{path}.to", nodes)
-        if entry["to"] == "all" and protocol in MULTICAST_PROTOCOLS:
+        # For a unicast protocol "to: all" means one stream per receiver.
+        if entry["to"] == "all" and protocols.get(protocol).multicast:
             # Multicast streams arrive with the protocols that have them.
             raise ScenarioError(f"{path}.to", f"multicast workloads for {protocol} are not implemented yet")
         rate = _number(entry["rate"], f"{path}.rate")
@@ -907,7 +914,7 @@ def _drop(body: Any, path: str, nodes: tuple[str, ...], at: float) -> Drop:
             tpath = f"{path}.type[{i}]" if isinstance(raw, list) else f"{path}.type"
             t = _string(t, tpath)
             if not re.match(r"^[A-Z][A-Z0-9_-]*$", t):
-                raise ScenarioError(tpath, f"{t!r} is not a message type (like DATA, ACK, SYNC_OK)")
+                raise ScenarioError(tpath, f"{t!r} is not a message type (like DATA, ACK)")
             names.append(t)
         types = tuple(names)
     p = _probability(body.get("p", 1.0), f"{path}.p")

@@ -1,5 +1,7 @@
 """The event-log schema (version 1) shared by every driver and every checker.
 
+Event kinds: CORE_EVENT_KINDS here, plus those each protocol registers (node/protocols.py).
+
 One event is a flat dict, written as one JSON line. Required keys: v, t (float seconds, one clock
 per run), node, proto, kind. Optional keys are listed in OPTIONAL_FIELDS; a producer may add
 nothing else, so that the Spark schema stays explicit.
@@ -17,23 +19,15 @@ from __future__ import annotations
 
 EVENT_VERSION = 1
 
-# kind -> what it records. Protocol layers, the fault layer, the application boundary and the
-# drivers all write into the same vocabulary.
-EVENT_KINDS = {
+# kind -> what it records: the kinds any stack may write (the application boundary, the fault
+# layer, the drivers, and the flow events every reliable protocol shares and the checkers read).
+# A protocol's own kinds are in its spec (node/protocols.py); EVENT_KINDS is the union of both.
+CORE_EVENT_KINDS = {
     "send": "a DATA message handed to the network for the first time (seqno, conn_id, app)",
     "deliver": "a message delivered to the application, in order (seqno, conn_id, app)",
     "ack_tx": "cumulative ACK sent (seqno = highest delivered, conn_id)",
     "ack_rx": "ACK received and applied (seqno, conn_id)",
-    "xmit_req_tx": "XMIT-REQ sent (ranges, count = number of seqnos asked for)",
-    "xmit_req_rx": "XMIT-REQ received (ranges, count)",
     "retransmit": "a DATA message sent again (seqno, conn_id, reason)",
-    "first_seqno_tx": "SEND_FIRST_SEQNO sent by a receiver without a usable window",
-    "first_seqno_rx": "SEND_FIRST_SEQNO received by the sender",
-    "sync_tx": "a resync message sent (phase = sync | sync_ok | sync_ack, seqno = low for sync_ok)",
-    "sync_rx": "a resync message received (phase, seqno, conn_id)",
-    "sync_timeout": "a resync gave up (phase, peer)",
-    "close_tx": "CLOSE sent to a peer when a sender entry is reaped",
-    "close_rx": "CLOSE received; the receive window is removed",
     "conn_state": "a connection entry changed state (side = send | recv, state, reason)",
     "window": "a snapshot of one window (side, conn_id, low, high, state); final=true at end of run",
     "view": "a view was installed (members, view_id)",
@@ -49,31 +43,45 @@ EVENT_KINDS = {
 
 REQUIRED_FIELDS = ("v", "t", "node", "proto", "kind")
 
-OPTIONAL_FIELDS = {
-    "peer": str,
-    "seqno": int,
-    "conn_id": int,
-    "bytes": int,
-    "app": str,
-    "type": str,
-    "reason": str,
-    "phase": str,
-    "side": str,
-    "state": str,
-    "low": int,
-    "high": int,
-    "count": int,
-    "ranges": list,
-    "first": bool,
-    "final": bool,
-    "members": list,
-    "view_id": int,
-    "fault": str,
-    "detail": str,
-    "incarnation": int,
-    "timestamp": int,
-    "links": list,
+# Field -> type, in schema order: the single source of the Spark schema (pipeline/schema.py).
+# "ranges" is a list of [low, high] int pairs; "strlist" a list of strings.
+OPTIONAL_FIELD_TYPES = {
+    "peer": "str",
+    "seqno": "int",
+    "conn_id": "int",
+    "bytes": "int",
+    "app": "str",
+    "type": "str",
+    "reason": "str",
+    "phase": "str",
+    "side": "str",
+    "state": "str",
+    "low": "int",
+    "high": "int",
+    "count": "int",
+    "ranges": "ranges",
+    "first": "bool",
+    "final": "bool",
+    "members": "strlist",
+    "view_id": "int",
+    "fault": "str",
+    "detail": "str",
+    "incarnation": "int",
+    "timestamp": "int",
+    "links": "strlist",
 }
+FIELD_TYPES = {"v": "int", "t": "float", "node": "str", "proto": "str", "kind": "str", **OPTIONAL_FIELD_TYPES}
+_PY_TYPES = {"str": str, "int": int, "float": float, "bool": bool, "ranges": list, "strlist": list}
+OPTIONAL_FIELDS = {name: _PY_TYPES[kind] for name, kind in OPTIONAL_FIELD_TYPES.items()}
+
+
+def __getattr__(name: str):
+    # EVENT_KINDS depends on the registered protocols, which load on first use (node/protocols.py).
+    if name == "EVENT_KINDS":
+        from .protocols import event_kinds
+
+        return event_kinds()
+    raise AttributeError(name)
 
 
 def make_event(t: float, node: str, proto: str, kind: str, **fields) -> dict:
@@ -90,7 +98,9 @@ def validate_event(ev: dict) -> None:
             raise ValueError(f"event lacks required field {key!r}")
     if ev["v"] != EVENT_VERSION:
         raise ValueError(f"unsupported event version {ev['v']!r}")
-    if ev["kind"] not in EVENT_KINDS:
+    from .protocols import event_kinds
+
+    if ev["kind"] not in event_kinds():
         raise ValueError(f"unknown event kind {ev['kind']!r}")
     for key, value in ev.items():
         if key in REQUIRED_FIELDS:

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .message import Message
+from .views import Window
 
 
 # ---- actions (outputs of a layer) -------------------------------------------------------------
@@ -81,6 +82,7 @@ class Layer:
     """A protocol layer. Subclasses override what they handle; the defaults pass through."""
 
     proto = "layer"
+    local = ""  # the node's name; set by subclasses that log events
 
     def down(self, msg: Message, now: float) -> list[Action]:
         return [Down(msg=msg)]
@@ -102,5 +104,31 @@ class Layer:
         """Raise AssertionError if internal state is inconsistent; the simulator calls it often."""
 
     def snapshot(self) -> dict:
-        """A JSON-able view of the layer's state (admin API and final window snapshots)."""
+        """A JSON-able view of the layer's own state, in its own terms (admin GET /state, for
+        people). Code outside node/ reads windows() and busy() instead."""
         return {}
+
+    # ---- protocol-neutral views (node/views.py) ---------------------------------------------
+
+    def windows(self) -> list[Window]:
+        """Every send and receive window this layer keeps, in protocol-neutral terms."""
+        return []
+
+    def busy(self) -> list[str]:
+        """What still keeps this layer from being settled (a resync in progress, an answer
+        awaited...), one reason per item for people to read; empty when settled. Unacked
+        messages are not listed: windows() shows them."""
+        return []
+
+    def unacked(self, peer: str) -> int:
+        """Messages sent to `peer` and not acknowledged yet (the runtime's back-pressure)."""
+        return 0
+
+    def refusal(self, cmd: Command) -> str | None:
+        """Why this layer cannot carry out an admin command (e.g. a resync it has no way to do),
+        or None. The runtime asks before giving the command to the stack."""
+        return None
+
+    def window_events(self, now: float, final: bool = False) -> list[dict]:
+        """`window` events for every window (final=true in the snapshots at the end of a run)."""
+        return [w.event(now, self.local, self.proto, final) for w in self.windows()]

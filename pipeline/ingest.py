@@ -38,7 +38,8 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from harness.checks import CHECKS
-from harness.scenario import ALWAYS_CHECKS, DEFAULT_CHECKS
+from harness.scenario import ALWAYS_CHECKS, DEFAULT_CHECKS, default_checks
+from node import protocols
 
 from . import schema as S
 
@@ -49,10 +50,25 @@ SCHEMA_MARKER = "_SPLITBRAIN_SCHEMA"
 
 # Checks a run without scenario.yaml is judged by (every check the harness knows).
 ALL_CHECKS = tuple(CHECKS)
-# What a scenario file without `checks:` is judged by, and what every run gets, listed or not.
+# What a scenario file without `checks:` is judged by when its protocol is unknown here.
 SCENARIO_DEFAULT_CHECKS = DEFAULT_CHECKS
-# Resync mode of a protocol whose scenario does not set `config.resync` (UNICAST3's default).
-DEFAULT_RESYNC = {"unicast3": "sync"}
+
+
+def _default_checks(protocol) -> tuple[str, ...]:
+    try:
+        return default_checks(protocol)
+    except ValueError:
+        return SCENARIO_DEFAULT_CHECKS
+
+
+def _variant(protocol, config: dict) -> str | None:
+    """The protocol variant a run used (UNICAST3: its resync mode), for pass rates per variant."""
+    try:
+        return protocols.get(protocol).variant(config)
+    except ValueError:
+        return None
+
+
 # Schedule steps that are not faults of their own for pass rates by fault type.
 _NOT_FAULTS = frozenset({"heal", "resume"})
 
@@ -353,7 +369,7 @@ def parse_events(lines: DataFrame) -> DataFrame:
         reason.when(e["v"].isNull(), F.lit("field 'v' should be int"))
         .when(e["v"] != S.EVENT_VERSION, F.concat(F.lit("unsupported event version "), e["v"].cast("string")))
         .when(str_not_str & ~str_valued("kind"), F.lit("field 'kind' should be str"))
-        .when(~e["kind"].isin(*S.EVENT_KINDS), F.concat(F.lit("unknown event kind "), q(e["kind"])))
+        .when(~e["kind"].isin(*S.event_kinds()), F.concat(F.lit("unknown event kind "), q(e["kind"])))
         .when(F.size(unknown) > 0, F.concat(F.lit("unknown event field "), q(unknown[0])))
         .when(F.col("_field_bad").isNotNull(), F.col("_field_bad"))
     )
@@ -417,7 +433,7 @@ def run_metadata(run: RunSource, scenario_text: str | None, verdict_text: str | 
                 raise ValueError("not a mapping")
             config = scen.get("config") or {}
             protocol = scen.get("protocol")
-            checks = list(scen.get("checks") or SCENARIO_DEFAULT_CHECKS)
+            checks = list(scen.get("checks") or _default_checks(protocol))
             checks += [c for c in ALWAYS_CHECKS if c not in checks]
             raw_expect = scen.get("expect", "pass")
             expect = f"fail:{raw_expect['fail']}" if isinstance(raw_expect, dict) else str(raw_expect)
@@ -427,7 +443,7 @@ def run_metadata(run: RunSource, scenario_text: str | None, verdict_text: str | 
             row.update(
                 scenario=_str(scen.get("name")), protocol=_str(protocol), transport=_str(scen.get("transport")),
                 seed=scen.get("seed") if isinstance(scen.get("seed"), int) else None,
-                resync=_str(config.get("resync", DEFAULT_RESYNC.get(protocol))),
+                resync=_variant(protocol, config),
                 nodes=[str(n) for n in nodes] if isinstance(nodes, list) else None,
                 fault_types=fault_types(scen.get("schedule") or []),
                 duration=_float(scen.get("duration")), settle=_float(scen.get("settle")),

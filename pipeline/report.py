@@ -251,13 +251,13 @@ def _mark_rare(ax, tl: RunTimeline, src: str, dst: str) -> None:
         if not on_link:
             continue
         if kind == "sync_tx":
-            ax.axvline(e["t"], color="tab:cyan", ls="--", lw=1, label=once("SYNC exchange"))
-            if e["t"] - last_sync_label[0] > min_gap:  # one label per burst of SYNC / SYNC-OK / SYNC-ACK
+            ax.axvline(e["t"], color="tab:cyan", ls="--", lw=1, label=once("resync (sync_tx)"))
+            if e["t"] - last_sync_label[0] > min_gap:  # one label per burst of resync messages
                 last_sync_label[0] = e["t"]
-                ax.text(e["t"], 0.97, " SYNC", transform=ax.get_xaxis_transform(), fontsize=7.5,
+                ax.text(e["t"], 0.97, " sync", transform=ax.get_xaxis_transform(), fontsize=7.5,
                         color="#006064", va="top")
         elif kind == "first_seqno_tx":
-            ax.axvline(e["t"], color="tab:olive", ls=":", lw=1, label=once("SEND_FIRST_SEQNO"))
+            ax.axvline(e["t"], color="tab:olive", ls=":", lw=1, label=once("first_seqno_tx"))
         elif kind == "conn_state" and node == dst and e.get("side") == "recv" and \
                 str(e.get("reason") or "").startswith("new_window"):
             y = e.get("low") or 0
@@ -453,7 +453,7 @@ def plot_latency(verdicts: list[RunVerdict], path: Path) -> Path | None:
 
 
 OVERHEAD_SHOWN = (("acks", "ACKs"), ("xmit_reqs", "XMIT-REQs"), ("retransmits", "retransmits"),
-                  ("syncs", "SYNC msgs"), ("first_seqno", "SEND_FIRST_SEQNO"))
+                  ("syncs", "sync_tx"), ("first_seqno", "first_seqno_tx"))
 
 
 def plot_overhead(verdicts: list[RunVerdict], path: Path) -> Path | None:
@@ -582,13 +582,13 @@ def write_report(out_dir: str | os.PathLike, verdicts: list[RunVerdict], summary
                  "xmit_req_tx, retransmit, sync_tx, first_seqno_tx, close_tx) divided by the deliveries of the "
                  "run; the runs table gives their bytes per delivered message. "
                  "Bytes are DATA payloads and the protocol headers of control messages (frame and transport "
-                 "headers not counted). UNICAST3 has no STABLE messages.</p>")
+                 "headers not counted).</p>")
     if timelines:
         parts.append("<h2>Timelines</h2><p class='muted'>One panel per link (sender \u2192 receiver): dots are the "
                      "highest seqno sent (blue) and delivered (green) per time slice, the dark step is the highest "
                      "acked, orange crosses are retransmissions, purple ticks XMIT-REQs; red X marks sends never "
                      "delivered, yellow diamonds repeated deliveries; shaded bands are faults, hatched bands a node "
-                     "down, dashed cyan lines SYNC messages, triangles new receive windows; the bars at the right "
+                     "down, dashed cyan lines resync messages (sync_tx), triangles new receive windows; the bars at the right "
                      "edge are the final windows.</p>")
         for run_id, tl in timelines.items():
             safe = re.sub(r"[^A-Za-z0-9_.-]", "_", run_id)

@@ -1,8 +1,9 @@
 """The event log as an explicit, versioned Spark schema, and the rules a line must meet to be an event.
 
 Theory of operation. node/events.py defines event schema v1: one flat JSON object per line with
-required keys v, t, node, proto, kind and a closed set of optional keys. `EVENT_SCHEMA_V1` mirrors
-it field by field (a test fails if the two drift apart); Spark never infers a schema.
+required keys v, t, node, proto, kind and a closed set of optional keys. `EVENT_SCHEMA_V1` is built
+from node/events.py's FIELD_TYPES and the event kinds from the protocol registry, so the two cannot
+drift apart; Spark never infers a schema.
 
 A line of an events.jsonl or timeline.jsonl file is one of three things:
 
@@ -40,26 +41,32 @@ import re
 
 from pyspark.sql import types as T
 
+from node import events as node_events
+from node import protocols
+
 # Bump when the event schema changes; ingest refuses a warehouse written with another version.
 EVENT_SCHEMA_VERSION = 2  # 2: fault links, error events, runs' recovery_bound
 EVENT_VERSION = 1  # the "v" every event of this schema carries
 
-EVENT_KINDS = (
-    "send", "deliver", "ack_tx", "ack_rx", "xmit_req_tx", "xmit_req_rx", "retransmit",
-    "first_seqno_tx", "first_seqno_rx", "sync_tx", "sync_rx", "sync_timeout", "close_tx",
-    "close_rx", "conn_state", "window", "view", "drop", "fault_on", "fault_off", "block",
-    "unblock", "node_start", "node_stop", "error",
-)
 
-# Field name -> type class, in schema order (required first, then node/events.py's optional order).
+
+def event_kinds() -> tuple[str, ...]:
+    """Every kind node/ knows now: the core kinds and each registered protocol's (node/protocols.py),
+    read at call time so a protocol registered after import (a test's toy) counts too."""
+    return tuple(protocols.event_kinds())
+
+
+def __getattr__(name: str):
+    if name == "EVENT_KINDS":
+        return event_kinds()
+    raise AttributeError(name)
+
+
+# Field name -> type class, in schema order (required first, then node/events.py's optional order),
+# from node/events.py's FIELD_TYPES: one source for the Python validator and this Spark schema.
 INT, FLOAT, STR, BOOL, RANGES, STRLIST = "int", "float", "str", "bool", "list of [int, ...]", "list of str"
-FIELD_TYPES: dict[str, str] = {
-    "v": INT, "t": FLOAT, "node": STR, "proto": STR, "kind": STR,
-    "peer": STR, "seqno": INT, "conn_id": INT, "bytes": INT, "app": STR, "type": STR,
-    "reason": STR, "phase": STR, "side": STR, "state": STR, "low": INT, "high": INT,
-    "count": INT, "ranges": RANGES, "first": BOOL, "final": BOOL, "members": STRLIST,
-    "view_id": INT, "fault": STR, "detail": STR, "incarnation": INT, "timestamp": INT, "links": STRLIST,
-}
+_TYPE_NAMES = {"int": INT, "float": FLOAT, "str": STR, "bool": BOOL, "ranges": RANGES, "strlist": STRLIST}
+FIELD_TYPES: dict[str, str] = {name: _TYPE_NAMES[kind] for name, kind in node_events.FIELD_TYPES.items()}
 REQUIRED_FIELDS = ("v", "t", "node", "proto", "kind")
 FIELDS = tuple(FIELD_TYPES)
 STR_FIELDS = tuple(name for name, kind in FIELD_TYPES.items() if kind == STR)
@@ -238,7 +245,7 @@ def classify_line(line: str) -> tuple[dict | None, str | None]:
         return None, f"unsupported event version {ev['v']}"
     if not isinstance(ev["kind"], str):
         return None, "field 'kind' should be str"
-    if ev["kind"] not in EVENT_KINDS:
+    if ev["kind"] not in protocols.event_kinds():
         return None, f"unknown event kind {_q(ev['kind'])}"
     for key, _value in pairs:
         if key not in FIELD_TYPES:

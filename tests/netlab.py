@@ -19,7 +19,9 @@ from node.unicast3 import PROTO_ID, Unicast3
 
 
 class Net:
-    def __init__(self, names=("A", "B"), config: dict | None = None, seed: int = 1, latency: float = 0.001):
+    def __init__(self, names=("A", "B"), config: dict | None = None, seed: int = 1, latency: float = 0.001,
+                 protocol: str = "unicast3"):
+        self.protocol = protocol
         self.now = 0.0
         self.latency = latency
         self.config = dict(config or {})
@@ -44,9 +46,10 @@ class Net:
             self.incarnation[name] += 1
             self.delivered[name] = []  # a new life: what it delivers is counted afresh
         rng = random.Random(f"{self.seed}/{name}/{self.incarnation[name]}")
-        self.stacks[name] = build_stack(name, "unicast3", self.config, rng, self.incarnation[name])
+        self.stacks[name] = build_stack(name, self.protocol, self.config, rng, self.incarnation[name])
 
     def u3(self, name: str) -> Unicast3:
+        """UNICAST3's layer, for the tests that look inside it."""
         return self.stacks[name].layer(Unicast3)
 
     def send(self, src: str, dest: str, count: int = 1, size: int = 20) -> None:
@@ -97,12 +100,20 @@ class Net:
         """Run until every send window is fully acked and no frame is in flight; return the time."""
         start = self.now
         while self.now - start < bound:
-            if not self._queue and all(
-                e.ha == e.hs and not e.awaiting_sync_ack for n in self.stacks for e in self.u3(n).send_table.values()
-            ) and not any(self.u3(n)._syncs for n in self.stacks):
+            if not self._queue and not self._unsettled():
                 return self.now
             self.run(step)
-        raise AssertionError(f"not quiet after {bound}s: " + repr({n: self.u3(n).snapshot() for n in self.stacks}))
+        raise AssertionError(f"not quiet after {bound}s: {self._unsettled()}")
+
+    def _unsettled(self) -> list[str]:
+        """What keeps the stacks from being quiet, read from the layers' protocol-neutral views."""
+        out = []
+        for name, stack in self.stacks.items():
+            for layer in stack.layers:
+                out.extend(f"{name} {why}" for why in layer.busy())
+                out.extend(f"{name} send to {w.peer}: HA={w.low} HS={w.high}" for w in layer.windows()
+                           if w.side == "send" and w.low != w.high)
+        return out
 
     def _next_timer(self):
         best = (None, None)
@@ -138,8 +149,9 @@ class Net:
     def final_events(self) -> list[dict]:
         """All events plus each node's final window snapshot (what the checkers read)."""
         tail = []
-        for name in self.stacks:
-            tail.extend(self.u3(name).window_events(self.now, final=True))
+        for stack in self.stacks.values():
+            for layer in stack.layers:
+                tail.extend(layer.window_events(self.now, final=True))
         return self.events + tail
 
 

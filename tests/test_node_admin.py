@@ -9,6 +9,7 @@ import pytest
 import pytest_asyncio
 
 from node.runtime.testing import NodeGroup, pair_configs, wait_until
+from node.unicast3 import Unicast3
 
 pytestmark = pytest.mark.asyncio
 
@@ -156,7 +157,7 @@ async def test_sync(pair):
     await wait_until(lambda: b.delivered.total == 20, 10, what="20 delivered")
     status, out = await api_b.call("POST", "/sync/A")
     assert status == 200 and out == {"peer": "A", "started": True}
-    await wait_until(lambda: b.u3.counters.get("syncs_completed") == 1, 10, what="sync completed")
+    await wait_until(lambda: b.stack.layer(Unicast3).counters.get("syncs_completed") == 1, 10, what="sync completed")
     status, out = await api_b.call("POST", "/sync/Q")
     assert status == 400 and out["field"] == "peer"
 
@@ -232,13 +233,13 @@ async def test_config(pair):
     (api, _), (a, _) = pair
     status, out = await api.call("POST", "/config", {"xmit_interval": 0.2})
     assert status == 200 and out["config"]["xmit_interval"] == 0.2
-    assert a.u3.config.xmit_interval == 0.2
+    assert a.stack.layer(Unicast3).config.xmit_interval == 0.2
     for body, field in (({"xmit_interval": 0}, "xmit_interval"), ({"xmit_interval": "x"}, "xmit_interval"),
                         ({"nonsense": 1}, "nonsense")):
         status, out = await api.call("POST", "/config", body)
         assert status == 400 and out["field"] == field
     assert (await api.call("POST", "/config", {}))[0] == 400
-    assert a.u3.config.xmit_interval == 0.2
+    assert a.stack.layer(Unicast3).config.xmit_interval == 0.2
 
 
 async def test_metrics(pair):

@@ -11,6 +11,7 @@ from harness.checks import run_checks
 from node.events import validate_event
 from node.faultlayer import FaultRule
 from node.runtime.testing import NodeGroup, pair_configs, wait_until
+from node.unicast3 import Unicast3
 from node.unicast3.header import MsgType
 
 pytestmark = pytest.mark.asyncio
@@ -112,7 +113,7 @@ async def test_fault_rules_drop_and_delay_and_the_protocol_recovers(tmp_path, tr
         assert rules[drop]["acted"] == 20 and rules[delay]["acted"] > 0
         assert a.faults.rules()[drop_acks]["acted"] == 3
         await wait_until(lambda: windows_synced(a, b), 10, what="windows in sync after faults")
-        counters = a.u3.counters
+        counters = a.stack.layer(Unicast3).counters
         assert counters.get("retransmit", 0) > 0
     kinds = [ev["kind"] for ev in read_events(tmp_path / "B" / "events.jsonl")]
     assert "fault_on" in kinds and "drop" in kinds
@@ -168,13 +169,13 @@ async def test_admin_sync_resyncs_a_live_window(tmp_path):
     async with NodeGroup(configs) as (a, b):
         a.start_stream("B", count=2000, rate=4000)
         await wait_until(lambda: stream_stats(b, "A", 0).get("count", 0) >= 500, 20, what="500 delivered")
-        before = a.u3.send_table["B"].conn_id
+        before = a.stack.layer(Unicast3).send_table["B"].conn_id
         b.sync("A")
         stats = await wait_until(complete(b, "A", 0, 2000), 20, what="all delivered")
         assert stats["duplicates"] == 0 and stats["order_violations"] == 0
         await wait_until(lambda: windows_synced(a, b), 10, what="windows in sync")
-        assert a.u3.send_table["B"].conn_id != before
-        assert b.u3.counters.get("syncs_completed") == 2  # the connection's start, then the admin sync
+        assert a.stack.layer(Unicast3).send_table["B"].conn_id != before
+        assert b.stack.layer(Unicast3).counters.get("syncs_completed") == 2  # the connection's start, then the admin sync
 
 
 async def test_timers_fire_without_traffic(tmp_path):
@@ -185,7 +186,7 @@ async def test_timers_fire_without_traffic(tmp_path):
         b.add_fault(FaultRule(direction="up", peer="A", types=frozenset({"DATA"}), count=1))
         a.start_stream("B", count=1, rate=0)
         await wait_until(complete(b, "A", 0, 1), 10, what="the single message, resent by the timer")
-        assert a.u3.counters.get("retransmit", 0) >= 1
+        assert a.stack.layer(Unicast3).counters.get("retransmit", 0) >= 1
 
 
 async def test_stop_is_idempotent_and_ignores_late_input(tmp_path):
@@ -225,7 +226,7 @@ async def test_an_exception_in_the_stack_is_an_error_event_and_the_node_goes_on(
     its traceback tail and counted; the node keeps running and keeps delivering; no_errors fails."""
     configs = pair_configs(tmp_path, "udp", protocol_config=FAST)
     async with NodeGroup(configs) as (a, b):
-        u3 = b.u3
+        u3 = b.stack.layer(Unicast3)
         real, calls = u3._on_ack, {"n": 0}
 
         def buggy(src, hdr, now):

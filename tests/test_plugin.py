@@ -81,7 +81,7 @@ def test_fails(splitbrain_cluster, faults):
     assert re.search(r"splitbrain local: run directory -+\n\S+test_fails", out), out
     assert "splitbrain local: windows (GET /state)" in out
     # B's window for A: the 20 messages delivered, on the connection A opened.
-    assert re.search(r'B: \{.*"recv": \{"A": \{[^}]*"delivered": 20', out), out
+    assert re.search(r'B: \{.*\{"conn_id": \d+, "high": 20, "low": 20, [^}]*"peer": "A", [^}]*"side": "recv"', out), out
     assert "splitbrain local: timeline" in out and "partition A | B" in out
     text = xml.read_text()
     assert 'property name="splitbrain_run_dir"' in text

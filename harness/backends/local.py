@@ -40,6 +40,7 @@ import yaml
 from tenacity import RetryError, Retrying, retry_if_exception_type, stop_after_delay, wait_fixed
 
 from harness.scenario import Scenario
+from node.protocols import ENV_PROTOCOLS
 
 from .admin import AdminError
 from .base import (
@@ -145,7 +146,8 @@ class LocalBackend(Backend):
         env = dict(os.environ if self.env is None else self.env)
         env["PYTHONUNBUFFERED"] = "1"
         # Overrides meant for a hand-started node must not leak into the harness's nodes.
-        for var in [v for v in env if v.startswith("SPLITBRAIN_")]:
+        # (SPLITBRAIN_PROTOCOLS is not an override: it names the protocols the harness knows.)
+        for var in [v for v in env if v.startswith("SPLITBRAIN_") and v != ENV_PROTOCOLS]:
             del env[var]
         # `python -m node` must find this checkout even when the harness runs from elsewhere.
         root = str(Path(__file__).resolve().parents[2])

@@ -5,7 +5,10 @@ has an admin_token (401 otherwise). Errors are JSON: {"error": "...", "field": "
 a bad request never stops the node.
 
     GET    /health            {"status": "ok", "node", "incarnation", "uptime_s"}
-    GET    /state             node, incarnation, protocol, transport, now, view, unicast3, faults, streams
+    GET    /state             node, incarnation, protocol, transport, now, view, streams,
+                              windows [{proto, peer, side, conn_id, low, high, state, pending, missing}],
+                              busy [{proto, reason}], and each layer's own detail under its name
+                              (e.g. "unicast3", "faults")
     POST   /send              {"to", "count" | "duration", "rate"=100, "size"=100, "stream"?, "first_n"=1} -> 202
     GET    /streams           {"streams": [{"stream", "to", "sent", "planned", "done", ...}]}
     GET    /delivered         {"delivered": {sender: {stream: {count, first, last, order_violations,
@@ -34,7 +37,7 @@ from dataclasses import fields
 from aiohttp import web
 
 from ..faultlayer import FaultRule
-from ..unicast3 import MsgType
+from .. import protocols
 from .config import Address, ConfigError
 from .metrics import CONTENT_TYPE, render
 from .node import Node, RequestError
@@ -42,7 +45,6 @@ from .node import Node, RequestError
 log = logging.getLogger("node.admin")
 
 TOKEN_HEADER = "X-Splitbrain-Token"
-MESSAGE_TYPES = frozenset(t.name for t in MsgType) | {"APP"}
 _FAULT_FIELDS = {f.name for f in fields(FaultRule)}
 _SEND_FIELDS = {"to", "count", "duration", "rate", "size", "stream", "first_n"}
 _VIEW_FIELDS = {"members", "view_id"}
@@ -165,7 +167,7 @@ class AdminServer:
 
     async def get_config(self, request):
         node = self.node
-        return web.json_response({"node": node.config.as_dict(), "protocol": node.u3.config.as_dict(),
+        return web.json_response({"node": node.config.as_dict(), "protocol": node.settings.as_dict(),
                                   "bind": str(node.bind_address), "admin": str(node.admin_address),
                                   "epoch": node.epoch})
 
@@ -191,10 +193,7 @@ class AdminServer:
         self._running()
         await self._body(request, None)
         peer = request.match_info["peer"]
-        node = self.node
-        if node.u3.config.resync != "sync":
-            raise RequestError(f"sync needs resync: sync (this node uses {node.u3.config.resync})", None)
-        node.sync(peer)
+        self.node.sync(peer)
         return web.json_response({"peer": peer, "started": True})
 
     async def view(self, request):
@@ -257,10 +256,11 @@ def parse_fault_rule(body: dict, peers) -> FaultRule:
                     value = [value]
                 if not isinstance(value, list) or not value or not all(isinstance(t, str) for t in value):
                     raise RequestError("types: expected a list of message types", key)
-                bad = [t for t in value if t not in MESSAGE_TYPES]
+                known = protocols.message_types()
+                bad = [t for t in value if t not in known]
                 if bad:
                     raise RequestError(f"types: unknown message type(s) {', '.join(bad)} "
-                                       f"(known: {', '.join(sorted(MESSAGE_TYPES))})", key)
+                                       f"(known: {', '.join(sorted(known))})", key)
                 value = frozenset(value)
         elif key in ("count", "after"):
             if value is None and key == "count":

@@ -2,7 +2,7 @@
 
 Every key is checked on start and an error names the key it is about ("peers.B", "config.xmit_interval"),
 so that `python -m node` can stop with exit code 2 and a message a person can act on. Protocol
-settings (`config:`) are validated by the protocol itself (Unicast3Config.from_dict); this module
+settings (`config:`) are validated by the protocol itself (its spec in node/protocols.py); this module
 only prefixes its key with "config.".
 
 Environment: SPLITBRAIN_<KEY> overrides a top-level key (SPLITBRAIN_BIND=127.0.0.2:7800) and
@@ -20,8 +20,7 @@ import time
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 
-from ..compose import PROTOCOLS
-from ..unicast3 import Unicast3Config
+from .. import protocols
 from ..wire import MAX_FRAME_BYTES, MAX_NAME_BYTES
 
 ENV_PREFIX = "SPLITBRAIN_"
@@ -90,7 +89,7 @@ class NodeConfig:
     bind: Address
     admin: Address
     transport: str = "udp"
-    protocol: str = "unicast3"
+    protocol: str = protocols.DEFAULT_PROTOCOL
     peers: dict[str, Address] = field(default_factory=dict)
     config: dict = field(default_factory=dict)
     events: str | None = None
@@ -239,7 +238,7 @@ def _validate(values: dict) -> NodeConfig:
     bind = parse_address("bind", values["bind"])
     admin = parse_address("admin", values["admin"])
     transport = _choice("transport", values.get("transport", "udp"), TRANSPORTS)
-    protocol = _choice("protocol", values.get("protocol", "unicast3"), PROTOCOLS)
+    protocol = _choice("protocol", values.get("protocol", protocols.DEFAULT_PROTOCOL), protocols.names())
 
     peers_raw = values.get("peers") or {}
     if not isinstance(peers_raw, dict):
@@ -255,7 +254,7 @@ def _validate(values: dict) -> NodeConfig:
     if not isinstance(protocol_settings, dict):
         raise ConfigError("config", f"expected a mapping of protocol settings, got {protocol_settings!r}")
     try:
-        Unicast3Config.from_dict(protocol_settings)
+        protocols.get(protocol).config(protocol_settings)
     except ValueError as exc:
         # The protocol names its key ("xmit_interval: ..."); prefix it with where it lives.
         raise ConfigError(f"config.{str(exc).split(':', 1)[0]}", str(exc).split(":", 1)[-1].strip()) from None

@@ -1,6 +1,7 @@
 """Prometheus metrics of one node, read from the node's own counters when scraped.
 
-Nothing is counted twice: the protocol already counts its messages (Unicast3.counters), the
+Nothing is counted twice: the protocol layers already count their messages (a `counters` dict
+per layer: tx_<TYPE>/rx_<TYPE>, retransmit, xmit_reqs, rx_duplicate, syncs_*), the
 transport its frames and bytes, the application its deliveries. A custom collector turns those
 into metric families at scrape time, so the message path pays nothing for metrics. Each node has
 its own CollectorRegistry (never the global one), so several nodes can live in one process.
@@ -26,8 +27,11 @@ class NodeCollector:
 
     def collect(self):
         node = self.node
-        u3 = node.u3.snapshot()
-        counters = u3["counters"]
+        counters: dict[str, int] = {}
+        for layer in node.protocol_layers:
+            for key, value in (getattr(layer, "counters", None) or {}).items():
+                counters[key] = counters.get(key, 0) + value
+        windows = [w for layer in node.protocol_layers for w in layer.windows()]
 
         info = InfoMetricFamily(P + "node", "The node's identity")
         info.add_metric([], {"node": node.name, "incarnation": str(node.incarnation),
@@ -80,15 +84,15 @@ class NodeCollector:
 
         send_w = GaugeMetricFamily(P + "send_window_messages", "Unacked messages per peer (HS - HA)",
                                    labels=["peer"])
-        for peer, e in sorted(u3["send"].items()):
-            send_w.add_metric([peer], e["unacked"])
+        for w in sorted((w for w in windows if w.side == "send"), key=lambda w: w.peer):
+            send_w.add_metric([w.peer], w.pending)
         yield send_w
         recv_w = GaugeMetricFamily(P + "recv_window_messages",
                                    "Messages received but not deliverable yet, per peer", labels=["peer"])
         recv_m = GaugeMetricFamily(P + "recv_window_missing", "Missing seqnos per peer", labels=["peer"])
-        for peer, e in sorted(u3["recv"].items()):
-            recv_w.add_metric([peer], e["held"])
-            recv_m.add_metric([peer], e["missing"])
+        for w in sorted((w for w in windows if w.side == "recv"), key=lambda w: w.peer):
+            recv_w.add_metric([w.peer], w.pending)
+            recv_m.add_metric([w.peer], w.missing)
         yield recv_w
         yield recv_m
 

@@ -39,12 +39,12 @@ import random
 import time
 import traceback
 
-from ..compose import build_stack
+from .. import protocols
+from ..compose import build_stack, protocol_layers
 from ..events import make_event
 from ..faultlayer import FaultLayer, FaultRule
-from ..layer import SetConfig, SyncPeer, ViewChange
+from ..layer import Layer, SetConfig, SyncPeer, ViewChange
 from ..message import Message
-from ..unicast3 import Unicast3
 from ..wire import MAX_FRAME_BYTES, WireError, decode_frame
 from .bundler import Bundler
 from .config import Address, ConfigError, NodeConfig
@@ -111,7 +111,10 @@ class Node:
         self._started_mono = time.monotonic()
         rng = random.Random(f"{config.seed}/{config.name}/{config.incarnation}")
         self.stack = build_stack(config.name, config.protocol, config.config, rng, config.incarnation)
-        self.u3: Unicast3 = self.stack.layer(Unicast3)
+        self.settings = protocols.get(config.protocol).config(config.config or {})
+        self.protocol_layers: list[Layer] = protocol_layers(self.stack)
+        # The layers that hold unacked messages, for back-pressure on streams.
+        self._flow_layers = [layer for layer in self.protocol_layers if type(layer).unacked is not Layer.unacked]
         self.faults: FaultLayer = self.stack.layer(FaultLayer)
         self.delivered = Delivered()
         self.app_sent: dict[str, int] = {}
@@ -210,9 +213,7 @@ class Node:
                     self.bundler.flush()
                 events = []
                 for layer in self.stack.layers:
-                    window_events = getattr(layer, "window_events", None)
-                    if window_events is not None:
-                        events.extend(window_events(now, final=True))
+                    events.extend(layer.window_events(now, final=True))
                 events.append(make_event(now, self.name, "node", "node_stop", reason=reason,
                                          incarnation=self.incarnation))
                 for ev in events:
@@ -390,10 +391,14 @@ class Node:
     def sync(self, peer: str) -> None:
         if peer not in self.peers:
             raise RequestError(f"unknown peer {peer!r} (peers: {', '.join(sorted(self.peers)) or 'none'})", "peer")
-        self.command(SyncPeer(peer=peer))
+        cmd = SyncPeer(peer=peer)
+        refusals = [why for why in (layer.refusal(cmd) for layer in self.protocol_layers) if why]
+        if refusals:
+            raise RequestError("; ".join(refusals), None)
+        self.command(cmd)
 
     def set_config(self, values: dict) -> dict:
-        current = self.u3.config
+        current = self.settings
         known = current.as_dict()
         for key in values:
             if key not in known:
@@ -403,6 +408,7 @@ class Node:
         except ValueError as exc:
             raise RequestError(str(exc), str(exc).split(":", 1)[0]) from None
         self.command(SetConfig(values=dict(values)))
+        self.settings = updated
         return updated.as_dict()
 
     def add_fault(self, rule: FaultRule) -> int:
@@ -500,15 +506,14 @@ class Node:
         return max(MIN_INFLIGHT_MSGS, budget // (s.size + overhead))
 
     def _is_blocked(self, s: Stream) -> bool:
-        send_table = self.u3.send_table
         limit = self._inflight_limit(s)
         transport = self.transport
         for dest in s.to:
             if not transport.writable(dest):
                 return True
-            entry = send_table.get(dest)
-            if entry is not None and entry.next_seqno - 1 - entry.ha >= limit:
-                return True
+            for layer in self._flow_layers:
+                if layer.unacked(dest) >= limit:
+                    return True
         return False
 
     def _stream_step(self, s: Stream) -> None:
@@ -611,8 +616,12 @@ class Node:
             "transport": self.config.transport,
             "now": self.now(),
             "view": self.view,
-            "unicast3": self.u3.snapshot(),
-            "faults": self.faults.snapshot(),
+            # Protocol-neutral: every window and busy reason, each tagged with its layer.
+            "windows": [{"proto": layer.proto, **w.to_dict()} for layer in self.protocol_layers
+                        for w in layer.windows()],
+            "busy": [{"proto": layer.proto, "reason": why} for layer in self.protocol_layers for why in layer.busy()],
+            # Each layer's own detail, under its name (for people; code reads the two above).
+            **{layer.proto: layer.snapshot() for layer in self.stack.layers},
             "streams": [s.to_dict() for s in self.streams.values()],
         }
 

@@ -116,4 +116,5 @@ def type_name(h: U3Header) -> str:
     return h.type.name
 
 
-register_header(HeaderCodec(PROTO_ID, U3Header, encode, decode, type_name))
+CODEC = HeaderCodec(PROTO_ID, U3Header, encode, decode, type_name)
+register_header(CODEC)

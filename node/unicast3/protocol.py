@@ -50,6 +50,7 @@ from ..events import EVENT_VERSION, make_event
 from ..layer import Action, Command, Down, Layer, Log, SetConfig, SyncPeer, Up, ViewChange
 from ..message import Message
 from ..rangeset import RangeSet
+from ..views import Window
 from .config import Unicast3Config
 from .entries import ConnState, ReceiverEntry, SenderEntry, next_state
 from .header import MAX_XMIT_RANGES, PROTO_ID, MsgType, U3Header
@@ -735,15 +736,29 @@ class Unicast3(Layer):
 
     # ---- introspection ------------------------------------------------------------------------
 
-    def window_events(self, now: float, final: bool = False) -> list[dict]:
-        evs = []
-        for peer, e in self.send_table.items():
-            evs.append(make_event(now, self.local, PROTO, "window", peer=peer, side="send", conn_id=e.conn_id,
-                                  low=e.ha, high=e.hs, state=e.state.name, final=final or None))
-        for peer, e in self.recv_table.items():
-            evs.append(make_event(now, self.local, PROTO, "window", peer=peer, side="recv", conn_id=e.conn_id,
-                                  low=e.delivered, high=e.highest, state=e.state.name, final=final or None))
-        return evs
+    def windows(self) -> list[Window]:
+        out = [Window(peer=p, side="send", conn_id=e.conn_id, low=e.ha, high=e.hs, state=e.state.name,
+                      pending=len(e.msgs))
+               for p, e in self.send_table.items()]
+        out.extend(Window(peer=p, side="recv", conn_id=e.conn_id, low=e.delivered, high=e.highest,
+                          state=e.state.name, pending=len(e.msgs), missing=self._missing(e).count())
+                   for p, e in self.recv_table.items())
+        return out
+
+    def busy(self) -> list[str]:
+        out = [f"resyncing with {peer}" for peer in sorted(self._syncs)]
+        out.extend(f"awaiting SYNC-ACK from {peer}" for peer, e in sorted(self.send_table.items())
+                   if e.awaiting_sync_ack)
+        return out
+
+    def unacked(self, peer: str) -> int:
+        entry = self.send_table.get(peer)
+        return 0 if entry is None else entry.next_seqno - 1 - entry.ha
+
+    def refusal(self, cmd: Command) -> str | None:
+        if isinstance(cmd, SyncPeer) and self.config.resync != "sync":
+            return f"sync needs config.resync: sync (this node uses {self.config.resync})"
+        return None
 
     def snapshot(self) -> dict:
         return {

@@ -1,0 +1,164 @@
+"""The protocol registry: one spec per protocol, the only place the rest of the code learns what a
+protocol is.
+
+A spec says how to build the protocol's layers from its settings, which message types and event
+kinds it has, whether it multicasts, which checks judge it by default, and which planted bugs
+(mutants) it carries. compose.build_stack, the runtime, the scenario parser, the harness and the
+pipeline read specs, never a protocol's package, so adding a protocol is its package plus one
+line in BUILTIN below (README: "Adding a protocol").
+
+Specs are loaded on first use, not at import, so a protocol package may import this module. A
+protocol kept outside this repository is loaded by naming its spec module in the environment
+variable SPLITBRAIN_PROTOCOLS (comma-separated); node processes inherit it.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from importlib import import_module
+from typing import Any, Protocol
+
+from .events import CORE_EVENT_KINDS
+from .layer import Layer
+from .wire import HeaderCodec, register_header
+
+# The checks a protocol is judged by when a scenario names none (harness.checks; windows_synced
+# only when a scenario asks: a run that stops mid-stream leaves windows legitimately open).
+UNICAST_CHECKS = ("fifo", "no_duplicates", "no_loss")
+
+
+class ProtocolConfig(Protocol):
+    """What the registry needs of a protocol's validated settings object."""
+
+    def as_dict(self) -> dict[str, Any]: ...
+
+    def updated(self, values: dict[str, Any]) -> ProtocolConfig: ...
+
+    @property
+    def recovery_bound_s(self) -> float: ...
+
+
+# (node name, settings, seeded random.Random, incarnation) -> the protocol's layers, bottom first.
+LayerFactory = Callable[[str, Any, Any, int], list[Layer]]
+
+
+@dataclass(frozen=True, kw_only=True)
+class ProtocolSpec:
+    name: str
+    summary: str
+    # Settings: a scenario's `config:` mapping -> a validated settings object. Raises ValueError
+    # whose message starts with the bad key ("xmit_interval: must be > 0").
+    config: Callable[[Mapping[str, Any]], ProtocolConfig]
+    layers: LayerFactory
+    header: HeaderCodec | None = None
+    message_types: tuple[str, ...] = ()
+    event_kinds: Mapping[str, str] = field(default_factory=dict)
+    multicast: bool = False
+    default_checks: tuple[str, ...] = UNICAST_CHECKS
+    # Planted bugs, selected by the `mutation:` setting (harness.mutants): name -> what it breaks.
+    mutations: Mapping[str, str] = field(default_factory=dict)
+    # Settings a mutant needs to show (e.g. the resync mode whose path holds the bug).
+    mutation_settings: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    # Message types a generated chaos schedule drops, repeated for weight (harness.mutants).
+    chaos_drop_types: tuple[str, ...] = ()
+    # The setting that names the variant of the protocol, for pass rates per variant (pipeline).
+    variant_key: str | None = None
+
+    def variant(self, settings: Mapping[str, Any]) -> str | None:
+        if self.variant_key is None:
+            return None
+        value = settings.get(self.variant_key)
+        if value is None:
+            value = self.config({}).as_dict().get(self.variant_key)
+        return None if value is None else str(value)
+
+
+# Modules with a module-level `SPEC: ProtocolSpec`, one line per protocol.
+BUILTIN = (
+    "node.unicast3.spec",
+)
+ENV_PROTOCOLS = "SPLITBRAIN_PROTOCOLS"
+DEFAULT_PROTOCOL = "unicast3"
+
+_SPECS: dict[str, ProtocolSpec] = {}
+_loaded = False
+_kinds: dict[str, str] | None = None
+# Protocols the design names (seeds/) that have no implementation yet: the scenario parser says
+# "not implemented" for them rather than "unknown".
+PLANNED = ("unicast2", "nakack2", "mcast")
+
+
+def register(spec: ProtocolSpec) -> ProtocolSpec:
+    existing = _SPECS.get(spec.name)
+    if existing is not None and existing is not spec:
+        raise ValueError(f"protocol {spec.name!r} is already registered")
+    clash = set(spec.event_kinds) & set(CORE_EVENT_KINDS)
+    if clash:
+        raise ValueError(f"protocol {spec.name!r} redefines core event kind(s) {', '.join(sorted(clash))}")
+    if spec.header is not None:
+        register_header(spec.header)
+    _SPECS[spec.name] = spec
+    _forget_kinds()
+    return spec
+
+
+def _forget_kinds() -> None:
+    global _kinds
+    _kinds = None
+
+
+def _specs() -> dict[str, ProtocolSpec]:
+    global _loaded
+    if not _loaded:
+        _loaded = True
+        extra = [m.strip() for m in os.environ.get(ENV_PROTOCOLS, "").split(",") if m.strip()]
+        for module in (*BUILTIN, *extra):
+            try:
+                spec = import_module(module).SPEC
+            except (ImportError, AttributeError) as exc:
+                _loaded = False
+                raise ValueError(f"{ENV_PROTOCOLS}: cannot load a protocol spec from {module!r}: {exc}") from None
+            register(spec)
+    return _SPECS
+
+
+def unregister(name: str) -> None:
+    """Remove a protocol (tests that register a toy protocol clean up with this)."""
+    _SPECS.pop(name, None)
+    _forget_kinds()
+
+
+def names() -> tuple[str, ...]:
+    return tuple(_specs())
+
+
+def get(name: str) -> ProtocolSpec:
+    """The spec of an implemented protocol; ValueError (naming the available ones) otherwise."""
+    specs = _specs()
+    spec = specs.get(name) if isinstance(name, str) else None
+    if spec is None:
+        planned = " (planned, not implemented yet)" if name in PLANNED else ""
+        raise ValueError(f"protocol: {name!r} is not implemented{planned} (available: {', '.join(specs)})")
+    return spec
+
+
+def event_kinds() -> dict[str, str]:
+    """Every event kind any driver or registered protocol may write: kind -> what it records.
+    (Cached: validate_event asks once per event.)"""
+    global _kinds
+    if _kinds is None:
+        kinds = dict(CORE_EVENT_KINDS)
+        for spec in _specs().values():
+            kinds.update(spec.event_kinds)
+        _kinds = kinds
+    return _kinds
+
+
+def message_types(name: str | None = None) -> frozenset[str]:
+    """Message types of one protocol (or of all), plus "APP" for a message without a header."""
+    specs = _specs().values() if name is None else [get(name)]
+    return frozenset(t for spec in specs for t in spec.message_types) | {"APP"}
+
+

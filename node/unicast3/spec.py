@@ -1,0 +1,38 @@
+"""UNICAST3's entry in the protocol registry (node/protocols.py)."""
+
+from __future__ import annotations
+
+from ..protocols import ProtocolSpec
+from .config import MUTATION_RESYNC, MUTATIONS, Unicast3Config
+from .header import CODEC, MsgType
+from .protocol import Unicast3
+
+
+def _layers(name: str, config: Unicast3Config, rng, incarnation: int) -> list:
+    return [Unicast3(name, config, rng, incarnation)]
+
+
+SPEC = ProtocolSpec(
+    name="unicast3",
+    summary="reliable FIFO unicast with SYNC resync (seeds 000-002)",
+    config=Unicast3Config.from_dict,
+    layers=_layers,
+    header=CODEC,
+    message_types=tuple(t.name for t in MsgType),
+    event_kinds={
+        "xmit_req_tx": "XMIT-REQ sent (ranges, count = number of seqnos asked for)",
+        "xmit_req_rx": "XMIT-REQ received (ranges, count)",
+        "first_seqno_tx": "SEND_FIRST_SEQNO sent by a receiver without a usable window",
+        "first_seqno_rx": "SEND_FIRST_SEQNO received by the sender",
+        "sync_tx": "a resync message sent (phase = sync | sync_ok | sync_ack, seqno = low for sync_ok)",
+        "sync_rx": "a resync message received (phase, seqno, conn_id)",
+        "sync_timeout": "a resync gave up (phase, peer)",
+        "close_tx": "CLOSE sent to a peer when a sender entry is reaped",
+        "close_rx": "CLOSE received; the receive window is removed",
+    },
+    mutations=MUTATIONS,
+    mutation_settings={name: {"resync": mode} for name, mode in MUTATION_RESYNC.items()},
+    chaos_drop_types=("DATA", "DATA", "ACK", "ACK", "XMIT_REQ", "SYNC", "SYNC_OK", "SYNC_ACK",
+                      "SEND_FIRST_SEQNO", "CLOSE"),
+    variant_key="resync",
+)

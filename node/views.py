@@ -1,0 +1,63 @@
+"""Protocol-neutral views of a layer's state, for everything outside node/.
+
+The harness's settle test, the checkers, the admin API, metrics and the pipeline read windows
+and busy reasons in these terms, never a protocol's own tables, so a new protocol needs no edit
+outside its package to be observed.
+
+A window is one end of a directed flow between two nodes:
+
+- side "send": `low` = highest seqno the peer acknowledged, `high` = highest seqno sent;
+- side "recv": `low` = highest seqno delivered in order, `high` = highest seqno received.
+
+`conn_id` pairs a sender's window with its receiver's (a connection id or an epoch); two windows
+with different ids are not the same flow. A pair is in sync when the sender has nothing unacked
+(low == high) and the receiver, on the same conn_id, delivered up to the sender's high.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+from .events import make_event
+
+SIDES = ("send", "recv")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Window:
+    peer: str
+    side: str  # "send" | "recv"
+    conn_id: int | None
+    low: int
+    high: int
+    state: str  # the protocol's name for the window's state (e.g. OPEN, CLOSING)
+    # send: messages kept for retransmission; recv: messages received but not deliverable yet.
+    pending: int = 0
+    # recv: seqnos known to be missing below `high`.
+    missing: int = 0
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    def event(self, now: float, node: str, proto: str, final: bool = False) -> dict:
+        """The `window` event of the event-log schema for this window."""
+        return make_event(now, node, proto, "window", peer=self.peer, side=self.side, conn_id=self.conn_id,
+                          low=self.low, high=self.high, state=self.state, final=final or None)
+
+
+def pair_problem(sender: str, receiver: str, send: dict, recv: dict | None) -> str | None:
+    """Why a send window and its receiver's window (dicts with Window's keys, or window events)
+    are out of sync, or None if they are in sync. One rule for the live settle test and the
+    windows_synced checker."""
+    acked, sent = send.get("low"), send.get("high")
+    # HA / HS: highest acked / highest sent, JGroups' names, which every windowed protocol shares.
+    head = f"{sender} send conn {send.get('conn_id')} HA={acked} HS={sent}"
+    if recv is None:
+        # No receive window and nothing outstanding is an idle pair, not a divergence.
+        return None if acked == sent else f"{head}, {receiver} has no recv window"
+    tail = f"{receiver} recv conn {recv.get('conn_id')} delivered={recv.get('low')} received={recv.get('high')}"
+    if send.get("conn_id") != recv.get("conn_id"):
+        return f"conn_id mismatch: {head}, {tail}"
+    if acked != sent or recv.get("low") != sent:
+        return f"{head}, {tail}"
+    return None
