@@ -6,8 +6,8 @@ from dataclasses import dataclass, fields
 
 RESYNC_MODES = ("sync", "timestamp", "first_seqno")
 # Planted bugs (`mutation:`), to measure that the checkers catch what they must (`splitbrain
-# mutants`). Each is one small change at one spot of protocol.py, found there as
-# `self._mutant("<name>")`. Never in production.
+# mutants`). Each is one small change at one spot of protocol.py or resync.py, found there as
+# `_mutant("<name>")`. Never in production.
 MUTATIONS: dict[str, str] = {
     "ack_purges_one_more": "an ACK(n) purges n+1 too: the sender drops a message the receiver never acked",
     "xmit_req_off_by_one": "XMIT-REQ ranges read as half-open: the last seqno of each range is never resent",

@@ -10,6 +10,7 @@ from __future__ import annotations
 from enum import Enum
 
 from ..message import Message
+from ..rangeset import RangeSet
 
 
 class ConnState(Enum):
@@ -96,7 +97,7 @@ class ReceiverEntry:
         self.last_active = now
         self.ack_pending = False
         self.last_ack_tx = float("-inf")
-        self.prev_missing = None  # RangeSet of gaps seen at the previous retransmit run
+        self.prev_missing: RangeSet | None = None  # RangeSet of gaps seen at the previous retransmit run
 
     def check(self) -> None:
         assert self.delivered <= self.highest, f"recv window for {self.peer}: delivered > highest"

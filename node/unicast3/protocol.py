@@ -8,18 +8,25 @@ message or batch, at once when a batch has `ack_threshold` messages, otherwise n
 `ack_min_interval` after its previous ACK (acks in between merge into the next one, never lost).
 A removes messages up to the acked seqno (HA = highest acked, HS = highest sent).
 
-The retransmit task runs every `xmit_interval`:
-- sender: if HA < HS and both are unchanged since the last run, resend message HS (the last
-  message or its ack was lost); retransmit unacked messages of CLOSING connections the same way;
-- receiver: send an XMIT-REQ for the gaps that were already gaps at the previous run (JGroups'
-  refinement: a gap seen once is usually a message still in flight), at most
-  `max_xmit_req_seqnos`; send a deferred SEND_FIRST_SEQNO (resync=first_seqno);
-- SYNC: resend SYNC / SYNC-OK until answered, and give up after `sync_timeout`;
-- reaping: OPEN -> CLOSING after `conn_expiry_timeout` idle, CLOSING -> CLOSED after
-  `conn_close_timeout` (a CLOSED sender entry sends CLOSE to its peer). Sending on, or
-  receiving on, a CLOSING connection reopens it. A view without a peer closes its entries.
+Timers are named deadlines (timers.py), fired by `on_timer` in the order of TIMERS:
+- ack_flush: a delayed ACK whose `ack_min_interval` has passed;
+- sync_timeout: a SYNC exchange not answered within `sync_timeout` of its start (SYNC-OK for
+  the receiver, SYNC-ACK for the sender) is given up;
+- conn_expiry / conn_close: reaping, OPEN -> CLOSING after `conn_expiry_timeout` idle, CLOSING
+  -> CLOSED after `conn_close_timeout` (a CLOSED sender entry sends CLOSE to its peer), each at
+  its own time. Sending on, or receiving on, a CLOSING connection reopens it. A view without a
+  peer closes its entries;
+- xmit, the retransmit task, every `xmit_interval`:
+  - sender: if HA < HS and both are unchanged since the last run, resend message HS (the last
+    message or its ack was lost); retransmit unacked messages of CLOSING connections the same
+    way; resend SYNC-OK until SYNC-ACK;
+  - receiver: send an XMIT-REQ for the gaps that were already gaps at the previous run (JGroups'
+    refinement: a gap seen once is usually a message still in flight), at most
+    `max_xmit_req_seqnos`; then the resync mode's share: resend SYNC until SYNC-OK (sync) or
+    send a deferred SEND_FIRST_SEQNO (first_seqno).
 
-Resync, when B gets DATA from A but has no receive window for A or one with another conn-id:
+Resync, when B gets DATA from A but has no receive window for A or one with another conn-id,
+is one strategy object per mode (resync.py), chosen from `config.resync` when the layer is built:
 - `sync` (seed 000): B sends SYNC (first=true or not: no window means SYNC) and keeps what A sends
   meanwhile (JGroups' msg_cache, at most SYNC_CACHE_MAX); A takes a new conn-id, ignores ACKs from
   B until SYNC-ACK and answers SYNC-OK(low, conn-id, previous conn-id); B creates (or re-keys) its
@@ -38,13 +45,16 @@ Resync, when B gets DATA from A but has no receive window for A or one with anot
   same conn-id still purges: JGRP-1873/1875 reproduce.
 
 Under `timestamp` and `first_seqno`, a DATA message with first=true from a sender B has no window
-for creates the window (a new connection); under `sync` only SYNC-OK does. Conn-ids combine the node's incarnation with a counter, so a restarted node never
-reuses the conn-ids of its previous life on the same address.
+for creates the window (a new connection); under `sync` only SYNC-OK does. Conn-ids combine the
+node's incarnation with a counter, so a restarted node never reuses the conn-ids of its previous
+life on the same address.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
+from typing import ClassVar, Protocol
 
 from ..events import EVENT_VERSION, make_event
 from ..layer import Action, Command, Down, Layer, Log, SetConfig, SyncPeer, Up, ViewChange
@@ -55,31 +65,25 @@ from .config import Unicast3Config
 from .entries import ConnState, ReceiverEntry, SenderEntry, next_state
 from .header import MAX_XMIT_RANGES, PROTO_ID, MsgType, U3Header
 from .header import encode as encode_header
+from .resync import RecvSync, Resync, make_resync
+from .timers import Deadlines
 
 PROTO = "unicast3"
-_RETIRED_CONN_IDS = 16  # conn-ids remembered per sender as "replaced by a sync"
-# DATA kept per sender while a SYNC with it runs (JGroups' msg_cache), replayed into the window
-# SYNC-OK makes; beyond this many, messages are dropped and come back by retransmission.
-SYNC_CACHE_MAX = 1024
+# The layer's named deadlines, in the order on_timer fires those due at the same time: acks
+# first, then what ends syncs and connections, so the retransmit run sees what is left.
+TIMERS = ("ack_flush", "sync_timeout", "conn_expiry", "conn_close", "xmit")
 
 
-class _RecvSync:
-    """A SYNC this node (as receiver) has started and not yet seen answered."""
+class RandomBits(Protocol):
+    """What the layer needs of a seeded random.Random (which it must not import: no I/O here)."""
 
-    __slots__ = ("started", "last_tx", "conn_seen", "nonce", "cache")
-
-    def __init__(self, now: float, conn_seen: int, nonce: int):
-        self.started = now
-        self.last_tx = now
-        self.conn_seen = conn_seen
-        self.nonce = nonce
-        self.cache: list[Message] = []
+    def getrandbits(self, k: int, /) -> int: ...
 
 
 class Unicast3(Layer):
     proto = PROTO
 
-    def __init__(self, local: str, config: Unicast3Config, rng, incarnation: int = 0):
+    def __init__(self, local: str, config: Unicast3Config, rng: RandomBits, incarnation: int = 0) -> None:
         """`rng` is a seeded random.Random (only its getrandbits is used); `incarnation` must
         grow across restarts of a node on the same address."""
         self.local = local
@@ -88,23 +92,18 @@ class Unicast3(Layer):
         self._conn_counter = rng.getrandbits(16)
         if self._mutant("conn_id_ignores_incarnation"):
             self._conn_counter = 0  # a per-process counter from 0: a restart reuses conn-ids
-        self._timestamp = 0  # resync=timestamp: this node's ACK/SEND_FIRST_SEQNO clock
-        self._nonce = 0  # numbers this node's SYNCs (see _next_nonce)
-        self._synced_nonce: dict[str, int] = {}  # peer -> nonce of our last completed SYNC
         self.send_table: dict[str, SenderEntry] = {}
         self.recv_table: dict[str, ReceiverEntry] = {}
-        self._syncs: dict[str, _RecvSync] = {}
-        self._first_seqno_pending: set[str] = set()
-        self._last_first_seqno_tx: dict[str, float] = {}
-        self._retired: dict[str, list[int]] = {}
-        self._ack_deadlines: dict[str, float] = {}
-        self._next_xmit: float | None = None
+        self._syncs: dict[str, RecvSync] = {}  # receiver side: SYNCs started, not yet answered
+        self._ack_deadlines: dict[str, float] = {}  # peer -> when its delayed ACK is due
+        self.timers = Deadlines(*TIMERS)
+        self.resync: Resync = make_resync(self)
         self.members: tuple[str, ...] | None = None
         self.counters: dict[str, int] = {}
 
     # ---- helpers ------------------------------------------------------------------------------
 
-    def _log(self, now: float, kind: str, **fields) -> Log:
+    def _log(self, now: float, kind: str, **fields: object) -> Log:
         return Log(event=make_event(now, self.local, PROTO, kind, **fields))
 
     def _mutant(self, name: str) -> bool:
@@ -121,20 +120,7 @@ class Unicast3(Layer):
         conn_id = ((self.incarnation & 0xFFFF) << 16) | self._conn_counter
         return conn_id or 1  # 0 means "no connection" on the wire
 
-    def _next_nonce(self) -> int:
-        # Grows across restarts too (incarnation in the high bits): a sender drops any SYNC older
-        # than the newest it answered, so a delayed SYNC never re-keys a healthy connection.
-        self._nonce += 1
-        return (self.incarnation << 40) | self._nonce
-
-    def _next_timestamp(self) -> int:
-        # The incarnation in the high bits keeps a restarted receiver's timestamps above its old ones.
-        self._timestamp += 1
-        if self._mutant("timestamp_ignores_incarnation"):
-            return self._timestamp
-        return (self.incarnation << 40) | self._timestamp
-
-    def _ctrl(self, kind: str, dest: str, now: float, hdr: U3Header, **fields) -> list[Action]:
+    def _ctrl(self, kind: str, dest: str, now: float, hdr: U3Header, **fields: object) -> list[Action]:
         """A control message to `dest` and its event; `bytes` is its UNICAST3 header's size on the
         wire (control messages have no payload), so overhead can be measured in bytes."""
         self._count(f"tx_{hdr.type.name}")
@@ -142,12 +128,14 @@ class Unicast3(Layer):
                 Down(msg=Message(self.local, dest, b"", {PROTO_ID: hdr}))]
 
     def _arm(self, now: float) -> None:
-        if self._next_xmit is None:
-            self._next_xmit = now + self.config.xmit_interval
+        if self.timers.get("xmit") is None:
+            self.timers.set("xmit", now + self.config.xmit_interval)
 
-    def _set_state(self, entry, side: str, cause: str, now: float, out: list[Action]) -> None:
+    def _set_state(self, entry: SenderEntry | ReceiverEntry, side: str, cause: str, now: float,
+                   out: list[Action]) -> None:
         entry.state = next_state(entry.state, cause)
         entry.last_active = now
+        self._reaping_from(entry)
         out.append(self._log(now, "conn_state", peer=entry.peer, side=side, state=entry.state.name,
                              conn_id=entry.conn_id, reason=cause))
 
@@ -161,6 +149,7 @@ class Unicast3(Layer):
         if entry is None:
             entry = SenderEntry(dest, self._new_conn_id(), now)
             self.send_table[dest] = entry
+            self._reaping_from(entry)
             out.append(self._log(now, "conn_state", peer=dest, side="send", state="OPEN",
                                  conn_id=entry.conn_id, reason="created"))
         elif entry.state is ConnState.CLOSING:
@@ -176,10 +165,11 @@ class Unicast3(Layer):
         out.append(Down(msg=msg))
         return out
 
-    def _data_event(self, now: float, kind: str, peer: str, seqno: int, conn_id: int, msg: Message) -> dict:
+    def _data_event(self, now: float, kind: str, peer: str, seqno: int, conn_id: int,
+                    msg: Message) -> dict[str, object]:
         # The hot path of the event log (one per message sent and one per delivery): built directly.
-        ev = {"v": EVENT_VERSION, "t": now, "node": self.local, "proto": PROTO, "kind": kind, "peer": peer,
-              "seqno": seqno, "conn_id": conn_id, "bytes": len(msg.payload)}
+        ev: dict[str, object] = {"v": EVENT_VERSION, "t": now, "node": self.local, "proto": PROTO, "kind": kind,
+                                 "peer": peer, "seqno": seqno, "conn_id": conn_id, "bytes": len(msg.payload)}
         app = msg.app
         if app is not None:
             ev["app"] = app
@@ -282,44 +272,14 @@ class Unicast3(Layer):
         entry = self.recv_table.get(src)
         if entry is not None and (entry.conn_id == hdr.conn_id or self._mutant("data_ignores_conn_id")):
             return entry
-        mode = self.config.resync
-        if mode == "sync":
-            # Seed 000: no usable window means SYNC, first=true or not. A delayed first message of
-            # a connection the sender has left must not open a window at its old conn-id, where
-            # the receiver would ask forever for seqnos long purged (JGRP-1873).
-            if hdr.conn_id in self._retired.get(src, ()):
-                out.append(self._log(now, "drop", peer=src, seqno=hdr.seqno, conn_id=hdr.conn_id,
-                                     type="DATA", reason="stale conn_id (replaced by sync)"))
-                return None
-            sync = self._syncs.get(src)
-            if sync is None:
-                out.extend(self._start_sync(src, hdr.conn_id, now))
-                sync = self._syncs[src]
-            if len(sync.cache) < SYNC_CACHE_MAX:
-                # Kept for the window SYNC-OK makes, instead of waiting for retransmission.
-                sync.cache.append(msg)
-                self._count("rx_cached_for_sync")
-            else:
-                reason = "no receive window" if entry is None else f"conn_id {entry.conn_id} != {hdr.conn_id}"
-                out.append(self._log(now, "drop", peer=src, seqno=hdr.seqno, conn_id=hdr.conn_id,
-                                     type="DATA", reason=f"{reason}, syncing, sync cache full"))
-            return None
-        if hdr.first:
-            # timestamp and first_seqno trust first=true: a new connection from src starts here.
-            if entry is not None:
-                self._set_state(entry, "recv", "replaced", now, out)
-            low = hdr.seqno if self._mutant("first_window_skips_first") else hdr.seqno - 1
-            return self._create_recv(src, hdr.conn_id, low, now, out, reason="new_window:first")
-        out.append(self._log(now, "drop", peer=src, seqno=hdr.seqno, conn_id=hdr.conn_id, type="DATA",
-                             reason="no receive window" if entry is None else "conn_id mismatch"))
-        out.extend(self._request_first_seqno(src, now))
-        return None
+        return self.resync.unusable_data(src, msg, hdr, entry, now, out)
 
     def _create_recv(self, src: str, conn_id: int, delivered: int, now: float, out: list[Action],
                      reason: str) -> ReceiverEntry:
         entry = ReceiverEntry(src, conn_id, delivered, now)
         self.recv_table[src] = entry
-        self._first_seqno_pending.discard(src)
+        self.resync.window_created(src)
+        self._reaping_from(entry)
         out.append(self._log(now, "conn_state", peer=src, side="recv", state="OPEN", conn_id=conn_id,
                              low=delivered, reason=reason))
         return entry
@@ -331,14 +291,16 @@ class Unicast3(Layer):
         if batch_size >= cfg.ack_threshold or now - entry.last_ack_tx >= cfg.ack_min_interval:
             return self._send_ack(entry, now)
         if entry.peer not in self._ack_deadlines:
-            self._ack_deadlines[entry.peer] = entry.last_ack_tx + cfg.ack_min_interval
+            due = entry.last_ack_tx + cfg.ack_min_interval
+            self._ack_deadlines[entry.peer] = due
+            self.timers.lower("ack_flush", due)
         return []
 
     def _send_ack(self, entry: ReceiverEntry, now: float) -> list[Action]:
         entry.ack_pending = False
         entry.last_ack_tx = now
-        self._ack_deadlines.pop(entry.peer, None)
-        ts = self._next_timestamp() if self.config.resync == "timestamp" else 0
+        self._drop_ack_deadline(entry.peer)
+        ts = self.resync.stamp()
         acked = entry.highest if self._mutant("ack_highest_received") else entry.delivered
         hdr = U3Header(MsgType.ACK, acked, entry.conn_id, timestamp=ts)
         return self._ctrl("ack_tx", entry.peer, now, hdr, seqno=acked, conn_id=entry.conn_id,
@@ -346,22 +308,18 @@ class Unicast3(Layer):
 
     def _on_ack(self, src: str, hdr: U3Header, now: float) -> list[Action]:
         entry = self.send_table.get(src)
-        reason = None
         if entry is None:
-            reason = "no send window"
+            reason: str | None = "no send window"
         elif hdr.conn_id != entry.conn_id and not self._mutant("ack_ignores_conn_id"):
             reason = f"stale conn_id {hdr.conn_id} (current {entry.conn_id})"
         elif entry.awaiting_sync_ack:
             reason = "awaiting SYNC-ACK"
-        elif self.config.resync == "timestamp":
-            if hdr.timestamp <= entry.last_timestamp and not self._mutant("ack_ignores_timestamp"):
-                reason = f"stale timestamp {hdr.timestamp} <= {entry.last_timestamp}"
-            else:
-                entry.last_timestamp = hdr.timestamp
-        if reason is not None:
+        else:
+            reason = self.resync.ack_drop_reason(entry, hdr)
+        if entry is None or reason is not None:
             return [self._log(now, "drop", peer=src, seqno=hdr.seqno, conn_id=hdr.conn_id, type="ACK",
                               reason=reason)]
-        out = [self._log(now, "ack_rx", peer=src, seqno=hdr.seqno, conn_id=hdr.conn_id)]
+        out: list[Action] = [self._log(now, "ack_rx", peer=src, seqno=hdr.seqno, conn_id=hdr.conn_id)]
         upto = hdr.seqno + 1 if self._mutant("ack_purges_one_more") else hdr.seqno
         upto = min(upto, entry.hs)
         if upto > entry.ha:
@@ -409,46 +367,19 @@ class Unicast3(Layer):
 
     # ---- resync -------------------------------------------------------------------------------
 
-    def _request_first_seqno(self, src: str, now: float) -> list[Action]:
-        if self.config.resync == "first_seqno":
-            # Seed 002: deferred; the retransmit task sends it.
-            self._first_seqno_pending.add(src)
-            return []
-        last = self._last_first_seqno_tx.get(src)
-        if last is not None and now - last < self.config.sync_min_interval:
-            return []
-        self._last_first_seqno_tx[src] = now
-        return self._send_first_seqno(src, now)
-
-    def _send_first_seqno(self, src: str, now: float) -> list[Action]:
-        ts = self._next_timestamp() if self.config.resync == "timestamp" else 0
-        return self._ctrl("first_seqno_tx", src, now, U3Header(MsgType.SEND_FIRST_SEQNO, timestamp=ts),
-                          timestamp=ts or None)
-
     def _on_send_first_seqno(self, src: str, hdr: U3Header, now: float) -> list[Action]:
         out: list[Action] = [self._log(now, "first_seqno_rx", peer=src, timestamp=hdr.timestamp or None)]
         entry = self.send_table.get(src)
         if entry is None or entry.ha == entry.hs:
             out.append(self._log(now, "drop", peer=src, type="SEND_FIRST_SEQNO", reason="nothing unacked"))
             return out
-        if self.config.resync == "timestamp":
-            if hdr.timestamp <= entry.last_timestamp:
-                out.append(self._log(now, "drop", peer=src, type="SEND_FIRST_SEQNO",
-                                     reason=f"stale timestamp {hdr.timestamp} <= {entry.last_timestamp}"))
-                return out
-            entry.last_timestamp = hdr.timestamp
+        reason = self.resync.first_seqno_drop_reason(entry, hdr)
+        if reason is not None:
+            out.append(self._log(now, "drop", peer=src, type="SEND_FIRST_SEQNO", reason=reason))
+            return out
         low = entry.hs if self._mutant("first_seqno_resends_highest") else entry.ha + 1
         out.extend(self._resend(entry, low, now, "first_seqno", first=True))
         return out
-
-    def _start_sync(self, peer: str, conn_seen: int, now: float) -> list[Action]:
-        sync = self._syncs[peer] = _RecvSync(now, conn_seen, self._next_nonce())
-        self._count("syncs_started")
-        return self._send_sync(peer, sync, now)
-
-    def _send_sync(self, peer: str, sync: _RecvSync, now: float) -> list[Action]:
-        return self._ctrl("sync_tx", peer, now, U3Header(MsgType.SYNC, conn_id=sync.conn_seen, nonce=sync.nonce),
-                          phase="sync", conn_id=sync.conn_seen)
 
     def _on_sync(self, src: str, hdr: U3Header, now: float) -> list[Action]:
         out: list[Action] = [self._log(now, "sync_rx", peer=src, phase="sync", conn_id=hdr.conn_id)]
@@ -475,6 +406,7 @@ class Unicast3(Layer):
         # the same conn-id: taking another would retire the one the receiver may already use.
         entry.sync_nonce = hdr.nonce
         entry.sync_started = now
+        self._sync_started(now)
         out.extend(self._send_sync_ok(src, entry.ha + 1, entry.conn_id, entry.prev_conn_id, hdr.nonce, now))
         return out
 
@@ -486,70 +418,7 @@ class Unicast3(Layer):
         return self._ctrl("sync_tx", peer, now, hdr, phase="sync_ok", seqno=low, conn_id=conn_id)
 
     def _on_sync_ok(self, src: str, hdr: U3Header, now: float) -> list[Action]:
-        low, conn_id = hdr.seqno, hdr.conn_id
-        out: list[Action] = [self._log(now, "sync_rx", peer=src, phase="sync_ok", seqno=low, conn_id=conn_id)]
-        sync = self._syncs.get(src)
-        entry = self.recv_table.get(src)
-        if sync is None or hdr.nonce != sync.nonce:
-            if entry is not None and entry.conn_id == conn_id and hdr.nonce == self._synced_nonce.get(src):
-                out.extend(self._send_sync_ack(src, conn_id, hdr.nonce, now))  # our SYNC-ACK was lost
-            else:
-                # An answer to another sync than ours (delayed, or to a SYNC we gave up on): taking
-                # it would set the window back to that sync's low and deliver again.
-                self._count("rx_stale_sync_ok")
-                out.append(self._log(now, "drop", peer=src, type="SYNC_OK", conn_id=conn_id,
-                                     reason="no sync in progress" if sync is None else
-                                     f"stale SYNC-OK (nonce {hdr.nonce}, ours {sync.nonce})"))
-            return out
-        del self._syncs[src]
-        if conn_id == 0:
-            out.append(self._log(now, "sync_timeout", peer=src, phase="sync_ok",
-                                 reason="sender has no connection to us"))
-            return out
-        if sync.conn_seen and sync.conn_seen not in (conn_id, hdr.prev_conn_id):
-            self._retire(src, sync.conn_seen)
-        if entry is not None and entry.conn_id in (conn_id, hdr.prev_conn_id or None):
-            # Same stream, re-keyed (e.g. sync(peer) on a live window), or already keyed by an
-            # earlier answer of this sender: keep what was delivered.
-            if entry.conn_id != conn_id:
-                self._retire(src, entry.conn_id)
-                entry.conn_id = conn_id
-            if entry.delivered < low - 1:
-                entry.delivered = low - 1
-                entry.highest = max(entry.highest, entry.delivered)
-                for seqno in [s for s in entry.msgs if s <= entry.delivered]:
-                    del entry.msgs[seqno]
-            out.append(self._log(now, "conn_state", peer=src, side="recv", state=entry.state.name,
-                                 conn_id=conn_id, low=entry.delivered, reason="sync: re-keyed"))
-        else:
-            if entry is not None:
-                self._retire(src, entry.conn_id)
-                self._set_state(entry, "recv", "replaced", now, out)
-            entry = self._create_recv(src, conn_id, low - 1, now, out, reason="new_window:sync")
-        self._synced_nonce[src] = hdr.nonce
-        self._count("syncs_completed")
-        out.extend(self._send_sync_ack(src, conn_id, hdr.nonce, now))
-        # What came while syncing belongs to this window if it carries its conn-id or the one it
-        # replaced (the sender re-keys without renumbering); then deliver and ack as usual.
-        self._replay(entry, sync.cache, (conn_id, hdr.prev_conn_id))
-        delivered: list[Message] = []
-        self._deliver(entry, now, out, delivered)
-        if delivered:
-            out.append(Up(msgs=delivered))
-            entry.ack_pending = True
-            out.extend(self._maybe_ack(entry, now, batch_size=len(delivered)))
-        return out
-
-    def _replay(self, entry: ReceiverEntry, cache: list[Message], conn_ids: tuple[int, int]) -> None:
-        for msg in cache:
-            hdr = msg.headers[PROTO_ID]
-            if hdr.conn_id in conn_ids and hdr.seqno > entry.delivered and hdr.seqno not in entry.msgs:
-                entry.msgs[hdr.seqno] = msg
-                entry.highest = max(entry.highest, hdr.seqno)
-
-    def _send_sync_ack(self, peer: str, conn_id: int, nonce: int, now: float) -> list[Action]:
-        return self._ctrl("sync_tx", peer, now, U3Header(MsgType.SYNC_ACK, conn_id=conn_id, nonce=nonce),
-                          phase="sync_ack", conn_id=conn_id)
+        return self.resync.on_sync_ok(src, hdr, now)
 
     def _on_sync_ack(self, src: str, hdr: U3Header, now: float) -> list[Action]:
         out: list[Action] = [self._log(now, "sync_rx", peer=src, phase="sync_ack", conn_id=hdr.conn_id)]
@@ -568,12 +437,6 @@ class Unicast3(Layer):
                 out.extend(self._resend(entry, entry.hs, now, "sync"))
         return out
 
-    def _retire(self, src: str, conn_id: int) -> None:
-        retired = self._retired.setdefault(src, [])
-        if conn_id not in retired:
-            retired.append(conn_id)
-            del retired[:-_RETIRED_CONN_IDS]
-
     # ---- close --------------------------------------------------------------------------------
 
     def _on_close(self, src: str, hdr: U3Header, now: float) -> list[Action]:
@@ -589,7 +452,7 @@ class Unicast3(Layer):
 
     def _remove_recv(self, peer: str) -> None:
         self.recv_table.pop(peer, None)
-        self._ack_deadlines.pop(peer, None)
+        self._drop_ack_deadline(peer)
 
     _HANDLERS = {
         MsgType.ACK: _on_ack,
@@ -608,19 +471,18 @@ class Unicast3(Layer):
         if isinstance(cmd, ViewChange):
             return self._on_view(cmd, now)
         if isinstance(cmd, SyncPeer):
-            if self.config.resync != "sync":
-                raise ValueError(f"sync({cmd.peer}) needs resync: sync (this node uses {self.config.resync})")
-            if cmd.peer == self.local:
-                raise ValueError("cannot sync with ourselves")
-            if cmd.peer in self._syncs:
-                return []
-            entry = self.recv_table.get(cmd.peer)
-            return self._start_sync(cmd.peer, entry.conn_id if entry else 0, now)
+            return self.resync.sync(cmd.peer, now)
         if isinstance(cmd, SetConfig):
             mine = {k: v for k, v in cmd.values.items() if k in self.config.as_dict()}
             if mine:
                 self.config = self.config.updated(mine)
-                self._next_xmit = now + self.config.xmit_interval
+                if self.resync.mode != self.config.resync:
+                    # A new mode starts without the old one's bookkeeping; SYNCs in progress
+                    # are left to their sync_timeout.
+                    self.resync = make_resync(self)
+                self.timers.set("xmit", now + self.config.xmit_interval)
+                self._rearm_syncs()
+                self._rearm_reaping()
         return []
 
     def _on_view(self, view: ViewChange, now: float) -> list[Action]:
@@ -637,40 +499,121 @@ class Unicast3(Layer):
     # ---- timers -------------------------------------------------------------------------------
 
     def next_deadline(self) -> float | None:
-        if self._ack_deadlines:
-            first_ack = min(self._ack_deadlines.values())
-            if self._next_xmit is None or first_ack < self._next_xmit:
-                return first_ack
-        return self._next_xmit
+        return self.timers.next()
 
     def on_timer(self, now: float) -> list[Action]:
         out: list[Action] = []
-        if self._ack_deadlines:
-            for peer, deadline in list(self._ack_deadlines.items()):
-                if deadline <= now:
-                    entry = self.recv_table.get(peer)
-                    if entry is not None and entry.ack_pending:
-                        out.extend(self._send_ack(entry, now))
-                    else:
-                        del self._ack_deadlines[peer]
-        if self._next_xmit is not None and self._next_xmit <= now:
-            self._next_xmit = now + self.config.xmit_interval
-            out.extend(self._retransmit_task(now))
+        for name in TIMERS:
+            if self.timers.due(name, now):
+                self._FIRE[name](self, now, out)
         return out
 
-    def _retransmit_task(self, now: float) -> list[Action]:
-        out: list[Action] = []
+    def _flush_acks(self, now: float, out: list[Action]) -> None:
+        """ack_flush: the delayed ACKs whose ack_min_interval has passed."""
+        for peer, due in list(self._ack_deadlines.items()):
+            if due <= now:
+                entry = self.recv_table.get(peer)
+                if entry is not None and entry.ack_pending:
+                    out.extend(self._send_ack(entry, now))
+                else:
+                    self._drop_ack_deadline(peer)
+
+    def _drop_ack_deadline(self, peer: str) -> None:
+        if self._ack_deadlines.pop(peer, None) is not None:
+            self.timers.set("ack_flush", min(self._ack_deadlines.values(), default=None))
+
+    def _end_syncs(self, now: float, out: list[Action]) -> None:
+        """sync_timeout: seed 000 bounds the wait for SYNC-OK and for SYNC-ACK; past it, give up."""
+        timeout = self.config.sync_timeout
+        for peer, sync in list(self._syncs.items()):
+            if now >= sync.started + timeout:
+                del self._syncs[peer]
+                self._count("syncs_timed_out")
+                out.append(self._log(now, "sync_timeout", peer=peer, phase="sync_ok",
+                                     reason=f"no SYNC-OK within {timeout}s"))
+        for peer, entry in self.send_table.items():
+            if entry.awaiting_sync_ack and now >= entry.sync_started + timeout:
+                entry.awaiting_sync_ack = False
+                self._count("syncs_timed_out")
+                out.append(self._log(now, "sync_timeout", peer=peer, phase="sync_ack",
+                                     reason=f"no SYNC-ACK within {timeout}s"))
+        self._rearm_syncs()
+
+    def _sync_started(self, now: float) -> None:
+        """A SYNC exchange (either side) started or restarted at `now`."""
+        self.timers.lower("sync_timeout", now + self.config.sync_timeout)
+
+    def _rearm_syncs(self) -> None:
+        # Exchanges that ended early leave the deadline behind; it is set again from those left.
+        starts = [sync.started for sync in self._syncs.values()]
+        starts += [e.sync_started for e in self.send_table.values() if e.awaiting_sync_ack]
+        self.timers.set("sync_timeout", min(starts) + self.config.sync_timeout if starts else None)
+
+    def _expire_conns(self, now: float, out: list[Action]) -> None:
+        """conn_expiry: OPEN -> CLOSING after conn_expiry_timeout without activity."""
+        timeout = self.config.conn_expiry_timeout
+        for side, entry in self._entries():
+            if entry.state is ConnState.OPEN and now >= entry.last_active + timeout:
+                self._set_state(entry, side, "expired", now, out)
+        self._rearm_reaping()
+
+    def _close_conns(self, now: float, out: list[Action]) -> None:
+        """conn_close: CLOSING -> CLOSED after conn_close_timeout; a closed sender sends CLOSE."""
+        timeout = self.config.conn_close_timeout
+        for peer, rentry in list(self.recv_table.items()):
+            if rentry.state is ConnState.CLOSING and now >= rentry.last_active + timeout:
+                self._set_state(rentry, "recv", "close_timeout", now, out)
+                self._remove_recv(peer)
+        for peer, sentry in list(self.send_table.items()):
+            if sentry.state is ConnState.CLOSING and now >= sentry.last_active + timeout:
+                self._set_state(sentry, "send", "close_timeout", now, out)
+                del self.send_table[peer]
+                out.extend(self._ctrl("close_tx", peer, now, U3Header(MsgType.CLOSE, conn_id=sentry.conn_id),
+                                      conn_id=sentry.conn_id))
+        self._rearm_reaping()
+
+    def _reaping_from(self, entry: SenderEntry | ReceiverEntry) -> None:
+        """Arm the reaping deadline an entry's state calls for. Later activity only postpones it,
+        so the deadlines are left early and the handlers set them again from all entries."""
+        cfg = self.config
+        # As in JGroups, a timeout of 0 disables its step: conn_close_timeout 0 keeps CLOSING
+        # entries (and their unacked messages).
+        if entry.state is ConnState.OPEN and cfg.conn_expiry_timeout > 0:
+            self.timers.lower("conn_expiry", entry.last_active + cfg.conn_expiry_timeout)
+        elif entry.state is ConnState.CLOSING and cfg.conn_close_timeout > 0:
+            self.timers.lower("conn_close", entry.last_active + cfg.conn_close_timeout)
+
+    def _rearm_reaping(self) -> None:
+        cfg = self.config
+        entries = self._entries()
+        for name, state, timeout in (("conn_expiry", ConnState.OPEN, cfg.conn_expiry_timeout),
+                                     ("conn_close", ConnState.CLOSING, cfg.conn_close_timeout)):
+            due = [e.last_active + timeout for _, e in entries if e.state is state] if timeout > 0 else []
+            self.timers.set(name, min(due, default=None))
+
+    def _entries(self) -> list[tuple[str, SenderEntry | ReceiverEntry]]:
+        """Every connection entry with its side, receivers first (the order reaping goes in)."""
+        recv: list[tuple[str, SenderEntry | ReceiverEntry]] = [("recv", e) for e in self.recv_table.values()]
+        return recv + [("send", e) for e in self.send_table.values()]
+
+    def _retransmit_task(self, now: float, out: list[Action]) -> None:
+        """xmit: the retransmit run of seed 002, every xmit_interval."""
+        self.timers.set("xmit", now + self.config.xmit_interval)
         self._xmit_receivers(now, out)
-        self._xmit_syncs(now, out)
+        self.resync.on_xmit(now, out)
         self._xmit_senders(now, out)
-        return out
+
+    _FIRE: ClassVar[dict[str, Callable[[Unicast3, float, list[Action]], None]]] = {
+        "ack_flush": _flush_acks,
+        "sync_timeout": _end_syncs,
+        "conn_expiry": _expire_conns,
+        "conn_close": _close_conns,
+        "xmit": _retransmit_task,
+    }
 
     def _xmit_receivers(self, now: float, out: list[Action]) -> None:
         cfg = self.config
-        for peer, entry in list(self.recv_table.items()):
-            if self._reap(entry, "recv", now, out):
-                self._remove_recv(peer)
-                continue
+        for peer, entry in self.recv_table.items():
             missing = self._missing(entry)
             ask = missing.intersection(entry.prev_missing) if entry.prev_missing else RangeSet()
             entry.prev_missing = missing or None
@@ -681,37 +624,13 @@ class Unicast3(Layer):
                 out.extend(self._ctrl("xmit_req_tx", peer, now,
                                       U3Header(MsgType.XMIT_REQ, conn_id=entry.conn_id, ranges=ranges),
                                       conn_id=entry.conn_id, ranges=[list(r) for r in ranges], count=ask.count()))
-        for peer in sorted(self._first_seqno_pending):
-            out.extend(self._send_first_seqno(peer, now))
-        self._first_seqno_pending.clear()
-
-    def _xmit_syncs(self, now: float, out: list[Action]) -> None:
-        for peer, sync in list(self._syncs.items()):
-            if now - sync.started >= self.config.sync_timeout:
-                del self._syncs[peer]
-                self._count("syncs_timed_out")
-                out.append(self._log(now, "sync_timeout", peer=peer, phase="sync_ok",
-                                     reason=f"no SYNC-OK within {self.config.sync_timeout}s"))
-            else:
-                sync.last_tx = now
-                out.extend(self._send_sync(peer, sync, now))
 
     def _xmit_senders(self, now: float, out: list[Action]) -> None:
-        for peer, entry in list(self.send_table.items()):
-            if self._reap(entry, "send", now, out):
-                del self.send_table[peer]
-                out.extend(self._ctrl("close_tx", peer, now, U3Header(MsgType.CLOSE, conn_id=entry.conn_id),
-                                      conn_id=entry.conn_id))
-                continue
+        for peer, entry in self.send_table.items():
             if entry.awaiting_sync_ack:
-                if now - entry.sync_started >= self.config.sync_timeout:
-                    entry.awaiting_sync_ack = False
-                    self._count("syncs_timed_out")
-                    out.append(self._log(now, "sync_timeout", peer=peer, phase="sync_ack",
-                                         reason=f"no SYNC-ACK within {self.config.sync_timeout}s"))
-                else:
-                    out.extend(self._send_sync_ok(peer, entry.ha + 1, entry.conn_id, entry.prev_conn_id,
-                                                  entry.sync_nonce, now))
+                # Seed 000: SYNC-OK is resent until SYNC-ACK comes or sync_timeout ends the wait.
+                out.extend(self._send_sync_ok(peer, entry.ha + 1, entry.conn_id, entry.prev_conn_id,
+                                              entry.sync_nonce, now))
             if entry.ha < entry.hs:
                 marks = (entry.ha, entry.hs)
                 if entry.prev_xmit == marks and not self._mutant("no_resend_highest"):
@@ -719,20 +638,6 @@ class Unicast3(Layer):
                 entry.prev_xmit = marks
             else:
                 entry.prev_xmit = None
-
-    def _reap(self, entry, side: str, now: float, out: list[Action]) -> bool:
-        """Advance OPEN -> CLOSING -> CLOSED by the timeouts; True when the entry is now CLOSED."""
-        cfg = self.config
-        idle = now - entry.last_active
-        if entry.state is ConnState.OPEN:
-            if cfg.conn_expiry_timeout > 0 and idle >= cfg.conn_expiry_timeout:
-                self._set_state(entry, side, "expired", now, out)
-            return False
-        # As in JGroups, conn_close_timeout 0 keeps CLOSING entries (and their unacked messages).
-        if entry.state is ConnState.CLOSING and cfg.conn_close_timeout > 0 and idle >= cfg.conn_close_timeout:
-            self._set_state(entry, side, "close_timeout", now, out)
-            return True
-        return False
 
     # ---- introspection ------------------------------------------------------------------------
 
