@@ -22,9 +22,10 @@ drop step as the node.faultlayer.FaultRule both sides install.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Collection, Mapping, Sequence
 
+from node.events import make_event
 from node.faultlayer import FaultRule
 
 from harness.scenario import NETWORK_KINDS, FaultStep, cut_links
@@ -34,6 +35,7 @@ RUNNING, PAUSED, DEAD = "running", "paused", "dead"
 LINK_KINDS = frozenset(NETWORK_KINDS + ("toxic",))
 # Steps that talk to a node's process, which a dead node cannot hear.
 _PROCESS_KINDS = frozenset({"drop", "view", "sync"})
+_RULE_DEFAULTS = {f.name: f.default for f in fields(FaultRule)}
 
 
 # ---- what an executor needs to know ----------------------------------------------------------
@@ -113,6 +115,11 @@ class Timeline(Op):
     fault: str
     detail: str
     links: tuple[str, ...] = ()
+
+    def event(self, t: float) -> dict:
+        """The event, stamped with the time the executor began the step."""
+        return make_event(t, "harness", "harness", self.kind, fault=self.fault, detail=self.detail,
+                          links=list(self.links) or None)
 
 
 # ---- the interpretation ------------------------------------------------------------------------
@@ -240,26 +247,7 @@ def drop_rule(step: FaultStep) -> FaultRule:
 
 
 def rule_body(rule: FaultRule) -> dict:
-    """A rule as the body of the admin API's POST /faults: direction, action and what differs from
-    the defaults (a delay always with delay_s and jitter_s)."""
-    body: dict = {"direction": rule.direction, "action": rule.action}
-    if rule.peer is not None:
-        body["peer"] = rule.peer
-    if rule.types is not None:
-        body["types"] = sorted(rule.types)
-    if rule.p != 1.0:
-        body["p"] = rule.p
-    if rule.count is not None:
-        body["count"] = rule.count
-    if rule.after:
-        body["after"] = rule.after
-    if rule.seqnos is not None:
-        body["seqnos"] = list(rule.seqnos)
-    if rule.start is not None:
-        body["start"] = rule.start
-    if rule.until is not None:
-        body["until"] = rule.until
-    if rule.action == "delay":
-        body["delay_s"] = rule.delay_s
-        body["jitter_s"] = rule.jitter_s
-    return body
+    """A rule as the body of the admin API's POST /faults: direction, action and the fields that
+    differ from their defaults (a delay always with delay_s and jitter_s)."""
+    keep = {"direction", "action"} | ({"delay_s", "jitter_s"} if rule.action == "delay" else set())
+    return {name: value for name, value in rule.to_dict().items() if name in keep or value != _RULE_DEFAULTS[name]}

@@ -31,15 +31,13 @@ import time
 from dataclasses import dataclass
 from typing import Callable
 
-from node.events import make_event
-
 from harness.backends.admin import AdminError
 from harness.backends.base import BackendError, Cluster, NodeState
 # FaultBook, Rule, drop_rule and network_rules lived here first: re-exported by their old path.
 from harness.livefaults import FaultBook as FaultBook, LiveFaults, Rule as Rule
 from harness.livefaults import drop_rule as drop_rule, network_rules as network_rules
 from harness.scenario import FaultStep, Scenario, Stream
-from harness.slots import planned_count as planned_count, slots_before
+from harness.slots import planned_count, slots_before
 
 PROGRESS_INTERVAL_S = 0.5
 POLL_S = 0.05
@@ -260,8 +258,7 @@ class LiveRun:
             entries = self.faults.apply(step)
         except (AdminError, BackendError) as exc:
             raise RunError(f"step {step.describe()} at t={step.at:g}: {exc}") from exc
-        self.timeline.extend(make_event(t, "harness", "harness", e.kind, fault=e.fault, detail=e.detail,
-                                        links=list(e.links) or None) for e in entries)
+        self.timeline.extend(entry.event(t) for entry in entries)
 
     def _check_injectors(self) -> None:
         """Refuse, before any workload, a step that only a missing injector could apply."""

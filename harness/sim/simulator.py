@@ -659,8 +659,7 @@ class Simulation:
             self._start_node(node, t)
 
     def _op_timeline(self, op: nemesis.Timeline, t: float) -> None:
-        self.timeline.append(make_event(t, "harness", "harness", op.kind, fault=op.fault, detail=op.detail,
-                                        links=list(op.links) or None))
+        self.timeline.append(op.event(t))
 
     @property
     def _carry_out(self) -> dict:
