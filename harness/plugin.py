@@ -65,19 +65,19 @@ from tenacity import RetryError, Retrying, retry_if_exception_type, stop_after_d
 from harness.backends import BackendError, BackendUnavailable, ClusterOptions, get_backend
 from harness.backends.admin import AdminError
 from harness.backends.base import Cluster, FaultInjector, NodeState
-from node.protocols import DEFAULT_PROTOCOL
+from harness.livefaults import LiveFaults
 from harness.scenario import (
     DEFAULT_CHECKS,
+    HEALABLE_KINDS,
     FaultStep,
     Scenario,
     ScenarioError,
     Stream,
     _step_params,
-    cut_links,
     load_scenario,
-    node_links,
     parse_scenario,
 )
+from node.protocols import DEFAULT_PROTOCOL
 
 BACKENDS = ("local", "docker")
 INJECTORS = ("auto", "inprocess", "iptables", "toxiproxy")
@@ -170,12 +170,10 @@ class SplitbrainCluster:
         self.streams: list[Stream] = []
         self.timeline: list[dict] = []
         self.last_states: dict[str, dict] = {}
-        self.injectors: list[FaultInjector] = []
         self.faults = FaultController(self)
         self.events_: list[dict] | None = None
         self._stopped = False
         self._torn_down = False
-        self._view_ids: dict[str, int] = {}
 
     # ---- basics ---------------------------------------------------------------------------------
 
@@ -204,14 +202,17 @@ class SplitbrainCluster:
 
     def start(self) -> "SplitbrainCluster":
         self.cluster.start()
-        self.injectors = list(getattr(self.cluster, "fault_injectors", list)())
+        self.faults.live.attach_injectors()
         for name in self.names:
             self.install_view(name, list(self.names))
         return self
 
+    @property
+    def injectors(self) -> list[FaultInjector]:
+        return self.faults.live.injectors
+
     def install_view(self, name: str, members: list[str]) -> None:
-        self._view_ids[name] = self._view_ids.get(name, 0) + 1
-        self.admin(name).view(members, self._view_ids[name])
+        self.faults.live.post_view(name, members)
 
     def sleep(self, seconds: float) -> None:
         """Wait while watching the nodes (a crash fails at once, with the node's output)."""
@@ -426,33 +427,19 @@ def _timeline_text(timeline: list[dict]) -> str:
 
 
 class FaultController:
-    """Faults on a running cluster, in the scenario vocabulary, through the same injectors."""
+    """Faults on a running cluster, in the scenario vocabulary: every call is a schedule step that
+    harness.nemesis interprets and harness.livefaults carries out, as in a scenario file's run."""
 
     def __init__(self, sc: SplitbrainCluster):
-        from harness.runner import FaultBook
-
         self.sc = sc
-        self.book = FaultBook(sc.cluster)
         self.steps: dict[int, FaultStep] = {}
-        self.injected: dict[int, FaultInjector] = {}
+        # `until` of a drop is already on the cluster clock (drop() adds now), so the origin is 0.
+        self.live = LiveFaults(sc.cluster, sc.names, self.steps)
         self._next = 0
 
     @property
     def active(self) -> list[int]:
-        return sorted(set(self.book.steps()) | set(self.injected))
-
-    def _log(self, kind: str, fault: str, detail: str, links: list[str] | None = None) -> None:
-        from node.events import make_event
-
-        self.sc.timeline.append(make_event(self.sc.now(), "harness", "harness", kind, fault=fault, detail=detail,
-                                           links=links or None))
-
-    def _cuts(self, step: FaultStep) -> list[str]:
-        return cut_links(step, tuple(self.sc.names))
-
-    def _node_cuts(self, node: str) -> list[str]:
-        """A paused node's links, both ways (as cut_links says of a pause step)."""
-        return [f"{a}->{b}" for a, b in node_links(node, tuple(self.sc.names))]
+        return self.live.active
 
     def _step(self, kind: str, body: Any) -> FaultStep:
         index = self._next
@@ -466,23 +453,11 @@ class FaultController:
         self.steps[index] = step
         return step
 
-    def _apply(self, step: FaultStep) -> int:
-        from harness.runner import drop_rule, network_rules
-
-        for injector in self.sc.injectors:
-            if injector.handles(step):
-                note = injector.apply(step)
-                self.injected[step.index] = injector
-                self._log("fault_on", step.kind, f"{step.describe()} [{note}]", self._cuts(step))
-                return step.index
-        if step.kind == "toxic":
-            raise BackendError("toxic faults need the docker backend with transport tcp")
-        if step.kind == "drop":
-            self.book.add(step.index, [drop_rule(step, 0.0)])
-        else:
-            self.book.add(step.index, network_rules(step))
-        suffix = " [inprocess]" if self.sc.injectors else ""
-        self._log("fault_on", step.kind, f"{step.describe()}{suffix}", self._cuts(step))
+    def _apply(self, kind: str, body: Any) -> int:
+        step = self._step(kind, body)
+        t = self.sc.now()
+        entries = self.live.apply(step)
+        self.sc.timeline.extend(entry.event(t) for entry in entries)
         return step.index
 
     # ---- network faults -----------------------------------------------------------------------
@@ -492,25 +467,25 @@ class FaultController:
         a_list = [a] if isinstance(a, str) else list(a)
         b_list = [b] if isinstance(b, str) else list(b)
         body: Any = {"from": a_list, "to": b_list} if one_way else [a_list, b_list]
-        return self._apply(self._step("partition", body))
+        return self._apply("partition", body)
 
     def loss(self, link: str, p: float) -> int:
         """Lose a fraction p of the frames on `link` ("A->B", "A<->B", "*")."""
-        return self._apply(self._step("loss", {"link": link, "p": p}))
+        return self._apply("loss", {"link": link, "p": p})
 
     def delay(self, link: str, ms: float, jitter_ms: float = 0.0) -> int:
-        return self._apply(self._step("delay", {"link": link, "ms": ms, "jitter_ms": jitter_ms}))
+        return self._apply("delay", {"link": link, "ms": ms, "jitter_ms": jitter_ms})
 
     def duplicate(self, link: str, p: float) -> int:
-        return self._apply(self._step("duplicate", {"link": link, "p": p}))
+        return self._apply("duplicate", {"link": link, "p": p})
 
     def reorder(self, link: str, p: float, ms: float = 10.0) -> int:
-        return self._apply(self._step("reorder", {"link": link, "p": p, "ms": ms}))
+        return self._apply("reorder", {"link": link, "p": p, "ms": ms})
 
     def toxic(self, link: str, type: str, **attributes) -> int:
         """A Toxiproxy toxic on a TCP link (docker, transport tcp): latency, jitter, bandwidth,
         timeout, reset_peer, slicer, limit_data, slow_close, down; attributes in Toxiproxy's names."""
-        return self._apply(self._step("toxic", {"link": link, "type": type, **attributes}))
+        return self._apply("toxic", {"link": link, "type": type, **attributes})
 
     def drop(self, *, at: str, from_: str | None = None, to: str | None = None, type: str | Iterable[str] | None = None,
              count: int | None = None, p: float = 1.0, after: int = 0, direction: str | None = None,
@@ -539,66 +514,40 @@ class FaultController:
             body["delay_ms"] = delay_ms
         if until_s is not None:
             body["until"] = max(0.0, self.sc.now()) + until_s
-        return self._apply(self._step("drop", body))
+        return self._apply("drop", body)
 
     def heal(self, fault: int | None = None) -> None:
         """Undo one fault (the number its call returned) or every fault in force."""
-        undone = self.active if fault is None else [fault]
-        for index in undone:
-            injector = self.injected.pop(index, None)
-            if injector is not None:
-                injector.remove(index)
-            else:
-                self.book.remove(index)
-            step = self.steps[index]
-            self._log("fault_off", step.kind, f"{step.describe()} (by heal)", self._cuts(step))
-        if not undone:
-            self._log("fault_off", "heal", "heal: nothing to heal")
+        if fault is not None and getattr(self.steps.get(fault), "kind", None) not in HEALABLE_KINDS:
+            raise ValueError(f"heal({fault!r}): no fault has that number")
+        self._apply("heal", "all" if fault is None else fault)
 
     # ---- nodes --------------------------------------------------------------------------------
 
     def kill(self, node: str) -> None:
-        self._log("fault_on", "kill", node)
-        self.sc.cluster.kill(node)
-        self.book.node_died(node)
+        self._apply("kill", node)
 
     def restart(self, node: str) -> None:
-        self._log("fault_on", "restart", node)
-        cluster = self.sc.cluster
-        if cluster.node(node).alive:
-            self.book.node_died(node)
-        cluster.restart(node)
-        self.sc.install_view(node, list(self.sc.names))
-        self.book.node_restarted(node)
-        for injector in self.sc.injectors:
-            injector.node_restarted(node)
+        self._apply("restart", node)
 
     def pause(self, node: str) -> None:
-        self._log("fault_on", "pause", node, self._node_cuts(node))
-        self.sc.cluster.pause(node)
+        self._apply("pause", node)
 
     def resume(self, node: str) -> None:
-        self.sc.cluster.resume(node)
-        self.book.flush(node)
-        for injector in self.sc.injectors:
-            injector.node_resumed(node)
-        self._log("fault_off", "pause", node, self._node_cuts(node))
+        self._apply("resume", node)
 
     def sync(self, at: str, peer: str) -> None:
         """The SYNC admin operation of seed 000: `at` resyncs its receive window for `peer`."""
-        self._log("fault_on", "sync", f"at {at} with {peer}")
-        self.sc.cluster.admin(at).sync(peer)
+        self._apply("sync", {"at": at, "peer": peer})
 
     def view(self, at: str, members: Iterable[str]) -> None:
-        members = list(members)
-        self._log("fault_on", "view", f"at {at} [{','.join(members)}]")
-        self.sc.install_view(at, members)
+        self._apply("view", {"at": at, "members": list(members)})
 
     def close(self) -> None:
         """Remove every injected fault still in force (in-process rules die with the nodes)."""
-        self.injected.clear()
-        for injector in self.sc.injectors:
-            injector.close()
+        _removed, problems = self.live.close()
+        if problems:
+            raise BackendError("could not remove every injected fault: " + "; ".join(problems))
 
 
 # ---- the checkers ---------------------------------------------------------------------------------

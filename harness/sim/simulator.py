@@ -36,10 +36,13 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from node.events import make_event
+from node.faultlayer import FaultLayer
 from node.layer import SyncPeer, ViewChange
 from node.message import Message, app_payload
 
-from harness.scenario import FaultStep, Scenario, ScenarioError, cut_links
+from harness import nemesis
+from harness.scenario import FaultStep, Scenario, ScenarioError
+from harness.slots import planned_count
 
 from .cluster import DEAD, PAUSED, RUNNING, SimNode
 from .network import LinkModel, Network
@@ -153,13 +156,7 @@ class _StreamState:
         self.tick = max(MIN_TICK_S, 1.0 / stream.rate)
         self.ticks_per_s = 1.0 / MIN_TICK_S
         # Slots k = 0, 1, ... are due at start + k / rate while before the stream's end.
-        stop = end if stream.duration is None else min(end, stream.start + stream.duration)
-        limit = max(0, int((stop - stream.start) * stream.rate) + 1)
-        while limit > 0 and stream.start + (limit - 1) / stream.rate >= stop - _EPS:
-            limit -= 1
-        if stream.count is not None:
-            limit = min(limit, stream.count)
-        self.limit = limit
+        self.limit = planned_count(stream, end)
         self.k = 0  # next slot
         self.n = 0  # messages actually sent (app id n of the last one); survives restarts
 
@@ -606,134 +603,81 @@ class Simulation:
 
     # ---- the schedule -------------------------------------------------------------------------
 
-    def _log_fault(self, t: float, kind: str, fault: str, detail: str, cuts: FaultStep | None = None) -> None:
-        links = cut_links(cuts, self.scenario.nodes) if cuts is not None else None
-        self.timeline.append(make_event(t, "harness", "harness", kind, fault=fault, detail=detail,
-                                        links=links or None))
-
     def _apply_step(self, step: FaultStep, t: float) -> None:
-        kind = step.kind
-        p = step.params
-        if kind == "partition":
-            self.network.apply(step.index, p.links, blocked=True)
-        elif kind == "loss":
-            self.network.apply(step.index, p.links, loss_p=p.p)
-        elif kind == "delay":
-            self.network.apply(step.index, p.links, delay_s=p.ms / 1000.0, jitter_s=p.jitter_ms / 1000.0)
-        elif kind == "duplicate":
-            self.network.apply(step.index, p.links, dup_p=p.p)
-        elif kind == "reorder":
-            self.network.apply(step.index, p.links, reorder_p=p.p, reorder_s=p.ms / 1000.0)
-        elif kind == "drop":
-            node = self.nodes[p.node]
-            if not node.alive:
-                self._log_fault(t, "fault_on", kind, f"{step.describe()} (skipped: {p.node} is dead)")
-                return
-            self._rules[step.index] = (node, node.incarnation, self._add_rule(node, step))
-        elif kind in ("view", "sync"):
-            node = self.nodes[p.node]
-            if not node.alive:
-                self._log_fault(t, "fault_on", kind, f"{step.describe()} (skipped: {p.node} is dead)")
-                return
-            if kind == "view":
-                node.view_id += 1
-                cmd = ViewChange(members=p.members, view_id=node.view_id)
-            else:
-                cmd = SyncPeer(peer=p.peer)
-            if node.state is PAUSED:
-                node.pending.append(("command", cmd))
-            else:
-                self._command(node, cmd, t)
-        elif kind == "kill":
-            node = self.nodes[p.node]
-            if node.alive:
-                self._stop_node(node, t, "kill")
-        elif kind == "pause":
-            node = self.nodes[p.node]
-            if node.state is RUNNING:
-                node.state = PAUSED
-                node.cancel_timer()
-        elif kind == "resume":
-            node = self.nodes[p.node]
-            if node.state is PAUSED:
-                self._resume(node, t)
-            self._log_fault(t, "fault_off", "pause", step.describe(), cuts=step)
-            return
-        elif kind == "restart":
-            node = self.nodes[p.node]
+        state = nemesis.ClusterState(
+            nodes=self.scenario.nodes, states={name: node.state.value for name, node in self.nodes.items()},
+            active=self.network.active + list(self._rules), steps=self.scenario.schedule)
+        for op in nemesis.step_ops(step, state):
+            self._carry_out[type(op)](op, t)
+
+    # Each nemesis operation, carried out on the in-memory network and stacks.
+
+    def _op_link_fault(self, op: nemesis.LinkFault, t: float) -> None:
+        step = op.step
+        if op.on:
+            self.network.apply(step.index, step.params.links, **nemesis.link_changes(step))
+        else:
+            self.network.remove(step.index)
+
+    def _op_rule_add(self, op: nemesis.RuleAdd, t: float) -> None:
+        node = self.nodes[op.node]
+        self._rules[op.step.index] = (node, node.incarnation, self._fault_layer(node).add_rule(op.rule))
+
+    def _op_rule_remove(self, op: nemesis.RuleRemove, t: float) -> None:
+        node, incarnation, rule_id = self._rules.pop(op.step.index)
+        # A restart lost the rule together with the old stack; there is nothing left to remove.
+        if node.alive and node.incarnation == incarnation:
+            self._fault_layer(node).remove_rule(rule_id)
+
+    def _op_view(self, op: nemesis.View, t: float) -> None:
+        node = self.nodes[op.node]
+        node.view_id += 1
+        self._command_when_running(node, ViewChange(members=op.members, view_id=node.view_id), t)
+
+    def _op_sync(self, op: nemesis.AdminSync, t: float) -> None:
+        self._command_when_running(self.nodes[op.node], SyncPeer(peer=op.peer), t)
+
+    def _command_when_running(self, node: SimNode, cmd, t: float) -> None:
+        # A paused process reads its admin socket only when it runs again.
+        if node.state is PAUSED:
+            node.pending.append(("command", cmd))
+        else:
+            self._command(node, cmd, t)
+
+    def _op_lifecycle(self, op: nemesis.Lifecycle, t: float) -> None:
+        node = self.nodes[op.node]
+        if op.action == "kill":
+            self._stop_node(node, t, "kill")
+        elif op.action == "pause":
+            node.state = PAUSED
+            node.cancel_timer()
+        elif op.action == "resume":
+            self._resume(node, t)
+        else:
             if node.alive:
                 self._stop_node(node, t, "restart")
             self._start_node(node, t)
-        elif kind == "heal":
-            self._heal(step, t)
-            return
-        else:  # pragma: no cover - the scenario loader refuses other kinds
-            raise SimulationError(f"unknown step kind {kind!r}")
-        self._log_fault(t, "fault_on", kind, step.describe(), cuts=step)
 
-    def _heal(self, step: FaultStep, t: float) -> None:
-        target = step.params.target
-        schedule = self.scenario.schedule
-        if target == "all":
-            undone = self.network.heal_all() + list(self._rules)
-            for index in list(self._rules):
-                self._remove_rule(index)
-            if not undone:
-                self._log_fault(t, "fault_off", "heal", f"{step.describe()}: nothing to heal")
-            for index in sorted(undone):
-                undo = schedule[index]
-                self._log_fault(t, "fault_off", undo.kind, f"{undo.describe()} (by {step.describe()})", cuts=undo)
-            return
-        undo = schedule[target]
-        if undo.kind == "drop":
-            active = target in self._rules
-            if active:
-                self._remove_rule(target)
-        else:
-            active = self.network.remove(target)
-        note = "" if active else ", was not active"
-        self._log_fault(t, "fault_off", undo.kind, f"{undo.describe()} (by {step.describe()}{note})",
-                        cuts=undo if active else None)
+    def _op_timeline(self, op: nemesis.Timeline, t: float) -> None:
+        self.timeline.append(op.event(t))
+
+    @property
+    def _carry_out(self) -> dict:
+        return {nemesis.LinkFault: self._op_link_fault, nemesis.RuleAdd: self._op_rule_add,
+                nemesis.RuleRemove: self._op_rule_remove, nemesis.View: self._op_view,
+                nemesis.AdminSync: self._op_sync, nemesis.Lifecycle: self._op_lifecycle,
+                nemesis.Timeline: self._op_timeline}
 
     # ---- in-process fault rules ---------------------------------------------------------------
 
-    def _fault_layer(self, node: SimNode):
+    def _fault_layer(self, node: SimNode) -> FaultLayer:
         try:
-            faultlayer = importlib.import_module("node.faultlayer")
-        except ImportError as exc:
-            raise SimulationError(f"drop steps need node.faultlayer, which is not available ({exc})") from exc
-        try:
-            return faultlayer, node.stack.layer(faultlayer.FaultLayer)
+            return node.stack.layer(FaultLayer)
         except KeyError:
             raise SimulationError(
                 f"node {node.name}'s stack has no FaultLayer, so a drop step cannot be applied; "
                 f"build the stack with the in-process fault layer"
             ) from None
-
-    def _add_rule(self, node: SimNode, step: FaultStep) -> int:
-        faultlayer, layer = self._fault_layer(node)
-        p = step.params
-        rule = faultlayer.FaultRule(
-            direction=p.direction,
-            peer=p.peer,
-            types=None if p.types is None else frozenset(p.types),
-            p=p.p,
-            count=p.count,
-            after=p.after,
-            seqnos=p.seqnos,
-            until=p.until,
-            action=p.action,
-            delay_s=p.delay_ms / 1000.0,
-            jitter_s=p.jitter_ms / 1000.0,
-        )
-        return layer.add_rule(rule)
-
-    def _remove_rule(self, index: int) -> None:
-        node, incarnation, rule_id = self._rules.pop(index)
-        # A restart lost the rule together with the old stack; there is nothing left to remove.
-        if node.alive and node.incarnation == incarnation:
-            _faultlayer, layer = self._fault_layer(node)
-            layer.remove_rule(rule_id)
 
     # ---- the end ------------------------------------------------------------------------------
 

@@ -661,8 +661,8 @@ class Unicast3(Layer):
         return 0 if entry is None else entry.next_seqno - 1 - entry.ha
 
     def refusal(self, cmd: Command) -> str | None:
-        if isinstance(cmd, SyncPeer) and self.config.resync != "sync":
-            return f"sync needs config.resync: sync (this node uses {self.config.resync})"
+        if isinstance(cmd, SyncPeer) and not self.resync.admin_sync:
+            return f"sync needs config.resync: sync (this node uses {self.resync.mode})"
         return None
 
     def snapshot(self) -> dict:
