@@ -426,7 +426,7 @@ class DockerCluster(Cluster):
         if self.subnet is None:
             return []  # not started: nothing to inject into yet (and nothing cached)
         if self._injectors is None:
-            from .injectors import IptablesInjector, ToxiproxyInjector
+            from ..injectors import IptablesInjector, ToxiproxyInjector
 
             injectors: list[FaultInjector] = []
             if self.injector == "iptables":
