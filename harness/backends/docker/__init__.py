@@ -11,7 +11,8 @@ By job:
     labels.py    names, labels and the owner of what a cluster puts on the engine
     cleanup.py   removing a cluster by label, and `splitbrain clean` for leftovers of dead harnesses
 
-Every name other code imported from the single module this package replaces is here.
+Every public name of the single module this package replaces (harness/backends/docker.py) is
+exported here.
 """
 
 from __future__ import annotations
