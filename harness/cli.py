@@ -19,6 +19,8 @@ import time
 import traceback
 from pathlib import Path
 
+from harness.cliargs import load_scenario_arg, non_negative_int, positive_int
+
 EXIT_OK = 0
 EXIT_FAILED = 1
 EXIT_BAD_INPUT = 2
@@ -124,22 +126,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 # ---- commands ---------------------------------------------------------------------------------
-
-
-def load_scenario_arg(path_text: str):
-    """The scenario named on the command line, or None after printing why it cannot be loaded."""
-    from harness.scenario import ScenarioError, load_scenario
-
-    path = Path(path_text)
-    try:
-        return load_scenario(path)
-    except FileNotFoundError:
-        print(f"splitbrain: scenario file not found: {path}", file=sys.stderr)
-    except IsADirectoryError:
-        print(f"splitbrain: scenario path is a directory: {path}", file=sys.stderr)
-    except ScenarioError as exc:
-        print(f"splitbrain: {path}: {exc}", file=sys.stderr)
-    return None
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -520,28 +506,6 @@ def _importable(module: str) -> bool:
     except Exception:
         return False
     return True
-
-
-def non_negative_int(text: str) -> int:
-    """argparse type: an integer >= 0 (seeds, counts)."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must not be negative: {value}")
-    return value
-
-
-def positive_int(text: str) -> int:
-    """argparse type: an integer >= 1."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1: {value}")
-    return value
 
 
 if __name__ == "__main__":  # pragma: no cover

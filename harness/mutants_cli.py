@@ -127,7 +127,7 @@ def _file_source(path: str):
     """A scenario file as a mutants Source, or None after printing why it cannot be used."""
     import yaml
 
-    from harness.cli import load_scenario_arg
+    from harness.cliargs import load_scenario_arg
     from harness.mutants import Source
 
     scenario = load_scenario_arg(path)

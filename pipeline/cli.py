@@ -20,7 +20,7 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
-from harness.cli import load_scenario_arg, non_negative_int, positive_int
+from harness.cliargs import load_scenario_arg, non_negative_int, positive_int
 
 EXIT_OK = 0
 EXIT_FAILED = 1

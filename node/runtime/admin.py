@@ -33,14 +33,18 @@ import logging
 import math
 import socket
 from dataclasses import fields
+from typing import TYPE_CHECKING
 
 from aiohttp import web
 
 from ..faultlayer import FaultRule
 from .. import protocols
 from .config import Address, ConfigError
+from .errors import RequestError
 from .metrics import CONTENT_TYPE, render
-from .node import Node, RequestError
+
+if TYPE_CHECKING:
+    from .node import Node  # the node imports this module when it serves: no cycle at run time
 
 log = logging.getLogger("node.admin")
 

@@ -48,6 +48,7 @@ from ..message import Message
 from ..wire import MAX_FRAME_BYTES, WireError, decode_frame
 from .bundler import Bundler
 from .config import Address, ConfigError, NodeConfig
+from .errors import RequestError
 from .eventlog import EventLog
 
 # Events of messages that let a peer purge state (the bundler sends them later in this loop turn).
@@ -75,15 +76,6 @@ TIMER_SLACK_S = 0.001
 MAX_TCP_PAYLOAD = 1_000_000 - 1024
 MAX_UDP_PAYLOAD = MAX_FRAME_BYTES - 1024
 _SAMPLE_MASK = SAMPLE_EVERY - 1
-
-
-class RequestError(ValueError):
-    """A bad admin request: `field` names the offending field (None for the request as a whole)."""
-
-    def __init__(self, message: str, field: str | None = None, status: int = 400):
-        super().__init__(message)
-        self.field = field
-        self.status = status
 
 
 class RxStats:
