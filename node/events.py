@@ -41,6 +41,10 @@ CORE_EVENT_KINDS = {
     "error": "an exception inside a protocol layer, a bug (reason = type and message, detail = traceback tail)",
 }
 
+# Kinds written once per message (many per second); every other kind is rare, and reports may
+# show each one. A protocol lists its own in its spec (per_message_kinds).
+PER_MESSAGE_KINDS = ("send", "deliver", "ack_tx", "ack_rx", "retransmit")
+
 REQUIRED_FIELDS = ("v", "t", "node", "proto", "kind")
 
 # Field -> type, in schema order: the single source of the Spark schema (pipeline/schema.py).

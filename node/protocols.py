@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from importlib import import_module
 from typing import Any, Protocol
 
-from .events import CORE_EVENT_KINDS
+from .events import CORE_EVENT_KINDS, PER_MESSAGE_KINDS
 from .layer import Layer
 from .wire import HeaderCodec, register_header
 
@@ -55,6 +55,8 @@ class ProtocolSpec:
     header: HeaderCodec | None = None
     message_types: tuple[str, ...] = ()
     event_kinds: Mapping[str, str] = field(default_factory=dict)
+    # Which of those are written once per message (the rest are rare: reports show each one).
+    per_message_kinds: tuple[str, ...] = ()
     multicast: bool = False
     default_checks: tuple[str, ...] = UNICAST_CHECKS
     # Planted bugs, selected by the `mutation:` setting (harness.mutants): name -> what it breaks.
@@ -154,6 +156,15 @@ def event_kinds() -> dict[str, str]:
             kinds.update(spec.event_kinds)
         _kinds = kinds
     return _kinds
+
+
+def rare_event_kinds() -> tuple[str, ...]:
+    """Every kind that is not written once per message (node.events.PER_MESSAGE_KINDS and the
+    protocols' per_message_kinds): what a report may show event by event."""
+    frequent = set(PER_MESSAGE_KINDS)
+    for spec in _specs().values():
+        frequent.update(spec.per_message_kinds)
+    return tuple(kind for kind in event_kinds() if kind not in frequent)
 
 
 def message_types(name: str | None = None) -> frozenset[str]:

@@ -16,11 +16,10 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import Window
 
+from node import protocols
+
 TIME_BINS = 1500
 MARKS = 3000
-RARE_KINDS = ("sync_tx", "sync_rx", "sync_timeout", "conn_state", "view", "node_start", "node_stop", "drop",
-              "window", "fault_on", "fault_off", "first_seqno_tx", "first_seqno_rx", "close_tx", "close_rx",
-              "block", "unblock")
 
 
 @dataclass
@@ -76,7 +75,7 @@ def timeline_data(events: DataFrame, run_ids: list[str], end_times: dict | None 
     marks = (lost.withColumn("what", F.lit("lost")).unionByName(again.withColumn("what", F.lit("again")))
              .withColumn("_rn", F.row_number().over(Window.partitionBy("run_id", "what").orderBy("t")))
              .where(F.col("_rn") <= MARKS).drop("_rn"))
-    rare = (ev.where(F.col("kind").isin(*RARE_KINDS))
+    rare = (ev.where(F.col("kind").isin(*protocols.rare_event_kinds()))
             .select("run_id", "t", "node", "proto", "kind", "peer", "seqno", "conn_id", "type", "reason", "phase",
                     "side", "state", "low", "high", "final", "members", "view_id", "fault", "detail", "incarnation",
                     "file_key", "line")

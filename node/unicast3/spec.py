@@ -30,6 +30,7 @@ SPEC = ProtocolSpec(
         "close_tx": "CLOSE sent to a peer when a sender entry is reaped",
         "close_rx": "CLOSE received; the receive window is removed",
     },
+    per_message_kinds=("xmit_req_tx", "xmit_req_rx"),
     mutations=MUTATIONS,
     mutation_settings={name: {"resync": mode} for name, mode in MUTATION_RESYNC.items()},
     chaos_drop_types=("DATA", "DATA", "ACK", "ACK", "XMIT_REQ", "SYNC", "SYNC_OK", "SYNC_ACK",
