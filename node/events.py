@@ -28,6 +28,8 @@ CORE_EVENT_KINDS = {
     "ack_tx": "cumulative ACK sent (seqno = highest delivered, conn_id)",
     "ack_rx": "ACK received and applied (seqno, conn_id)",
     "retransmit": "a DATA message sent again (seqno, conn_id, reason)",
+    "xmit_req_tx": "a retransmission request (XMIT-REQ) sent (ranges, count = number of seqnos asked for)",
+    "xmit_req_rx": "a retransmission request (XMIT-REQ) received (ranges, count)",
     "conn_state": "a connection entry changed state (side = send | recv, state, reason)",
     "window": "a snapshot of one window (side, conn_id, low, high, state); final=true at end of run",
     "view": "a view was installed (members, view_id)",
@@ -43,7 +45,10 @@ CORE_EVENT_KINDS = {
 
 # Kinds written once per message (many per second); every other kind is rare, and reports may
 # show each one. A protocol lists its own in its spec (per_message_kinds).
-PER_MESSAGE_KINDS = ("send", "deliver", "ack_tx", "ack_rx", "retransmit")
+PER_MESSAGE_KINDS = ("send", "deliver", "ack_tx", "ack_rx", "retransmit", "xmit_req_tx", "xmit_req_rx")
+# Control traffic every reliable protocol has, for overhead metrics: metric name -> the kind
+# logged when it is sent. A protocol adds its own in its spec (overhead_kinds).
+OVERHEAD_KINDS = {"acks": "ack_tx", "xmit_reqs": "xmit_req_tx", "retransmits": "retransmit"}
 
 REQUIRED_FIELDS = ("v", "t", "node", "proto", "kind")
 

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from importlib import import_module
 from typing import Any, Protocol
 
-from .events import CORE_EVENT_KINDS, PER_MESSAGE_KINDS
+from .events import CORE_EVENT_KINDS, OVERHEAD_KINDS, PER_MESSAGE_KINDS
 from .layer import Layer
 from .wire import HeaderCodec, register_header
 
@@ -57,6 +57,8 @@ class ProtocolSpec:
     event_kinds: Mapping[str, str] = field(default_factory=dict)
     # Which of those are written once per message (the rest are rare: reports show each one).
     per_message_kinds: tuple[str, ...] = ()
+    # Its own control traffic for overhead metrics: metric name -> the kind logged when sent.
+    overhead_kinds: Mapping[str, str] = field(default_factory=dict)
     multicast: bool = False
     default_checks: tuple[str, ...] = UNICAST_CHECKS
     # Planted bugs, selected by the `mutation:` setting (harness.mutants): name -> what it breaks.
@@ -165,6 +167,14 @@ def rare_event_kinds() -> tuple[str, ...]:
     for spec in _specs().values():
         frequent.update(spec.per_message_kinds)
     return tuple(kind for kind in event_kinds() if kind not in frequent)
+
+
+def overhead_kinds() -> dict[str, str]:
+    """Control traffic for overhead metrics, the shared kinds first: metric name -> event kind."""
+    kinds = dict(OVERHEAD_KINDS)
+    for spec in _specs().values():
+        kinds.update(spec.overhead_kinds)
+    return kinds
 
 
 def message_types(name: str | None = None) -> frozenset[str]:

@@ -1,10 +1,9 @@
 """Metrics per run, as DataFrame operations over the same events (and flows) the checks use.
 
-- messages and bytes by kind (send = DATA, ack_tx, xmit_req_tx, retransmit, sync_tx,
-  first_seqno_tx (SEND_FIRST_SEQNO), close_tx, drop, view, ...), and their ratio to deliveries.
+- messages and bytes by kind (send = DATA, and the control traffic of node.protocols.overhead_kinds:
+  ack_tx, xmit_req_tx, retransmit and each protocol's own), and their ratio to deliveries.
   `bytes` is the payload of DATA (send, retransmit) and the protocol header of a control message
-  (which has no payload); frame and transport headers are not counted. (There is no STABLE event
-  kind in schema v1: UNICAST3 has no STABLE; NAKACK2 will add it.)
+  (which has no payload); frame and transport headers are not counted.
 - delivery latency: for each app id sent on a link, its first delivery t minus its first send t;
   percentiles per run (percentile_approx) and a log-scale histogram;
 - heal to sync: for each heal in the harness timeline and each link, the messages sent before the
@@ -22,6 +21,8 @@ import math
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
+
+from node import protocols
 
 from .checks import _rows, union_rows
 
@@ -93,14 +94,6 @@ def metric_rows(summ: DataFrame, heal: DataFrame, fl: DataFrame, msgs: DataFrame
 
 # ---- per-run dict -----------------------------------------------------------------------------
 
-OVERHEAD_KINDS = {
-    "acks": "ack_tx",
-    "xmit_reqs": "xmit_req_tx",
-    "retransmits": "retransmit",
-    "syncs": "sync_tx",
-    "first_seqno": "first_seqno_tx",
-    "closes": "close_tx",
-}
 
 
 def run_metrics(parts: dict) -> dict:
@@ -114,14 +107,15 @@ def run_metrics(parts: dict) -> dict:
         return None if not delivered or x is None else x / delivered
 
     overhead = {}
-    for name, kind in (("data", "send"), *OVERHEAD_KINDS.items()):
+    overhead_kinds = protocols.overhead_kinds()
+    for name, kind in (("data", "send"), *overhead_kinds.items()):
         sent = count.get(kind, 0)
         size = kinds[kind]["bytes_sum"] if kind in kinds else None
         overhead[name] = {"messages": sent, "per_delivered": per_delivered(sent),
                           "bytes": size, "bytes_per_delivered": per_delivered(size)}
     # Everything but the first transmission of DATA: retransmissions and control messages.
     overhead["total_bytes_per_delivered"] = per_delivered(
-        sum(overhead[name]["bytes"] or 0 for name in OVERHEAD_KINDS))
+        sum(overhead[name]["bytes"] or 0 for name in overhead_kinds))
     lat = parts.get("latency", [None])[0]
     latency = None
     if lat is not None:

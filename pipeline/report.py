@@ -27,6 +27,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.patches import Patch  # noqa: E402
 
+from node import protocols  # noqa: E402
+
 from .metrics import bin_edges  # noqa: E402
 from .timeline import RunTimeline  # noqa: E402
 from .verdicts import RunVerdict  # noqa: E402
@@ -452,19 +454,26 @@ def plot_latency(verdicts: list[RunVerdict], path: Path) -> Path | None:
     return path
 
 
-OVERHEAD_SHOWN = (("acks", "ACKs"), ("xmit_reqs", "XMIT-REQs"), ("retransmits", "retransmits"),
-                  ("syncs", "sync_tx"), ("first_seqno", "first_seqno_tx"))
+# Overhead panels: the shared control traffic, then each protocol's own (node.protocols), titled
+# by the kind logged (protocols other than the one a run used show no data and are left out).
+OVERHEAD_MAX_PANELS = 6
 
 
 def plot_overhead(verdicts: list[RunVerdict], path: Path) -> Path | None:
     groups = _by_scenario(verdicts)
-    fig, axes = plt.subplots(1, len(OVERHEAD_SHOWN), figsize=(16, 0.8 + 0.45 * max(3, len(groups))), sharey=True)
+    shown = [(key, kind) for key, kind in protocols.overhead_kinds().items()
+             if any((v.metrics.get("overhead") or {}).get(key, {}).get("messages") for v in verdicts)]
+    shown = shown[:OVERHEAD_MAX_PANELS] or [("acks", "ack_tx")]
+    fig, axes = plt.subplots(1, len(shown), figsize=(16, 0.8 + 0.45 * max(3, len(groups))), sharey=True,
+                             squeeze=False)
+    axes = axes[0]
     any_data = False
-    for ax, (key, label) in zip(axes, OVERHEAD_SHOWN):
+    for ax, (key, label) in zip(axes, shown):
         data, names = [], []
         for scen, vs in groups.items():
             vals = [v.metrics["overhead"][key]["per_delivered"] for v in vs
-                    if v.metrics.get("overhead") and v.metrics["overhead"][key]["per_delivered"] is not None]
+                    if v.metrics.get("overhead") and key in v.metrics["overhead"]
+                    and v.metrics["overhead"][key]["per_delivered"] is not None]
             data.append(vals or [math.nan])
             names.append(scen)
             any_data |= bool(vals)
@@ -578,8 +587,8 @@ def write_report(out_dir: str | os.PathLike, verdicts: list[RunVerdict], summary
         p = fn(verdicts, img / name)
         if p is not None:
             parts.append(f"<p><img src='img/{p.name}'></p>")
-    parts.append("<p class='muted'>Overhead counts the messages each node logged sending (ack_tx, "
-                 "xmit_req_tx, retransmit, sync_tx, first_seqno_tx, close_tx) divided by the deliveries of the "
+    parts.append("<p class='muted'>Overhead counts the messages each node logged sending ("
+                 + ", ".join(protocols.overhead_kinds().values()) + ") divided by the deliveries of the "
                  "run; the runs table gives their bytes per delivered message. "
                  "Bytes are DATA payloads and the protocol headers of control messages (frame and transport "
                  "headers not counted).</p>")

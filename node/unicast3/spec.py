@@ -20,8 +20,6 @@ SPEC = ProtocolSpec(
     header=CODEC,
     message_types=tuple(t.name for t in MsgType),
     event_kinds={
-        "xmit_req_tx": "XMIT-REQ sent (ranges, count = number of seqnos asked for)",
-        "xmit_req_rx": "XMIT-REQ received (ranges, count)",
         "first_seqno_tx": "SEND_FIRST_SEQNO sent by a receiver without a usable window",
         "first_seqno_rx": "SEND_FIRST_SEQNO received by the sender",
         "sync_tx": "a resync message sent (phase = sync | sync_ok | sync_ack, seqno = low for sync_ok)",
@@ -30,7 +28,7 @@ SPEC = ProtocolSpec(
         "close_tx": "CLOSE sent to a peer when a sender entry is reaped",
         "close_rx": "CLOSE received; the receive window is removed",
     },
-    per_message_kinds=("xmit_req_tx", "xmit_req_rx"),
+    overhead_kinds={"syncs": "sync_tx", "first_seqno": "first_seqno_tx", "closes": "close_tx"},
     mutations=MUTATIONS,
     mutation_settings={name: {"resync": mode} for name, mode in MUTATION_RESYNC.items()},
     chaos_drop_types=("DATA", "DATA", "ACK", "ACK", "XMIT_REQ", "SYNC", "SYNC_OK", "SYNC_ACK",
