@@ -17,7 +17,7 @@ import pytest
 
 from harness.backends import NodeStartError, NodeState, get_backend
 from harness.backends.local import LocalBackend, node_ip
-from harness.plugin import eventually
+from harness.testlib import eventually
 from harness.scenario import parse_scenario
 from tests.leaks import processes_naming
 

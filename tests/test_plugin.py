@@ -6,17 +6,25 @@ and run by pytest in a subprocess (pytester).
 - the marker selects (and with several names, parametrizes) backends, and marks docker tests;
 - without a Docker engine, docker tests are skipped with the reason;
 - pytest-xdist: two workers run docker clusters side by side without colliding;
-- `eventually` says what it expected and what it last saw.
+- `eventually` says what it expected and what it last saw;
+- the library behind it (harness.testlib) imports without pytest, and its names are still
+  importable from harness.plugin.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import re
+import subprocess
+import sys
 from importlib.metadata import entry_points
+from pathlib import Path
 
 import pytest
 
+import harness.plugin
+import harness.testlib
 from harness.plugin import EventuallyTimeout, eventually
 
 pytest_plugins = ["pytester"]
@@ -215,3 +223,38 @@ def test_eventually_lets_real_errors_through():
 
     with pytest.raises(KeyError):
         eventually(broken, timeout=1)
+
+
+# ---- the library and the pytest wiring ------------------------------------------------------------
+
+ROOT = Path(__file__).resolve().parents[1]
+
+# A fresh interpreter in which any import of pytest fails, so that an import of pytest anywhere
+# under harness.testlib (directly or through a module it imports) shows up.
+IMPORT_WITHOUT_PYTEST = """
+import sys
+
+class NoPytest:
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in ("pytest", "_pytest"):
+            raise ImportError(f"{name} is blocked: harness.testlib must work without pytest")
+        return None
+
+sys.meta_path.insert(0, NoPytest())
+import harness.testlib
+print(sorted(m for m in sys.modules if m.split(".")[0] in ("pytest", "_pytest")))
+"""
+
+
+def test_library_imports_without_pytest():
+    result = subprocess.run([sys.executable, "-c", IMPORT_WITHOUT_PYTEST], cwd=ROOT, capture_output=True,
+                            text=True, timeout=120, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "[]"
+
+
+def test_library_names_are_still_importable_from_the_plugin():
+    for name in harness.plugin.__all__:
+        assert getattr(harness.plugin, name) is getattr(harness.testlib, name), name
+    assert {"SplitbrainCluster", "FaultController", "Checkers", "cluster_scenario", "eventually",
+            "EventuallyTimeout"} <= set(harness.plugin.__all__)

@@ -1,0 +1,585 @@
+"""The library behind splitbrain's pytest plugin, usable without pytest (scripts, benchmarks,
+notebooks): a started cluster a caller drives (`SplitbrainCluster`), faults in the scenario
+vocabulary (`FaultController`), `eventually`, the event-log checkers (`Checkers`) and the text of a
+failure report. harness.plugin only wires these into pytest fixtures and hooks.
+
+    from harness.backends import get_backend
+    from harness.testlib import SplitbrainCluster, cluster_scenario
+
+    scenario = cluster_scenario(3, config={"xmit_interval": 0.2})
+    cluster = SplitbrainCluster(get_backend("local").create_cluster(scenario, run_dir, seed=0), scenario).start()
+    try:
+        cluster.send("A", "B", rate=100, duration=3)
+        fault = cluster.faults.partition("A", "B")
+        cluster.sleep(1)
+        cluster.faults.heal(fault)
+        cluster.wait_settled()
+        cluster.assert_checks()
+    finally:
+        cluster.teardown()
+
+This module must not import pytest (tests/test_plugin.py checks it in a fresh interpreter).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import time
+from pathlib import Path
+from typing import Any, Callable, Iterable
+
+from tenacity import RetryError, Retrying, retry_if_exception_type, stop_after_delay, wait_fixed
+
+from harness.backends import BackendError
+from harness.backends.admin import AdminError
+from harness.backends.base import Cluster, FaultInjector, NodeState
+from harness.livefaults import LiveFaults
+from harness.scenario import (
+    DEFAULT_CHECKS,
+    HEALABLE_KINDS,
+    FaultStep,
+    Scenario,
+    ScenarioError,
+    Stream,
+    _step_params,
+    parse_scenario,
+)
+from node.protocols import DEFAULT_PROTOCOL
+
+DEFAULT_TIMEOUT_S = 30.0
+WINDOW_SECTION_LIMIT = 12_000
+
+
+# ---- eventually -----------------------------------------------------------------------------------
+
+
+class EventuallyTimeout(AssertionError):
+    """`eventually` ran out of time: the message says what was expected and what was last seen."""
+
+
+class _NotYet(Exception):
+    pass
+
+
+def eventually(check: Callable[[], Any], *, timeout: float = DEFAULT_TIMEOUT_S, interval: float = 0.1,
+               what: str | None = None, describe: Callable[[Any], str] | None = None,
+               context: Callable[[], str] | None = None) -> Any:
+    """Call `check()` until it returns something truthy (which is returned) without raising
+    AssertionError, for at most `timeout` seconds (tenacity, a fixed `interval` between calls).
+
+    On timeout, raise EventuallyTimeout: "expected <what> within <timeout>s; last seen: <the last
+    value, through describe(), or the last AssertionError>", plus `context()` (e.g. log tails).
+    Other exceptions propagate at once: they are bugs, not "not yet".
+    """
+    last: dict[str, Any] = {"value": None, "error": None, "calls": 0}
+
+    def attempt():
+        last["calls"] += 1
+        try:
+            value = check()
+        except AssertionError as exc:
+            last["error"], last["value"] = exc, None
+            raise _NotYet from None
+        last["error"], last["value"] = None, value
+        if not value:
+            raise _NotYet
+        return value
+
+    retrying = Retrying(stop=stop_after_delay(timeout), wait=wait_fixed(interval),
+                        retry=retry_if_exception_type(_NotYet), reraise=False)
+    try:
+        return retrying(attempt)
+    except RetryError:
+        pass
+    if last["error"] is not None:
+        seen = f"{type(last['error']).__name__}: {last['error']}"
+    elif describe is not None:
+        seen = describe(last["value"])
+    else:
+        seen = repr(last["value"])
+    expected = what or getattr(check, "__name__", "the condition")
+    message = f"expected {expected} within {timeout:g}s ({last['calls']} tries); last seen: {seen}"
+    if context is not None:
+        try:
+            extra = context()
+        except Exception as exc:  # the context is a courtesy; never hide the real failure
+            extra = f"(context unavailable: {exc})"
+        if extra:
+            message += "\n" + extra
+    raise EventuallyTimeout(message)
+
+
+# ---- a cluster under test ---------------------------------------------------------------------------
+
+
+def cluster_scenario(nodes: int | Iterable[str] = 3, *, protocol: str = DEFAULT_PROTOCOL, transport: str = "udp",
+                     config: dict | None = None, seed: int = 0, name: str = "pytest",
+                     injector: str = "auto") -> Scenario:
+    """The Scenario a test cluster is made from (no workload, no schedule: the test drives it)."""
+    data = {"name": name, "protocol": protocol, "transport": transport,
+            "nodes": nodes if isinstance(nodes, int) else list(nodes), "config": dict(config or {}),
+            "workload": [], "duration": 1, "seed": seed, "injector": injector}
+    return parse_scenario(data)
+
+
+class SplitbrainCluster:
+    """A started cluster a test drives directly: workload, faults, waits, checks, teardown."""
+
+    def __init__(self, cluster: Cluster, scenario: Scenario, *, timeout_scale: float = 1.0):
+        self.cluster = cluster
+        self.scenario = scenario
+        self.timeout_scale = timeout_scale
+        self.streams: list[Stream] = []
+        self.timeline: list[dict] = []
+        self.last_states: dict[str, dict] = {}
+        self.faults = FaultController(self)
+        self.events_: list[dict] | None = None
+        self._stopped = False
+        self._torn_down = False
+
+    # ---- basics ---------------------------------------------------------------------------------
+
+    @property
+    def backend(self) -> str:
+        return self.cluster.backend_name
+
+    @property
+    def run_dir(self) -> Path:
+        return self.cluster.run_dir
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(self.cluster.nodes)
+
+    @property
+    def label(self) -> str:
+        extra = getattr(self.cluster, "cluster_id", "")
+        return f"{self.backend}{' ' + extra if extra else ''}"
+
+    def now(self) -> float:
+        return self.cluster.now()
+
+    def admin(self, name: str):
+        return self.cluster.admin(name)
+
+    def start(self) -> "SplitbrainCluster":
+        self.cluster.start()
+        self.faults.live.attach_injectors()
+        for name in self.names:
+            self.install_view(name, list(self.names))
+        return self
+
+    @property
+    def injectors(self) -> list[FaultInjector]:
+        return self.faults.live.injectors
+
+    def install_view(self, name: str, members: list[str]) -> None:
+        self.faults.live.post_view(name, members)
+
+    def sleep(self, seconds: float) -> None:
+        """Wait while watching the nodes (a crash fails at once, with the node's output)."""
+        deadline = time.monotonic() + seconds
+        while True:
+            self.cluster.check_alive()
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return
+            time.sleep(min(left, 0.1))
+
+    # ---- workload -------------------------------------------------------------------------------
+
+    def send(self, src: str, dst: str, *, count: int | None = None, rate: float = 100.0,
+             duration: float | None = None, size: int = 100) -> Stream:
+        """Start a stream src -> dst (count and/or duration at `rate` msgs/s); returns it."""
+        if count is None and duration is None:
+            raise ValueError("send() needs count or duration")
+        stream = Stream(src=src, dest=dst, rate=rate, count=count, duration=duration, size=size,
+                        index=len(self.streams))
+        self.admin(src).send(dst, rate=rate, count=count, duration=duration, size=size, stream=stream.index)
+        self.streams.append(stream)
+        return stream
+
+    def delivered(self, dst: str, src: str, stream: int | None = None) -> int:
+        """How many messages `dst` delivered from `src` (one stream, or all)."""
+        per_stream = (self.admin(dst).delivered().get("delivered", {}).get(src) or {})
+        if stream is not None:
+            return int((per_stream.get(str(stream)) or {}).get("count", 0))
+        return sum(int(s.get("count", 0)) for s in per_stream.values())
+
+    def state(self, name: str) -> dict:
+        state = self.admin(name).state()
+        self.last_states[name] = {"t": self.now(), "state": state}
+        return state
+
+    def states(self) -> dict[str, dict | str]:
+        """The current /state of every node that answers; the last one seen (marked) otherwise."""
+        out: dict[str, dict | str] = {}
+        for name, handle in self.cluster.nodes.items():
+            if handle.state is NodeState.RUNNING:
+                try:
+                    out[name] = self.state(name)
+                    continue
+                except AdminError as exc:
+                    reason = str(exc)
+            else:
+                reason = f"node is {handle.state.value}"
+            last = self.last_states.get(name)
+            out[name] = (f"{reason}; last seen at t={last['t']:.2f}: {json.dumps(_windows(last['state']))}"
+                         if last else f"{reason}; never seen")
+        return out
+
+    # ---- waiting ----------------------------------------------------------------------------------
+
+    def eventually(self, check: Callable[[], Any], *, timeout: float = DEFAULT_TIMEOUT_S, **kwargs) -> Any:
+        """`eventually`, scaled, with the tail of every node's output on failure."""
+        kwargs.setdefault("context", self.log_tails)
+
+        def watched():
+            self.cluster.check_alive()
+            return check()
+
+        watched.__name__ = getattr(check, "__name__", "the condition")
+        return eventually(watched, timeout=timeout * self.timeout_scale, **kwargs)
+
+    def wait_delivered(self, dst: str, src: str, count: int, *, timeout: float = DEFAULT_TIMEOUT_S) -> int:
+        def enough():
+            got = self.delivered(dst, src)
+            return got if got >= count else None
+
+        return self.eventually(enough, timeout=timeout, what=f"{dst} to deliver {count} messages from {src}",
+                               describe=lambda _v: f"{dst} delivered {self.delivered(dst, src)} from {src}")
+
+    def wait_settled(self, *, timeout: float = DEFAULT_TIMEOUT_S) -> None:
+        """Until every stream is done and delivered and every send window is acked and matched."""
+        from harness import live
+
+        scenario = dataclasses.replace(self.scenario, streams=tuple(self.streams))
+        restarted = {n for n, h in self.cluster.nodes.items() if h.incarnation > 1}
+
+        def settled():
+            obs = live.observe(self.cluster, scenario, restarted)
+            for name in self.names:
+                if self.cluster.node(name).state is NodeState.RUNNING:
+                    try:
+                        self.state(name)
+                    except AdminError:
+                        pass
+            return obs if obs.ok else None
+
+        last: list = []
+
+        def describe(_value):
+            obs = live.observe(self.cluster, scenario, restarted)
+            last.append(obs)
+            return "; ".join(obs.problems[:8]) or "settled just now"
+
+        self.eventually(settled, timeout=timeout, interval=0.2, what=f"the cluster to settle ({live.EXPECTED})",
+                        describe=describe)
+
+    def log_tails(self, lines: int = 12) -> str:
+        parts = []
+        for name in self.names:
+            try:
+                parts.append(f"--- output of {name}:\n{self.cluster.log_tail(name, lines)}")
+            except Exception as exc:
+                parts.append(f"--- output of {name}: unavailable ({exc})")
+        return "\n".join(parts)
+
+    # ---- ending -----------------------------------------------------------------------------------
+
+    def stop(self) -> None:
+        """Remove the injected faults, stop every node gracefully and collect the event logs."""
+        if self._stopped:
+            return
+        self._stopped = True
+        try:
+            self.states()  # the last word of every window, for a failure report
+        except Exception:
+            pass
+        try:
+            self.faults.close()
+        finally:
+            problems = self.cluster.stop_all()
+            self.cluster.collect_events()
+            self.write_timeline()
+            if problems:
+                raise BackendError("; ".join(problems))
+
+    def write_timeline(self) -> None:
+        from harness.eventlog import write_events
+
+        write_events(self.run_dir / "timeline.jsonl", self.timeline)
+
+    def events(self) -> list[dict]:
+        """Stop the cluster (once) and return the merged event log of the run."""
+        if self.events_ is None:
+            from harness.eventlog import read_run
+
+            self.stop()
+            self.events_ = read_run(self.run_dir)
+        return self.events_
+
+    def check(self, *names: str) -> list:
+        """Stop the cluster and run the named checks (default: all five) over its event log."""
+        from harness.checks import run_checks
+
+        return run_checks(self.events(), list(names) or list(DEFAULT_CHECKS) + ["windows_synced"],
+                          recovery_bound_s=self.scenario.recovery_bound)
+
+    def assert_checks(self, *names: str) -> list:
+        results = self.check(*names)
+        failed = [r for r in results if not r.passed]
+        if failed:
+            raise AssertionError("checks failed: " + "; ".join(f"{r.name}: {r.explanation}" for r in failed)
+                                 + f" (run directory {self.run_dir})")
+        return results
+
+    def teardown(self) -> None:
+        if self._torn_down:
+            return
+        self._torn_down = True
+        try:
+            if not self._stopped and not self.cluster.options.keep:
+                try:
+                    self.faults.close()
+                except Exception:
+                    pass
+        finally:
+            try:
+                self.cluster.teardown()
+            finally:
+                if not self._stopped:
+                    self.write_timeline()
+
+    def report(self) -> list[tuple[str, str]]:
+        """Sections for a failed test's report: run directory, windows, timeline."""
+        sections = [(f"splitbrain {self.label}: run directory", str(self.run_dir))]
+        try:
+            states = self.states() if not self._torn_down else {
+                n: (f"last seen at t={s['t']:.2f}: " + json.dumps(_windows(s["state"])))
+                for n, s in self.last_states.items()}
+        except Exception as exc:
+            states = {"?": f"unavailable: {exc}"}
+        lines = []
+        for name, state in states.items():
+            text = state if isinstance(state, str) else json.dumps(_windows(state), sort_keys=True)
+            lines.append(f"{name}: {text}")
+        sections.append((f"splitbrain {self.label}: windows (GET /state)", "\n".join(lines)[:WINDOW_SECTION_LIMIT]
+                         or "(no node)"))
+        sections.append((f"splitbrain {self.label}: timeline", _timeline_text(self.timeline)))
+        return sections
+
+
+def _windows(state: dict) -> dict:
+    """The part of GET /state that says where every window is."""
+    if not isinstance(state, dict):
+        return {"state": state}
+    return {"incarnation": state.get("incarnation"), "view": state.get("view"),
+            "windows": state.get("windows"), "busy": state.get("busy")}
+
+
+def _timeline_text(timeline: list[dict]) -> str:
+    if not timeline:
+        return "(no faults)"
+    return "\n".join(f"t={ev['t']:8.3f} {ev['kind']:9} {ev.get('fault', '')}: {ev.get('detail', '')}"
+                     for ev in timeline)
+
+
+# ---- faults ---------------------------------------------------------------------------------------
+
+
+class FaultController:
+    """Faults on a running cluster, in the scenario vocabulary: every call is a schedule step that
+    harness.nemesis interprets and harness.livefaults carries out, as in a scenario file's run."""
+
+    def __init__(self, sc: SplitbrainCluster):
+        self.sc = sc
+        self.steps: dict[int, FaultStep] = {}
+        # `until` of a drop is already on the cluster clock (drop() adds now), so the origin is 0.
+        self.live = LiveFaults(sc.cluster, sc.names, self.steps)
+        self._next = 0
+
+    @property
+    def active(self) -> list[int]:
+        return self.live.active
+
+    def _step(self, kind: str, body: Any) -> FaultStep:
+        index = self._next
+        at = max(0.0, self.sc.now())
+        try:
+            params = _step_params(kind, body, f"faults.{kind}", self.sc.names, at, raw_len=index + 1)
+        except ScenarioError as exc:
+            raise ValueError(str(exc)) from None
+        self._next += 1
+        step = FaultStep(at=at, kind=kind, params=params, index=index, source_index=index)
+        self.steps[index] = step
+        return step
+
+    def _apply(self, kind: str, body: Any) -> int:
+        step = self._step(kind, body)
+        t = self.sc.now()
+        entries = self.live.apply(step)
+        self.sc.timeline.extend(entry.event(t) for entry in entries)
+        return step.index
+
+    # ---- network faults -----------------------------------------------------------------------
+
+    def partition(self, a: str | Iterable[str], b: str | Iterable[str], *, one_way: bool = True) -> int:
+        """Cut a -> b (one_way, the default) or both ways; a and b are node names or lists."""
+        a_list = [a] if isinstance(a, str) else list(a)
+        b_list = [b] if isinstance(b, str) else list(b)
+        body: Any = {"from": a_list, "to": b_list} if one_way else [a_list, b_list]
+        return self._apply("partition", body)
+
+    def loss(self, link: str, p: float) -> int:
+        """Lose a fraction p of the frames on `link` ("A->B", "A<->B", "*")."""
+        return self._apply("loss", {"link": link, "p": p})
+
+    def delay(self, link: str, ms: float, jitter_ms: float = 0.0) -> int:
+        return self._apply("delay", {"link": link, "ms": ms, "jitter_ms": jitter_ms})
+
+    def duplicate(self, link: str, p: float) -> int:
+        return self._apply("duplicate", {"link": link, "p": p})
+
+    def reorder(self, link: str, p: float, ms: float = 10.0) -> int:
+        return self._apply("reorder", {"link": link, "p": p, "ms": ms})
+
+    def toxic(self, link: str, type: str, **attributes) -> int:
+        """A Toxiproxy toxic on a TCP link (docker, transport tcp): latency, jitter, bandwidth,
+        timeout, reset_peer, slicer, limit_data, slow_close, down; attributes in Toxiproxy's names."""
+        return self._apply("toxic", {"link": link, "type": type, **attributes})
+
+    def drop(self, *, at: str, from_: str | None = None, to: str | None = None, type: str | Iterable[str] | None = None,
+             count: int | None = None, p: float = 1.0, after: int = 0, direction: str | None = None,
+             action: str = "drop", delay_ms: float = 0.0, until_s: float | None = None) -> int:
+        """An in-process rule at node `at`: messages from `from_` (received) or to `to` (sent), of
+        the given type(s), p, count, after; `until_s` seconds from now."""
+        body: dict[str, Any] = {"at": at}
+        if direction is None:
+            direction = "down" if to is not None else "up"
+        body["direction"] = direction
+        if from_ is not None:
+            body["from"] = from_
+        if to is not None:
+            body["to"] = to
+        if type is not None:
+            body["type"] = type if isinstance(type, str) else list(type)
+        if count is not None:
+            body["count"] = count
+        if p != 1.0:
+            body["p"] = p
+        if after:
+            body["after"] = after
+        if action != "drop":
+            body["action"] = action
+        if delay_ms:
+            body["delay_ms"] = delay_ms
+        if until_s is not None:
+            body["until"] = max(0.0, self.sc.now()) + until_s
+        return self._apply("drop", body)
+
+    def heal(self, fault: int | None = None) -> None:
+        """Undo one fault (the number its call returned) or every fault in force."""
+        if fault is not None and getattr(self.steps.get(fault), "kind", None) not in HEALABLE_KINDS:
+            raise ValueError(f"heal({fault!r}): no fault has that number")
+        self._apply("heal", "all" if fault is None else fault)
+
+    # ---- nodes --------------------------------------------------------------------------------
+
+    def kill(self, node: str) -> None:
+        self._apply("kill", node)
+
+    def restart(self, node: str) -> None:
+        self._apply("restart", node)
+
+    def pause(self, node: str) -> None:
+        self._apply("pause", node)
+
+    def resume(self, node: str) -> None:
+        self._apply("resume", node)
+
+    def sync(self, at: str, peer: str) -> None:
+        """The SYNC admin operation of seed 000: `at` resyncs its receive window for `peer`."""
+        self._apply("sync", {"at": at, "peer": peer})
+
+    def view(self, at: str, members: Iterable[str]) -> None:
+        self._apply("view", {"at": at, "members": list(members)})
+
+    def close(self) -> None:
+        """Remove every injected fault still in force (in-process rules die with the nodes)."""
+        _removed, problems = self.live.close()
+        if problems:
+            raise BackendError("could not remove every injected fault: " + "; ".join(problems))
+
+
+# ---- the checkers ---------------------------------------------------------------------------------
+
+
+class Checkers:
+    """The event-log checks (harness.checks) over a cluster or a list of events."""
+
+    @staticmethod
+    def names() -> list[str]:
+        from harness.checks import CHECKS
+
+        return list(CHECKS)
+
+    def run(self, target, *names: str) -> list:
+        from harness.checks import run_checks
+
+        if isinstance(target, SplitbrainCluster):
+            return target.check(*names)
+        return run_checks(list(target), list(names) or self.names())
+
+    def assert_pass(self, target, *names: str) -> list:
+        results = self.run(target, *names)
+        failed = [r for r in results if not r.passed]
+        if failed:  # raised, not asserted: outside pytest, python -O would skip an assert
+            raise AssertionError("checks failed: " + "; ".join(f"{r.name}: {r.explanation}" for r in failed))
+        return results
+
+
+# ---- a finished run, for a failure report --------------------------------------------------------
+
+
+def run_summary(run_dir: Path) -> str:
+    """A finished run for a failure report: verdict, checks, fault timeline, final windows."""
+    lines = []
+    try:
+        verdict = json.loads((run_dir / "verdict.json").read_text())
+        lines.append(f"outcome {verdict.get('outcome')} (seed {verdict.get('seed')}, backend {verdict.get('backend')})"
+                     + (f": {verdict['error']}" if verdict.get("error") else ""))
+        for check in verdict.get("checks", []):
+            lines.append(f"  {check['name']}: {'passed' if check['passed'] else 'FAILED'}: {check['explanation']}")
+        settle = (verdict.get("stats") or {}).get("settle") or {}
+        if settle and not settle.get("ok"):
+            lines.append(f"  live: {settle.get('message')}")
+    except (OSError, ValueError) as exc:
+        lines.append(f"(no verdict.json: {exc})")
+    try:
+        from harness.eventlog import read_events
+
+        lines.append(_timeline_text(read_events(run_dir / "timeline.jsonl")))
+    except (OSError, ValueError):
+        pass
+    windows = _final_windows(run_dir)
+    if windows:
+        lines.append("final windows (window events with final=true):")
+        lines.extend(windows)
+    return "\n".join(lines)
+
+
+def _final_windows(run_dir: Path) -> list[str]:
+    out = []
+    for path in sorted(run_dir.glob("nodes/*/events.jsonl")):
+        try:
+            with path.open(encoding="utf-8") as f:
+                for line in f:
+                    if '"window"' in line and '"final":true' in line:
+                        ev = json.loads(line)
+                        keys = ("node", "side", "peer", "conn_id", "low", "high", "state")
+                        out.append("  " + " ".join(f"{k}={ev.get(k)}" for k in keys if k in ev))
+        except (OSError, ValueError):
+            continue
+    return out[:200]
