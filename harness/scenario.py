@@ -3,9 +3,10 @@
 A scenario says which protocol runs on which nodes, what the application sends (streams), which
 faults the harness applies when (the schedule), how long the run lasts and which checks judge it.
 Every backend (sim, local, docker) runs the same `Scenario` object, so everything is checked
-here, once, before a node starts: an unknown key or a bad value raises `ScenarioError` whose
-message names the field path, e.g. ``schedule[2].loss.p: must be between 0 and 1``. Paths use
-the indexes as written in the file, even though the schedule is stored sorted by time.
+here, once, before a node starts: unknown keys and bad values raise one `ScenarioError` that
+lists every problem of the file, each with its field path, e.g. ``schedule[2].loss.p: must be
+between 0 and 1``. Paths use the indexes as written in the file, even though the schedule is
+stored sorted by time. `json_schema()` (`splitbrain schema`) is the JSON Schema of the files.
 
 The fault vocabulary (STYLE.md #15) is shared with the simulator's network model and the real
 injectors: partition (one-way or two-way), loss, delay, duplicate, reorder, drop (in-process, by
@@ -531,7 +532,13 @@ def _injector_problem(injector: str, transport: str, schedule: tuple[FaultStep, 
     return None
 
 
-# ---- values -----------------------------------------------------------------------------------
+# ---- the file, as pydantic models -------------------------------------------------------------
+#
+# The models below describe the file as written (and give its JSON Schema); validators resolve
+# what the runners use (node names, directed links, Stream, FaultStep). ScenarioFile's fields are
+# validated in order and later ones read what earlier ones resolved from the validation context:
+# nodes, config, duration, checks, the schedule. harness/validation.py says how problems are
+# reported. Paths use the indexes as written in the file.
 
 
 def _known_node(name: str, info: ValidationInfo) -> str:
@@ -652,21 +659,26 @@ class StreamSpec(InputModel):
     def _fits(self, info: ValidationInfo) -> StreamSpec:
         if self.count is None and self.duration is None:
             fail("needs count or duration (or both)")
+        problems = Problems()
         duration = context(info).get("duration")
         if duration is not None:
             # The scenario's duration is the workload's time budget, so a stream must fit in it: a
             # count that cannot be reached would silently shrink the run.
             if self.start >= duration:
-                fail(f"{self.start:g} is not before the scenario duration {duration:g}", "start")
-            if self.count is not None and self.start + (self.count - 1) / self.rate >= duration:
-                fail(f"{self.count} messages at {self.rate:g}/s from t={self.start:g} do not fit in "
-                      f"duration {duration:g}s", "count")
-            if self.duration is not None and self.start + self.duration > duration + 1e-9:
-                fail(f"the stream ends at {self.start + self.duration:g}s, after the scenario duration "
-                      f"{duration:g}s", "duration")
-        if not any(s != r for s in self.src for r in self.dest):
-            fail("a stream needs a sender and a different receiver")
+                problems.add(f"{self.start:g} is not before the scenario duration {duration:g}", "start")
+            elif self.count is not None and self.start + (self.count - 1) / self.rate >= duration:
+                problems.add(f"{self.count} messages at {self.rate:g}/s from t={self.start:g} do not fit in "
+                             f"duration {duration:g}s", "count")
+            elif self.duration is not None and self.start + self.duration > duration + 1e-9:
+                problems.add(f"the stream ends at {self.start + self.duration:g}s, after the scenario "
+                             f"duration {duration:g}s", "duration")
+        if not self.pairs():
+            problems.add("a stream needs a sender and a different receiver")
+        problems.raise_any()
         return self
+
+    def pairs(self) -> list[tuple[str, str]]:
+        return [(s, r) for s in self.src for r in self.dest if s != r]
 
 
 _STREAMS = TypeAdapter(list[StreamSpec])
@@ -676,7 +688,7 @@ def _workload(raw: Any, info: ValidationInfo) -> tuple[Stream, ...]:
     specs = validate_part(_STREAMS, raw, info)
     streams: list[Stream] = []
     for spec in specs:
-        for s, r in ((s, r) for s in spec.src for r in spec.dest if s != r):
+        for s, r in spec.pairs():
             streams.append(Stream(src=s, dest=r, rate=spec.rate, count=spec.count, duration=spec.duration,
                                   size=spec.size, start=spec.start, index=len(streams)))
     return tuple(streams)
@@ -740,6 +752,8 @@ class LinkProbabilitySpec(InputModel):
 
 
 class DelaySpec(InputModel):
+    """Latency `ms` plus or minus a uniform `jitter_ms` on the links named by `link`."""
+
     link: Link
     ms: NonNegative
     jitter_ms: NonNegative = 0.0
@@ -749,6 +763,8 @@ class DelaySpec(InputModel):
 
 
 class ReorderSpec(InputModel):
+    """With probability p a frame is held back by an extra uniform delay of up to `ms`."""
+
     link: Link
     p: Probability
     ms: Positive = DEFAULT_REORDER_MS
@@ -757,22 +773,18 @@ class ReorderSpec(InputModel):
         return Reorder(link=self.link[0], links=self.link[1], p=self.p, ms=self.ms)
 
 
+MessageType = Annotated[str, Strict(), Field(pattern=r"^[A-Z][A-Z0-9_-]*$"),
+                        explain("{!r} is not a message type (like DATA, ACK, SYNC_OK)")]
+_TYPE = TypeAdapter(MessageType)
+_TYPE_LIST = TypeAdapter(list[MessageType])
+
+
 def _message_types(raw: Any, info: ValidationInfo) -> tuple[str, ...]:
-    items = raw if isinstance(raw, list) else [raw]
-    if not items:
+    if not isinstance(raw, list):
+        return (validate_part(_TYPE, raw, info),)
+    if not raw:
         raise problem("must name at least one message type")
-    problems = Problems()
-    for i, t in enumerate(items):
-        where = (i,) if isinstance(raw, list) else ()
-        if not isinstance(t, str) or not t:
-            problems.add(f"must be a non-empty string, got {type_name(t)} {t!r}", *where)
-        elif not re.match(r"^[A-Z][A-Z0-9_-]*$", t):
-            problems.add(f"{t!r} is not a message type (like DATA, ACK, SYNC_OK)", *where)
-    problems.raise_any()
-    return tuple(items)
-
-
-MessageType = Annotated[str, Field(pattern=r"^[A-Z][A-Z0-9_-]*$")]
+    return tuple(validate_part(_TYPE_LIST, raw, info))
 
 
 def _seqnos(raw: Any) -> tuple[int, int]:
@@ -830,6 +842,8 @@ class DropSpec(InputModel):
 
 
 class ViewSpec(InputModel):
+    """Inject a membership view at `at`; it must contain `at`."""
+
     at: NodeRef
     members: Annotated[list[NodeRef], Field(min_length=1), explain("must be a non-empty list of nodes")]
 
@@ -846,6 +860,8 @@ class ViewSpec(InputModel):
 
 
 class SyncSpec(InputModel):
+    """The SYNC admin operation: `at`, as receiver, resyncs with sender `peer`."""
+
     at: NodeRef
     peer: NodeRef
 
@@ -877,13 +893,15 @@ _WholeInt = BeforeValidator(lambda v: int(v) if isinstance(v, float) and v.is_in
 
 
 class _ToxicSpec(InputModel):
+    """A toxic on the TCP links named by `link`; each type's model adds its attributes."""
+
     link: Link
+    type: str  # each type's model narrows it to its own name
     toxicity: Probability = 1.0
 
     @model_validator(mode="after")
     def _attributes_fit(self) -> _ToxicSpec:
-        a = self.attributes()
-        kind = self.type  # type: ignore[attr-defined]
+        a, kind = self.attributes(), self.type
         if kind == "jitter" and a["jitter"] <= 0:
             fail("must be greater than 0", "jitter")
         if kind == "slicer" and a["average_size"] <= 0:
@@ -899,13 +917,13 @@ class _ToxicSpec(InputModel):
         return self
 
     def attributes(self) -> dict[str, int]:
-        return {key: getattr(self, key) for key in TOXIC_TYPES[self.type]}  # type: ignore[attr-defined]
+        return {key: getattr(self, key) for key in TOXIC_TYPES[self.type]}
 
     def build(self) -> Toxic:
         attrs = self.attributes()
-        if self.type == "jitter" and attrs["latency"] == -1:  # type: ignore[attr-defined]
+        if self.type == "jitter" and attrs["latency"] == -1:
             attrs["latency"] = attrs["jitter"]
-        return Toxic(link=self.link[0], links=self.link[1], type=self.type,  # type: ignore[attr-defined]
+        return Toxic(link=self.link[0], links=self.link[1], type=self.type,
                      attributes=tuple(attrs.items()), toxicity=self.toxicity)
 
 
