@@ -25,6 +25,7 @@ docker), naming the field.
 
 from __future__ import annotations
 
+import random
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -38,15 +39,24 @@ from pydantic import (AfterValidator, BaseModel, BeforeValidator, ConfigDict, Fi
 from harness.validation import (InputModel, NonNegative, NonNegativeInt, Positive, PositiveInt, Probability,
                                 Problems, choice, context, error_path, explain, fail, problem, problems_of,
                                 remember, type_name, validate_part)
+from node import protocols
+from node.compose import recovery_bound_s, refusal
+from node.errors import SettingError
+from node.layer import SyncPeer
 
-PROTOCOLS = ("unicast3", "unicast2", "nakack2", "mcast")
-IMPLEMENTED_PROTOCOLS = frozenset({"unicast3"})
-# Protocols whose workload may multicast; for the others "to: all" means one stream per receiver.
-MULTICAST_PROTOCOLS = frozenset({"nakack2", "mcast"})
 TRANSPORTS = ("udp", "tcp")
-DEFAULT_CHECKS = ("fifo", "no_duplicates", "no_loss", "no_errors")
 # Checks every run gets, listed or not: an exception inside a protocol layer is always our bug.
 ALWAYS_CHECKS = ("no_errors",)
+# A scenario without `checks:` is judged by its protocol's default checks (node/protocols.py)
+# and ALWAYS_CHECKS; this is that list for the default protocol.
+DEFAULT_CHECKS = ("fifo", "no_duplicates", "no_loss", "no_errors")
+
+
+def default_checks(protocol: str) -> tuple[str, ...]:
+    own = protocols.get(protocol).default_checks
+    return (*own, *(c for c in ALWAYS_CHECKS if c not in own))
+
+
 DEFAULT_SETTLE_S = 5.0
 DEFAULT_SIZE = 100
 DEFAULT_REORDER_MS = 10.0
@@ -496,6 +506,8 @@ def json_schema() -> dict:
     """The JSON Schema of scenario files (`splitbrain schema`)."""
     schema = ScenarioFile.model_json_schema()
     schema["title"] = "splitbrain scenario"
+    # The protocols registered now (the registry may grow at run time).
+    schema["properties"]["protocol"]["enum"] = list(protocols.names())
     return schema
 
 
@@ -650,7 +662,8 @@ class StreamSpec(InputModel):
     @classmethod
     def _no_multicast_yet(cls, raw: Any, info: ValidationInfo) -> Any:
         protocol = context(info).get("protocol")
-        if raw == "all" and protocol in MULTICAST_PROTOCOLS:
+        # For a unicast protocol "to: all" means one stream per receiver.
+        if raw == "all" and protocol is not None and protocols.get(protocol).multicast:
             # Multicast streams arrive with the protocols that have them.
             raise problem(f"multicast workloads for {protocol} are not implemented yet")
         return raw
@@ -774,7 +787,7 @@ class ReorderSpec(InputModel):
 
 
 MessageType = Annotated[str, Strict(), Field(pattern=r"^[A-Z][A-Z0-9_-]*$"),
-                        explain("{!r} is not a message type (like DATA, ACK, SYNC_OK)")]
+                        explain("{!r} is not a message type (like DATA, ACK)")]
 _TYPE = TypeAdapter(MessageType)
 _TYPE_LIST = TypeAdapter(list[MessageType])
 
@@ -1034,9 +1047,10 @@ def _schedule(raw: Any, info: ValidationInfo) -> tuple[FaultStep, ...]:
             elif position[written] > pos:
                 problems.add(f"schedule[{written}] happens after this heal", src, "heal")
             params = Heal(target=position[written])
-        if spec.kind == "sync" and "config" in ctx and ctx["config"].get("resync", "sync") != "sync":
-            problems.add(f"the SYNC admin operation needs config.resync: sync (this scenario uses "
-                         f"{ctx['config'].get('resync')})", src, "sync")
+        if spec.kind == "sync" and "protocol" in ctx and "config" in ctx:
+            why = refusal(ctx["protocol"], ctx["config"], SyncPeer(peer=params.peer), random.Random(0))
+            if why:
+                problems.add(f"the admin sync operation is refused: {why}", src, "sync")
         if spec.kind == "toxic" and ctx.get("transport", "tcp") != "tcp":
             problems.add(f"needs transport: tcp (Toxiproxy proxies TCP links; this scenario uses "
                          f"{ctx['transport']})", src, "toxic")
@@ -1083,10 +1097,14 @@ def _lifecycle_problems(steps: list[FaultStep], nodes: tuple[str, ...]) -> list[
 # ---- the file ---------------------------------------------------------------------------------
 
 
-def _implemented(protocol: str) -> str:
-    if protocol not in IMPLEMENTED_PROTOCOLS:
-        raise problem(f"{protocol} is not implemented yet (available: {', '.join(sorted(IMPLEMENTED_PROTOCOLS))})")
-    return protocol
+def _protocol(raw: Any) -> str:
+    """A registered protocol (the registry may grow at run time, so this asks it each time)."""
+    known = protocols.names()
+    if raw not in (*known, *protocols.PLANNED):
+        raise problem(f"must be one of {', '.join((*known, *protocols.PLANNED))}, got {raw!r}")
+    if raw not in known:
+        raise problem(f"{raw} is not implemented yet (available: {', '.join(sorted(known))})")
+    return raw
 
 
 def _protocol_settings(config: dict | None, info: ValidationInfo) -> dict:
@@ -1096,9 +1114,6 @@ def _protocol_settings(config: dict | None, info: ValidationInfo) -> dict:
     ctx = context(info)
     ctx["config"] = config
     if "protocol" in ctx:
-        from node.compose import recovery_bound_s
-        from node.errors import SettingError
-
         try:
             ctx["recovery_bound"] = recovery_bound_s(ctx["protocol"], config)
         except SettingError as exc:
@@ -1108,10 +1123,14 @@ def _protocol_settings(config: dict | None, info: ValidationInfo) -> dict:
     return config
 
 
-def _checks(checks: list[str]) -> tuple[str, ...]:
-    """Check names against harness.checks (it owns the list); add the checks every run gets."""
+def _checks(checks: list[str] | None, info: ValidationInfo) -> tuple[str, ...]:
+    """Check names against harness.checks (it owns the list); add the checks every run gets. No
+    list: the protocol's default checks."""
     from harness.checks import CHECKS
 
+    if checks is None:
+        protocol = context(info).get("protocol")
+        return DEFAULT_CHECKS if protocol is None else default_checks(protocol)
     problems = Problems()
     for i, c in enumerate(checks):
         if c in checks[:i]:
@@ -1158,7 +1177,7 @@ class ScenarioFile(InputModel):
 
     name: Annotated[str, Field(min_length=1, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$"),
                     explain("use letters, digits, '_', '.' and '-' (it names the run directory)")]
-    protocol: Annotated[choice(PROTOCOLS), AfterValidator(_implemented), remember("protocol")]
+    protocol: Annotated[str, PlainValidator(_protocol, json_schema_input_type=str), remember("protocol")]
     transport: Annotated[choice(TRANSPORTS), remember("transport")] = Field("udp", validate_default=True)
     nodes: NodeNames
     config: Annotated[dict[str, Any] | None, AfterValidator(_protocol_settings)] = Field(
@@ -1169,8 +1188,9 @@ class ScenarioFile(InputModel):
     workload: Annotated[tuple[Stream, ...], PlainValidator(_workload, json_schema_input_type=list[StreamSpec])]
     schedule: Annotated[tuple[FaultStep, ...], PlainValidator(
         _schedule, json_schema_input_type=list[StepSpec] | None)] = ()
-    checks: Annotated[list[Annotated[str, Field(pattern=_CHECK_RE.pattern), explain("{!r} is not a check name")]],
-                      AfterValidator(_checks), remember("checks")] = Field(list(DEFAULT_CHECKS), validate_default=True)
+    checks: Annotated[list[Annotated[str, Field(pattern=_CHECK_RE.pattern), explain("{!r} is not a check name")]] | None,
+                      AfterValidator(_checks), remember("checks")] = Field(
+        None, validate_default=True, description="default: the protocol's checks; no_errors is always added")
     expect_fail: Annotated[str | None, PlainValidator(
         _expect, json_schema_input_type=Union[Literal["pass"], ExpectFail])] = Field(
         "pass", alias="expect", validate_default=True)
