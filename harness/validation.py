@@ -28,10 +28,11 @@ _TYPE_ERRORS = frozenset({"float_type", "finite_number", "int_type", "int_from_f
 def error_path(loc: tuple) -> str:
     """("schedule", 2, "loss", "p") -> "schedule[2].loss.p"; a mapping's bad key is named by the key."""
     out = ""
-    for part in loc:
+    for i, part in enumerate(loc):
         if part == "[key]":
             continue
-        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+        is_key = i + 1 < len(loc) and loc[i + 1] == "[key]"
+        out += f"[{part}]" if isinstance(part, int) and not is_key else (f".{part}" if out else str(part))
     return out
 
 
@@ -67,7 +68,7 @@ class Problems:
 def _say(error: Any, model: type[BaseModel]) -> str:
     """A pydantic error in this module's words."""
     kind, value, ctx = error["type"], error.get("input"), error.get("ctx") or {}
-    got = f"got {type_name(value)} {value!r}"
+    got = "got null" if value is None else f"got {type_name(value)} {value!r}"
     if kind == "missing":
         return "missing"
     if kind == "extra_forbidden":
@@ -82,8 +83,10 @@ def _say(error: Any, model: type[BaseModel]) -> str:
         return f"must be an integer, {got}"
     if kind in ("string_type", "string_too_short"):
         return f"must be a non-empty string, {got}"
-    if kind in ("list_type", "too_short"):
-        return f"must be a non-empty list, {got}"
+    if kind == "list_type":
+        return f"must be a list, {got}"
+    if kind == "too_short":
+        return "must not be empty"
     if kind == "greater_than_equal":
         return "must not be negative" if ctx["ge"] == 0 else f"must be at least {ctx['ge']}"
     if kind == "greater_than":

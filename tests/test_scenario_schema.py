@@ -98,3 +98,18 @@ def test_cli_prints_every_problem_and_exits_2(tmp_path, capsys):
         "schedule[0].loss.p: must be between 0 and 1",
         "schedule[1].kill: unknown node 'Q' (nodes: A, B, C)",
         "seed: must be a non-negative integer, got -1")]
+
+
+@pytest.mark.parametrize("change, line", [
+    ({"workload": None}, "workload: must be a list, got null"),
+    ({"config": {1: 2}}, "config.1: keys must be strings"),
+    ({"duration": float("inf")}, "duration: must be a number, got float inf"),
+    ({"expect": {"fail": "fifo", "x": 1}}, "expect.x: unknown key (expected one of: fail)"),
+    ({"schedule": ["kill A"]}, "schedule[0]: must be a mapping, got str"),
+])
+def test_generic_problems_read_like_the_others(change, line):
+    """What pydantic finds by itself (kinds, keys, finiteness) is said in the loader's own words."""
+    data = {**yaml.safe_load((SCENARIOS / "steady.yaml").read_text()), **change}
+    with pytest.raises(ScenarioError) as info:
+        parse_scenario(data)
+    assert str(info.value) == line
