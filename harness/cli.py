@@ -1,4 +1,5 @@
-"""The `splitbrain` command line: run scenarios, check the machine, run a node daemon.
+"""The `splitbrain` command line: run scenarios, check the machine, run a node daemon, print the
+JSON Schema of scenario files.
 
 Exit codes (DESIGN.md): 0 the outcome passed, 1 a check failed or judged nothing (its name and
 explanation are printed) or the run itself failed, 2 bad input (a scenario field, a missing file, a bad flag).
@@ -92,6 +93,16 @@ def build_parser() -> argparse.ArgumentParser:
         epilog="Always exits 0: it reports, it does not judge.",
     )
     doctor.set_defaults(func=cmd_doctor)
+
+    schema = sub.add_parser(
+        "schema",
+        help="print the JSON Schema of scenario files",
+        description="Print the JSON Schema (draft 2020-12) of scenario files, for editors and other "
+                    "tools; `splitbrain run` checks more than a schema can say (node names, the "
+                    "schedule as a whole) and names the field of every problem.",
+        epilog="Always exits 0.",
+    )
+    schema.set_defaults(func=cmd_schema)
 
     # analyze and campaign: the Spark pipeline (pipeline/cli.py imports pyspark only when run).
     from pipeline.cli import add_commands as add_pipeline_commands
@@ -324,6 +335,15 @@ class ProgressDisplay:
         if self._live is not None:
             self._live.stop()
             self._live = None
+
+
+def cmd_schema(args: argparse.Namespace) -> int:
+    import json
+
+    from harness.scenario import json_schema
+
+    print(json.dumps(json_schema(), indent=2))
+    return EXIT_OK
 
 
 def cmd_doctor(args: argparse.Namespace) -> int:

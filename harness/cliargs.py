@@ -21,7 +21,8 @@ def load_scenario_arg(path_text: str):
     except IsADirectoryError:
         print(f"splitbrain: scenario path is a directory: {path}", file=sys.stderr)
     except ScenarioError as exc:
-        print(f"splitbrain: {path}: {exc}", file=sys.stderr)
+        for line in str(exc).splitlines():  # every problem of the file, one a line
+            print(f"splitbrain: {path}: {line}", file=sys.stderr)
     return None
 
 

@@ -3,9 +3,10 @@
 A scenario says which protocol runs on which nodes, what the application sends (streams), which
 faults the harness applies when (the schedule), how long the run lasts and which checks judge it.
 Every backend (sim, local, docker) runs the same `Scenario` object, so everything is checked
-here, once, before a node starts: an unknown key or a bad value raises `ScenarioError` whose
-message names the field path, e.g. ``schedule[2].loss.p: must be between 0 and 1``. Paths use
-the indexes as written in the file, even though the schedule is stored sorted by time.
+here, once, before a node starts: unknown keys and bad values raise one `ScenarioError` that
+lists every problem of the file, each with its field path, e.g. ``schedule[2].loss.p: must be
+between 0 and 1``. Paths use the indexes as written in the file, even though the schedule is
+stored sorted by time. `json_schema()` (`splitbrain schema`) is the JSON Schema of the files.
 
 The fault vocabulary (STYLE.md #15) is shared with the simulator's network model and the real
 injectors: partition (one-way or two-way), loss, delay, duplicate, reorder, drop (in-process, by
@@ -24,17 +25,23 @@ docker), naming the field.
 
 from __future__ import annotations
 
-import math
 import random
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, Literal, Union
 
 import yaml
+from pydantic import (AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, PlainValidator, Strict,
+                      TypeAdapter, ValidationError, ValidationInfo, create_model, field_validator,
+                      model_validator)
 
+from harness.validation import (InputModel, NonNegative, NonNegativeInt, Positive, PositiveInt, Probability,
+                                Problems, choice, context, error_path, explain, fail, problem, problems_of,
+                                remember, type_name, validate_part)
 from node import protocols
 from node.compose import recovery_bound_s, refusal
+from node.errors import SettingError
 from node.layer import SyncPeer
 
 TRANSPORTS = ("udp", "tcp")
@@ -48,6 +55,8 @@ DEFAULT_CHECKS = ("fifo", "no_duplicates", "no_loss", "no_errors")
 def default_checks(protocol: str) -> tuple[str, ...]:
     own = protocols.get(protocol).default_checks
     return (*own, *(c for c in ALWAYS_CHECKS if c not in own))
+
+
 DEFAULT_SETTLE_S = 5.0
 DEFAULT_SIZE = 100
 DEFAULT_REORDER_MS = 10.0
@@ -83,18 +92,17 @@ INJECTORS = ("auto", "inprocess", "iptables", "toxiproxy")
 _NAME_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_]*(?:-[A-Za-z0-9_]+)*$")
 _CHECK_RE = re.compile(r"^[a-z][a-z0-9_]*$")
 _RESERVED_NAMES = frozenset({"all", "harness", "node"})
-_TOP_KEYS = ("name", "protocol", "transport", "nodes", "config", "workload", "schedule", "duration",
-             "settle", "checks", "expect", "seed", "injector", "recovery_bound")
-_TOP_REQUIRED = ("name", "protocol", "nodes", "workload", "duration")
 
 
 class ScenarioError(ValueError):
-    """A scenario that cannot run; the message starts with the path of the offending field."""
+    """A scenario that cannot run. `path` and `reason` are its (first) problem's; `problems` lists
+    every (path, reason) of the file, and str() gives one "path: reason" line for each."""
 
-    def __init__(self, path: str, message: str):
+    def __init__(self, path: str, message: str, problems: list[tuple[str, str]] | None = None):
         self.path = path
         self.reason = message
-        super().__init__(f"{path}: {message}" if path else message)
+        self.problems = problems or [(path, message)]
+        super().__init__("\n".join(f"{p}: {m}" if p else m for p, m in self.problems))
 
 
 # ---- the model --------------------------------------------------------------------------------
@@ -479,96 +487,28 @@ def load_scenario(path: str | Path) -> Scenario:
 
 
 def parse_scenario(data: Any) -> Scenario:
-    """Validate a scenario given as a dict (as loaded from YAML) and resolve it."""
-    if not isinstance(data, dict):
-        raise ScenarioError("", f"a scenario must be a mapping, got {_type_name(data)}")
-    _check_keys(data, "", _TOP_KEYS, _TOP_REQUIRED)
-
-    name = _string(data["name"], "name")
-    if not re.match(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$", name):
-        raise ScenarioError("name", "use letters, digits, '_', '.' and '-' (it names the run directory)")
-    protocol = _choice(data["protocol"], "protocol", (*protocols.names(), *protocols.PLANNED))
-    if protocol not in protocols.names():
-        raise ScenarioError("protocol", f"{protocol} is not implemented yet (available: "
-                                        f"{', '.join(sorted(protocols.names()))})")
-    transport = _choice(data.get("transport", "udp"), "transport", TRANSPORTS)
-    nodes = _nodes(data["nodes"])
-    config = data.get("config", {})
-    if config is None:
-        config = {}
-    if not isinstance(config, dict):
-        raise ScenarioError("config", f"must be a mapping, got {_type_name(config)}")
-    for key in config:
-        if not isinstance(key, str):
-            raise ScenarioError(f"config.{key}", "keys must be strings")
-
-    duration = _number(data["duration"], "duration")
-    if duration <= 0:
-        raise ScenarioError("duration", "must be greater than 0")
-    settle = _number(data.get("settle", DEFAULT_SETTLE_S), "settle")
-    if settle < 0:
-        raise ScenarioError("settle", "must not be negative")
-
-    streams = _workload(data["workload"], nodes, protocol, duration)
-    schedule = _schedule(data.get("schedule") or [], nodes)
-
-    checks_raw = data.get("checks", list(default_checks(protocol)))
-    if not isinstance(checks_raw, list):
-        raise ScenarioError("checks", f"must be a list of check names, got {_type_name(checks_raw)}")
-    checks: list[str] = []
-    for i, c in enumerate(checks_raw):
-        c = _string(c, f"checks[{i}]")
-        if not _CHECK_RE.match(c):
-            raise ScenarioError(f"checks[{i}]", f"{c!r} is not a check name")
-        if c in checks:
-            raise ScenarioError(f"checks[{i}]", f"{c!r} is listed twice")
-        checks.append(c)
-    _known_checks(checks)
-    checks += [c for c in ALWAYS_CHECKS if c not in checks]
-
-    expect_fail = _expect(data.get("expect", "pass"), checks)
-    seed = data.get("seed", 0)
-    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
-        raise ScenarioError("seed", f"must be a non-negative integer, got {seed!r}")
-
-    injector = _choice(data.get("injector", "auto"), "injector", INJECTORS)
-    for step in schedule:
-        if step.kind == "sync":
-            why = refusal(protocol, config, SyncPeer(peer=step.params.peer), random.Random(0))
-            if why:
-                raise ScenarioError(f"schedule[{step.source_index}].sync", f"the admin sync operation is refused: {why}")
-        if step.kind == "toxic" and transport != "tcp":
-            raise ScenarioError(f"schedule[{step.source_index}].toxic",
-                                f"needs transport: tcp (Toxiproxy proxies TCP links; this scenario uses {transport})")
-    if injector == "toxiproxy" and transport != "tcp":
-        raise ScenarioError("injector", f"toxiproxy needs transport: tcp (this scenario uses {transport})")
-    if injector == "iptables" and any(step.kind == "toxic" for step in schedule):
-        raise ScenarioError("injector", "iptables cannot tell apart TCP links routed through Toxiproxy, which "
-                                        "toxic steps need: use injector auto, toxiproxy or inprocess")
-
+    """Validate a scenario given as a dict (as loaded from YAML) and resolve it. Every problem of
+    the file is reported at once, in one ScenarioError."""
+    try:
+        f = ScenarioFile.model_validate(data, context={})
+    except ValidationError as exc:
+        problems = problems_of(exc)
+        raise ScenarioError(*problems[0], problems=problems) from None
     return Scenario(
-        name=name, protocol=protocol, transport=transport, nodes=nodes, config=dict(config),
-        streams=streams, schedule=schedule, duration=duration, settle=settle,
-        checks=tuple(checks), expect_fail=expect_fail, seed=seed, injector=injector,
-        recovery_bound=_recovery_bound(data.get("recovery_bound"), protocol, config),
+        name=f.name, protocol=f.protocol, transport=f.transport, nodes=f.nodes, config=f.config,
+        streams=f.workload, schedule=f.schedule, duration=f.duration, settle=f.settle,
+        checks=f.checks, expect_fail=f.expect_fail, seed=f.seed, injector=f.injector,
+        recovery_bound=f.recovery_bound,
     )
 
 
-def _recovery_bound(raw: Any, protocol: str, config: dict) -> float:
-    """The scenario's own bound, or the protocol's from its settings (which are checked here, so a
-    bad setting is reported before anything starts, named as config.<key>)."""
-    if raw is not None:
-        bound = _number(raw, "recovery_bound")
-        if bound <= 0:
-            raise ScenarioError("recovery_bound", "must be greater than 0 (seconds)")
-        return bound
-    try:
-        return recovery_bound_s(protocol, config)
-    except ValueError as exc:
-        match = re.match(r"^([A-Za-z_][A-Za-z0-9_]*): (.*)$", str(exc), re.S)
-        if match:
-            raise ScenarioError(f"config.{match.group(1)}", match.group(2)) from None
-        raise ScenarioError("config", str(exc)) from None
+def json_schema() -> dict:
+    """The JSON Schema of scenario files (`splitbrain schema`)."""
+    schema = ScenarioFile.model_json_schema()
+    schema["title"] = "splitbrain scenario"
+    # The protocols registered now (the registry may grow at run time).
+    schema["properties"]["protocol"]["enum"] = list(protocols.names())
+    return schema
 
 
 def check_backend(scenario: Scenario, backend: str, injector: str | None = None) -> None:
@@ -590,33 +530,64 @@ def check_backend(scenario: Scenario, backend: str, injector: str | None = None)
         if injector in ("iptables", "toxiproxy"):
             raise ScenarioError(where, f"{injector} needs the docker backend (backend {backend} applies "
                                        f"network faults {'in its network model' if backend == 'sim' else 'in-process'})")
-    if chosen == "toxiproxy" and scenario.transport != "tcp":
-        raise ScenarioError(where, f"toxiproxy needs transport: tcp (this scenario uses {scenario.transport})")
-    if chosen == "iptables" and any(step.kind == "toxic" for step in scenario.schedule):
-        raise ScenarioError(where, "iptables cannot tell apart TCP links routed through Toxiproxy, which toxic "
-                                   "steps need: use auto, toxiproxy or inprocess")
+    why = _injector_problem(chosen, scenario.transport, scenario.schedule)
+    if why:
+        raise ScenarioError(where, why)
 
 
-# ---- sections ---------------------------------------------------------------------------------
+def _injector_problem(injector: str, transport: str, schedule: tuple[FaultStep, ...]) -> str | None:
+    if injector == "toxiproxy" and transport != "tcp":
+        return f"toxiproxy needs transport: tcp (this scenario uses {transport})"
+    if injector == "iptables" and any(step.kind == "toxic" for step in schedule):
+        return ("iptables cannot tell apart TCP links routed through Toxiproxy, which toxic steps need: "
+                "use injector auto, toxiproxy or inprocess")
+    return None
 
 
-def _nodes(raw: Any) -> tuple[str, ...]:
+# ---- the file, as pydantic models -------------------------------------------------------------
+#
+# The models below describe the file as written (and give its JSON Schema); validators resolve
+# what the runners use (node names, directed links, Stream, FaultStep). ScenarioFile's fields are
+# validated in order and later ones read what earlier ones resolved from the validation context:
+# nodes, config, duration, checks, the schedule. harness/validation.py says how problems are
+# reported. Paths use the indexes as written in the file.
+
+
+def _known_node(name: str, info: ValidationInfo) -> str:
+    nodes = context(info).get("nodes")
+    if nodes is not None and name not in nodes:
+        raise problem(f"unknown node {name!r} (nodes: {', '.join(nodes)})")
+    return name
+
+
+NodeRef = Annotated[str, Strict(), Field(min_length=1), AfterValidator(_known_node)]
+_NODE = TypeAdapter(NodeRef)
+_NODE_LIST = TypeAdapter(list[NodeRef])
+
+
+def _node_names(raw: Any, info: ValidationInfo) -> tuple[str, ...]:
     if isinstance(raw, int) and not isinstance(raw, bool):
         if not 1 <= raw <= MAX_NODES:
-            raise ScenarioError("nodes", f"a node count must be between 1 and {MAX_NODES}")
-        return tuple(_letters(i) for i in range(raw))
-    if not isinstance(raw, list) or not raw:
-        raise ScenarioError("nodes", "must be a non-empty list of names or a count")
-    names: list[str] = []
-    for i, n in enumerate(raw):
-        n = _string(n, f"nodes[{i}]")
-        if not _NAME_RE.match(n) or n.lower() in _RESERVED_NAMES:
-            raise ScenarioError(f"nodes[{i}]", f"{n!r} is not a valid node name (letters, digits, '_', "
-                                               "inner '-'; not 'all', 'harness' or 'node')")
-        if n in names:
-            raise ScenarioError(f"nodes[{i}]", f"{n!r} is listed twice")
-        names.append(n)
-    return tuple(names)
+            raise problem(f"a node count must be between 1 and {MAX_NODES}")
+        names: tuple[str, ...] = tuple(_letters(i) for i in range(raw))
+    elif not isinstance(raw, list) or not raw:
+        raise problem("must be a non-empty list of names or a count")
+    else:
+        problems = Problems()
+        seen: list[str] = []
+        for i, n in enumerate(raw):
+            if not isinstance(n, str) or not n:
+                problems.add(f"must be a non-empty string, got {type_name(n)} {n!r}", i)
+            elif not _NAME_RE.match(n) or n.lower() in _RESERVED_NAMES:
+                problems.add(f"{n!r} is not a valid node name (letters, digits, '_', inner '-'; not 'all', "
+                             "'harness' or 'node')", i)
+            elif n in seen:
+                problems.add(f"{n!r} is listed twice", i)
+            seen.append(n)
+        problems.raise_any()
+        names = tuple(raw)
+    context(info)["nodes"] = names
+    return names
 
 
 def _letters(i: int) -> str:
@@ -625,449 +596,609 @@ def _letters(i: int) -> str:
     return chr(ord("A") + i // 26 - 1) + chr(ord("A") + i % 26)
 
 
-def _workload(raw: Any, nodes: tuple[str, ...], protocol: str, duration: float) -> tuple[Stream, ...]:
-    if not isinstance(raw, list):
-        raise ScenarioError("workload", f"must be a list of streams, got {_type_name(raw)}")
-    streams: list[Stream] = []
-    for i, entry in enumerate(raw):
-        path = f"workload[{i}]"
-        if not isinstance(entry, dict):
-            raise ScenarioError(path, f"must be a mapping, got {_type_name(entry)}")
-        _check_keys(entry, path, ("from", "to", "rate", "count", "duration", "size", "start"),
-                    ("from", "to", "rate"))
-        senders = _node_or_all(entry["from"], f"{path}.from", nodes)
-        receivers = _node_or_all(entry["to"], f"{path}.to", nodes)
-        # For a unicast protocol "to: all" means one stream per receiver.
-        if entry["to"] == "all" and protocols.get(protocol).multicast:
-            # Multicast streams arrive with the protocols that have them.
-            raise ScenarioError(f"{path}.to", f"multicast workloads for {protocol} are not implemented yet")
-        rate = _number(entry["rate"], f"{path}.rate")
-        if rate <= 0:
-            raise ScenarioError(f"{path}.rate", "must be greater than 0 (messages per second)")
-        count = entry.get("count")
-        stream_duration = entry.get("duration")
-        if count is None and stream_duration is None:
-            raise ScenarioError(path, "needs count or duration (or both)")
-        if count is not None:
-            if isinstance(count, bool) or not isinstance(count, int) or count < 1:
-                raise ScenarioError(f"{path}.count", f"must be a positive integer, got {count!r}")
-        if stream_duration is not None:
-            stream_duration = _number(stream_duration, f"{path}.duration")
-            if stream_duration <= 0:
-                raise ScenarioError(f"{path}.duration", "must be greater than 0")
-        size = entry.get("size", DEFAULT_SIZE)
-        if isinstance(size, bool) or not isinstance(size, int) or not 0 <= size <= 60_000:
-            raise ScenarioError(f"{path}.size", f"must be an integer number of bytes in 0..60000, got {size!r}")
-        start = _number(entry.get("start", 0.0), f"{path}.start")
-        if start < 0:
-            raise ScenarioError(f"{path}.start", "must not be negative")
-        if start >= duration:
-            raise ScenarioError(f"{path}.start", f"{start:g} is not before the scenario duration {duration:g}")
-        # The scenario's duration is the workload's time budget, so a stream must fit in it: a
-        # count that cannot be reached would silently shrink the run.
-        if count is not None and start + (count - 1) / rate >= duration:
-            raise ScenarioError(f"{path}.count", f"{count} messages at {rate:g}/s from t={start:g} do not "
-                                                 f"fit in duration {duration:g}s")
-        if stream_duration is not None and start + stream_duration > duration + 1e-9:
-            raise ScenarioError(f"{path}.duration", f"the stream ends at {start + stream_duration:g}s, "
-                                                    f"after the scenario duration {duration:g}s")
-        pairs = [(s, r) for s in senders for r in receivers if s != r]
-        if not pairs:
-            raise ScenarioError(path, "a stream needs a sender and a different receiver")
-        for s, r in pairs:
-            streams.append(Stream(src=s, dest=r, rate=rate, count=count, duration=stream_duration,
-                                  size=size, start=start, index=len(streams)))
-    return tuple(streams)
+NodeNames = Annotated[tuple[str, ...], PlainValidator(_node_names, json_schema_input_type=Union[
+    Annotated[int, Field(ge=1, le=MAX_NODES)],
+    Annotated[list[Annotated[str, Field(pattern=_NAME_RE.pattern)]], Field(min_length=1)]])]
 
 
-def _node_or_all(raw: Any, path: str, nodes: tuple[str, ...]) -> tuple[str, ...]:
+def _nodes_or_all(raw: Any, info: ValidationInfo) -> tuple[str, ...]:
     if raw == "all":
-        return nodes
-    if isinstance(raw, list):
-        if not raw:
-            raise ScenarioError(path, "must name at least one node")
-        return tuple(_node(x, f"{path}[{i}]", nodes) for i, x in enumerate(raw))
-    return (_node(raw, path, nodes),)
-
-
-def _node(raw: Any, path: str, nodes: tuple[str, ...]) -> str:
-    name = _string(raw, path)
-    if name not in nodes:
-        raise ScenarioError(path, f"unknown node {name!r} (nodes: {', '.join(nodes)})")
-    return name
-
-
-def _schedule(raw: Any, nodes: tuple[str, ...]) -> tuple[FaultStep, ...]:
+        return tuple(context(info).get("nodes", ()))
     if not isinstance(raw, list):
-        raise ScenarioError("schedule", f"must be a list of steps, got {_type_name(raw)}")
-    parsed: list[tuple[float, int, str, Any]] = []
-    for i, entry in enumerate(raw):
-        path = f"schedule[{i}]"
-        if not isinstance(entry, dict):
-            raise ScenarioError(path, f"must be a mapping, got {_type_name(entry)}")
-        for key in entry:
-            if key != "at" and key not in STEP_KINDS:
-                raise ScenarioError(f"{path}.{key}", f"unknown key (a step has 'at' and one of: "
-                                                     f"{', '.join(STEP_KINDS)})")
-        if "at" not in entry:
-            raise ScenarioError(f"{path}.at", "missing")
-        at = _number(entry["at"], f"{path}.at")
-        if at < 0:
-            raise ScenarioError(f"{path}.at", f"must not be negative, got {at:g}")
-        kinds = [k for k in entry if k != "at"]
-        if len(kinds) != 1:
-            raise ScenarioError(path, f"needs exactly one of {', '.join(STEP_KINDS)}; got "
-                                      f"{', '.join(kinds) or 'none'}")
-        parsed.append((at, i, kinds[0], entry[kinds[0]]))
-
-    # A stable sort keeps steps with equal times in file order; `heal: N` is written with file
-    # indexes and resolved to sorted positions below.
-    order = sorted(range(len(parsed)), key=lambda i: parsed[i][0])
-    position = {src: pos for pos, src in enumerate(order)}
-    steps: list[FaultStep] = []
-    for pos, src in enumerate(order):
-        at, _, kind, body = parsed[src]
-        path = f"schedule[{src}].{kind}"
-        params = _step_params(kind, body, path, nodes, at, raw_len=len(parsed))
-        if isinstance(params, Heal) and params.target != "all":
-            written = params.target
-            target_pos = position[written]
-            target_kind = parsed[written][2]
-            if written == src:
-                raise ScenarioError(path, "a heal cannot undo itself")
-            if target_kind not in HEALABLE_KINDS:
-                raise ScenarioError(path, f"schedule[{written}] is a {target_kind} step; heal undoes "
-                                          f"{', '.join(sorted(HEALABLE_KINDS))} (use resume/restart for nodes)")
-            if target_pos > pos:
-                raise ScenarioError(path, f"schedule[{written}] happens after this heal")
-            params = Heal(target=target_pos)
-        steps.append(FaultStep(at=at, kind=kind, params=params, index=pos, source_index=src))
-    _check_lifecycle(steps, nodes)
-    return tuple(steps)
+        return (validate_part(_NODE, raw, info),)
+    if not raw:
+        raise problem("must name at least one node")
+    return tuple(validate_part(_NODE_LIST, raw, info))
 
 
-def _step_params(kind: str, body: Any, path: str, nodes: tuple[str, ...], at: float,
-                 raw_len: int) -> StepParams:
-    if kind == "partition":
-        return _partition(body, path, nodes)
-    if kind in ("loss", "duplicate"):
-        body = _mapping(body, path)
-        _check_keys(body, path, ("link", "p"), ("link", "p"))
-        link, links = _link(body["link"], f"{path}.link", nodes)
-        return LinkProbability(link=link, links=links, p=_probability(body["p"], f"{path}.p"))
-    if kind == "delay":
-        body = _mapping(body, path)
-        _check_keys(body, path, ("link", "ms", "jitter_ms"), ("link", "ms"))
-        link, links = _link(body["link"], f"{path}.link", nodes)
-        ms = _number(body["ms"], f"{path}.ms")
-        jitter = _number(body.get("jitter_ms", 0.0), f"{path}.jitter_ms")
-        if ms < 0:
-            raise ScenarioError(f"{path}.ms", "must not be negative")
-        if jitter < 0:
-            raise ScenarioError(f"{path}.jitter_ms", "must not be negative")
-        return Delay(link=link, links=links, ms=ms, jitter_ms=jitter)
-    if kind == "reorder":
-        body = _mapping(body, path)
-        _check_keys(body, path, ("link", "p", "ms"), ("link", "p"))
-        link, links = _link(body["link"], f"{path}.link", nodes)
-        ms = _number(body.get("ms", DEFAULT_REORDER_MS), f"{path}.ms")
-        if ms <= 0:
-            raise ScenarioError(f"{path}.ms", "must be greater than 0")
-        return Reorder(link=link, links=links, p=_probability(body["p"], f"{path}.p"), ms=ms)
-    if kind == "drop":
-        return _drop(body, path, nodes, at)
-    if kind == "view":
-        body = _mapping(body, path)
-        _check_keys(body, path, ("at", "members"), ("at", "members"))
-        node = _node(body["at"], f"{path}.at", nodes)
-        members_raw = body["members"]
-        if not isinstance(members_raw, list) or not members_raw:
-            raise ScenarioError(f"{path}.members", "must be a non-empty list of nodes")
-        members = tuple(_node(m, f"{path}.members[{i}]", nodes) for i, m in enumerate(members_raw))
-        if len(set(members)) != len(members):
-            raise ScenarioError(f"{path}.members", "lists a node twice")
-        if node not in members:
-            raise ScenarioError(f"{path}.members", f"a view installed at {node} must contain {node}")
-        return View(node=node, members=members)
-    if kind == "sync":
-        body = _mapping(body, path)
-        _check_keys(body, path, ("at", "peer"), ("at", "peer"))
-        node = _node(body["at"], f"{path}.at", nodes)
-        peer = _node(body["peer"], f"{path}.peer", nodes)
-        if peer == node:
-            raise ScenarioError(f"{path}.peer", f"{node} cannot sync with itself")
-        return SyncStep(node=node, peer=peer)
-    if kind in NODE_KINDS:
-        return NodeTarget(node=_node(body, path, nodes))
-    if kind == "toxic":
-        return _toxic(body, path, nodes)
-    if kind == "heal":
-        if body == "all":
-            return Heal(target="all")
-        if isinstance(body, bool) or not isinstance(body, int):
-            raise ScenarioError(path, f"must be 'all' or the index of a schedule step, got {body!r}")
-        if not 0 <= body < raw_len:
-            raise ScenarioError(path, f"no schedule step {body} (the schedule has {raw_len})")
-        return Heal(target=body)
-    raise AssertionError(kind)
+NodesOrAll = Annotated[tuple[str, ...], PlainValidator(
+    _nodes_or_all, json_schema_input_type=Union[Literal["all"], str, Annotated[list[str], Field(min_length=1)]])]
+
+Links = tuple[tuple[str, str], ...]
 
 
-def _toxic(body: Any, path: str, nodes: tuple[str, ...]) -> Toxic:
-    body = _mapping(body, path)
-    if "type" not in body:
-        raise ScenarioError(f"{path}.type", f"missing (one of: {', '.join(TOXIC_TYPES)})")
-    kind = _choice(body["type"], f"{path}.type", tuple(TOXIC_TYPES))
-    defaults = TOXIC_TYPES[kind]
-    _check_keys(body, path, ("link", "type", "toxicity", *defaults), ("link",))
-    link, links = _link(body["link"], f"{path}.link", nodes)
-    attrs: dict[str, int] = {}
-    for key, default in defaults.items():
-        raw = body.get(key, default)
-        if isinstance(raw, bool) or not isinstance(raw, (int, float)) or raw != int(raw):
-            raise ScenarioError(f"{path}.{key}", f"must be an integer, got {raw!r}")
-        value = int(raw)
-        if value < 0 and not (kind == "jitter" and key == "latency" and value == -1):
-            raise ScenarioError(f"{path}.{key}", "must not be negative")
-        attrs[key] = value
-    if kind == "jitter":
-        if attrs["jitter"] <= 0:
-            raise ScenarioError(f"{path}.jitter", "must be greater than 0")
-        if attrs["latency"] == -1:
-            attrs["latency"] = attrs["jitter"]
-    if kind == "slicer" and attrs["average_size"] <= 0:
-        raise ScenarioError(f"{path}.average_size", "must be greater than 0 (bytes per slice)")
-    if kind == "slicer" and attrs["size_variation"] >= attrs["average_size"]:
-        raise ScenarioError(f"{path}.size_variation", "must be smaller than average_size")
-    if kind == "bandwidth" and attrs["rate"] <= 0:
-        raise ScenarioError(f"{path}.rate", "must be greater than 0 (KB/s)")
-    if kind == "limit_data" and attrs["bytes"] <= 0:
-        raise ScenarioError(f"{path}.bytes", "must be greater than 0")
-    toxicity = _probability(body.get("toxicity", 1.0), f"{path}.toxicity")
-    if kind == "down" and toxicity != 1.0:
-        raise ScenarioError(f"{path}.toxicity", "down disables the proxies: it has no toxicity")
-    return Toxic(link=link, links=links, type=kind, attributes=tuple(attrs.items()), toxicity=toxicity)
-
-
-def _partition(body: Any, path: str, nodes: tuple[str, ...]) -> Partition:
-    if isinstance(body, dict):
-        _check_keys(body, path, ("from", "to"), ("from", "to"))
-        src = _node_or_all(body["from"], f"{path}.from", nodes)
-        dst = _node_or_all(body["to"], f"{path}.to", nodes)
-        links = tuple((a, b) for a in src for b in dst if a != b)
-        if not links:
-            raise ScenarioError(path, "blocks no link (from and to are the same node)")
-        return Partition(one_way=True, groups=(src, dst), links=links)
-    if isinstance(body, list):
-        if len(body) < 2:
-            raise ScenarioError(path, "a two-way partition needs at least two groups")
-        groups: list[tuple[str, ...]] = []
-        seen: set[str] = set()
-        for g, group in enumerate(body):
-            gpath = f"{path}[{g}]"
-            if not isinstance(group, list) or not group:
-                raise ScenarioError(gpath, "must be a non-empty list of nodes")
-            members = tuple(_node(n, f"{gpath}[{j}]", nodes) for j, n in enumerate(group))
-            for j, n in enumerate(members):
-                if n in seen:
-                    raise ScenarioError(f"{gpath}[{j}]", f"{n} is in more than one group")
-                seen.add(n)
-            groups.append(members)
-        links = tuple(
-            (a, b)
-            for gi, ga in enumerate(groups)
-            for gj, gb in enumerate(groups)
-            if gi != gj
-            for a in ga
-            for b in gb
-        )
-        return Partition(one_way=False, groups=tuple(groups), links=links)
-    raise ScenarioError(path, "must be {from: X, to: Y} (one-way) or a list of groups [[A], [B, C]] (two-way)")
-
-
-def _drop(body: Any, path: str, nodes: tuple[str, ...], at: float) -> Drop:
-    body = _mapping(body, path)
-    _check_keys(body, path, ("at", "from", "to", "type", "direction", "p", "count", "after", "seqnos",
-                             "until", "action", "delay_ms", "jitter_ms"), ("at",))
-    node = _node(body["at"], f"{path}.at", nodes)
-    direction = _choice(body.get("direction", "up"), f"{path}.direction", ("up", "down"))
-    peer = None
-    if direction == "up":
-        if "to" in body:
-            raise ScenarioError(f"{path}.to", "only with direction: down (received messages use from:)")
-        if "from" in body:
-            peer = _node(body["from"], f"{path}.from", nodes)
-    else:
-        if "from" in body:
-            raise ScenarioError(f"{path}.from", "only with direction: up (sent messages use to:)")
-        if "to" in body:
-            peer = _node(body["to"], f"{path}.to", nodes)
-    if peer == node:
-        raise ScenarioError(path, f"a rule at {node} cannot name {node} as its peer")
-    types = None
-    if "type" in body:
-        raw = body["type"]
-        items = raw if isinstance(raw, list) else [raw]
-        if not items:
-            raise ScenarioError(f"{path}.type", "must name at least one message type")
-        names = []
-        for i, t in enumerate(items):
-            tpath = f"{path}.type[{i}]" if isinstance(raw, list) else f"{path}.type"
-            t = _string(t, tpath)
-            if not re.match(r"^[A-Z][A-Z0-9_-]*$", t):
-                raise ScenarioError(tpath, f"{t!r} is not a message type (like DATA, ACK)")
-            names.append(t)
-        types = tuple(names)
-    p = _probability(body.get("p", 1.0), f"{path}.p")
-    count = body.get("count")
-    if count is not None and (isinstance(count, bool) or not isinstance(count, int) or count < 1):
-        raise ScenarioError(f"{path}.count", f"must be a positive integer, got {count!r}")
-    after = body.get("after", 0)
-    if isinstance(after, bool) or not isinstance(after, int) or after < 0:
-        raise ScenarioError(f"{path}.after", f"must be a non-negative integer, got {after!r}")
-    seqnos = None
-    if "seqnos" in body:
-        raw = body["seqnos"]
-        if (not isinstance(raw, list) or len(raw) != 2
-                or any(isinstance(x, bool) or not isinstance(x, int) for x in raw)
-                or raw[0] > raw[1] or raw[0] < 0):
-            raise ScenarioError(f"{path}.seqnos", f"must be [lo, hi] with 0 <= lo <= hi, got {raw!r}")
-        seqnos = (raw[0], raw[1])
-    until = None
-    if "until" in body:
-        until = _number(body["until"], f"{path}.until")
-        if until < at:
-            raise ScenarioError(f"{path}.until", f"{until:g} is before the step's time {at:g}")
-    action = _choice(body.get("action", "drop"), f"{path}.action", DROP_ACTIONS)
-    delay_ms = _number(body.get("delay_ms", 0.0), f"{path}.delay_ms")
-    jitter_ms = _number(body.get("jitter_ms", 0.0), f"{path}.jitter_ms")
-    for key, value in (("delay_ms", delay_ms), ("jitter_ms", jitter_ms)):
-        if value < 0:
-            raise ScenarioError(f"{path}.{key}", "must not be negative")
-        if value and action != "delay":
-            raise ScenarioError(f"{path}.{key}", "only with action: delay")
-    if action == "delay" and not delay_ms and not jitter_ms:
-        raise ScenarioError(f"{path}.delay_ms", "a delay needs delay_ms (or jitter_ms) greater than 0")
-    return Drop(node=node, direction=direction, peer=peer, types=types, p=p, count=count,
-                after=after, seqnos=seqnos, until=until, action=action, delay_ms=delay_ms,
-                jitter_ms=jitter_ms)
-
-
-def _link(raw: Any, path: str, nodes: tuple[str, ...]) -> tuple[str, tuple[tuple[str, str], ...]]:
+def _link(raw: Any, info: ValidationInfo) -> tuple[str, Links]:
     """Resolve "X->Y", "X<->Y" or "*" (and "X->*", "*->Y") into directed links."""
-    spec = _string(raw, path).strip()
+    if not isinstance(raw, str) or not raw:
+        raise problem(f"must be a non-empty string, got {type_name(raw)} {raw!r}")
+    spec = raw.strip()
+    nodes = tuple(context(info).get("nodes", ()))
     if spec == "*":
         return spec, tuple((a, b) for a in nodes for b in nodes if a != b)
     both = "<->" in spec
-    parts = spec.split("<->" if both else "->")
-    if len(parts) != 2 or not parts[0].strip() or not parts[1].strip():
-        raise ScenarioError(path, f"{spec!r} is not a link (use X->Y, X<->Y or \"*\")")
-    a, b = parts[0].strip(), parts[1].strip()
-    srcs = nodes if a == "*" else (_node(a, path, nodes),)
-    dsts = nodes if b == "*" else (_node(b, path, nodes),)
+    parts = [part.strip() for part in spec.split("<->" if both else "->")]
+    if len(parts) != 2 or not all(parts):
+        raise problem(f"{spec!r} is not a link (use X->Y, X<->Y or \"*\")")
+    srcs = nodes if parts[0] == "*" else (validate_part(_NODE, parts[0], info),)
+    dsts = nodes if parts[1] == "*" else (validate_part(_NODE, parts[1], info),)
     links = [(x, y) for x in srcs for y in dsts if x != y]
     if both:
         links += [(y, x) for x, y in links if (y, x) not in links]
-    if not links:
-        raise ScenarioError(path, f"{spec!r} names no link between two different nodes")
+    if not links and nodes:
+        raise problem(f"{spec!r} names no link between two different nodes")
     return spec, tuple(links)
 
 
-def _check_lifecycle(steps: list[FaultStep], nodes: tuple[str, ...]) -> None:
-    """Walk the schedule and refuse steps that make no sense for a node's state at that time."""
+Link = Annotated[tuple[str, Links], PlainValidator(_link, json_schema_input_type=Annotated[str, Field(
+    description='X->Y (one way), X<->Y (both ways) or "*" (every link); X->* and *->Y too')])]
+
+
+# ---- the workload -----------------------------------------------------------------------------
+
+
+class StreamSpec(InputModel):
+    """One entry of `workload`: from each sender to each other receiver, `rate` messages a second."""
+
+    src: NodesOrAll = Field(alias="from")
+    dest: NodesOrAll = Field(alias="to")
+    rate: Annotated[float, Field(gt=0), explain("must be greater than 0 (messages per second)")]
+    count: PositiveInt | None = None
+    duration: Positive | None = None
+    size: Annotated[int, Field(ge=0, le=60_000),
+                    explain("must be an integer number of bytes in 0..60000, got {!r}")] = DEFAULT_SIZE
+    start: NonNegative = 0.0
+
+    @field_validator("dest", mode="before")
+    @classmethod
+    def _no_multicast_yet(cls, raw: Any, info: ValidationInfo) -> Any:
+        protocol = context(info).get("protocol")
+        # For a unicast protocol "to: all" means one stream per receiver.
+        if raw == "all" and protocol is not None and protocols.get(protocol).multicast:
+            # Multicast streams arrive with the protocols that have them.
+            raise problem(f"multicast workloads for {protocol} are not implemented yet")
+        return raw
+
+    @model_validator(mode="after")
+    def _fits(self, info: ValidationInfo) -> StreamSpec:
+        if self.count is None and self.duration is None:
+            fail("needs count or duration (or both)")
+        problems = Problems()
+        duration = context(info).get("duration")
+        if duration is not None:
+            # The scenario's duration is the workload's time budget, so a stream must fit in it: a
+            # count that cannot be reached would silently shrink the run.
+            if self.start >= duration:
+                problems.add(f"{self.start:g} is not before the scenario duration {duration:g}", "start")
+            elif self.count is not None and self.start + (self.count - 1) / self.rate >= duration:
+                problems.add(f"{self.count} messages at {self.rate:g}/s from t={self.start:g} do not fit in "
+                             f"duration {duration:g}s", "count")
+            elif self.duration is not None and self.start + self.duration > duration + 1e-9:
+                problems.add(f"the stream ends at {self.start + self.duration:g}s, after the scenario "
+                             f"duration {duration:g}s", "duration")
+        if not self.pairs():
+            problems.add("a stream needs a sender and a different receiver")
+        problems.raise_any()
+        return self
+
+    def pairs(self) -> list[tuple[str, str]]:
+        return [(s, r) for s in self.src for r in self.dest if s != r]
+
+
+_STREAMS = TypeAdapter(list[StreamSpec])
+
+
+def _workload(raw: Any, info: ValidationInfo) -> tuple[Stream, ...]:
+    specs = validate_part(_STREAMS, raw, info)
+    streams: list[Stream] = []
+    for spec in specs:
+        for s, r in spec.pairs():
+            streams.append(Stream(src=s, dest=r, rate=spec.rate, count=spec.count, duration=spec.duration,
+                                  size=spec.size, start=spec.start, index=len(streams)))
+    return tuple(streams)
+
+
+# ---- schedule steps ---------------------------------------------------------------------------
+
+
+class OneWaySpec(InputModel):
+    """partition: {from: X, to: Y}: nothing from X reaches Y."""
+
+    src: NodesOrAll = Field(alias="from")
+    dest: NodesOrAll = Field(alias="to")
+
+
+TwoWaySpec = Annotated[list[Annotated[list[str], Field(min_length=1)]], Field(min_length=2)]
+
+
+def _partition(raw: Any, info: ValidationInfo) -> Partition:
+    if isinstance(raw, dict):
+        one_way = OneWaySpec.model_validate(raw, context=info.context)
+        links = tuple((a, b) for a in one_way.src for b in one_way.dest if a != b)
+        if not links:
+            raise problem("blocks no link (from and to are the same node)")
+        return Partition(one_way=True, groups=(one_way.src, one_way.dest), links=links)
+    if not isinstance(raw, list):
+        raise problem("must be {from: X, to: Y} (one-way) or a list of groups [[A], [B, C]] (two-way)")
+    if len(raw) < 2:
+        raise problem("a two-way partition needs at least two groups")
+    problems = Problems()
+    groups: list[tuple[str, ...]] = []
+    seen: set[str] = set()
+    for g, group in enumerate(raw):
+        if not isinstance(group, list) or not group:
+            problems.add("must be a non-empty list of nodes", g)
+            continue
+        try:
+            members = tuple(validate_part(_NODE_LIST, group, info))
+        except ValidationError as exc:
+            problems.collect(exc, g)
+            continue
+        for j, n in enumerate(members):
+            if n in seen:
+                problems.add(f"{n} is in more than one group", g, j)
+            seen.add(n)
+        groups.append(members)
+    problems.raise_any()
+    links = tuple((a, b) for gi, ga in enumerate(groups) for gj, gb in enumerate(groups) if gi != gj
+                  for a in ga for b in gb)
+    return Partition(one_way=False, groups=tuple(groups), links=links)
+
+
+class LinkProbabilitySpec(InputModel):
+    """loss, duplicate: probability p per frame on the links named by `link`."""
+
+    link: Link
+    p: Probability
+
+    def build(self) -> LinkProbability:
+        return LinkProbability(link=self.link[0], links=self.link[1], p=self.p)
+
+
+class DelaySpec(InputModel):
+    """Latency `ms` plus or minus a uniform `jitter_ms` on the links named by `link`."""
+
+    link: Link
+    ms: NonNegative
+    jitter_ms: NonNegative = 0.0
+
+    def build(self) -> Delay:
+        return Delay(link=self.link[0], links=self.link[1], ms=self.ms, jitter_ms=self.jitter_ms)
+
+
+class ReorderSpec(InputModel):
+    """With probability p a frame is held back by an extra uniform delay of up to `ms`."""
+
+    link: Link
+    p: Probability
+    ms: Positive = DEFAULT_REORDER_MS
+
+    def build(self) -> Reorder:
+        return Reorder(link=self.link[0], links=self.link[1], p=self.p, ms=self.ms)
+
+
+MessageType = Annotated[str, Strict(), Field(pattern=r"^[A-Z][A-Z0-9_-]*$"),
+                        explain("{!r} is not a message type (like DATA, ACK)")]
+_TYPE = TypeAdapter(MessageType)
+_TYPE_LIST = TypeAdapter(list[MessageType])
+
+
+def _message_types(raw: Any, info: ValidationInfo) -> tuple[str, ...]:
+    if not isinstance(raw, list):
+        return (validate_part(_TYPE, raw, info),)
+    if not raw:
+        raise problem("must name at least one message type")
+    return tuple(validate_part(_TYPE_LIST, raw, info))
+
+
+def _seqnos(raw: Any) -> tuple[int, int]:
+    if (not isinstance(raw, list) or len(raw) != 2
+            or any(isinstance(x, bool) or not isinstance(x, int) for x in raw) or not 0 <= raw[0] <= raw[1]):
+        raise problem(f"must be [lo, hi] with 0 <= lo <= hi, got {raw!r}")
+    return raw[0], raw[1]
+
+
+_Direction = choice(("up", "down"))
+
+
+class DropSpec(InputModel):
+    """An in-process rule at `at` (see Drop)."""
+
+    at: NodeRef
+    src: NodeRef | None = Field(None, alias="from")
+    dest: NodeRef | None = Field(None, alias="to")
+    type: Annotated[tuple[str, ...] | None, PlainValidator(
+        _message_types, json_schema_input_type=Union[MessageType, Annotated[list[MessageType], Field(min_length=1)]])] = None
+    direction: _Direction = "up"
+    p: Probability = 1.0
+    count: PositiveInt | None = None
+    after: NonNegativeInt = 0
+    seqnos: Annotated[tuple[int, int] | None, PlainValidator(_seqnos, json_schema_input_type=Annotated[
+        list[Annotated[int, Field(ge=0)]], Field(min_length=2, max_length=2)])] = None
+    until: float | None = None
+    action: choice(DROP_ACTIONS) = "drop"
+    delay_ms: NonNegative = 0.0
+    jitter_ms: NonNegative = 0.0
+
+    @model_validator(mode="after")
+    def _consistent(self) -> DropSpec:
+        if self.direction == "up" and self.dest is not None:
+            fail("only with direction: down (received messages use from:)", "to")
+        if self.direction == "down" and self.src is not None:
+            fail("only with direction: up (sent messages use to:)", "from")
+        if self.peer == self.at:
+            fail(f"a rule at {self.at} cannot name {self.at} as its peer")
+        for key in ("delay_ms", "jitter_ms"):
+            if getattr(self, key) and self.action != "delay":
+                fail("only with action: delay", key)
+        if self.action == "delay" and not self.delay_ms and not self.jitter_ms:
+            fail("a delay needs delay_ms (or jitter_ms) greater than 0", "delay_ms")
+        return self
+
+    @property
+    def peer(self) -> str | None:
+        return self.src if self.direction == "up" else self.dest
+
+    def build(self) -> Drop:
+        return Drop(node=self.at, direction=self.direction, peer=self.peer, types=self.type, p=self.p,
+                    count=self.count, after=self.after, seqnos=self.seqnos, until=self.until,
+                    action=self.action, delay_ms=self.delay_ms, jitter_ms=self.jitter_ms)
+
+
+class ViewSpec(InputModel):
+    """Inject a membership view at `at`; it must contain `at`."""
+
+    at: NodeRef
+    members: Annotated[list[NodeRef], Field(min_length=1), explain("must be a non-empty list of nodes")]
+
+    @model_validator(mode="after")
+    def _contains_at(self) -> ViewSpec:
+        if len(set(self.members)) != len(self.members):
+            fail("lists a node twice", "members")
+        if self.at not in self.members:
+            fail(f"a view installed at {self.at} must contain {self.at}", "members")
+        return self
+
+    def build(self) -> View:
+        return View(node=self.at, members=tuple(self.members))
+
+
+class SyncSpec(InputModel):
+    """The SYNC admin operation: `at`, as receiver, resyncs with sender `peer`."""
+
+    at: NodeRef
+    peer: NodeRef
+
+    @model_validator(mode="after")
+    def _two_nodes(self) -> SyncSpec:
+        if self.peer == self.at:
+            fail(f"{self.at} cannot sync with itself", "peer")
+        return self
+
+    def build(self) -> SyncStep:
+        return SyncStep(node=self.at, peer=self.peer)
+
+
+def _heal(raw: Any, info: ValidationInfo) -> Heal:
+    if raw == "all":
+        return Heal(target="all")
+    if isinstance(raw, bool) or not isinstance(raw, int):
+        raise problem(f"must be 'all' or the index of a schedule step, got {raw!r}")
+    steps = context(info).get("schedule_len", 0)
+    if not 0 <= raw < steps:
+        raise problem(f"no schedule step {raw} (the schedule has {steps})")
+    return Heal(target=raw)
+
+
+# ---- toxics: one model per Toxiproxy type ----------------------------------------------------
+
+# Toxiproxy counts in integers; a whole float (40.0) is the same number.
+_WholeInt = BeforeValidator(lambda v: int(v) if isinstance(v, float) and v.is_integer() else v)
+
+
+class _ToxicSpec(InputModel):
+    """A toxic on the TCP links named by `link`; each type's model adds its attributes."""
+
+    link: Link
+    type: str  # each type's model narrows it to its own name
+    toxicity: Probability = 1.0
+
+    @model_validator(mode="after")
+    def _attributes_fit(self) -> _ToxicSpec:
+        a, kind = self.attributes(), self.type
+        if kind == "jitter" and a["jitter"] <= 0:
+            fail("must be greater than 0", "jitter")
+        if kind == "slicer" and a["average_size"] <= 0:
+            fail("must be greater than 0 (bytes per slice)", "average_size")
+        if kind == "slicer" and a["size_variation"] >= a["average_size"]:
+            fail("must be smaller than average_size", "size_variation")
+        if kind == "bandwidth" and a["rate"] <= 0:
+            fail("must be greater than 0 (KB/s)", "rate")
+        if kind == "limit_data" and a["bytes"] <= 0:
+            fail("must be greater than 0", "bytes")
+        if kind == "down" and self.toxicity != 1.0:
+            fail("down disables the proxies: it has no toxicity", "toxicity")
+        return self
+
+    def attributes(self) -> dict[str, int]:
+        return {key: getattr(self, key) for key in TOXIC_TYPES[self.type]}
+
+    def build(self) -> Toxic:
+        attrs = self.attributes()
+        if self.type == "jitter" and attrs["latency"] == -1:
+            attrs["latency"] = attrs["jitter"]
+        return Toxic(link=self.link[0], links=self.link[1], type=self.type,
+                     attributes=tuple(attrs.items()), toxicity=self.toxicity)
+
+
+def _toxic_model(kind: str, attributes: dict[str, int]) -> type[_ToxicSpec]:
+    fields: dict[str, Any] = {"type": (Literal[kind], ...)}
+    for key, default in attributes.items():
+        # A jitter toxic's latency -1 means "the same as the jitter".
+        lowest = -1 if (kind, key) == ("jitter", "latency") else 0
+        fields[key] = (Annotated[int, _WholeInt, Field(ge=lowest)], default)
+    return create_model(f"Toxic_{kind}", __base__=_ToxicSpec, **fields)
+
+
+_TOXIC_MODELS = {kind: _toxic_model(kind, attrs) for kind, attrs in TOXIC_TYPES.items()}
+
+
+def _toxic(raw: Any, info: ValidationInfo) -> Toxic:
+    if not isinstance(raw, dict):
+        raise problem(f"must be a mapping, got {type_name(raw)}")
+    if "type" not in raw:
+        fail(f"missing (one of: {', '.join(TOXIC_TYPES)})", "type")
+    model = _TOXIC_MODELS.get(raw["type"]) if isinstance(raw["type"], str) else None
+    if model is None:
+        fail(f"must be one of {', '.join(TOXIC_TYPES)}, got {raw['type']!r}", "type")
+    return model.model_validate(raw, context=info.context).build()
+
+
+# ---- a step and the schedule ------------------------------------------------------------------
+
+
+def _built(model: type[BaseModel]) -> Any:
+    """A step body validated by `model`, kept as the object the runners use."""
+    return Annotated[model, AfterValidator(lambda spec: spec.build())]
+
+
+NodeStep = Annotated[NodeRef, AfterValidator(lambda node: NodeTarget(node=node))]
+
+
+class StepSpec(InputModel):
+    """One entry of `schedule`: `at` (seconds from the start) and exactly one kind of step."""
+
+    model_config = ConfigDict(json_schema_extra={"minProperties": 2, "maxProperties": 2})
+
+    at: Annotated[float, Field(ge=0), explain("must not be negative, got {:g}")]
+    partition: Annotated[Partition, PlainValidator(_partition, json_schema_input_type=Union[
+        OneWaySpec, TwoWaySpec])] | None = None
+    loss: _built(LinkProbabilitySpec) | None = None
+    delay: _built(DelaySpec) | None = None
+    duplicate: _built(LinkProbabilitySpec) | None = None
+    reorder: _built(ReorderSpec) | None = None
+    drop: _built(DropSpec) | None = None
+    view: _built(ViewSpec) | None = None
+    sync: _built(SyncSpec) | None = None
+    kill: NodeStep | None = None
+    pause: NodeStep | None = None
+    resume: NodeStep | None = None
+    restart: NodeStep | None = None
+    heal: Annotated[Heal, PlainValidator(_heal, json_schema_input_type=Union[
+        Literal["all"], Annotated[int, Field(ge=0)]])] | None = None
+    toxic: Annotated[Toxic, PlainValidator(_toxic, json_schema_input_type=Annotated[
+        Union[tuple(_TOXIC_MODELS.values())], Field(discriminator="type")])] | None = None
+
+    @classmethod
+    def unknown_key_message(cls) -> str:
+        return f"unknown key (a step has 'at' and one of: {', '.join(STEP_KINDS)})"
+
+    @model_validator(mode="after")
+    def _one_kind(self) -> StepSpec:
+        kinds = [k for k in STEP_KINDS if k in self.model_fields_set]
+        if len(kinds) != 1 or getattr(self, kinds[0]) is None:
+            fail(f"needs exactly one of {', '.join(STEP_KINDS)}; got {', '.join(kinds) or 'none'}")
+        if isinstance(self.params, Drop) and self.params.until is not None and self.params.until < self.at:
+            fail(f"{self.params.until:g} is before the step's time {self.at:g}", "drop", "until")
+        return self
+
+    @property
+    def kind(self) -> str:
+        return next(k for k in STEP_KINDS if k in self.model_fields_set)
+
+    @property
+    def params(self) -> StepParams:
+        return getattr(self, self.kind)
+
+
+_STEPS = TypeAdapter(list[StepSpec])
+
+
+def _schedule(raw: Any, info: ValidationInfo) -> tuple[FaultStep, ...]:
+    ctx = context(info)
+    ctx["schedule_len"] = len(raw) if isinstance(raw, list) else 0
+    specs: list[StepSpec] = validate_part(_STEPS, [] if raw is None else raw, info)
+    # A stable sort keeps steps with equal times in file order; `heal: N` is written with file
+    # indexes and resolved to sorted positions below.
+    order = sorted(range(len(specs)), key=lambda i: specs[i].at)
+    position = {src: pos for pos, src in enumerate(order)}
+    problems = Problems()
+    steps: list[FaultStep] = []
+    for pos, src in enumerate(order):
+        spec = specs[src]
+        params = spec.params
+        if isinstance(params, Heal) and params.target != "all":
+            written = params.target
+            target_kind = specs[written].kind
+            if written == src:
+                problems.add("a heal cannot undo itself", src, "heal")
+            elif target_kind not in HEALABLE_KINDS:
+                problems.add(f"schedule[{written}] is a {target_kind} step; heal undoes "
+                             f"{', '.join(sorted(HEALABLE_KINDS))} (use resume/restart for nodes)", src, "heal")
+            elif position[written] > pos:
+                problems.add(f"schedule[{written}] happens after this heal", src, "heal")
+            params = Heal(target=position[written])
+        if spec.kind == "sync" and "protocol" in ctx and "config" in ctx:
+            why = refusal(ctx["protocol"], ctx["config"], SyncPeer(peer=params.peer), random.Random(0))
+            if why:
+                problems.add(f"the admin sync operation is refused: {why}", src, "sync")
+        if spec.kind == "toxic" and ctx.get("transport", "tcp") != "tcp":
+            problems.add(f"needs transport: tcp (Toxiproxy proxies TCP links; this scenario uses "
+                         f"{ctx['transport']})", src, "toxic")
+        steps.append(FaultStep(at=spec.at, kind=spec.kind, params=params, index=pos, source_index=src))
+    for message, *loc in _lifecycle_problems(steps, tuple(ctx.get("nodes", ()))):
+        problems.add(message, *loc)
+    problems.raise_any()
+    ctx["schedule"] = tuple(steps)
+    return tuple(steps)
+
+
+def _step_params(kind: str, body: Any, path: str, nodes: tuple[str, ...], at: float, raw_len: int) -> StepParams:
+    """One step's body, validated as in a file, its problems named under `path` (the pytest fault
+    controller builds its steps one at a time)."""
+    try:
+        spec = StepSpec.model_validate({"at": at, kind: body}, context={"nodes": tuple(nodes), "schedule_len": raw_len})
+    except ValidationError as exc:
+        problems = [(error_path((path, *e["loc"][1:])), e["msg"]) for e in exc.errors()]
+        raise ScenarioError(*problems[0], problems=problems) from None
+    return spec.params
+
+
+def _lifecycle_problems(steps: list[FaultStep], nodes: tuple[str, ...]) -> list[tuple]:
+    """Steps that make no sense for a node's state at that time: (message, index, kind[, "at"])."""
     state = {n: "running" for n in nodes}
-    for step in steps:
-        path = f"schedule[{step.source_index}].{step.kind}"
-        p = step.params
+    problems: list[tuple] = []
+    for step in steps if nodes else ():
+        p, where = step.params, (step.source_index, step.kind)
         if step.kind in NODE_KINDS:
             cur = state[p.node]
-            if step.kind == "kill":
-                if cur == "dead":
-                    raise ScenarioError(path, f"{p.node} is already dead at {step.at:g}")
-                state[p.node] = "dead"
-            elif step.kind == "pause":
-                if cur != "running":
-                    raise ScenarioError(path, f"{p.node} is {cur} at {step.at:g}, not running")
-                state[p.node] = "paused"
-            elif step.kind == "resume":
-                if cur != "paused":
-                    raise ScenarioError(path, f"{p.node} is {cur} at {step.at:g}, not paused")
-                state[p.node] = "running"
-            else:  # restart: starts a dead node, or kills and starts a live one
-                state[p.node] = "running"
+            if step.kind == "kill" and cur == "dead":
+                problems.append((f"{p.node} is already dead at {step.at:g}", *where))
+            elif step.kind == "pause" and cur != "running":
+                problems.append((f"{p.node} is {cur} at {step.at:g}, not running", *where))
+            elif step.kind == "resume" and cur != "paused":
+                problems.append((f"{p.node} is {cur} at {step.at:g}, not paused", *where))
+            # restart starts a dead node, or kills and starts a live one.
+            state[p.node] = {"kill": "dead", "pause": "paused"}.get(step.kind, "running")
         elif step.kind in ("view", "drop", "sync") and state[p.node] == "dead":
-            raise ScenarioError(f"{path}.at", f"{p.node} is dead at {step.at:g}")
+            problems.append((f"{p.node} is dead at {step.at:g}", *where, "at"))
+    return problems
 
 
-def _known_checks(checks: list[str]) -> None:
-    """Check names against harness.checks when it is importable (it owns the list)."""
-    try:
-        from harness.checks import CHECKS
-    except ImportError:  # pragma: no cover - only while harness.checks is being written
-        return
+# ---- the file ---------------------------------------------------------------------------------
+
+
+def _protocol(raw: Any) -> str:
+    """A registered protocol (the registry may grow at run time, so this asks it each time)."""
+    known = protocols.names()
+    if raw not in (*known, *protocols.PLANNED):
+        raise problem(f"must be one of {', '.join((*known, *protocols.PLANNED))}, got {raw!r}")
+    if raw not in known:
+        raise problem(f"{raw} is not implemented yet (available: {', '.join(sorted(known))})")
+    return raw
+
+
+def _protocol_settings(config: dict | None, info: ValidationInfo) -> dict:
+    """Check the settings with the protocol itself, so a bad one is reported before anything
+    starts, as config.<key>; keep the recovery bound they give."""
+    config = dict(config or {})
+    ctx = context(info)
+    ctx["config"] = config
+    if "protocol" in ctx:
+        try:
+            ctx["recovery_bound"] = recovery_bound_s(ctx["protocol"], config)
+        except SettingError as exc:
+            fail(exc.message, exc.key)
+        except ValueError as exc:
+            raise problem(str(exc)) from None
+    return config
+
+
+def _checks(checks: list[str] | None, info: ValidationInfo) -> tuple[str, ...]:
+    """Check names against harness.checks (it owns the list); add the checks every run gets. No
+    list: the protocol's default checks."""
+    from harness.checks import CHECKS
+
+    if checks is None:
+        protocol = context(info).get("protocol")
+        return DEFAULT_CHECKS if protocol is None else default_checks(protocol)
+    problems = Problems()
     for i, c in enumerate(checks):
-        if c not in CHECKS:
-            raise ScenarioError(f"checks[{i}]", f"unknown check {c!r} (known: {', '.join(CHECKS)})")
+        if c in checks[:i]:
+            problems.add(f"{c!r} is listed twice", i)
+        elif c not in CHECKS:
+            problems.add(f"unknown check {c!r} (known: {', '.join(CHECKS)})", i)
+    problems.raise_any()
+    return tuple(checks) + tuple(c for c in ALWAYS_CHECKS if c not in checks)
 
 
-def _expect(raw: Any, checks: list[str]) -> str | None:
+class ExpectFail(InputModel):
+    fail: Annotated[str, Field(min_length=1)]
+
+
+def _expect(raw: Any, info: ValidationInfo) -> str | None:
     if raw == "pass":
         return None
-    if isinstance(raw, dict):
-        _check_keys(raw, "expect", ("fail",), ("fail",))
-        name = _string(raw["fail"], "expect.fail")
-        if name not in checks:
-            raise ScenarioError("expect.fail", f"{name!r} is not among the checks ({', '.join(checks)})")
-        return name
-    raise ScenarioError("expect", f"must be 'pass' or {{fail: CHECK}}, got {raw!r}")
-
-
-# ---- small validators -------------------------------------------------------------------------
-
-
-def _check_keys(d: dict, path: str, allowed: tuple[str, ...], required: tuple[str, ...]) -> None:
-    prefix = f"{path}." if path else ""
-    for key in d:
-        if key not in allowed:
-            raise ScenarioError(f"{prefix}{key}", f"unknown key (expected one of: {', '.join(allowed)})")
-    for key in required:
-        if key not in d:
-            raise ScenarioError(f"{prefix}{key}", "missing")
-
-
-def _mapping(raw: Any, path: str) -> dict:
     if not isinstance(raw, dict):
-        raise ScenarioError(path, f"must be a mapping, got {_type_name(raw)}")
-    return raw
+        raise problem(f"must be 'pass' or {{fail: CHECK}}, got {raw!r}")
+    name = ExpectFail.model_validate(raw, context=info.context).fail
+    checks = context(info).get("checks")
+    if checks is not None and name not in checks:
+        fail(f"{name!r} is not among the checks ({', '.join(checks)})", "fail")
+    return name
 
 
-def _string(raw: Any, path: str) -> str:
-    if not isinstance(raw, str) or not raw:
-        raise ScenarioError(path, f"must be a non-empty string, got {_type_name(raw)} {raw!r}")
-    return raw
+def _injector_fits(injector: str, info: ValidationInfo) -> str:
+    ctx = context(info)
+    if "transport" in ctx:
+        why = _injector_problem(injector, ctx["transport"], ctx.get("schedule", ()))
+        if why:
+            raise problem(why)
+    return injector
 
 
-def _number(raw: Any, path: str) -> float:
-    if isinstance(raw, bool) or not isinstance(raw, (int, float)) or not math.isfinite(raw):
-        raise ScenarioError(path, f"must be a number, got {_type_name(raw)} {raw!r}")
-    return float(raw)
+def _recovery_bound(bound: float | None, info: ValidationInfo) -> float | None:
+    """The scenario's own bound, or the protocol's from its settings."""
+    return context(info).get("recovery_bound") if bound is None else bound
 
 
-def _probability(raw: Any, path: str) -> float:
-    p = _number(raw, path)
-    if not 0.0 <= p <= 1.0:
-        raise ScenarioError(path, "must be between 0 and 1")
-    return p
+class ScenarioFile(InputModel):
+    """A scenario file. Fields are validated in this order; later ones use what earlier ones
+    resolved (the node names, the duration, the checks)."""
 
-
-def _choice(raw: Any, path: str, options: tuple[str, ...]) -> str:
-    if raw not in options:
-        raise ScenarioError(path, f"must be one of {', '.join(options)}, got {raw!r}")
-    return raw
+    name: Annotated[str, Field(min_length=1, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$"),
+                    explain("use letters, digits, '_', '.' and '-' (it names the run directory)")]
+    protocol: Annotated[str, PlainValidator(_protocol, json_schema_input_type=str), remember("protocol")]
+    transport: Annotated[choice(TRANSPORTS), remember("transport")] = Field("udp", validate_default=True)
+    nodes: NodeNames
+    config: Annotated[dict[str, Any] | None, AfterValidator(_protocol_settings)] = Field(
+        None, validate_default=True, description="protocol settings (see the protocol's config)")
+    duration: Annotated[float, Field(gt=0), remember("duration")] = Field(
+        description="the workload's time budget (s)")
+    settle: NonNegative = Field(DEFAULT_SETTLE_S, description="seconds after the last step for the eventual checks")
+    workload: Annotated[tuple[Stream, ...], PlainValidator(_workload, json_schema_input_type=list[StreamSpec])]
+    schedule: Annotated[tuple[FaultStep, ...], PlainValidator(
+        _schedule, json_schema_input_type=list[StepSpec] | None)] = ()
+    checks: Annotated[list[Annotated[str, Field(pattern=_CHECK_RE.pattern), explain("{!r} is not a check name")]] | None,
+                      AfterValidator(_checks), remember("checks")] = Field(
+        None, validate_default=True, description="default: the protocol's checks; no_errors is always added")
+    expect_fail: Annotated[str | None, PlainValidator(
+        _expect, json_schema_input_type=Union[Literal["pass"], ExpectFail])] = Field(
+        "pass", alias="expect", validate_default=True)
+    seed: NonNegativeInt = 0
+    injector: Annotated[choice(INJECTORS), AfterValidator(_injector_fits)] = "auto"
+    recovery_bound: Annotated[Annotated[float, Field(gt=0), explain("must be greater than 0 (seconds)")] | None,
+                              AfterValidator(_recovery_bound)] = Field(None, validate_default=True)
 
 
 def _one_or_list(items: tuple[str, ...]) -> Any:
     return items[0] if len(items) == 1 else list(items)
-
-
-def _type_name(raw: Any) -> str:
-    return "null" if raw is None else type(raw).__name__

@@ -13,6 +13,7 @@ from __future__ import annotations
 import heapq
 from dataclasses import asdict, dataclass, field
 
+from .errors import SettingError
 from .events import make_event
 from .layer import Action, Down, Layer, Log, Up
 from .message import Message
@@ -40,21 +41,21 @@ class FaultRule:
 
     def __post_init__(self) -> None:
         if self.direction not in DIRECTIONS:
-            raise ValueError(f"direction: must be up or down, got {self.direction!r}")
+            raise SettingError("direction", f"must be up or down, got {self.direction!r}")
         if self.action not in ACTIONS:
-            raise ValueError(f"action: must be one of {', '.join(ACTIONS)}, got {self.action!r}")
+            raise SettingError("action", f"must be one of {', '.join(ACTIONS)}, got {self.action!r}")
         if not 0.0 <= self.p <= 1.0:
-            raise ValueError(f"p: must be between 0 and 1, got {self.p!r}")
+            raise SettingError("p", f"must be between 0 and 1, got {self.p!r}")
         if self.count is not None and self.count < 1:
-            raise ValueError(f"count: must be >= 1, got {self.count!r}")
+            raise SettingError("count", f"must be >= 1, got {self.count!r}")
         if self.after < 0:
-            raise ValueError(f"after: must be >= 0, got {self.after!r}")
+            raise SettingError("after", f"must be >= 0, got {self.after!r}")
         if self.delay_s < 0 or (self.action == "delay" and self.delay_s == 0 and self.jitter_s == 0):
-            raise ValueError(f"delay_s: must be > 0 for a delay rule, got {self.delay_s!r}")
+            raise SettingError("delay_s", f"must be > 0 for a delay rule, got {self.delay_s!r}")
         if self.jitter_s < 0:
-            raise ValueError(f"jitter_s: must be >= 0, got {self.jitter_s!r}")
+            raise SettingError("jitter_s", f"must be >= 0, got {self.jitter_s!r}")
         if self.seqnos is not None and (len(self.seqnos) != 2 or self.seqnos[0] > self.seqnos[1]):
-            raise ValueError(f"seqnos: must be [lo, hi] with lo <= hi, got {self.seqnos!r}")
+            raise SettingError("seqnos", f"must be [lo, hi] with lo <= hi, got {self.seqnos!r}")
 
     def describe(self) -> str:
         parts = [self.action, self.direction]

@@ -48,8 +48,8 @@ LayerFactory = Callable[[str, Any, Any, int], list[Layer]]
 class ProtocolSpec:
     name: str
     summary: str
-    # Settings: a scenario's `config:` mapping -> a validated settings object. Raises ValueError
-    # whose message starts with the bad key ("xmit_interval: must be > 0").
+    # Settings: a scenario's `config:` mapping -> a validated settings object. Raises
+    # node.errors.SettingError whose `key` names the bad setting ("xmit_interval").
     config: Callable[[Mapping[str, Any]], ProtocolConfig]
     layers: LayerFactory
     header: HeaderCodec | None = None

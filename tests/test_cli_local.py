@@ -124,7 +124,7 @@ def test_node_command_passes_through(tmp_path, capsys):
 
 
 @pytest.mark.parametrize("argv", [["--help"], ["run", "--help"], ["doctor", "--help"], ["analyze", "--help"],
-                                  ["campaign", "--help"], ["clean", "--help"]])
+                                  ["campaign", "--help"], ["clean", "--help"], ["schema", "--help"]])
 def test_help_everywhere(argv, capsys):
     """--help on the command and each subcommand exits 0 with a usage line."""
     with pytest.raises(SystemExit) as exc:

@@ -4,6 +4,7 @@ import random
 
 import pytest
 
+from node.errors import SettingError
 from node.faultlayer import FaultLayer, FaultRule
 from node.layer import Down, Log, Up
 from node.message import Message
@@ -116,6 +117,7 @@ def test_remove_and_clear_rules():
                                         ({"action": "delay"}, "delay_s"), ({"count": 0}, "count"),
                                         ({"seqnos": (5, 1)}, "seqnos"), ({"action": "melt"}, "action")])
 def test_bad_rules_name_the_field(kw, field):
-    """A malformed rule is refused with the field named."""
-    with pytest.raises(ValueError, match=field):
+    """A malformed rule is refused with the field named, as a key callers need not parse."""
+    with pytest.raises(SettingError, match=f"^{field}: ") as info:
         FaultRule(**kw)
+    assert info.value.key == field

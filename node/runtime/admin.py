@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING
 
 from aiohttp import web
 
+from ..errors import SettingError
 from ..faultlayer import FaultRule
 from .. import protocols
 from .config import Address, ConfigError
@@ -287,6 +288,5 @@ def parse_fault_rule(body: dict, peers) -> FaultRule:
         kw[key] = value
     try:
         return FaultRule(**kw)
-    except ValueError as exc:
-        field = str(exc).split(":", 1)[0]
-        raise RequestError(str(exc), field if field in _FAULT_FIELDS else None) from None
+    except SettingError as exc:
+        raise RequestError(str(exc), exc.key) from None

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 from .. import protocols
+from ..errors import SettingError
 from ..wire import MAX_FRAME_BYTES, MAX_NAME_BYTES
 
 ENV_PREFIX = "SPLITBRAIN_"
@@ -34,13 +35,8 @@ MAX_TCP_BUNDLE_BYTES = 1_000_000
 MAX_EPOCH_AHEAD_S = 3600.0
 
 
-class ConfigError(ValueError):
+class ConfigError(SettingError):
     """A configuration problem; `key` names the offending key (dotted for nested keys)."""
-
-    def __init__(self, key: str, message: str):
-        super().__init__(f"{key}: {message}")
-        self.key = key
-        self.message = message
 
 
 @dataclass(frozen=True)
@@ -255,9 +251,11 @@ def _validate(values: dict) -> NodeConfig:
         raise ConfigError("config", f"expected a mapping of protocol settings, got {protocol_settings!r}")
     try:
         protocols.get(protocol).config(protocol_settings)
+    except SettingError as exc:
+        # The protocol names its key; prefix it with where it lives.
+        raise ConfigError(f"config.{exc.key}", exc.message) from None
     except ValueError as exc:
-        # The protocol names its key ("xmit_interval: ..."); prefix it with where it lives.
-        raise ConfigError(f"config.{str(exc).split(':', 1)[0]}", str(exc).split(":", 1)[-1].strip()) from None
+        raise ConfigError("config", str(exc)) from None
 
     event_log = _bool("event_log", values.get("event_log", True))
     events = values.get("events")

@@ -41,6 +41,7 @@ import traceback
 
 from .. import protocols
 from ..compose import build_stack, protocol_layers
+from ..errors import SettingError
 from ..events import make_event
 from ..faultlayer import FaultLayer, FaultRule
 from ..layer import Layer, SetConfig, SyncPeer, ViewChange
@@ -397,8 +398,8 @@ class Node:
                 raise RequestError(f"{key}: unknown protocol setting (known: {', '.join(sorted(known))})", key)
         try:
             updated = current.updated(values)
-        except ValueError as exc:
-            raise RequestError(str(exc), str(exc).split(":", 1)[0]) from None
+        except SettingError as exc:
+            raise RequestError(str(exc), exc.key) from None
         self.command(SetConfig(values=dict(values)))
         self.settings = updated
         return updated.as_dict()

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, fields
 
+from node.errors import SettingError
+
 RESYNC_MODES = ("sync", "timestamp", "first_seqno")
 # Planted bugs (`mutation:`), to measure that the checkers catch what they must (`splitbrain
 # mutants`). Each is one small change at one spot of protocol.py or resync.py, found there as
@@ -66,19 +68,19 @@ class Unicast3Config:
     def __post_init__(self) -> None:
         for name in ("xmit_interval",):
             if getattr(self, name) <= 0:
-                raise ValueError(f"{name}: must be > 0, got {getattr(self, name)!r}")
+                raise SettingError(name, f"must be > 0, got {getattr(self, name)!r}")
         for name in ("ack_min_interval", "conn_expiry_timeout", "conn_close_timeout", "sync_min_interval"):
             if getattr(self, name) < 0:
-                raise ValueError(f"{name}: must be >= 0, got {getattr(self, name)!r}")
+                raise SettingError(name, f"must be >= 0, got {getattr(self, name)!r}")
         if self.sync_timeout <= 0:
-            raise ValueError(f"sync_timeout: must be > 0, got {self.sync_timeout!r}")
+            raise SettingError("sync_timeout", f"must be > 0, got {self.sync_timeout!r}")
         for name in ("ack_threshold", "max_xmit_req_seqnos"):
             if getattr(self, name) < 1:
-                raise ValueError(f"{name}: must be >= 1, got {getattr(self, name)!r}")
+                raise SettingError(name, f"must be >= 1, got {getattr(self, name)!r}")
         if self.resync not in RESYNC_MODES:
-            raise ValueError(f"resync: must be one of {', '.join(RESYNC_MODES)}, got {self.resync!r}")
+            raise SettingError("resync", f"must be one of {', '.join(RESYNC_MODES)}, got {self.resync!r}")
         if self.mutation is not None and self.mutation not in MUTATIONS:
-            raise ValueError(f"mutation: must be one of {', '.join(MUTATIONS)}, got {self.mutation!r}")
+            raise SettingError("mutation", f"must be one of {', '.join(MUTATIONS)}, got {self.mutation!r}")
 
     @classmethod
     def from_dict(cls, values: dict) -> "Unicast3Config":
@@ -87,7 +89,7 @@ class Unicast3Config:
         clean = {}
         for key, value in values.items():
             if key not in known:
-                raise ValueError(f"{key}: unknown UNICAST3 setting (known: {', '.join(sorted(known))})")
+                raise SettingError(str(key), f"unknown UNICAST3 setting (known: {', '.join(sorted(known))})")
             clean[key] = _coerce(key, value, getattr(cls(), key))
         return cls(**clean)
 
@@ -115,14 +117,14 @@ class Unicast3Config:
 def _coerce(key: str, value, default):
     if isinstance(default, bool) or default is None or isinstance(default, str):
         if value is not None and not isinstance(value, str) and default is not None:
-            raise ValueError(f"{key}: expected a string, got {value!r}")
+            raise SettingError(key, f"expected a string, got {value!r}")
         return value
     if isinstance(default, int) and not isinstance(default, bool):
         if isinstance(value, bool) or not isinstance(value, int):
-            raise ValueError(f"{key}: expected an integer, got {value!r}")
+            raise SettingError(key, f"expected an integer, got {value!r}")
         return value
     if isinstance(default, float):
         if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise ValueError(f"{key}: expected a number of seconds, got {value!r}")
+            raise SettingError(key, f"expected a number of seconds, got {value!r}")
         return float(value)
     return value

@@ -11,6 +11,7 @@ from __future__ import annotations
 import struct
 from dataclasses import asdict, dataclass, replace
 
+from node.errors import SettingError
 from node.events import EVENT_VERSION
 from node.layer import Action, Down, Layer, Log, Up
 from node.message import Message
@@ -31,7 +32,7 @@ class ToyConfig:
     def from_dict(cls, values) -> ToyConfig:
         unknown = [k for k in values if k != "recovery_bound_s"]
         if unknown:
-            raise ValueError(f"{unknown[0]}: unknown toy setting (known: recovery_bound_s)")
+            raise SettingError(unknown[0], "unknown toy setting (known: recovery_bound_s)")
         return cls(**values)
 
     def as_dict(self) -> dict:
