@@ -30,11 +30,11 @@ import heapq
 import importlib
 import itertools
 import random
-import re
 import time
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from node.errors import SettingError
 from node.events import make_event
 from node.faultlayer import FaultLayer
 from node.layer import SyncPeer, ViewChange
@@ -693,9 +693,8 @@ class Simulation:
 
 
 def _config_error(exc: ValueError) -> ScenarioError:
-    match = re.match(r"^([A-Za-z_][A-Za-z0-9_]*): (.*)$", str(exc), re.S)
-    if match:
-        return ScenarioError(f"config.{match.group(1)}", match.group(2))
+    if isinstance(exc, SettingError):
+        return ScenarioError(f"config.{exc.key}", exc.message)
     return ScenarioError("config", str(exc))
 
 
