@@ -104,6 +104,17 @@ def build_parser() -> argparse.ArgumentParser:
     )
     schema.set_defaults(func=cmd_schema)
 
+    protocols_cmd = sub.add_parser(
+        "protocols",
+        help="list the registered protocols: settings and defaults, message types, event kinds, mutants",
+        description="List every protocol the registry knows (node/protocols.py, plus the spec modules named "
+                    "in SPLITBRAIN_PROTOCOLS), with its settings and their defaults, message types, own "
+                    "event kinds, default checks and planted mutants.",
+        epilog="Exit codes: 0 (every command exits 2 when a module named in SPLITBRAIN_PROTOCOLS cannot be loaded).",
+    )
+    protocols_cmd.add_argument("--json", action="store_true", help="print JSON instead of text")
+    protocols_cmd.set_defaults(func=cmd_protocols)
+
     # analyze and campaign: the Spark pipeline (pipeline/cli.py imports pyspark only when run).
     from pipeline.cli import add_commands as add_pipeline_commands
 
@@ -128,6 +139,13 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv and argv[0] == "node":
         return cmd_node(argv[1:])
+    from node.protocols import RegistryError, names
+
+    try:
+        names()  # a bad SPLITBRAIN_PROTOCOLS is bad input, said once, before anything runs
+    except RegistryError as exc:
+        print(f"splitbrain: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
     parser = build_parser()
     args = parser.parse_args(argv)  # argparse exits 2 on a bad flag, naming it
     try:
@@ -343,6 +361,29 @@ def cmd_schema(args: argparse.Namespace) -> int:
     from harness.scenario import json_schema
 
     print(json.dumps(json_schema(), indent=2))
+    return EXIT_OK
+
+
+def cmd_protocols(args: argparse.Namespace) -> int:
+    import json
+
+    from node import protocols
+
+    specs = [protocols.get(name) for name in protocols.names()]
+    info = [{"name": spec.name, "summary": spec.summary, "multicast": spec.multicast,
+             "settings": spec.config({}).as_dict(), "message_types": list(spec.message_types),
+             "event_kinds": dict(spec.event_kinds), "default_checks": list(spec.default_checks),
+             "mutations": dict(spec.mutations)} for spec in specs]
+    if args.json:
+        print(json.dumps(info, indent=2))
+        return EXIT_OK
+    for p in info:
+        print(f"{p['name']}: {p['summary']}{' (multicast)' if p['multicast'] else ''}")
+        print("  settings: " + ", ".join(f"{k}={v}" for k, v in p["settings"].items()))
+        print("  message types: " + ", ".join(p["message_types"]))
+        print("  event kinds: " + (", ".join(p["event_kinds"]) or "(core kinds only)"))
+        print("  default checks: " + ", ".join(p["default_checks"]))
+        print(f"  mutants: {len(p['mutations'])}" + (f" ({', '.join(p['mutations'])})" if p["mutations"] else ""))
     return EXIT_OK
 
 

@@ -29,6 +29,10 @@ from .wire import HeaderCodec, register_header
 UNICAST_CHECKS = ("fifo", "no_duplicates", "no_loss")
 
 
+class RegistryError(ValueError):
+    """A spec module (BUILTIN or SPLITBRAIN_PROTOCOLS) cannot be loaded."""
+
+
 class ProtocolConfig(Protocol):
     """What the registry needs of a protocol's validated settings object."""
 
@@ -123,7 +127,7 @@ def _specs() -> dict[str, ProtocolSpec]:
                 spec = import_module(module).SPEC
             except (ImportError, AttributeError) as exc:
                 _loaded = False
-                raise ValueError(f"{ENV_PROTOCOLS}: cannot load a protocol spec from {module!r}: {exc}") from None
+                raise RegistryError(f"{ENV_PROTOCOLS}: cannot load a protocol spec from {module!r}: {exc}") from None
             register(spec)
     return _SPECS
 

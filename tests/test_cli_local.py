@@ -124,7 +124,8 @@ def test_node_command_passes_through(tmp_path, capsys):
 
 
 @pytest.mark.parametrize("argv", [["--help"], ["run", "--help"], ["doctor", "--help"], ["analyze", "--help"],
-                                  ["campaign", "--help"], ["clean", "--help"], ["schema", "--help"]])
+                                  ["campaign", "--help"], ["clean", "--help"], ["schema", "--help"],
+                                  ["protocols", "--help"]])
 def test_help_everywhere(argv, capsys):
     """--help on the command and each subcommand exits 0 with a usage line."""
     with pytest.raises(SystemExit) as exc:
@@ -156,3 +157,26 @@ def test_progress_display_plain_and_terminal():
     display(Progress(**{**p.__dict__, "note": "heal #0"}))
     display.close()
     assert "heal #0" in tty.getvalue()
+
+
+def test_protocols_lists_the_registry(capsys):
+    """`splitbrain protocols` names each protocol with its settings, kinds and mutants; --json too."""
+    assert main(["protocols"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("unicast3: ") and "resync=sync" in out and "sync_tx" in out and "mutants: 14" in out
+    assert main(["protocols", "--json"]) == 0
+    [info] = json.loads(capsys.readouterr().out)
+    assert info["name"] == "unicast3" and "SYNC_OK" in info["message_types"] and info["settings"]["xmit_interval"] == 0.5
+
+
+def test_a_bad_protocol_module_is_bad_input_for_every_command(monkeypatch, capsys):
+    """SPLITBRAIN_PROTOCOLS naming no module: exit 2 and one line naming it, no traceback."""
+    from node import protocols
+
+    monkeypatch.setattr(protocols, "_loaded", False)
+    monkeypatch.setenv(protocols.ENV_PROTOCOLS, "no.such.spec")
+    assert main(["protocols"]) == 2
+    err = capsys.readouterr().err
+    assert "SPLITBRAIN_PROTOCOLS: cannot load a protocol spec from 'no.such.spec'" in err and "Traceback" not in err
+    monkeypatch.delenv(protocols.ENV_PROTOCOLS)
+    assert main(["protocols"]) == 0

@@ -164,7 +164,7 @@ def env_overrides(env: dict[str, str]) -> tuple[dict[str, str], list[str]]:
     """SPLITBRAIN_* variables as {key: raw value}, and the variables that match no key."""
     found, unknown = {}, []
     for var, value in env.items():
-        if not var.startswith(ENV_PREFIX):
+        if not var.startswith(ENV_PREFIX) or var == protocols.ENV_PROTOCOLS:  # the registry's, not a key
             continue
         key = var[len(ENV_PREFIX):].lower()
         if key in _KEYS or (key.startswith("config_") and len(key) > len("config_")):

@@ -17,6 +17,7 @@ import os
 import signal
 import sys
 
+from ..protocols import RegistryError
 from .config import ConfigError, NodeConfig, env_overrides, load_config
 from .node import Node
 
@@ -139,6 +140,9 @@ def main(argv: list[str] | None = None) -> int:
         config = load_config(args.config)
     except ConfigError as exc:
         print(f"node: config error: {exc}", file=sys.stderr)
+        return EXIT_CONFIG
+    except RegistryError as exc:
+        print(f"node: {exc}", file=sys.stderr)
         return EXIT_CONFIG
     if args.check:
         print(json.dumps(config.as_dict(), indent=2))
