@@ -17,9 +17,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import bench_protocol  # noqa: E402  (the scenario shapes live there)
+import bench_protocol  # the scenario shapes live there
 
-from harness.checks import CHECKS, run_checks  # noqa: E402
+from harness.checks import CHECKS, run_checks
 
 
 def main(argv: list[str] | None = None) -> int:

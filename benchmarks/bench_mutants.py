@@ -23,8 +23,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from harness import mutants as mt  # noqa: E402
-from node.unicast3.config import MUTATIONS  # noqa: E402
+from harness import mutants as mt
+from node.unicast3.config import MUTATIONS
 
 
 def table(headers: list[str], rows: list[list]) -> str:

@@ -38,7 +38,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from node.runtime.testing import NodeProcess, free_port, unique_host, wait_for  # noqa: E402
+from node.runtime.testing import NodeProcess, free_port, unique_host, wait_for
 
 GOAL_100B_UDP = 225_000
 

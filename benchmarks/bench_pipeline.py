@@ -31,6 +31,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from datetime import UTC
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -95,12 +96,12 @@ def generate(spark, n_events: int, out: Path) -> dict:
         (F.col("id") % m).alias("n"))
     src = F.element_at(F.array(*[F.lit(x) for x, _ in LINKS]), (F.col("l") + 1).cast("int"))
     dst = F.element_at(F.array(*[F.lit(y) for _, y in LINKS]), (F.col("l") + 1).cast("int"))
-    n, l, r = F.col("n"), F.col("l"), F.col("r")
-    t_send = F.lit(0.05) + n * 0.01 + l * 0.0013
-    t_deliver = t_send + 0.0005 + ((n * 7919 + l * 31) % 1000) * 2e-6
-    app = F.concat_ws(":", src, l.cast("string"), n.cast("string"))
-    conn = F.lit(1000) + l
-    lost = ((r % 10) == 3) & (l == 0) & (n == F.lit(m // 2))
+    n, li, r = F.col("n"), F.col("l"), F.col("r")
+    t_send = F.lit(0.05) + n * 0.01 + li * 0.0013
+    t_deliver = t_send + 0.0005 + ((n * 7919 + li * 31) % 1000) * 2e-6
+    app = F.concat_ws(":", src, li.cast("string"), n.cast("string"))
+    conn = F.lit(1000) + li
+    lost = ((r % 10) == 3) & (li == 0) & (n == F.lit(m // 2))
     msg_events = F.array(
         ev(v=1, t=t_send, node=src, proto="unicast3", kind="send", peer=dst, seqno=n + 1, conn_id=conn, app=app,
            bytes=100),
@@ -162,9 +163,9 @@ def generate(spark, n_events: int, out: Path) -> dict:
     (with_seq(events.withColumn("line", F.row_number().over(w).cast("long")))
      .select(*[f.name for f in S.EVENTS_TABLE_SCHEMA.fields])
      .write.partitionBy("run_id").parquet(str(wh / "events")))
-    from datetime import datetime, timezone
+    from datetime import datetime
 
-    now = datetime.now(timezone.utc).isoformat()
+    now = datetime.now(UTC).isoformat()
     rows = [{**{f.name: None for f in S.RUNS_SCHEMA.fields}, "run_id": f"bench-{i:05d}", "source": "synthetic",
              "schema_version": S.EVENT_SCHEMA_VERSION, "checks": list(CHECKS),
              "expect": "pass", "event_files": 3, "ingested_at": now, "scenario": "synthetic",
@@ -200,10 +201,9 @@ def spark_from_parquet(spark, wh: Path) -> tuple[float, list]:
 
 def spark_from_jsonl(spark, runs: Path) -> tuple[float, int]:
     """Parse + validate + check straight from the JSONL files (no warehouse written)."""
+    from harness.checks import CHECKS, DEFAULT_RECOVERY_BOUND_S
     from pipeline import analysis as A
     from pipeline import ingest as I
-
-    from harness.checks import CHECKS, DEFAULT_RECOVERY_BOUND_S
     from pipeline import judging as J
 
     t = time.perf_counter()

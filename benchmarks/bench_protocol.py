@@ -41,13 +41,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from harness.checks import CHECKS, run_checks  # noqa: E402
-from harness.scenario import parse_scenario  # noqa: E402
-from harness.sim import Simulation  # noqa: E402
-from node import wire  # noqa: E402
-from node.message import Message  # noqa: E402
-from node.unicast3 import PROTO_ID, RESYNC_MODES, MsgType, U3Header  # noqa: E402
-from tests.test_jgrp1875 import jgrp1875  # noqa: E402
+from harness.checks import CHECKS, run_checks
+from harness.scenario import parse_scenario
+from harness.sim import Simulation
+from node import wire
+from node.message import Message
+from node.unicast3 import PROTO_ID, RESYNC_MODES, MsgType, U3Header
+from tests.test_jgrp1875 import jgrp1875
 
 ALL_CHECKS = list(CHECKS)
 FIVE_NODES = ["A", "B", "C", "D", "E"]

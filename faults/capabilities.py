@@ -19,7 +19,7 @@ import os
 import shutil
 import subprocess
 import sys
-from typing import Callable
+from collections.abc import Callable
 
 from . import netem
 from .iptables import flavour_of

@@ -32,8 +32,8 @@ import ipaddress
 import itertools
 import re
 import shlex
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Iterable, Mapping, Sequence
 
 from .netns import CommandError, Result, Runner
 

@@ -24,8 +24,8 @@ from __future__ import annotations
 import gzip
 import itertools
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 from .netns import Lab, Result, Runner, can_make_namespaces
 

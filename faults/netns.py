@@ -34,8 +34,9 @@ import socket
 import subprocess
 import threading
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Callable, Protocol, Sequence
+from typing import Protocol
 
 DEFAULT_TIMEOUT_S = 30.0
 CLONE_NEWNET = 0x40000000
@@ -55,7 +56,7 @@ class Result:
     def ok(self) -> bool:
         return self.returncode == 0
 
-    def check(self) -> "Result":
+    def check(self) -> Result:
         if self.returncode != 0:
             raise CommandError(self)
         return self
@@ -181,7 +182,7 @@ class Lab:
         self.names: list[str] = []
         self._links = itertools.count()
 
-    def __enter__(self) -> "Lab":
+    def __enter__(self) -> Lab:
         return self
 
     def __exit__(self, *exc) -> None:
@@ -315,7 +316,7 @@ def udp_one_way(src_ns: str, dst_ns: str, dst_ip: str, *, count: int = 200, port
                 break
             try:
                 data = rx.recv(64)
-            except (socket.timeout, BlockingIOError):
+            except (TimeoutError, BlockingIOError):
                 break
             if len(data) == 4:
                 seen.add(int.from_bytes(data, "big"))

@@ -26,9 +26,9 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Mapping, Sequence
 
 from .iptables import IptablesFaults
 from .netns import PrefixRunner
@@ -45,7 +45,7 @@ class NfqueueError(RuntimeError):
 
 def netfilterqueue_importable() -> tuple[bool, str]:
     try:
-        import netfilterqueue  # noqa: F401
+        import netfilterqueue
     except ImportError as exc:
         return False, (f"the netfilterqueue package is not importable ({exc}); pip install netfilterqueue "
                        "(its build needs Debian's libnetfilter-queue-dev)")

@@ -41,8 +41,8 @@ millions of events.
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Callable, Iterable
 
 from node.message import parse_app_id
 from node.views import pair_problem

@@ -23,9 +23,9 @@ from dataclasses import dataclass, field
 from tenacity import RetryError, Retrying, retry_if_result, wait_fixed
 
 from harness.backends.admin import AdminError
-from node.views import pair_problem
 from harness.backends.base import NodeState
 from harness.scenario import Scenario
+from node.views import pair_problem
 
 EXPECTED = ("every stream done at its sender, no protocol layer busy, every send window fully acked "
             "and matched by its receiver's window (same conn_id, delivered == HS), every stream's "

@@ -37,15 +37,14 @@ what the step's injector applied, and a restarted node gets back what is in forc
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Callable, Mapping, Sequence
-
-from node.faultlayer import FaultRule
 
 from harness import nemesis
 from harness.backends.admin import AdminError
 from harness.backends.base import BackendError, FaultInjector, NodeState
 from harness.scenario import FaultStep
+from node.faultlayer import FaultRule
 
 
 @dataclass(eq=False)

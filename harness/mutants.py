@@ -32,8 +32,8 @@ import copy
 import math
 import random
 import time
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Callable, Iterable
 
 from node import protocols
 

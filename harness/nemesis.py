@@ -22,13 +22,12 @@ drop step as the node.faultlayer.FaultRule both sides install.
 
 from __future__ import annotations
 
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, fields
-from typing import Collection, Mapping, Sequence
-
-from node.events import make_event
-from node.faultlayer import FaultRule
 
 from harness.scenario import NETWORK_KINDS, FaultStep, cut_links
+from node.events import make_event
+from node.faultlayer import FaultRule
 
 RUNNING, PAUSED, DEAD = "running", "paused", "dead"
 # Steps whose fault lives on links (the simulator's network, injectors, receiver-side rules).

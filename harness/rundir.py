@@ -29,7 +29,7 @@ import dataclasses
 import json
 import os
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 from harness.scenario import Scenario
@@ -124,8 +124,8 @@ def outcome_of(results, expect_fail: str | None) -> str:
 
 
 def run_stamp(now: datetime | None = None) -> str:
-    now = now if now is not None else datetime.now(timezone.utc)
-    return now.astimezone(timezone.utc).strftime("%Y%m%dT%H%M%S")
+    now = now if now is not None else datetime.now(UTC)
+    return now.astimezone(UTC).strftime("%Y%m%dT%H%M%S")
 
 
 def make_run_dir(out: str | os.PathLike, scenario_name: str, seed: int, stamp: str | None = None) -> Path:

@@ -28,14 +28,18 @@ from __future__ import annotations
 import signal
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from harness.backends.admin import AdminError
 from harness.backends.base import BackendError, Cluster, NodeState
+
 # FaultBook, Rule, drop_rule and network_rules lived here first: re-exported by their old path.
-from harness.livefaults import FaultBook as FaultBook, LiveFaults, Rule as Rule
-from harness.livefaults import drop_rule as drop_rule, network_rules as network_rules
+from harness.livefaults import FaultBook as FaultBook
+from harness.livefaults import LiveFaults
+from harness.livefaults import Rule as Rule
+from harness.livefaults import drop_rule as drop_rule
+from harness.livefaults import network_rules as network_rules
 from harness.scenario import FaultStep, Scenario, Stream
 from harness.slots import planned_count, slots_before
 

@@ -13,7 +13,6 @@ from dataclasses import dataclass
 from .message import Message
 from .views import Window
 
-
 # ---- actions (outputs of a layer) -------------------------------------------------------------
 
 

@@ -27,13 +27,13 @@ class Message:
         self.payload = payload
         self.headers = headers if headers is not None else {}
 
-    def with_header(self, proto_id: int, header) -> "Message":
+    def with_header(self, proto_id: int, header) -> Message:
         """A copy with one more (or a replaced) header; the original is left untouched."""
         headers = dict(self.headers)
         headers[proto_id] = header
         return Message(self.src, self.dest, self.payload, headers)
 
-    def copy(self) -> "Message":
+    def copy(self) -> Message:
         return Message(self.src, self.dest, self.payload, dict(self.headers))
 
     @property

@@ -37,7 +37,7 @@ class RangeSet:
             j += 1
         ranges[i:j] = [(lo, hi)]
 
-    def intersection(self, other: "RangeSet") -> "RangeSet":
+    def intersection(self, other: RangeSet) -> RangeSet:
         out = RangeSet()
         a, b = self._ranges, other._ranges
         i = j = 0
@@ -52,7 +52,7 @@ class RangeSet:
                 j += 1
         return out
 
-    def truncated(self, max_values: int, max_ranges: int) -> "RangeSet":
+    def truncated(self, max_values: int, max_ranges: int) -> RangeSet:
         """The lowest values of this set, at most max_values of them in at most max_ranges ranges."""
         out = RangeSet()
         left = max_values

@@ -37,7 +37,6 @@ from pyspark.sql import types as T
 
 from harness.checks import GRACEFUL_STOP
 
-
 LIFECYCLE = ("node_start", "node_stop")
 TRAFFIC = ("send", "deliver", "ack_tx", "ack_rx")
 HARNESS = "harness"

@@ -17,7 +17,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 from harness.cliargs import load_scenario_arg, non_negative_int, positive_int
@@ -159,7 +159,7 @@ def cmd_campaign(args: argparse.Namespace) -> int:
     if args.no_invariants and args.backend != "sim":
         print("splitbrain: --no-invariants is for --backend sim only", file=sys.stderr)
         return EXIT_BAD_INPUT
-    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S")
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S")
     out = Path(args.out) if args.out else Path("campaigns") / f"{scenario.name}-{stamp}"
     runs_dir = out / "runs"
     first = scenario.seed if args.first_seed is None else args.first_seed
@@ -183,8 +183,14 @@ def cmd_campaign(args: argparse.Namespace) -> int:
 
 def _run_seeds(scenario, seeds: range, backend: str, runs_dir: Path, sim_options: dict, *, quiet: bool):
     """Run every seed; returns (exit code if the campaign cannot go on, run ids, outcome counts)."""
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, \
-        TimeRemainingColumn
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
 
     from harness.rundir import run_scenario
     from harness.scenario import ScenarioError

@@ -29,7 +29,7 @@ import json
 import os
 import re
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from urllib.parse import unquote
 
 import yaml
@@ -595,7 +595,7 @@ def ingest(spark: SparkSession, paths: list[str], warehouse: str, only: list[str
         parsed.unpersist()
 
     texts = _read_small_files(spark, [u for r in new for u in (r.scenario, r.verdict) if u])
-    now = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
     rows = [run_metadata(r, texts.get((r.run_id, "scenario.yaml")), texts.get((r.run_id, "verdict.json")), now)
             for r in new]
     # The runs row is the commit: written last, in one file per ingest call.

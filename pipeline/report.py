@@ -24,14 +24,14 @@ from pathlib import Path
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-from matplotlib.patches import Patch  # noqa: E402
+import matplotlib.pyplot as plt
+from matplotlib.patches import Patch
 
-from node import protocols  # noqa: E402
+from node import protocols
 
-from .metrics import bin_edges  # noqa: E402
-from .timeline import RunTimeline  # noqa: E402
-from .verdicts import RunVerdict  # noqa: E402
+from .metrics import bin_edges
+from .timeline import RunTimeline
+from .verdicts import RunVerdict
 
 MAX_MATRIX_RUNS = 60
 MAX_TIMELINES = 24

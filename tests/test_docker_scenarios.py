@@ -26,11 +26,11 @@ import pytest
 
 pytest.importorskip("docker")
 
-from harness.backends.docker import DockerBackend, leftovers, owner_label  # noqa: E402
-from harness.eventlog import read_events  # noqa: E402
-from harness.rundir import run_scenario  # noqa: E402
-from harness.scenario import load_scenario  # noqa: E402
-from tests.leaks import processes_naming  # noqa: E402
+from harness.backends.docker import DockerBackend, leftovers, owner_label
+from harness.eventlog import read_events
+from harness.rundir import run_scenario
+from harness.scenario import load_scenario
+from tests.leaks import processes_naming
 
 # The plugin is registered as a pytest11 entry point once installed; before that, ask for it here.
 pytest_plugins = [] if any(ep.value == "harness.plugin" for ep in entry_points(group="pytest11")) else ["harness.plugin"]

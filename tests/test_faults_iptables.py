@@ -77,7 +77,7 @@ def test_flavour_detection_from_version_text():
     answers = {"iptables v1.8.9 (nf_tables)\n": "nft", "iptables v1.8.9 (legacy)\n": "legacy",
                "iptables v1.6.1\n": "legacy"}
     for text, expected in answers.items():
-        assert flavour_of(lambda argv, **kw: Result(tuple(argv), 0, text, "")) == expected
+        assert flavour_of(lambda argv, **kw: Result(tuple(argv), 0, text, "")) == expected  # noqa: B023 - called here
 
 
 def test_choose_binary_follows_the_backend_already_in_use():

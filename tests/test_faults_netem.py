@@ -62,7 +62,7 @@ def tcp_rate_mbit(src_ns: str, dst_ns: str, dst_ip: str, seconds: float = 1.5, p
                     break
                 else:
                     total += len(data)
-        except socket.timeout:
+        except TimeoutError:
             pass
         finally:
             conn.close()
@@ -78,7 +78,7 @@ def tcp_rate_mbit(src_ns: str, dst_ns: str, dst_ip: str, seconds: float = 1.5, p
         while time.monotonic() < end and thread.is_alive():
             try:
                 client.send(chunk)
-            except (socket.timeout, BlockingIOError):
+            except (TimeoutError, BlockingIOError):
                 continue
             except OSError:
                 break

@@ -5,7 +5,6 @@ window for A is closed and recreated at A's lowest unacked seqno (11); 12 is los
 ack(15) reaches A and purges 11-15; B asks for 12 forever.
 """
 
-import pytest
 
 from harness.checks import run_checks
 from node.faultlayer import FaultLayer, FaultRule

@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import pytest
 
-from node.faultlayer import FaultRule
-
 from harness import nemesis
 from harness.nemesis import (
     AdminSync,
@@ -22,6 +20,7 @@ from harness.nemesis import (
     step_ops,
 )
 from harness.scenario import parse_scenario
+from node.faultlayer import FaultRule
 
 NODES = ("A", "B", "C")
 

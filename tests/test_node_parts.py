@@ -13,7 +13,7 @@ from node.events import make_event
 from node.message import Message, app_payload
 from node.runtime.bundler import Bundler
 from node.runtime.eventlog import EventLog
-from node.runtime.workload import Delivered, StreamStats, Stream, make_payload
+from node.runtime.workload import Delivered, Stream, StreamStats, make_payload
 from node.unicast3 import PROTO_ID, MsgType, U3Header
 from node.wire import decode_frame, split_into_frames
 

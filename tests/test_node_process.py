@@ -16,8 +16,8 @@ from node import wire
 from node.compose import build_stack
 from node.events import validate_event
 from node.message import Message, app_payload
-from node.unicast3 import PROTO_ID, MsgType, U3Header
 from node.runtime.testing import NodeProcess, pair_configs, wait_for
+from node.unicast3 import PROTO_ID, MsgType, U3Header
 
 TOKEN = "proc-token"
 FAST = {"xmit_interval": 0.05, "ack_min_interval": 0.02}

@@ -125,7 +125,8 @@ async def test_tcp_connection_killed_mid_stream_reconnects_and_recovers(tmp_path
     async with NodeGroup(configs) as (a, b):
         a.start_stream("B", count=6000, rate=3000, size=300)
         for at in (1000, 3000):
-            await wait_until(lambda: stream_stats(b, "A", 0).get("count", 0) >= at, 20, what=f"{at} delivered")
+            await wait_until(lambda: stream_stats(b, "A", 0).get("count", 0) >= at,  # noqa: B023 - awaited here
+                             20, what=f"{at} delivered")
             assert b.transport.drop_connections() >= 1
         stats = await wait_until(complete(b, "A", 0, 6000), 40, what="all 6000 delivered after reconnects")
         assert stats == {"count": 6000, "first": 1, "last": 6000, "order_violations": 0, "duplicates": 0}

@@ -190,7 +190,7 @@ class EchoServer:
         while not self._stopping.is_set():
             try:
                 conn, _ = self.listener.accept()
-            except (TimeoutError, socket.timeout):
+            except TimeoutError:
                 continue
             except OSError:
                 return
@@ -285,7 +285,7 @@ def read_until_closed(sock: socket.socket, timeout_s: float = SOCKET_TIMEOUT_S) 
             buf += data
     except ConnectionResetError:
         return buf, "reset"
-    except (TimeoutError, socket.timeout):
+    except TimeoutError:
         raise AssertionError(f"connection still open after {timeout_s} s ({len(buf)} bytes read)") from None
 
 

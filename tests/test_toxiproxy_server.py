@@ -24,8 +24,7 @@ import aiohttp
 import pytest
 import requests
 
-from faults.toxiproxy import ToxiproxyServer
-from faults.toxiproxy import gojson
+from faults.toxiproxy import ToxiproxyServer, gojson
 from faults.toxiproxy.__main__ import parse_args
 from faults.toxiproxy.proxy import float32_shortest
 from faults.toxiproxy.toxics import slice_offsets

@@ -271,7 +271,7 @@ class Proxy:
             upstream = await asyncio.wait_for(
                 asyncio.open_connection(host, port, limit=2**16), UPSTREAM_DIAL_TIMEOUT_S
             )
-        except (OSError, ValueError, asyncio.TimeoutError) as exc:
+        except (TimeoutError, OSError, ValueError) as exc:
             log.warning("proxy %s: unable to open connection to upstream %s: %s", self.name, self.upstream, exc)
             writer.transport.abort()
             return

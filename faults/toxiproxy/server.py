@@ -20,8 +20,8 @@ import contextlib
 import json
 import logging
 import threading
-from collections.abc import Iterator
-from typing import Any, Coroutine
+from collections.abc import Coroutine, Iterator
+from typing import Any
 
 from aiohttp import web
 

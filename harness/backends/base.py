@@ -47,10 +47,10 @@ import secrets
 import signal
 import threading
 import time
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator
 
 from harness.scenario import Scenario
 from node.events import make_event
@@ -196,7 +196,7 @@ class Cluster(abc.ABC):
 
     # ---- packet-level fault injectors ----------------------------------------------------------
 
-    def fault_injectors(self) -> list["FaultInjector"]:
+    def fault_injectors(self) -> list[FaultInjector]:
         """Injectors that apply some network fault steps outside the nodes (default: none)."""
         return []
 
@@ -426,7 +426,7 @@ class Cluster(abc.ABC):
                 for client in self._admins.values():
                     client.close()
 
-    def __enter__(self) -> "Cluster":
+    def __enter__(self) -> Cluster:
         return self
 
     def __exit__(self, *exc) -> None:
@@ -456,10 +456,10 @@ class FaultInjector(abc.ABC):
     def remove(self, step_index: int) -> bool:
         """Undo one applied step; False when it was not active."""
 
-    def node_restarted(self, node: str) -> None:
+    def node_restarted(self, node: str) -> None:  # noqa: B027 - an optional hook, a no-op by default
         """A node came back in a new network namespace: re-apply what is in force there."""
 
-    def node_resumed(self, node: str) -> None:
+    def node_resumed(self, node: str) -> None:  # noqa: B027 - an optional hook, a no-op by default
         """A paused node runs again: do what could not reach it while it was frozen."""
 
     def active(self) -> list[int]:

@@ -64,7 +64,7 @@ HEALTH_POLL_S = 0.05
 _ADDRESS_IN_USE = ("Address already in use", "[Errno 98]", "EADDRINUSE")
 _PR_SET_PDEATHSIG = 1
 
-_LIVE_CLUSTERS: "weakref.WeakSet[LocalCluster]" = weakref.WeakSet()
+_LIVE_CLUSTERS: weakref.WeakSet[LocalCluster] = weakref.WeakSet()
 
 
 def _load_libc():
@@ -139,7 +139,7 @@ class LocalBackend(Backend):
         return True, "127.0.0.2 can be bound and `python -m node --help` works"
 
     def create_cluster(self, scenario: Scenario, run_dir: Path, *, seed: int, epoch: float | None = None,
-                       options: ClusterOptions | None = None) -> "LocalCluster":
+                       options: ClusterOptions | None = None) -> LocalCluster:
         return LocalCluster(scenario, run_dir, seed=seed, epoch=epoch, options=options, backend=self)
 
     def _env(self) -> dict[str, str]:
@@ -214,7 +214,7 @@ class LocalCluster(Cluster):
                 self._make_handles()
 
     def _abandon_attempt(self) -> None:
-        for name, proc in list(self._procs.items()):
+        for proc in list(self._procs.values()):
             _killpg(proc, signal.SIGKILL)
             _reap(proc)
         self._procs.clear()

@@ -19,8 +19,8 @@ order, so traffic on one link never shifts the random draws of another.
 from __future__ import annotations
 
 import random
+from collections.abc import Iterable
 from dataclasses import dataclass, fields, replace
-from typing import Iterable
 
 DEFAULT_DELAY_S = 0.0005
 

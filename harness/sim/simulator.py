@@ -31,18 +31,18 @@ import importlib
 import itertools
 import random
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
+from harness import nemesis
+from harness.scenario import FaultStep, Scenario, ScenarioError
+from harness.slots import planned_count
 from node.errors import SettingError
 from node.events import make_event
 from node.faultlayer import FaultLayer
 from node.layer import SyncPeer, ViewChange
 from node.message import Message, app_payload
-
-from harness import nemesis
-from harness.scenario import FaultStep, Scenario, ScenarioError
-from harness.slots import planned_count
 
 from .cluster import DEAD, PAUSED, RUNNING, SimNode
 from .network import LinkModel, Network

@@ -22,7 +22,7 @@ P = "splitbrain_"
 
 
 class NodeCollector:
-    def __init__(self, node: "Node"):
+    def __init__(self, node: Node):
         self.node = node
 
     def collect(self):
@@ -121,7 +121,7 @@ def _counter(name: str, doc: str, value) -> CounterMetricFamily:
     return c
 
 
-def make_registry(node: "Node") -> CollectorRegistry:
+def make_registry(node: Node) -> CollectorRegistry:
     registry = CollectorRegistry(auto_describe=False)
     registry.register(NodeCollector(node))
     return registry

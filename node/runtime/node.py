@@ -51,12 +51,12 @@ from .bundler import Bundler
 from .config import Address, ConfigError, NodeConfig
 from .errors import RequestError
 from .eventlog import EventLog
-
-# Events of messages that let a peer purge state (the bundler sends them later in this loop turn).
-_ACKING_EVENTS = frozenset(("ack_tx",))
 from .metrics import make_registry
 from .transport import TcpTransport, UdpTransport, resolve_peers
 from .workload import MAX_SAMPLES, SAMPLE_EVERY, Delivered, Stream, make_payload
+
+# Events of messages that let a peer purge state (the bundler sends them later in this loop turn).
+_ACKING_EVENTS = frozenset(("ack_tx",))
 
 log = logging.getLogger("node.runtime")
 

@@ -122,7 +122,7 @@ class NodeProcess:
         self.config_path = self.workdir / f"{self.name}.json.yaml"
         self.stderr_path = self.workdir / f"{self.name}.stderr"
 
-    def start(self, timeout: float = 20.0) -> "NodeProcess":
+    def start(self, timeout: float = 20.0) -> NodeProcess:
         # JSON is YAML: the file needs no YAML library on the writing side.
         self.config_path.write_text(json.dumps(self.config))
         env = dict(os.environ if self.env is None else self.env)
@@ -182,7 +182,7 @@ class NodeProcess:
         except OSError:
             return ""
 
-    def __enter__(self) -> "NodeProcess":
+    def __enter__(self) -> NodeProcess:
         return self.start()
 
     def __exit__(self, *exc) -> None:
@@ -220,7 +220,7 @@ def wait_for(predicate, timeout: float = 20.0, interval: float = 0.05, what: str
     def attempt():
         try:
             last[0] = predicate()
-        except Exception as exc:  # noqa: BLE001 - a node that is starting may refuse connections
+        except Exception as exc:  # a node that is starting may refuse connections
             last[0] = exc
             return None
         return last[0]
@@ -252,7 +252,7 @@ async def wait_until(predicate, timeout: float = 20.0, interval: float = 0.02, w
 
     try:
         return await asyncio.wait_for(poll(), timeout)
-    except asyncio.TimeoutError:
+    except TimeoutError:
         raise TimeoutError(f"timed out after {timeout}s waiting for {what}; last seen: {last[0]!r}") from None
 
 

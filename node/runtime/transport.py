@@ -102,7 +102,7 @@ class TransportStats:
 
 
 class _UdpProtocol(asyncio.DatagramProtocol):
-    def __init__(self, owner: "UdpTransport"):
+    def __init__(self, owner: UdpTransport):
         self.owner = owner
 
     def datagram_received(self, data: bytes, addr) -> None:
@@ -175,7 +175,7 @@ class UdpTransport:
 
 
 class _TcpConn(asyncio.Protocol):
-    def __init__(self, owner: "TcpTransport", peer: str | None, outgoing: bool):
+    def __init__(self, owner: TcpTransport, peer: str | None, outgoing: bool):
         self.owner = owner
         self.peer = peer
         self.outgoing = outgoing
@@ -334,7 +334,7 @@ class TcpTransport:
                     _, conn = await asyncio.wait_for(
                         loop.create_connection(lambda: _TcpConn(self, peer, True), host, port),
                         timeout=CONNECT_TIMEOUT_S)
-                except (OSError, asyncio.TimeoutError) as exc:
+                except (TimeoutError, OSError) as exc:
                     self.stats.connect_failures += 1
                     log.debug("%s: connect to %s (%s:%s) failed: %s; retry in %.2fs", self.local, peer, host,
                               port, exc, delay)
@@ -420,6 +420,6 @@ class TcpTransport:
         if self._server is not None:
             try:
                 await asyncio.wait_for(self._server.wait_closed(), 1.0)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 pass
             self._server = None

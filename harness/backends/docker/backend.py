@@ -121,5 +121,5 @@ class DockerBackend(NodeImageMixin, Backend):
         return self._check_image(client, version, where)
 
     def create_cluster(self, scenario: Scenario, run_dir: Path, *, seed: int, epoch: float | None = None,
-                       options: ClusterOptions | None = None) -> "DockerCluster":
+                       options: ClusterOptions | None = None) -> DockerCluster:
         return DockerCluster(scenario, run_dir, seed=seed, epoch=epoch, options=options, backend=self)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import socket
 import time
-from typing import Callable
+from collections.abc import Callable
 
 import docker
 import docker.errors

@@ -75,7 +75,7 @@ HEALTH_POLL_S = 0.05
 STATUS_POLL_S = 0.5  # while waiting for health: how often to ask the engine whether it exited
 CHECK_ALIVE_INTERVAL_S = 0.5
 
-_LIVE_CLUSTERS: "weakref.WeakSet[DockerCluster]" = weakref.WeakSet()
+_LIVE_CLUSTERS: weakref.WeakSet[DockerCluster] = weakref.WeakSet()
 
 
 class DockerCluster(Cluster):
