@@ -17,6 +17,8 @@ nodes could talk without reading the scenario.
 
 from __future__ import annotations
 
+from typing import Any
+
 EVENT_VERSION = 1
 
 # kind -> what it records: the kinds any stack may write (the application boundary, the fault
@@ -84,7 +86,7 @@ _PY_TYPES = {"str": str, "int": int, "float": float, "bool": bool, "ranges": lis
 OPTIONAL_FIELDS = {name: _PY_TYPES[kind] for name, kind in OPTIONAL_FIELD_TYPES.items()}
 
 
-def __getattr__(name: str):
+def __getattr__(name: str) -> Any:
     # EVENT_KINDS depends on the registered protocols, which load on first use (node/protocols.py).
     if name == "EVENT_KINDS":
         from .protocols import event_kinds
@@ -93,14 +95,14 @@ def __getattr__(name: str):
     raise AttributeError(name)
 
 
-def make_event(t: float, node: str, proto: str, kind: str, **fields) -> dict:
+def make_event(t: float, node: str, proto: str, kind: str, **fields: Any) -> dict[str, Any]:
     """Build one event; None-valued optional fields are left out."""
     ev = {"v": EVENT_VERSION, "t": t, "node": node, "proto": proto, "kind": kind}
     ev.update({key: value for key, value in fields.items() if value is not None})
     return ev
 
 
-def validate_event(ev: dict) -> None:
+def validate_event(ev: dict[str, Any]) -> None:
     """Raise ValueError naming the first field that breaks the schema (used by tests and ingest)."""
     for key in REQUIRED_FIELDS:
         if key not in ev:

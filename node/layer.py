@@ -9,6 +9,7 @@ actions. Timers are data: a layer reports its next deadline and fires everything
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from .message import Message
 from .views import Window
@@ -40,7 +41,7 @@ class Up(Action):
 class Log(Action):
     """Record one event of the event-log schema (node/events.py)."""
 
-    event: dict
+    event: dict[str, Any]
 
 
 # ---- commands (inputs other than messages and timers) -----------------------------------------
@@ -71,7 +72,7 @@ class SyncPeer(Command):
 class SetConfig(Command):
     """Change run-time settings of the layers that know them (e.g. xmit_interval)."""
 
-    values: dict
+    values: dict[str, Any]
 
 
 # ---- the layer base class ---------------------------------------------------------------------
@@ -102,7 +103,7 @@ class Layer:
     def check_invariants(self) -> None:
         """Raise AssertionError if internal state is inconsistent; the simulator calls it often."""
 
-    def snapshot(self) -> dict:
+    def snapshot(self) -> dict[str, Any]:
         """A JSON-able view of the layer's own state, in its own terms (admin GET /state, for
         people). Code outside node/ reads windows() and busy() instead."""
         return {}
@@ -128,6 +129,6 @@ class Layer:
         or None. The runtime asks before giving the command to the stack."""
         return None
 
-    def window_events(self, now: float, final: bool = False) -> list[dict]:
+    def window_events(self, now: float, final: bool = False) -> list[dict[str, Any]]:
         """`window` events for every window (final=true in the snapshots at the end of a run)."""
         return [w.event(now, self.local, self.proto, final) for w in self.windows()]

@@ -9,6 +9,7 @@ protocol seqnos; `Message.app` reads it back.
 from __future__ import annotations
 
 import struct
+from typing import Any
 
 # Magic prefix of a workload payload: b"SB" + length of the app id.
 _APP_MAGIC = b"SB"
@@ -21,13 +22,13 @@ class Message:
 
     __slots__ = ("src", "dest", "payload", "headers")
 
-    def __init__(self, src: str, dest: str, payload: bytes = b"", headers: dict | None = None):
+    def __init__(self, src: str, dest: str, payload: bytes = b"", headers: dict[int, Any] | None = None):
         self.src = src
         self.dest = dest
         self.payload = payload
         self.headers = headers if headers is not None else {}
 
-    def with_header(self, proto_id: int, header) -> Message:
+    def with_header(self, proto_id: int, header: Any) -> Message:
         """A copy with one more (or a replaced) header; the original is left untouched."""
         headers = dict(self.headers)
         headers[proto_id] = header
@@ -43,7 +44,7 @@ class Message:
     def __repr__(self) -> str:
         return f"Message({self.src}->{self.dest} {self.headers!r} {len(self.payload)}B)"
 
-    def __eq__(self, other) -> bool:
+    def __eq__(self, other: object) -> bool:
         return (
             isinstance(other, Message)
             and self.src == other.src
@@ -52,7 +53,7 @@ class Message:
             and self.headers == other.headers
         )
 
-    __hash__ = None  # mutable
+    __hash__ = None  # type: ignore[assignment]  # mutable, so unhashable (the typeshed says callable)
 
 
 def app_payload(sender: str, stream: int, n: int, size: int = 0) -> bytes:

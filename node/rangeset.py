@@ -81,7 +81,7 @@ class RangeSet:
     def __bool__(self) -> bool:
         return bool(self._ranges)
 
-    def __eq__(self, other) -> bool:
+    def __eq__(self, other: object) -> bool:
         return isinstance(other, RangeSet) and self._ranges == other._ranges
 
     def __repr__(self) -> str:

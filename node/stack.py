@@ -9,8 +9,12 @@ the application, and events for the log.
 
 from __future__ import annotations
 
+from typing import Any, TypeVar
+
 from .layer import Action, Command, Down, Layer, Log, Up
 from .message import Message
+
+L = TypeVar("L", bound=Layer)
 
 
 class Stack:
@@ -21,7 +25,7 @@ class Stack:
         self.layers = layers
         self.to_transport: list[Message] = []
         self.to_app: list[Message] = []
-        self.events: list[dict] = []
+        self.events: list[dict[str, Any]] = []
 
     # ---- inputs -------------------------------------------------------------------------------
 
@@ -49,10 +53,9 @@ class Stack:
         to_transport, events = self.to_transport, self.events
         for msg in msgs:
             for action in layer.down(msg, now):
-                kind = type(action)
-                if kind is Down:
+                if type(action) is Down:
                     to_transport.append(action.msg)
-                elif kind is Log:
+                elif type(action) is Log:
                     events.append(action.event)
                 else:
                     self._route(top, [action], now)
@@ -84,13 +87,13 @@ class Stack:
 
     # ---- outputs ------------------------------------------------------------------------------
 
-    def take(self) -> tuple[list[Message], list[Message], list[dict]]:
+    def take(self) -> tuple[list[Message], list[Message], list[dict[str, Any]]]:
         """Drain the outboxes: (to transport, to application, events)."""
         out = (self.to_transport, self.to_app, self.events)
         self.to_transport, self.to_app, self.events = [], [], []
         return out
 
-    def layer(self, kind: type) -> Layer:
+    def layer(self, kind: type[L]) -> L:
         for layer in self.layers:
             if isinstance(layer, kind):
                 return layer
@@ -104,18 +107,17 @@ class Stack:
 
     def _route(self, idx: int, actions: list[Action], now: float) -> None:
         for action in actions:
-            kind = type(action)
-            if kind is Down:
+            if type(action) is Down:
                 if idx == 0:
                     self.to_transport.append(action.msg)
                 else:
                     self._route(idx - 1, self.layers[idx - 1].down(action.msg, now), now)
-            elif kind is Up:
+            elif type(action) is Up:
                 if idx == len(self.layers) - 1:
                     self.to_app.extend(action.msgs)
                 else:
                     self._route(idx + 1, self.layers[idx + 1].up(action.msgs, now), now)
-            elif kind is Log:
+            elif type(action) is Log:
                 self.events.append(action.event)
             else:
                 raise TypeError(f"layer {self.layers[idx].proto} returned {action!r}")

@@ -17,6 +17,7 @@ with different ids are not the same flow. A pair is in sync when the sender has 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
+from typing import Any
 
 from .events import make_event
 
@@ -36,16 +37,16 @@ class Window:
     # recv: seqnos known to be missing below `high`.
     missing: int = 0
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
-    def event(self, now: float, node: str, proto: str, final: bool = False) -> dict:
+    def event(self, now: float, node: str, proto: str, final: bool = False) -> dict[str, Any]:
         """The `window` event of the event-log schema for this window."""
         return make_event(now, node, proto, "window", peer=self.peer, side=self.side, conn_id=self.conn_id,
                           low=self.low, high=self.high, state=self.state, final=final or None)
 
 
-def pair_problem(sender: str, receiver: str, send: dict, recv: dict | None) -> str | None:
+def pair_problem(sender: str, receiver: str, send: dict[str, Any], recv: dict[str, Any] | None) -> str | None:
     """Why a send window and its receiver's window (dicts with Window's keys, or window events)
     are out of sync, or None if they are in sync. One rule for the live settle test and the
     windows_synced checker."""

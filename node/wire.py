@@ -15,6 +15,7 @@ raises WireError; nothing else escapes. Protocols register their header codec wi
 
 from __future__ import annotations
 
+from typing import Any
 import struct
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -41,9 +42,10 @@ class WireError(ValueError):
 class HeaderCodec:
     proto_id: int
     header_type: type
-    encode: Callable[[object], bytes]
-    decode: Callable[[bytes], object]  # raises WireError (or struct.error, which is wrapped)
-    type_name: Callable[[object], str]  # message type of a header, e.g. "DATA", "ACK"
+    # Any: each codec takes its own header type, which the registry cannot name.
+    encode: Callable[[Any], bytes]
+    decode: Callable[[bytes], Any]  # raises WireError (or struct.error, which is wrapped)
+    type_name: Callable[[Any], str]  # message type of a header, e.g. "DATA", "ACK"
 
 
 _CODECS: dict[int, HeaderCodec] = {}

@@ -13,7 +13,8 @@ As a process: `python -m node --config FILE` (see node/__main__.py), which calls
 """
 
 from .config import Address, ConfigError, NodeConfig, load_config
-from .node import Node, RequestError
+from .errors import RequestError
+from .node import Node
 from .runner import main, run
 
 __all__ = ["Address", "ConfigError", "Node", "NodeConfig", "RequestError", "load_config", "main", "run"]

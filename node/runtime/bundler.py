@@ -9,36 +9,46 @@ off every message is a frame of its own (the benchmark's baseline).
 
 from __future__ import annotations
 
+import asyncio
 import struct
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
+from ..message import Message
 from ..wire import encode_frame, split_into_frames
+
+if TYPE_CHECKING:
+    from .transport import TcpTransport, UdpTransport
 
 _ENCODE_ERRORS = (ValueError, OverflowError, struct.error)
 
 
 class Bundler:
-    def __init__(self, local: str, loop, transport, max_bytes: int, enabled: bool = True, on_error=None):
+    def __init__(self, local: str, loop: asyncio.AbstractEventLoop, transport: UdpTransport | TcpTransport, max_bytes: int,
+                 enabled: bool = True, on_error: Callable[[str, Exception], None] | None = None):
         self.local = local
         self.loop = loop
         self.transport = transport
         self.max_bytes = max_bytes
         self.enabled = enabled
         self.on_error = on_error
-        self._queues: dict[str, list] = {}
+        self._queues: dict[str, list[Message]] = {}
         self._scheduled = False
         self.flushes = 0
 
-    def add(self, msgs: list) -> None:
+    def add(self, msgs: list[Message]) -> None:
         queues = self._queues
-        last_dest = queue = None
+        last_dest: str | None = None
+        queue: list[Message] = []
         for msg in msgs:
             dest = msg.dest
             # Runs of messages to one destination share the dest object: skip the dict lookup.
             if dest is not last_dest:
                 last_dest = dest
-                queue = queues.get(dest)
-                if queue is None:
-                    queue = queues[dest] = []
+                found = queues.get(dest)
+                if found is None:
+                    found = queues[dest] = []
+                queue = found
             queue.append(msg)
         if not self._scheduled:
             self._scheduled = True

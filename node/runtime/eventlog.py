@@ -12,11 +12,14 @@ The file is opened for appending: a restarted node (a new incarnation) continues
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import os
+from io import FileIO
 from json.encoder import encode_basestring as _c_str  # the C implementation when available
 from pathlib import Path
+from typing import Any
 
 log = logging.getLogger("node.eventlog")
 
@@ -29,18 +32,18 @@ _UNSET = object()  # no t seen yet (None is a value an event could carry)
 class EventLog:
     """A buffered JSONL writer driven by the event loop (`loop.call_later`), never by a thread."""
 
-    def __init__(self, path: str | os.PathLike, loop, flush_interval_s: float = 0.1, batch_events: int = 4096):
+    def __init__(self, path: str | os.PathLike[str], loop: asyncio.AbstractEventLoop, flush_interval_s: float = 0.1, batch_events: int = 4096):
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._file = open(self.path, "ab", buffering=0)  # noqa: SIM115 - closed in close()
+        self._file: FileIO | None = open(self.path, "ab", buffering=0)  # noqa: SIM115 - closed in close()
         self._loop = loop
         self._interval = flush_interval_s
         self._batch = batch_events
-        self._pending: list[dict] = []
-        self._timer = None
-        self._soon = None
+        self._pending: list[dict[str, Any]] = []
+        self._timer: asyncio.TimerHandle | None = None
+        self._soon: asyncio.Handle | None = None
         self._encoder = json.JSONEncoder(separators=(",", ":"), check_circular=False, allow_nan=False)
-        self._parts: dict[tuple, tuple] = {}
+        self._parts: dict[tuple[Any, ...], tuple[str, str, str] | None] = {}
         self.written = 0
         self.write_errors = 0
         self.closed = False
@@ -50,12 +53,12 @@ class EventLog:
 
     # ---- input --------------------------------------------------------------------------------
 
-    def append(self, event: dict) -> None:
+    def append(self, event: dict[str, Any]) -> None:
         self._pending.append(event)
         if len(self._pending) >= self._batch and self._soon is None and not self.closed:
             self._soon = self._loop.call_soon(self._flush_soon)
 
-    def extend(self, events: list[dict]) -> None:
+    def extend(self, events: list[dict[str, Any]]) -> None:
         self._pending.extend(events)
         if len(self._pending) >= self._batch and self._soon is None and not self.closed:
             self._soon = self._loop.call_soon(self._flush_soon)
@@ -91,10 +94,10 @@ class EventLog:
             self.write_errors += len(events)
             log.error("event log %s: write failed: %s (%d events lost)", self.path, exc, len(events))
 
-    def encode(self, events: list[dict]) -> bytes:
+    def encode(self, events: list[dict[str, Any]]) -> bytes:
         """Events as JSON lines (bytes, with a final newline)."""
         enc = self._encoder.encode
-        lines = []
+        lines: list[str] = []
         append = lines.append
         # The constant parts of the current data-event line and what they were built from.
         last_t = _UNSET
@@ -131,7 +134,7 @@ class EventLog:
         append("")
         return "\n".join(lines).encode()
 
-    def _parts_for(self, key: tuple):
+    def _parts_for(self, key: tuple[Any, ...]) -> tuple[str, str, str] | None:
         """The constant parts of a data event's line, or None when a value has the wrong type."""
         parts = self._parts.get(key)
         if parts is not None:
@@ -148,7 +151,7 @@ class EventLog:
         self._parts[key] = parts
         return parts
 
-    def _encode_tolerant(self, events: list[dict]) -> bytes:
+    def _encode_tolerant(self, events: list[dict[str, Any]]) -> bytes:
         out = []
         for ev in events:
             try:
@@ -169,10 +172,9 @@ class EventLog:
             if handle is not None:
                 handle.cancel()
         self._timer = self._soon = None
-        try:
-            self._file.close()
-        finally:
-            self._file = None
+        file, self._file = self._file, None
+        if file is not None:
+            file.close()
 
     @property
     def pending(self) -> int:

@@ -9,6 +9,7 @@ its own CollectorRegistry (never the global one), so several nodes can live in o
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from prometheus_client import CollectorRegistry, generate_latest
@@ -25,7 +26,7 @@ class NodeCollector:
     def __init__(self, node: Node):
         self.node = node
 
-    def collect(self):
+    def collect(self) -> Iterator[CounterMetricFamily | GaugeMetricFamily | InfoMetricFamily]:
         node = self.node
         counters: dict[str, int] = {}
         for layer in node.protocol_layers:
@@ -57,6 +58,7 @@ class NodeCollector:
             syncs.add_metric([outcome], counters.get(f"syncs_{outcome}", 0))
         yield syncs
 
+        assert node.transport is not None, "metrics are served by a started node"
         tstats = node.transport.stats
         frames = CounterMetricFamily(P + "frames", "Frames (datagrams or TCP frames) by direction",
                                      labels=["direction"])
@@ -115,7 +117,7 @@ class NodeCollector:
         yield faults
 
 
-def _counter(name: str, doc: str, value) -> CounterMetricFamily:
+def _counter(name: str, doc: str, value: float) -> CounterMetricFamily:
     c = CounterMetricFamily(P + name, doc)
     c.add_metric([], value)
     return c

@@ -38,13 +38,14 @@ import logging
 import random
 import time
 import traceback
+from typing import TYPE_CHECKING, Any
 
 from .. import protocols
 from ..compose import build_stack, protocol_layers
 from ..errors import SettingError
 from ..events import make_event
 from ..faultlayer import FaultLayer, FaultRule
-from ..layer import Layer, SetConfig, SyncPeer, ViewChange
+from ..layer import Command, Layer, SetConfig, SyncPeer, ViewChange
 from ..message import Message
 from ..wire import MAX_FRAME_BYTES, WireError, decode_frame
 from .bundler import Bundler
@@ -54,6 +55,9 @@ from .eventlog import EventLog
 from .metrics import make_registry
 from .transport import TcpTransport, UdpTransport, resolve_peers
 from .workload import MAX_SAMPLES, SAMPLE_EVERY, Delivered, Stream, make_payload
+
+if TYPE_CHECKING:
+    from .admin import AdminServer
 
 # Events of messages that let a peer purge state (the bundler sends them later in this loop turn).
 _ACKING_EVENTS = frozenset(("ack_tx",))
@@ -82,7 +86,7 @@ _SAMPLE_MASK = SAMPLE_EVERY - 1
 class RxStats:
     __slots__ = ("frames_in", "bytes_in", "malformed", "dropped", "stack_errors")
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.frames_in = 0
         self.bytes_in = 0
         self.malformed = 0
@@ -112,23 +116,24 @@ class Node:
         self.delivered = Delivered()
         self.app_sent: dict[str, int] = {}
         self.streams: dict[int, Stream] = {}
-        self.view: dict | None = None
+        self.view: dict[str, Any] | None = None
         self.rx_stats = RxStats()
         self.eventlog: EventLog | None = None
-        self.transport = None
+        self.transport: UdpTransport | TcpTransport | None = None
         self.bundler: Bundler | None = None
-        self.admin = None
-        self.loop: asyncio.AbstractEventLoop | None = None
+        self.admin: AdminServer | None = None
+        # Set by start(); the callbacks that use it run only after.
+        self.loop: asyncio.AbstractEventLoop
         self.bind_address: Address | None = None
         self.admin_address: Address | None = None
         self.registry = make_registry(self)
         self._rx: dict[str, list[Message]] = {}
         self._rx_scheduled = False
-        self._timer = None
+        self._timer: asyncio.TimerHandle | None = None
         self._timer_deadline: float | None = None
         self._stream_handles: dict[int, asyncio.Handle | asyncio.TimerHandle] = {}
         self._blocked: set[int] = set()
-        self._blocked_poll = None
+        self._blocked_poll: asyncio.TimerHandle | None = None
         self._running = False
         self._stopping = False
         self._stopped = asyncio.Event()
@@ -153,21 +158,21 @@ class Node:
         self.loop = asyncio.get_running_loop()
         cfg = self.config
         try:
-            if cfg.event_log:
+            if cfg.event_log and cfg.events is not None:  # config requires events with event_log
                 try:
                     self.eventlog = EventLog(cfg.events, self.loop)
                 except OSError as exc:
                     raise ConfigError("events", f"cannot open {cfg.events}: {exc.strerror or exc}") from None
             resolved = await resolve_peers(self.peers)
             cls = UdpTransport if cfg.transport == "udp" else TcpTransport
-            self.transport = cls(self.name, cfg.bind, resolved, self.on_frame, self._transport_drop)
-            self.bind_address = await self.transport.start()
-            self.bundler = Bundler(self.name, self.loop, self.transport, cfg.bundle_max_bytes, cfg.bundling,
+            transport = self.transport = cls(self.name, cfg.bind, resolved, self.on_frame, self._transport_drop)
+            self.bind_address = await transport.start()
+            self.bundler = Bundler(self.name, self.loop, transport, cfg.bundle_max_bytes, cfg.bundling,
                                    on_error=self._bundle_error)
             from .admin import AdminServer  # aiohttp is imported only by a node that serves
 
-            self.admin = AdminServer(self)
-            self.admin_address = await self.admin.start(cfg.admin)
+            admin = self.admin = AdminServer(self)
+            self.admin_address = await admin.start(cfg.admin)
         except BaseException:
             await self._close_io()
             raise
@@ -236,13 +241,14 @@ class Node:
 
     # ---- draining the stack -------------------------------------------------------------------
 
-    def _log(self, event: dict) -> None:
+    def _log(self, event: dict[str, Any]) -> None:
         if self.eventlog is not None and not self.eventlog.closed:
             self.eventlog.append(event)
 
     def _drain(self, now: float) -> None:
         to_net, to_app, events = self.stack.take()
         if to_net:
+            assert self.bundler is not None, "the stack produced frames before start()"
             self.bundler.add(to_net)
         if to_app:
             self.delivered.add_batch(to_app, now)
@@ -366,7 +372,7 @@ class Node:
 
     # ---- commands (admin) ---------------------------------------------------------------------
 
-    def command(self, cmd) -> None:
+    def command(self, cmd: Command) -> None:
         """Give a command to the stack; a local error (ValueError) propagates to the caller."""
         now = self.now()
         try:
@@ -390,7 +396,7 @@ class Node:
             raise RequestError("; ".join(refusals), None)
         self.command(cmd)
 
-    def set_config(self, values: dict) -> dict:
+    def set_config(self, values: dict[str, Any]) -> dict[str, Any]:
         current = self.settings
         known = current.as_dict()
         for key in values:
@@ -424,7 +430,7 @@ class Node:
 
     # ---- workload -----------------------------------------------------------------------------
 
-    def resolve_targets(self, to) -> list[str]:
+    def resolve_targets(self, to: Any) -> list[str]:  # to: JSON from an admin request
         if to == "all":
             targets = sorted(self.peers)
             if not targets:
@@ -441,7 +447,7 @@ class Node:
             raise RequestError("a peer is named twice", "to")
         return list(to)
 
-    def start_stream(self, to, count: int | None = None, duration: float | None = None, rate: float = 100.0,
+    def start_stream(self, to: Any, count: int | None = None, duration: float | None = None, rate: float = 100.0,
                      size: int = 100, stream: int | None = None, first_n: int = 1) -> Stream:
         """Start a workload stream (validated; RequestError names the bad field). `first_n` is the app
         n of its first message: a stream resumed after a restart of its sender goes on numbering
@@ -501,6 +507,7 @@ class Node:
     def _is_blocked(self, s: Stream) -> bool:
         limit = self._inflight_limit(s)
         transport = self.transport
+        assert transport is not None, "streams run only on a started node"
         for dest in s.to:
             if not transport.writable(dest):
                 return True
@@ -601,7 +608,7 @@ class Node:
 
     # ---- introspection ------------------------------------------------------------------------
 
-    def state(self) -> dict:
+    def state(self) -> dict[str, Any]:
         return {
             "node": self.name,
             "incarnation": self.incarnation,
@@ -618,7 +625,7 @@ class Node:
             "streams": [s.to_dict() for s in self.streams.values()],
         }
 
-    def samples(self) -> dict:
+    def samples(self) -> dict[str, Any]:
         return {
             "every": SAMPLE_EVERY,
             "sent": {str(s.stream): [list(x) for x in s.samples] for s in self.streams.values()},

@@ -16,6 +16,7 @@ import logging
 import os
 import signal
 import sys
+from collections.abc import Callable
 
 from ..protocols import RegistryError
 from .config import ConfigError, NodeConfig, env_overrides, load_config
@@ -39,11 +40,11 @@ class GcPolicy:
     60 s, so cyclic garbage (asyncio and aiohttp make some) is still reclaimed.
     """
 
-    def __init__(self, loop, period_s: float = 1.0):
+    def __init__(self, loop: asyncio.AbstractEventLoop, period_s: float = 1.0):
         self.loop = loop
         self.period_s = period_s
         self.ticks = 0
-        self._handle = None
+        self._handle: asyncio.TimerHandle | None = None
         self._was_enabled = gc.isenabled()
 
     def start(self) -> None:
@@ -67,7 +68,7 @@ class GcPolicy:
             gc.enable()
 
 
-async def serve(config: NodeConfig, ready=None, manage_gc: bool = True) -> int:
+async def serve(config: NodeConfig, ready: Callable[[Node], None] | None = None, manage_gc: bool = True) -> int:
     """Start a node, run it until SIGTERM/SIGINT, stop it gracefully."""
     node = Node(config)
     await node.start()
@@ -102,7 +103,7 @@ def _announce(node: Node) -> None:
     sys.stdout.flush()
 
 
-def _new_loop():
+def _new_loop() -> asyncio.AbstractEventLoop:
     try:
         import uvloop
     except ImportError:

@@ -19,7 +19,14 @@ import tempfile
 import threading
 import urllib.error
 import urllib.request
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, BinaryIO, TypeVar
+
+if TYPE_CHECKING:
+    from .node import Node
+
+T = TypeVar("T")
 
 _rng = random.Random(int.from_bytes(os.urandom(8), "big"))
 _used: set[str] = set()
@@ -41,7 +48,7 @@ def free_port(host: str, kind: str = "both") -> int:
     for _ in range(50):
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as tcp:
             tcp.bind((host, 0))
-            port = tcp.getsockname()[1]
+            port: int = tcp.getsockname()[1]
             if kind == "tcp":
                 return port
             try:
@@ -54,7 +61,7 @@ def free_port(host: str, kind: str = "both") -> int:
 
 
 class AdminError(RuntimeError):
-    def __init__(self, status: int, body):
+    def __init__(self, status: int, body: Any):
         super().__init__(f"HTTP {status}: {body}")
         self.status = status
         self.body = body
@@ -68,8 +75,8 @@ class AdminClient:
         self.token = token
         self.timeout = timeout
 
-    def request(self, method: str, path: str, body=None, token: str | None | bool = True,
-                raw: bytes | None = None) -> tuple[int, object]:
+    def request(self, method: str, path: str, body: Any = None, token: str | None | bool = True,
+                raw: bytes | None = None) -> tuple[int, Any]:
         data = raw if raw is not None else (json.dumps(body).encode() if body is not None else None)
         req = urllib.request.Request(self.base_url + path, data=data, method=method)
         if data is not None:
@@ -83,13 +90,13 @@ class AdminClient:
         except urllib.error.HTTPError as exc:
             return exc.code, _decode(exc.read(), exc.headers.get("Content-Type", ""))
 
-    def get(self, path: str):
+    def get(self, path: str) -> Any:
         status, body = self.request("GET", path)
         if status != 200:
             raise AdminError(status, body)
         return body
 
-    def post(self, path: str, body=None, expect: int | tuple = (200, 201, 202)):
+    def post(self, path: str, body: Any = None, expect: int | tuple[int, ...] = (200, 201, 202)) -> Any:
         status, out = self.request("POST", path, body if body is not None else {})
         if status not in (expect if isinstance(expect, tuple) else (expect,)):
             raise AdminError(status, out)
@@ -99,7 +106,7 @@ class AdminClient:
         return self.request("DELETE", path)[0]
 
 
-def _decode(data: bytes, content_type: str):
+def _decode(data: bytes, content_type: str) -> Any:
     if "json" in content_type:
         return json.loads(data)
     return data.decode(errors="replace")
@@ -108,7 +115,7 @@ def _decode(data: bytes, content_type: str):
 class NodeProcess:
     """`python -m node --config <file>` in a subprocess; `start()` waits for its ready line."""
 
-    def __init__(self, config: dict, workdir: str | os.PathLike | None = None, env: dict | None = None,
+    def __init__(self, config: dict[str, Any], workdir: str | os.PathLike[str] | None = None, env: dict[str, Any] | None = None,
                  python: str = sys.executable, extra_args: list[str] | None = None):
         self.config = dict(config)
         self.workdir = Path(workdir or tempfile.mkdtemp(prefix="splitbrain-node-"))
@@ -116,9 +123,9 @@ class NodeProcess:
         self.env = env
         self.python = python
         self.extra_args = list(extra_args or [])
-        self.proc: subprocess.Popen | None = None
-        self.ready: dict | None = None
-        self.name = self.config.get("name", "node")
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.ready: dict[str, Any] | None = None
+        self.name: str = self.config.get("name", "node")
         self.config_path = self.workdir / f"{self.name}.json.yaml"
         self.stderr_path = self.workdir / f"{self.name}.stderr"
 
@@ -128,7 +135,7 @@ class NodeProcess:
         env = dict(os.environ if self.env is None else self.env)
         root = str(Path(__file__).resolve().parents[2])
         env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-        self._stderr = open(self.stderr_path, "wb")  # noqa: SIM115 - closed in wait()
+        self._stderr: BinaryIO | None = open(self.stderr_path, "wb")  # noqa: SIM115 - closed in wait()
         self.proc = subprocess.Popen(
             [self.python, *self.extra_args, "-m", "node", "--config", str(self.config_path)],
             stdout=subprocess.PIPE, stderr=self._stderr, env=env, cwd=root)
@@ -142,6 +149,7 @@ class NodeProcess:
 
     @property
     def admin_url(self) -> str:
+        assert self.ready is not None, "start() first"
         return f"http://{self.ready['admin']}"
 
     def client(self, token: str | None = None) -> AdminClient:
@@ -169,10 +177,12 @@ class NodeProcess:
         return self._finish()
 
     def _finish(self) -> int | None:
+        assert self.proc is not None
         if self.proc.stdout is not None:
             self.proc.stdout.close()
-        if getattr(self, "_stderr", None) is not None:
-            self._stderr.close()
+        stderr = getattr(self, "_stderr", None)
+        if stderr is not None:
+            stderr.close()
             self._stderr = None
         return self.proc.returncode
 
@@ -185,15 +195,17 @@ class NodeProcess:
     def __enter__(self) -> NodeProcess:
         return self.start()
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.kill()
 
 
-def _readline_with_timeout(proc: subprocess.Popen, timeout: float) -> bytes:
+def _readline_with_timeout(proc: subprocess.Popen[bytes], timeout: float) -> bytes:
     out: list[bytes] = []
+    stdout = proc.stdout
+    assert stdout is not None, "started with stdout=PIPE"
 
-    def reader():
-        out.append(proc.stdout.readline())
+    def reader() -> None:
+        out.append(stdout.readline())
 
     thread = threading.Thread(target=reader, daemon=True)
     thread.start()
@@ -201,7 +213,7 @@ def _readline_with_timeout(proc: subprocess.Popen, timeout: float) -> bytes:
     return out[0] if out else b""
 
 
-def run_python_m_node(args: list[str], env: dict | None = None, timeout: float = 30.0) -> subprocess.CompletedProcess:
+def run_python_m_node(args: list[str], env: dict[str, Any] | None = None, timeout: float = 30.0) -> subprocess.CompletedProcess[str]:
     """Run `python -m node ARGS` to completion (config validation tests)."""
     full_env = dict(os.environ if env is None else env)
     root = str(Path(__file__).resolve().parents[2])
@@ -210,25 +222,25 @@ def run_python_m_node(args: list[str], env: dict | None = None, timeout: float =
                           timeout=timeout, cwd=root)
 
 
-def wait_for(predicate, timeout: float = 20.0, interval: float = 0.05, what: str = "condition"):
+def wait_for(predicate: Callable[[], T], timeout: float = 20.0, interval: float = 0.05, what: str = "condition") -> T:
     """Poll `predicate()` (tenacity) until it returns a truthy value; raise TimeoutError saying
     what was expected and the last value seen."""
     import tenacity
 
-    last: list = [None]
+    last: list[Any] = [None]
 
-    def attempt():
+    def attempt() -> T | None:
         try:
-            last[0] = predicate()
+            value = last[0] = predicate()
         except Exception as exc:  # a node that is starting may refuse connections
             last[0] = exc
             return None
-        return last[0]
+        return value
 
     retrying = tenacity.Retrying(stop=tenacity.stop_after_delay(timeout), wait=tenacity.wait_fixed(interval),
                                  retry=tenacity.retry_if_result(lambda value: not value), reraise=True)
     try:
-        return retrying(attempt)
+        return retrying(attempt)  # type: ignore[return-value]  # retried until truthy, so never None
     except tenacity.RetryError:
         raise TimeoutError(f"timed out after {timeout}s waiting for {what}; last seen: {last[0]!r}") from None
 
@@ -236,18 +248,19 @@ def wait_for(predicate, timeout: float = 20.0, interval: float = 0.05, what: str
 # ---- in-process nodes (asyncio) ---------------------------------------------------------------
 
 
-async def wait_until(predicate, timeout: float = 20.0, interval: float = 0.02, what: str = "condition"):
+async def wait_until(predicate: Callable[[], T], timeout: float = 20.0, interval: float = 0.02,
+                     what: str = "condition") -> T:
     """Async polling with a bound: await until `predicate()` is truthy, else TimeoutError naming
     what was expected and the last value seen."""
     import asyncio
 
-    last: list = [None]
+    last: list[Any] = [None]
 
-    async def poll():
+    async def poll() -> T:
         while True:
-            last[0] = predicate()
-            if last[0]:
-                return last[0]
+            value = last[0] = predicate()
+            if value:
+                return value
             await asyncio.sleep(interval)
 
     try:
@@ -256,8 +269,9 @@ async def wait_until(predicate, timeout: float = 20.0, interval: float = 0.02, w
         raise TimeoutError(f"timed out after {timeout}s waiting for {what}; last seen: {last[0]!r}") from None
 
 
-def pair_configs(workdir, transport: str = "udp", names=("A", "B"), event_log: bool = True,
-                 token: str | None = "test-token", protocol_config: dict | None = None, **extra) -> list[dict]:
+def pair_configs(workdir: str | os.PathLike[str], transport: str = "udp", names: Sequence[str] = ("A", "B"),
+                 event_log: bool = True, token: str | None = "test-token",
+                 protocol_config: dict[str, Any] | None = None, **extra: Any) -> list[dict[str, Any]]:
     """Configurations of a full mesh of nodes on fresh loopback addresses (free ports picked now)."""
     import time as _time
 
@@ -266,7 +280,7 @@ def pair_configs(workdir, transport: str = "udp", names=("A", "B"), event_log: b
     epoch = _time.time()
     configs = []
     for n in names:
-        cfg = {"name": n, "bind": f"{hosts[n]}:{ports[n]}", "admin": f"{hosts[n]}:0", "transport": transport,
+        cfg: dict[str, Any] = {"name": n, "bind": f"{hosts[n]}:{ports[n]}", "admin": f"{hosts[n]}:0", "transport": transport,
                "peers": {p: f"{hosts[p]}:{ports[p]}" for p in names if p != n}, "epoch": epoch,
                "event_log": event_log, "config": dict(protocol_config or {}), **extra}
         if token is not None:
@@ -280,13 +294,13 @@ def pair_configs(workdir, transport: str = "udp", names=("A", "B"), event_log: b
 class NodeGroup:
     """Several in-process nodes on the running loop; `async with NodeGroup(configs) as (a, b):`."""
 
-    def __init__(self, configs: list[dict]):
+    def __init__(self, configs: list[dict[str, Any]]):
         from .config import NodeConfig
         from .node import Node
 
         self.nodes = [Node(NodeConfig.from_dict(c, env={})) for c in configs]
 
-    async def __aenter__(self):
+    async def __aenter__(self) -> list[Node]:
         started = []
         try:
             for node in self.nodes:
@@ -298,6 +312,6 @@ class NodeGroup:
             raise
         return self.nodes
 
-    async def __aexit__(self, *exc):
+    async def __aexit__(self, *exc: object) -> None:
         for node in self.nodes:
             await node.stop()

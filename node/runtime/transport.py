@@ -26,10 +26,16 @@ import random
 import socket
 import struct
 import sys
+from collections.abc import Callable
+from typing import Any, cast
 
 from .config import Address, ConfigError
 
 log = logging.getLogger("node.transport")
+
+# on_frame(frame, peer of the TCP connection or None) -> why it was dropped, or None; on_drop(reason, peer)
+FrameHandler = Callable[[bytes, str | None], str | None]
+DropHandler = Callable[[str, str | None], None]
 
 SOCKET_BUFFER_BYTES = 16 * 1024 * 1024
 TCP_HIGH_WATER_BYTES = 4 * 1024 * 1024  # above this a peer's connection counts as not writable
@@ -70,7 +76,7 @@ def _big_buffers(sock: socket.socket) -> tuple[int, int]:
             sock.getsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF))
 
 
-async def resolve_peers(peers: dict[str, Address]) -> dict[str, tuple]:
+async def resolve_peers(peers: dict[str, Address]) -> dict[str, tuple[Any, ...]]:
     """name -> sockaddr, resolved once at start; an unresolvable host names its key."""
     loop = asyncio.get_running_loop()
     out = {}
@@ -87,7 +93,7 @@ class TransportStats:
     __slots__ = ("frames_out", "bytes_out", "send_errors", "dropped_out", "connects", "connect_failures",
                  "connections_lost", "stream_errors")
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.frames_out = 0
         self.bytes_out = 0
         self.send_errors = 0
@@ -105,7 +111,7 @@ class _UdpProtocol(asyncio.DatagramProtocol):
     def __init__(self, owner: UdpTransport):
         self.owner = owner
 
-    def datagram_received(self, data: bytes, addr) -> None:
+    def datagram_received(self, data: bytes, addr: tuple[str | Any, int]) -> None:
         self.owner.on_frame(data, None)
 
     def error_received(self, exc: Exception) -> None:
@@ -122,7 +128,8 @@ class _UdpProtocol(asyncio.DatagramProtocol):
 class UdpTransport:
     kind = "udp"
 
-    def __init__(self, local: str, bind: Address, peers: dict[str, tuple], on_frame, on_drop):
+    def __init__(self, local: str, bind: Address, peers: dict[str, tuple[Any, ...]], on_frame: FrameHandler,
+                 on_drop: DropHandler):
         self.local = local
         self.bind = bind
         self.peers = peers
@@ -132,7 +139,7 @@ class UdpTransport:
         self.paused = False
         self.address: Address | None = None
         self.buffers = (0, 0)
-        self._transport = None
+        self._transport: asyncio.DatagramTransport | None = None
 
     async def start(self) -> Address:
         loop = asyncio.get_running_loop()
@@ -184,7 +191,8 @@ class _TcpConn(asyncio.Protocol):
         self.paused = False
         self.closed = False
 
-    def connection_made(self, transport) -> None:
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        transport = cast(asyncio.Transport, transport)  # a stream connection's transport
         self.transport = transport
         sock = transport.get_extra_info("socket")
         if sock is not None:
@@ -219,7 +227,7 @@ class _TcpConn(asyncio.Protocol):
         if pos:
             del buf[:pos]
 
-    def connection_lost(self, exc) -> None:
+    def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
         self.buf = bytearray()
         self.owner._lost(self)
@@ -231,6 +239,7 @@ class _TcpConn(asyncio.Protocol):
         self.paused = False
 
     def write(self, frame: bytes) -> None:
+        assert self.transport is not None, "written before connection_made"
         self.transport.writelines((_LEN.pack(len(frame)), frame))
 
     def buffered(self) -> int:
@@ -251,7 +260,8 @@ class _TcpConn(asyncio.Protocol):
 class TcpTransport:
     kind = "tcp"
 
-    def __init__(self, local: str, bind: Address, peers: dict[str, tuple], on_frame, on_drop):
+    def __init__(self, local: str, bind: Address, peers: dict[str, tuple[Any, ...]], on_frame: FrameHandler,
+                 on_drop: DropHandler):
         self.local = local
         self.bind = bind
         self.peers = peers
@@ -263,8 +273,8 @@ class TcpTransport:
         self._all: set[_TcpConn] = set()
         self._queued: dict[str, list[bytes]] = {}
         self._queued_bytes: dict[str, int] = {}
-        self._connecting: dict[str, asyncio.Task] = {}
-        self._server = None
+        self._connecting: dict[str, asyncio.Task[None]] = {}
+        self._server: asyncio.Server | None = None
         self._closing = False
         self._rng = random.Random()
 

@@ -18,8 +18,9 @@ from __future__ import annotations
 
 import math
 from bisect import bisect_right
+from typing import Any
 
-from ..message import MAX_APP_ID_BYTES
+from ..message import MAX_APP_ID_BYTES, Message
 
 SAMPLE_EVERY = 64
 MAX_SAMPLES = 20_000
@@ -87,8 +88,10 @@ class Stream:
         planned = self.planned
         if planned is not None:
             limit = min(limit, planned - self.sent)
-        elif now >= self.started + self.duration:
-            return 0
+        else:
+            assert self.duration is not None  # a stream has a count or a duration
+            if now >= self.started + self.duration:
+                return 0
         if self.rate > 0:
             target = math.floor((now - self.started) * self.rate + 1e-9) + 1  # the first goes at once
             limit = min(limit, target - self.sent)
@@ -98,13 +101,14 @@ class Stream:
         planned = self.planned
         if planned is not None:
             return self.sent >= planned
+        assert self.duration is not None  # a stream has a count or a duration
         return now >= self.started + self.duration
 
     def next_due(self) -> float:
         """Run-clock time the next message is due (rate > 0)."""
         return self.started + self.sent / self.rate
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {"stream": self.stream, "to": list(self.to), "sent": self.sent, "planned": self.planned,
                 "done": self.done, "rate": self.rate, "size": self.size, "count": self.count,
                 "duration": self.duration, "started": self.started, "blocked": self.blocked,
@@ -119,7 +123,7 @@ class StreamStats:
 
     __slots__ = ("count", "first", "last", "highest", "order_violations", "duplicates", "_lo", "_hi", "samples")
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.count = 0
         self.first: int | None = None
         self.last: int | None = None
@@ -189,7 +193,7 @@ class StreamStats:
     def ranges(self) -> list[tuple[int, int]]:
         return list(zip(self._lo, self._hi))
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {"count": self.count, "first": self.first, "last": self.last,
                 "order_violations": self.order_violations, "duplicates": self.duplicates}
 
@@ -197,20 +201,21 @@ class StreamStats:
 class Delivered:
     """All deliveries of one node, keyed by (sender, stream) as parsed from the app payload."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.by_key: dict[bytes, StreamStats] = {}  # b"sender:stream" -> stats
         self.by_sender: dict[str, dict[int, StreamStats]] = {}
         self.total = 0
         self.other = 0  # deliveries whose payload is not a workload payload
 
-    def add_batch(self, msgs, now: float) -> None:
+    def add_batch(self, msgs: list[Message], now: float) -> None:
         """Record a list of delivered messages (the stack's to_app outbox).
 
         UNICAST3 delivers each sender's messages in order, so a batch is mostly runs of n, n+1,
         n+2... of one stream: a run is recorded at once, and only a break in it goes through
         StreamStats.add."""
         by_key = self.by_key
-        key = stats = None
+        key: bytes | None = None
+        stats: StreamStats | None = None
         run_lo = run_hi = 0  # the current run of consecutive n's for `stats`, not yet recorded
         other = 0
         for msg in msgs:
@@ -232,6 +237,7 @@ class Delivered:
                 run_hi = n
             else:
                 if run_hi:
+                    assert stats is not None  # a run is open only while its stats are known
                     stats.add_run(run_lo, run_hi)
                     run_hi = 0
                 new_key = payload[3:cut]
@@ -249,12 +255,14 @@ class Delivered:
                 else:
                     stats.add(n)
             if not n & _SAMPLE_MASK:
+                assert stats is not None  # set above, or the message was counted as other
                 samples = stats.samples
                 if samples is None:
                     samples = stats.samples = []
                 if len(samples) < MAX_SAMPLES:
                     samples.append((n, now))
         if run_hi:
+            assert stats is not None
             stats.add_run(run_lo, run_hi)
         self.total += len(msgs)
         self.other += other
@@ -275,7 +283,7 @@ class Delivered:
     def per_sender_counts(self) -> dict[str, int]:
         return {s: sum(st.count for st in streams.values()) for s, streams in self.by_sender.items()}
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {
             "delivered": {
                 sender: {str(stream): st.to_dict() for stream, st in sorted(streams.items())}
@@ -284,7 +292,7 @@ class Delivered:
             "total": self.total,
         }
 
-    def samples(self) -> dict:
+    def samples(self) -> dict[str, Any]:
         return {
             sender: {str(stream): [list(s) for s in (st.samples or ())] for stream, st in sorted(streams.items())}
             for sender, streams in sorted(self.by_sender.items())

@@ -95,7 +95,7 @@ def decode(body: bytes) -> U3Header:
     if len(body) < end:
         raise WireError(f"UNICAST3 {mtype.name} header too short")
     values = dict(zip(fields, st.unpack_from(body, _HEAD.size)))
-    ranges: tuple = ()
+    ranges: tuple[tuple[int, int], ...] = ()
     if mtype is MsgType.XMIT_REQ:
         if len(body) < end + _RANGE_COUNT.size:
             raise WireError("XMIT-REQ without range count")

@@ -54,7 +54,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import replace
-from typing import ClassVar, Protocol
+from typing import Any, ClassVar, Protocol
 
 from ..events import EVENT_VERSION, make_event
 from ..layer import Action, Command, Down, Layer, Log, SetConfig, SyncPeer, Up, ViewChange
@@ -665,7 +665,7 @@ class Unicast3(Layer):
             return f"sync needs config.resync: sync (this node uses {self.resync.mode})"
         return None
 
-    def snapshot(self) -> dict:
+    def snapshot(self) -> dict[str, Any]:
         return {
             "send": {
                 p: {"conn_id": e.conn_id, "ha": e.ha, "hs": e.hs, "state": e.state.name,
@@ -684,5 +684,5 @@ class Unicast3(Layer):
     def check_invariants(self) -> None:
         for entry in self.send_table.values():
             entry.check()
-        for entry in self.recv_table.values():
-            entry.check()
+        for recv_entry in self.recv_table.values():
+            recv_entry.check()
