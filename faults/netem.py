@@ -261,7 +261,7 @@ class Shaper:
 def cleanup(runner: Runner) -> list[str]:
     """Remove our root qdisc from every device of a namespace; return the devices cleaned."""
     out = runner(["ip", "-o", "link", "show"], timeout_s=10)
-    cleaned = []
+    cleaned: list[str] = []
     if not out.ok:
         return cleaned
     for line in out.stdout.splitlines():

@@ -167,6 +167,7 @@ class NfqueueDelay:
 def _read_line(proc: subprocess.Popen, timeout_s: float) -> str:
     """One line from proc's stdout within timeout_s ('' on timeout or exit)."""
     deadline = time.monotonic() + timeout_s
+    assert proc.stdout is not None, "started with stdout=PIPE"
     fd = proc.stdout.fileno()
     buf = b""
     while time.monotonic() < deadline:

@@ -221,8 +221,8 @@ class _Redeliveries:
             elif kind == "ack_rx":
                 peer = ev.get("peer")
                 if peer is not None and "seqno" in ev:
-                    key = (ev["node"], peer, self._lifetime.get((ev["node"], peer), 0))
-                    rises = self._acked.setdefault(key, [])
+                    acked_key = (ev["node"], peer, self._lifetime.get((ev["node"], peer), 0))
+                    rises = self._acked.setdefault(acked_key, [])
                     if not rises or ev["seqno"] > rises[-1][1]:
                         rises.append((ev["t"], ev["seqno"]))
             elif kind == "conn_state":
@@ -425,7 +425,7 @@ class Connectivity:
     def _sweep(self, x: str, y: str) -> list[tuple[float, float, int, int]]:
         alive, life, cuts = {}, {}, {(x, y): 0, (y, x): 0}
         for n in (x, y):
-            lives = self.lives.get(n, ())
+            lives = self.lives.get(n, [])
             alive[n] = bool(lives) and lives[0].start == float("-inf")
             life[n] = 0
         out: list[tuple[float, float, int, int]] = []
@@ -581,7 +581,7 @@ def check_windows_synced(events: list[dict]) -> CheckResult:
     sent_since_start: set[tuple[str, str]] = set()  # (sender, receiver)
     # node -> {(side, peer): open?} from conn_state since the node's last start.
     open_windows: dict[str, dict[tuple[str, str], bool]] = {}
-    reported: dict[str, set[tuple[str, str]]] = defaultdict(set)
+    reported: dict[str, set[tuple[str | None, str]]] = defaultdict(set)
     last_heal: float | None = None
     for ev in _ordered(events):
         kind, node = ev["kind"], ev["node"]

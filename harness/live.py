@@ -18,6 +18,7 @@ settle is still judged by the checks (a scenario that reproduces a bug never set
 from __future__ import annotations
 
 import time
+from collections.abc import Set
 from dataclasses import dataclass, field
 
 from tenacity import RetryError, Retrying, retry_if_result, wait_fixed
@@ -57,7 +58,7 @@ class SettleResult:
                 "last_seen": [] if self.last is None else self.last.problems[:PROBLEMS_SHOWN]}
 
 
-def observe(cluster, scenario: Scenario, restarted: set[str] = frozenset()) -> Observation:
+def observe(cluster, scenario: Scenario, restarted: Set[str] = frozenset()) -> Observation:
     """Poll every running node once and list what keeps the cluster from being settled."""
     problems: list[str] = []
     running = [n for n, h in cluster.nodes.items() if h.state is NodeState.RUNNING]
@@ -111,7 +112,7 @@ def observe(cluster, scenario: Scenario, restarted: set[str] = frozenset()) -> O
 
 
 def wait_settled(cluster, scenario: Scenario, *, bound_s: float, poll_s: float = 0.1,
-                 restarted: set[str] = frozenset(), on_poll=None,
+                 restarted: Set[str] = frozenset(), on_poll=None,
                  sleep=time.sleep) -> SettleResult:
     """Poll (tenacity) until `observe` finds nothing missing or `bound_s` has passed.
 
@@ -132,6 +133,7 @@ def wait_settled(cluster, scenario: Scenario, *, bound_s: float, poll_s: float =
 
     retrying = Retrying(stop=out_of_time, wait=wait_fixed(poll_s),
                         retry=retry_if_result(lambda obs: not obs.ok), sleep=sleep)
+    obs: Observation | None
     try:
         obs = retrying(poll)
     except RetryError:

@@ -43,7 +43,7 @@ from dataclasses import dataclass, replace
 from harness import nemesis
 from harness.backends.admin import AdminError
 from harness.backends.base import BackendError, FaultInjector, NodeState
-from harness.scenario import FaultStep
+from harness.scenario import Drop, FaultStep
 from node.faultlayer import FaultRule
 
 
@@ -73,7 +73,7 @@ def network_rules(step: FaultStep) -> list[Rule]:
 
 def drop_rule(step: FaultStep, origin: float) -> Rule:
     """A drop step's rule as written; `until` moves from scenario time to the run clock."""
-    return _process_rule(step.index, step.params.node, nemesis.drop_rule(step), origin)
+    return _process_rule(step.index, nemesis.params_as(step, Drop).node, nemesis.drop_rule(step), origin)
 
 
 def _process_rule(step_index: int, node: str, rule: FaultRule, origin: float) -> Rule:
@@ -150,7 +150,8 @@ class FaultBook:
         handle = self.cluster.node(node)
         for rules in self.active.values():
             for rule in rules:
-                if rule.node == node and rule.last and rule.installed and rule.incarnation == handle.incarnation:
+                if (rule.node == node and rule.last and rule.rule_id is not None
+                        and rule.incarnation == handle.incarnation):
                     old = rule.rule_id
                     self._post(rule)
                     self._delete(node, old)
@@ -161,6 +162,7 @@ class FaultBook:
             return
         handle = self.cluster.node(rule.node)
         rule_id, incarnation = rule.rule_id, rule.incarnation
+        assert rule_id is not None and incarnation is not None  # installed rules have both
         rule.rule_id = None
         if incarnation != handle.incarnation:
             return  # it died with an earlier process
@@ -259,7 +261,8 @@ class LiveFaults:
         """Remove what packet-level injectors still apply (in-process rules die with the nodes);
         returns what was removed ("#3 (iptables)") and the problems met on the way."""
         self.injected.clear()
-        removed, problems = [], []
+        removed: list[str] = []
+        problems: list[str] = []
         for injector in self.injectors:
             try:
                 removed.extend(f"#{i} ({injector.name})" for i in injector.close())

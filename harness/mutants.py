@@ -34,6 +34,7 @@ import random
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from typing import Any
 
 from node import protocols
 
@@ -123,7 +124,7 @@ def chaos_scenario(seed: int, *, resync: str | None = None, admin_sync: bool | N
     if resync is not None:
         mode = resync
     duration = round(rng.uniform(10.0, 20.0), 1)
-    config = {
+    config: dict[str, Any] = {
         "xmit_interval": 0.5,
         "ack_min_interval": rng.choice([0.05, 0.2, 0.5]),
         "conn_expiry_timeout": float(rng.choice([3, 4, 6])),
@@ -133,7 +134,7 @@ def chaos_scenario(seed: int, *, resync: str | None = None, admin_sync: bool | N
 
     # Streams both ways between A and B, and to and from C most of the time. Some end early, so
     # their connections idle, expire and get reaped, and their last messages have no successor.
-    workload = []
+    workload: list[dict[str, Any]] = []
     pairs = [("A", "B"), ("B", "A")] + [p for p in (("A", "C"), ("C", "A"), ("B", "C"), ("C", "B"))
                                         if rng.random() < 0.5]
     for src, dst in pairs:
@@ -337,7 +338,8 @@ def remove_steps(steps: list[dict], remove: Iterable[int]) -> list[dict]:
         if more <= remove:
             break
         remove |= more
-    new_index, kept = {}, []
+    new_index: dict[int, int] = {}
+    kept: list[dict[str, Any]] = []
     for i, st in enumerate(steps):
         if i not in remove:
             new_index[i] = len(kept)
@@ -591,7 +593,7 @@ def hunt(name: str, sources: list[Source], seeds: range, *, shrink_it: bool = Tr
 def baseline_scenarios(sources: list[Source], seeds: range, mutants: Iterable[str]) -> list[tuple[int, Source, str | None]]:
     """What the unmutated protocol must pass: every (seed, source) in its own resync mode and in
     every mode the mutants force, so each schedule a mutant met is covered."""
-    forced = sorted({mutant_mode(m) for m in mutants} - {None})
+    forced = sorted({mode for mode in map(mutant_mode, mutants) if mode is not None})
     out = []
     for seed, source in _trials(sources, seeds):
         own = source.scenario(seed, None)["config"].get("resync", "sync")

@@ -14,6 +14,14 @@ import json
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from concurrent.futures import Future
+
+    from rich.progress import Progress
+
+    from harness.mutants import BaselineResult, MutantResult
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
 
@@ -162,11 +170,13 @@ def _run(names, sources, seeds, cases, *, shrink, invariants, jobs, progress):
     chunks = [cases[i:i + 20] for i in range(0, len(cases), 20)]
     ctx = multiprocessing.get_context("fork") if "fork" in multiprocessing.get_all_start_methods() else None
     with ProcessPoolExecutor(max_workers=jobs, mp_context=ctx) as pool:
-        futures = {pool.submit(mt.hunt, n, sources, seeds, shrink_it=shrink, check_invariants=invariants): ("m", n)
-                   for n in names}
+        futures: dict[Future[Any], tuple[str, Any]] = {
+            pool.submit(mt.hunt, n, sources, seeds, shrink_it=shrink, check_invariants=invariants): ("m", n)
+            for n in names}
         futures.update({pool.submit(mt.run_baseline, chunk, check_invariants=invariants): ("b", len(chunk))
                         for chunk in chunks})
-        by_name, parts = {}, []
+        by_name: dict[str, MutantResult] = {}
+        parts: list[BaselineResult] = []
         for fut in as_completed(futures):
             kind, what = futures[fut]
             if kind == "m":
@@ -191,17 +201,17 @@ class _Progress:
     def __init__(self, total: int, quiet: bool):
         self.total = total
         self.quiet = quiet or not sys.stderr.isatty()
-        self._progress = None
+        self._progress: Progress | None = None
 
     def __enter__(self):
         if not self.quiet:
             from rich.console import Console
             from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-            self._progress = Progress(TextColumn("mutants"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                                      console=Console(stderr=True), transient=True)
-            self._progress.start()
-            self._task = self._progress.add_task("runs", total=self.total)
+            progress = self._progress = Progress(TextColumn("mutants"), BarColumn(), MofNCompleteColumn(),
+                                                 TimeElapsedColumn(), console=Console(stderr=True), transient=True)
+            progress.start()
+            self._task = progress.add_task("runs", total=self.total)
         return self
 
     def advance(self, n: int) -> None:

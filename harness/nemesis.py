@@ -24,7 +24,9 @@ from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, fields
+from typing import Any, TypeVar
 
+from harness import scenario as sc
 from harness.scenario import NETWORK_KINDS, FaultStep, cut_links
 from node.events import make_event
 from node.faultlayer import FaultRule
@@ -35,6 +37,15 @@ LINK_KINDS = frozenset(NETWORK_KINDS + ("toxic",))
 # Steps that talk to a node's process, which a dead node cannot hear.
 _PROCESS_KINDS = frozenset({"drop", "view", "sync"})
 _RULE_DEFAULTS = {f.name: f.default for f in fields(FaultRule)}
+P = TypeVar("P")
+
+
+def params_as(step: FaultStep, cls: type[P]) -> P:
+    """The step's params as the class its kind implies (harness.scenario pairs each kind with one)."""
+    p = step.params
+    if not isinstance(p, cls):
+        raise TypeError(f"{step.describe()}: {step.kind} step with {type(p).__name__} params")
+    return p
 
 
 # ---- what an executor needs to know ----------------------------------------------------------
@@ -133,15 +144,18 @@ def step_ops(step: FaultStep, state: ClusterState) -> list[Op]:
     if kind in LINK_KINDS:
         return [LinkFault(step=step, on=True), done]
     p = step.params
-    node_state = state.states[p.node]
+    if not isinstance(p, sc.Drop | sc.View | sc.SyncStep | sc.NodeTarget):
+        raise ValueError(f"unknown step kind {kind!r}")
+    node = p.node  # every other step acts on one node
+    node_state = state.states[node]
     if kind in _PROCESS_KINDS and node_state == DEAD:
-        return [Timeline(kind="fault_on", fault=kind, detail=f"{step.describe()} (skipped: {p.node} is dead)")]
+        return [Timeline(kind="fault_on", fault=kind, detail=f"{step.describe()} (skipped: {node} is dead)")]
     if kind == "drop":
-        return [RuleAdd(step=step, node=p.node, rule=drop_rule(step)), done]
+        return [RuleAdd(step=step, node=node, rule=drop_rule(step)), done]
     if kind == "view":
-        return [View(node=p.node, members=p.members), done]
+        return [View(node=node, members=params_as(step, sc.View).members), done]
     if kind == "sync":
-        return [AdminSync(node=p.node, peer=p.peer), done]
+        return [AdminSync(node=node, peer=params_as(step, sc.SyncStep).peer), done]
     if kind == "resume":
         # The end of a pause is a fault_off of the pause, naming the links it gave back.
         done = Timeline(kind="fault_off", fault="pause", detail=step.describe(), links=done.links)
@@ -149,11 +163,11 @@ def step_ops(step: FaultStep, state: ClusterState) -> list[Op]:
             "restart": True}
     if kind not in acts:
         raise ValueError(f"unknown step kind {kind!r}")
-    return ([Lifecycle(action=kind, node=p.node)] if acts[kind] else []) + [done]
+    return ([Lifecycle(action=kind, node=node)] if acts[kind] else []) + [done]
 
 
 def _heal_ops(step: FaultStep, state: ClusterState) -> list[Op]:
-    target = step.params.target
+    target = params_as(step, sc.Heal).target
     if target == "all":
         undone = [state.steps[index] for index in sorted(state.active)]
         ops: list[Op] = [_undo(undo) for undo in undone]
@@ -162,6 +176,7 @@ def _heal_ops(step: FaultStep, state: ClusterState) -> list[Op]:
         ops.extend(Timeline(kind="fault_off", fault=undo.kind, detail=f"{undo.describe()} (by {step.describe()})",
                             links=_links(undo, state)) for undo in undone)
         return ops
+    assert isinstance(target, int), "the loader turns a heal's step name into its index"
     undo = state.steps[target]
     if target in state.active:
         return [_undo(undo), Timeline(kind="fault_off", fault=undo.kind,
@@ -181,20 +196,21 @@ def _links(step: FaultStep, state: ClusterState) -> tuple[str, ...]:
 # ---- the fault vocabulary's translations ---------------------------------------------------------
 
 
-def link_changes(step: FaultStep) -> dict:
+def link_changes(step: FaultStep) -> dict[str, Any]:
     """A network step as changes of the simulator's link model (harness.sim.network.LinkModel)."""
     kind = step.kind
-    p = step.params
     if kind == "partition":
         return {"blocked": True}
     if kind == "loss":
-        return {"loss_p": p.p}
+        return {"loss_p": params_as(step, sc.LinkProbability).p}
     if kind == "delay":
-        return {"delay_s": p.ms / 1000.0, "jitter_s": p.jitter_ms / 1000.0}
+        delay = params_as(step, sc.Delay)
+        return {"delay_s": delay.ms / 1000.0, "jitter_s": delay.jitter_ms / 1000.0}
     if kind == "duplicate":
-        return {"dup_p": p.p}
+        return {"dup_p": params_as(step, sc.LinkProbability).p}
     if kind == "reorder":
-        return {"reorder_p": p.p, "reorder_s": p.ms / 1000.0}
+        reorder = params_as(step, sc.Reorder)
+        return {"reorder_p": reorder.p, "reorder_s": reorder.ms / 1000.0}
     raise ValueError(f"{kind} has no link model (toxic steps need Toxiproxy)")
 
 
@@ -211,35 +227,44 @@ def receiver_rules(step: FaultStep) -> list[ReceiverRule]:
     """A network step as rules at each receiver, direction up, peer = the sending node (the
     simulator acts on frames at the sender's end of a link; the outcome is the same)."""
     kind = step.kind
-    p = step.params
     rules = []
-    for src, dst in p.links:
+    for src, dst in step_links(step):
         holds = kind in ("delay", "duplicate", "reorder")
         if kind == "partition":
             rule = FaultRule(peer=src)
         elif kind == "loss":
-            rule = FaultRule(peer=src, p=p.p)
+            rule = FaultRule(peer=src, p=params_as(step, sc.LinkProbability).p)
         elif kind == "delay":
             # The simulator's delay is ms plus or minus a uniform jitter (floored at 0); the fault
             # layer holds delay_s plus a uniform extra in [0, jitter_s).
-            lo = max(0.0, p.ms - p.jitter_ms)
-            hi = p.ms + p.jitter_ms
+            delay = params_as(step, sc.Delay)
+            lo = max(0.0, delay.ms - delay.jitter_ms)
+            hi = delay.ms + delay.jitter_ms
             if hi <= 0:
                 continue  # a zero delay is no fault at all
             rule = FaultRule(peer=src, action="delay", delay_s=lo / 1000.0, jitter_s=(hi - lo) / 1000.0)
         elif kind == "duplicate":
-            rule = FaultRule(peer=src, action="duplicate", p=p.p)
+            rule = FaultRule(peer=src, action="duplicate", p=params_as(step, sc.LinkProbability).p)
         elif kind == "reorder":
-            rule = FaultRule(peer=src, action="delay", p=p.p, delay_s=0.0, jitter_s=p.ms / 1000.0)
+            reorder = params_as(step, sc.Reorder)
+            rule = FaultRule(peer=src, action="delay", p=reorder.p, delay_s=0.0, jitter_s=reorder.ms / 1000.0)
         else:
             raise ValueError(f"{kind} is not a network fault")
         rules.append(ReceiverRule(node=dst, rule=rule, holds=holds))
     return rules
 
 
+def step_links(step: FaultStep) -> tuple[tuple[str, str], ...]:
+    """The directed links (src, dst) a network or toxic step acts on."""
+    p = step.params
+    if not isinstance(p, sc.Partition | sc.LinkProbability | sc.Delay | sc.Reorder | sc.Toxic):
+        raise ValueError(f"{step.kind} is not a network fault")
+    return p.links
+
+
 def drop_rule(step: FaultStep) -> FaultRule:
     """A drop step's rule as written (`until` in scenario time)."""
-    p = step.params
+    p = params_as(step, sc.Drop)
     return FaultRule(direction=p.direction, peer=p.peer, types=None if p.types is None else frozenset(p.types),
                      p=p.p, count=p.count, after=p.after, seqnos=p.seqnos, until=p.until, action=p.action,
                      delay_s=p.delay_ms / 1000.0, jitter_s=p.jitter_ms / 1000.0)

@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
+from harness import eventlog
 from harness.scenario import Scenario
 
 BACKENDS = ("sim", "local", "docker")
@@ -149,10 +150,9 @@ def write_scenario(run_dir: Path, scenario: Scenario) -> None:
 
 def write_events(run_dir: Path, node_events: dict[str, list[dict]], timeline: list[dict]) -> None:
     """nodes/<name>/events.jsonl for every node and timeline.jsonl."""
-    writer = _event_writer()
     for name, events in node_events.items():
-        writer(run_dir / "nodes" / name / "events.jsonl", events)
-    writer(run_dir / "timeline.jsonl", timeline)
+        eventlog.write_events(run_dir / "nodes" / name / "events.jsonl", events)
+    eventlog.write_events(run_dir / "timeline.jsonl", timeline)
 
 
 def write_verdict(run_dir: Path, verdict: Verdict) -> None:
@@ -289,23 +289,7 @@ def _run_live(scenario: Scenario, run_dir: Path, backend: str, *, progress=None,
 
 
 def _write_timeline(run_dir: Path, timeline: list[dict]) -> None:
-    _event_writer()(run_dir / "timeline.jsonl", timeline)
-
-
-def _event_writer():
-    try:
-        from harness.eventlog import write_events as writer
-    except ImportError:  # pragma: no cover - only while harness.eventlog is being written
-        writer = _write_jsonl
-    return writer
-
-
-def _write_jsonl(path: Path, events: list[dict]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("w", encoding="utf-8") as out:
-        for ev in events:
-            out.write(json.dumps(ev, separators=(",", ":")))
-            out.write("\n")
+    eventlog.write_events(run_dir / "timeline.jsonl", timeline)
 
 
 def _json_default(value):

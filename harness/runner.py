@@ -30,6 +30,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from harness.backends.admin import AdminError
 from harness.backends.base import BackendError, Cluster, NodeState
@@ -42,6 +43,9 @@ from harness.livefaults import drop_rule as drop_rule
 from harness.livefaults import network_rules as network_rules
 from harness.scenario import FaultStep, Scenario, Stream
 from harness.slots import planned_count, slots_before
+
+if TYPE_CHECKING:
+    from harness.live import SettleResult
 
 PROGRESS_INTERVAL_S = 0.5
 POLL_S = 0.05
@@ -109,7 +113,7 @@ class LiveRun:
         self.timeline: list[dict] = []
         self.origin: float | None = None
         self.phase = "starting"
-        self.settle = None
+        self.settle: SettleResult | None = None
         self._cancel = threading.Event()
         self._sleep = sleep if sleep is not None else self._interruptible_sleep
         self._limits = {s.index: planned_count(s, scenario.duration) for s in scenario.streams}
@@ -117,7 +121,7 @@ class LiveRun:
         self._posted: dict[int, int] = {}  # stream index -> messages asked for, all incarnations
         self._last_progress = 0.0
         self._last_counts = (0, 0)
-        self._node_counts: dict[str, tuple[int, int]] = {}
+        self._node_counts: dict[tuple[str, int], tuple[int, int]] = {}  # (node, incarnation) ->
         self._steps_applied = 0
         self._wall0 = time.monotonic()
         self._wall_s = 0.0
@@ -217,7 +221,7 @@ class LiveRun:
     # ---- the plan -----------------------------------------------------------------------------
 
     def _plan(self) -> list[tuple]:
-        plan = []
+        plan: list[tuple[float, int, int, str, FaultStep | Stream]] = []
         seq = 0
         for step in self.scenario.schedule:
             plan.append((step.at, 0, seq, "step", step))
@@ -231,6 +235,7 @@ class LiveRun:
 
     def _wait_until(self, at: float) -> None:
         """Wait until scenario time `at`, watching the nodes and reporting progress meanwhile."""
+        assert self.origin is not None, "the run has started"
         deadline = self.origin + at
         while True:
             self.cluster.check_alive()

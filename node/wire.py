@@ -15,10 +15,10 @@ raises WireError; nothing else escapes. Protocols register their header codec wi
 
 from __future__ import annotations
 
-from typing import Any
 import struct
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from .message import Message
 

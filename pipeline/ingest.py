@@ -30,6 +30,7 @@ import os
 import re
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from typing import Any
 from urllib.parse import unquote
 
 import yaml
@@ -131,7 +132,7 @@ class _FS:
 
     def __init__(self, spark: SparkSession):
         sc = spark.sparkContext
-        self.jvm = sc._jvm
+        self.jvm: Any = sc._jvm  # py4j's view of the JVM: attributes are Java packages
         self.conf = sc._jsc.hadoopConfiguration()
 
     def path(self, uri: str):
@@ -420,7 +421,7 @@ def quarantine_of(parsed: DataFrame) -> DataFrame:
 def run_metadata(run: RunSource, scenario_text: str | None, verdict_text: str | None,
                  now: str) -> dict:
     """The runs-table row of one run, from its scenario.yaml and verdict.json (either may be absent)."""
-    row = {f.name: None for f in S.RUNS_SCHEMA.fields}
+    row: dict[str, Any] = {f.name: None for f in S.RUNS_SCHEMA.fields}
     row.update(run_id=run.run_id, source=run.uri, schema_version=S.EVENT_SCHEMA_VERSION,
                event_files=len(run.event_files), ingested_at=now)
     problems = []

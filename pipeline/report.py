@@ -159,8 +159,8 @@ def plot_timeline(tl: RunTimeline, verdict: RunVerdict | None, path: Path) -> Pa
     head_h = 0.55 + (0.15 * text_lines + 0.15 if text_lines else 0.0)  # inches: title, explanations
     foot_h = 0.55  # x axis label
     height = max(head_h + panel_h * n + foot_h, head_h + 4.4)  # room for the legend on one panel
-    fig, axes = plt.subplots(n, 1, figsize=(15, height), sharex=True, squeeze=False)
-    axes = [a[0] for a in axes]
+    fig, grid = plt.subplots(n, 1, figsize=(15, height), sharex=True, squeeze=False)
+    axes = [row[0] for row in grid]
     fig.subplots_adjust(top=1 - head_h / height, bottom=foot_h / height, left=0.055, right=0.82,
                         hspace=0.42)
     outcome = verdict.outcome.upper() if verdict else "?"

@@ -9,6 +9,7 @@ arranges its (small) result rows into a CheckResult-shaped dict.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from harness import checks as H
 from harness.rundir import outcome_of
@@ -118,7 +119,7 @@ def judge(run_id: str, meta: dict, parts: dict, results: list[dict], quarantined
     names = list(meta.get("checks") or H.CHECKS)
     unknown = [n for n in names if n not in H.CHECKS]
     advisory = [b(parts) for b in ADVISORY_BUILDERS.values()]
-    common = dict(run_id=run_id, expect=expect, checks=results, advisory=advisory, quarantined=quarantined,
+    common: dict[str, Any] = dict(run_id=run_id, expect=expect, checks=results, advisory=advisory, quarantined=quarantined,
                   harness_outcome=meta.get("harness_outcome"), meta=meta)
     if meta.get("event_files") == 0:
         return RunVerdict(outcome="error", error="no nodes/*/events.jsonl in the run directory", **common)

@@ -126,7 +126,7 @@ async def proxy_index(request: web.Request) -> web.Response:
 async def proxy_create(request: web.Request) -> web.Response:
     core = request.app[CORE_KEY]
     body = await read_json(request)
-    fields = {"name": "", "listen": "", "upstream": "", "enabled": True}
+    fields: dict[str, Any] = {"name": "", "listen": "", "upstream": "", "enabled": True}
     decode_body(body, PROXY_FIELDS, fields, "Proxy", "toxiproxy.Proxy")
     if not fields["name"]:
         raise ERR_MISSING_FIELD.joined("name")
@@ -165,7 +165,7 @@ def _decode_populate(body: Any) -> list[dict[str, Any]]:
         raise bad_body(gojson.go_value_error(body, "[]" + go_type))
     items = []
     for entry in body:
-        fields = {"name": "", "listen": "", "upstream": "", "enabled": None}
+        fields: dict[str, Any] = {"name": "", "listen": "", "upstream": "", "enabled": None}
         decode_body(entry, PROXY_FIELDS, fields, "Proxy", go_type)
         items.append(fields)
     for i, fields in enumerate(items, start=1):
@@ -188,7 +188,7 @@ async def proxy_update(request: web.Request) -> web.Response:
     async with core.lock:
         proxy = core.get(request.match_info["proxy"])
         body = await read_json(request)
-        fields = {"name": proxy.name, "listen": proxy.listen, "upstream": proxy.upstream, "enabled": proxy.enabled}
+        fields: dict[str, Any] = {"name": proxy.name, "listen": proxy.listen, "upstream": proxy.upstream, "enabled": proxy.enabled}
         decode_body(body, PROXY_FIELDS, fields, "Proxy", "toxiproxy.Proxy")
         await proxy.update(fields["listen"], fields["upstream"], fields["enabled"])
         return json_response(proxy.to_json())
@@ -218,7 +218,7 @@ async def toxic_create(request: web.Request) -> web.Response:
     async with core.lock:
         proxy = core.get(request.match_info["proxy"])
         body = await read_json(request)
-        fields = {"name": "", "type": "", "stream": DOWNSTREAM, "toxicity": 1.0}
+        fields: dict[str, Any] = {"name": "", "type": "", "stream": DOWNSTREAM, "toxicity": 1.0}
         decode_body(body, TOXIC_FIELDS, fields, "ToxicWrapper", "toxics.ToxicWrapper")
         direction = parse_direction(fields["stream"])
         if not fields["name"]:

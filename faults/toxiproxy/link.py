@@ -35,6 +35,7 @@ import logging
 import random
 import socket
 import struct
+from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Any
 
 from .toxics import CLOSE, TOXIC_TYPES, Chunk, Close, pipe_noop
@@ -46,6 +47,11 @@ log = logging.getLogger(__name__)
 
 READ_SIZE = 32 * 1024  # Go's io.Copy buffer
 UPSTREAM, DOWNSTREAM = "upstream", "downstream"
+
+
+def _wake(fut: asyncio.Future[Any]) -> None:
+    if not fut.done():
+        fut.set_result(None)
 
 
 class Chan:
@@ -121,7 +127,7 @@ class Chan:
             self._getters.append(fut)
             timer = None
             if deadline is not None:
-                timer = loop.call_at(deadline, lambda f=fut: f.done() or f.set_result(None))
+                timer = loop.call_at(deadline, _wake, fut)
             try:
                 await fut
             except asyncio.CancelledError:
@@ -166,6 +172,7 @@ class Stage:
         self.task: asyncio.Task | None = None
 
     def start(self) -> None:
+        pipe: Callable[[Stage], Coroutine[Any, Any, None]]
         if self.spec is None:
             pipe = pipe_noop
         else:
@@ -184,7 +191,7 @@ class Stage:
         """
         task, self.task = self.task, None
         running = task is not None and not task.done()
-        if running:
+        if task is not None and running:
             task.cancel()
             try:
                 await task

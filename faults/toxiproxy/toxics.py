@@ -21,8 +21,8 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Coroutine
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # pragma: no cover
     from .link import Stage
@@ -225,7 +225,7 @@ async def pipe_slow_close(stage: Stage) -> None:
 class ToxicType:
     name: str
     fields: dict[str, str]  # JSON attribute name -> Go type, in Go's struct order
-    pipe: Callable[[Stage], Awaitable[None]]
+    pipe: Callable[[Stage], Coroutine[Any, Any, None]]
     go_struct: str
     buffer: int = 1  # items the stage's input channel holds (Toxiproxy: 1024 for latency)
     closes_on_remove: bool = False  # Toxiproxy's CleanupToxic: removing it closes the link

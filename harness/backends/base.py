@@ -369,7 +369,7 @@ class Cluster(abc.ABC):
         self._parts[name] = keep
 
     def _read_part(self, part: Path) -> list[dict]:
-        events = []
+        events: list[dict] = []
         try:
             text = part.read_text(encoding="utf-8", errors="replace")
         except FileNotFoundError:
@@ -519,8 +519,8 @@ def signals_deferred() -> Iterator[list[int]]:
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
-        for sig in dict.fromkeys(pending):
-            signal.raise_signal(sig)
+        for signum in dict.fromkeys(pending):
+            signal.raise_signal(signum)
 
 
 @dataclass

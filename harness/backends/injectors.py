@@ -169,7 +169,7 @@ class IptablesInjector(FaultInjector):
         iptables = self._iptables(node)
         if iptables is None:
             return []
-        return [r.comment for r in iptables.tagged(f"{TAG_PREFIX}:{self.run_id}:")]
+        return [r.comment for r in iptables.tagged(f"{TAG_PREFIX}:{self.run_id}:") if r.comment is not None]
 
 
 # ---- Toxiproxy ----------------------------------------------------------------------------------

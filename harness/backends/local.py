@@ -34,6 +34,7 @@ import socket
 import subprocess
 import sys
 import weakref
+from collections.abc import Set
 from pathlib import Path
 
 import yaml
@@ -170,7 +171,7 @@ class LocalCluster(Cluster):
 
     # ---- addresses ----------------------------------------------------------------------------
 
-    def _pick_subnet(self, avoid: set[tuple[int, int]] = frozenset()) -> tuple[int, int]:
+    def _pick_subnet(self, avoid: Set[tuple[int, int]] = frozenset()) -> tuple[int, int]:
         rng = random.SystemRandom()
         n = len(self.scenario.nodes)
         ports = ((self.backend.protocol_port, socket.SOCK_DGRAM), (self.backend.protocol_port, socket.SOCK_STREAM),

@@ -15,6 +15,8 @@ import enum
 import random
 from collections import deque
 
+from node.stack import Stack
+
 
 class NodeState(enum.Enum):
     RUNNING = "running"
@@ -36,7 +38,7 @@ class SimNode:
     def __init__(self, name: str, seed_rng: random.Random):
         self.name = name
         self.state = DEAD
-        self.stack = None
+        self.stack: Stack | None = None  # None while dead
         self.incarnation = -1
         self.timer_at: float | None = None  # the deadline of the live heap entry, if any
         self.timer_gen = 0
@@ -56,6 +58,12 @@ class SimNode:
     @property
     def alive(self) -> bool:
         return self.state is not DEAD
+
+    @property
+    def live_stack(self) -> Stack:
+        """The stack of a running or paused node; the simulator never feeds a dead one."""
+        assert self.stack is not None, f"node {self.name} is dead"
+        return self.stack
 
     def cancel_timer(self) -> None:
         self.timer_gen += 1

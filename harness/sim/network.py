@@ -126,7 +126,7 @@ class Network:
     def heal_all(self) -> list:
         """Remove every fault; returns their keys in application order."""
         keys = list(self._active)
-        touched = set()
+        touched: set[tuple[str, str]] = set()
         for named, _ in self._active.values():
             touched |= named
         self._active.clear()

@@ -368,7 +368,7 @@ class Simulation:
 
     def _after_input(self, node: SimNode, t: float) -> None:
         """Drain the stack's outboxes, transmit, check invariants and re-arm the node's timer."""
-        stack = node.stack
+        stack = node.live_stack
         self.inputs += 1
         if self.check_invariants:
             try:
@@ -409,7 +409,7 @@ class Simulation:
             node.timer_repeats = 0
         node.timer_at = None
         self.timers_fired += 1
-        node.stack.on_timer(t)
+        node.live_stack.on_timer(t)
         self._after_input(node, t)
 
     def _receive_frame(self, node: SimNode, data, t: float) -> None:
@@ -422,11 +422,11 @@ class Simulation:
                                           detail=str(exc)[:200]))
             return
         self.frames_delivered += 1
-        node.stack.receive(msgs, t)
+        node.live_stack.receive(msgs, t)
         self._after_input(node, t)
 
     def _command(self, node: SimNode, cmd, t: float) -> None:
-        node.stack.command(cmd, t)
+        node.live_stack.command(cmd, t)
         self._after_input(node, t)
 
     # ---- the network --------------------------------------------------------------------------
@@ -530,7 +530,7 @@ class Simulation:
             if node.state is RUNNING:
                 ss.n += 1
                 self.msgs_sent += 1
-                node.stack.send(Message(ss.src, ss.dest, app_payload(ss.src, ss.index, ss.n, ss.size)), t)
+                node.live_stack.send(Message(ss.src, ss.dest, app_payload(ss.src, ss.index, ss.n, ss.size)), t)
                 self._after_input(node, t)
             else:
                 # A paused or dead application sends nothing; its slots are skipped, not queued.
@@ -596,7 +596,7 @@ class Simulation:
         # Timers were suspended: re-arm from the stack's deadline (which may be in the past).
         node.timer_at = None
         node.timer_gen += 1
-        deadline = node.stack.next_deadline()
+        deadline = node.live_stack.next_deadline()
         if deadline is not None:
             node.timer_at = deadline
             self._push(deadline if deadline > t else t, TIMER, node, node.timer_gen)
@@ -615,7 +615,7 @@ class Simulation:
     def _op_link_fault(self, op: nemesis.LinkFault, t: float) -> None:
         step = op.step
         if op.on:
-            self.network.apply(step.index, step.params.links, **nemesis.link_changes(step))
+            self.network.apply(step.index, nemesis.step_links(step), **nemesis.link_changes(step))
         else:
             self.network.remove(step.index)
 
@@ -672,7 +672,7 @@ class Simulation:
 
     def _fault_layer(self, node: SimNode) -> FaultLayer:
         try:
-            return node.stack.layer(FaultLayer)
+            return node.live_stack.layer(FaultLayer)
         except KeyError:
             raise SimulationError(
                 f"node {node.name}'s stack has no FaultLayer, so a drop step cannot be applied; "
@@ -686,7 +686,7 @@ class Simulation:
         for node in self.nodes.values():
             if not node.alive:
                 continue
-            for layer in node.stack.layers:
+            for layer in node.live_stack.layers:
                 window_events = getattr(layer, "window_events", None)
                 if window_events is not None:
                     node.events.extend(window_events(t, final=True))

@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, Any
 import docker.errors
 import requests
 import yaml
+from docker.models.containers import Container
 
 from harness.scenario import Scenario
 
@@ -99,7 +100,7 @@ class DockerCluster(Cluster):
         self.image: str | None = None
         self.network = None
         self.subnet: ipaddress.IPv4Network | None = None
-        self.toxiproxy = None  # the Toxiproxy container, when the links are proxied
+        self.toxiproxy: Container | None = None  # the Toxiproxy container, when the links are proxied
         self.toxiproxy_api: tuple[str, int] | None = None
         self.proxies: dict[tuple[str, str], tuple[str, int]] = {}  # (src, dst) -> (proxy name, listen port)
         self._ips: dict[str, str] = {}
@@ -183,6 +184,7 @@ class DockerCluster(Cluster):
                 self.nodes[name].admin_url = f"http://{ip}:{ADMIN_PORT}"
 
     def _start_toxiproxy(self) -> None:
+        assert self.subnet is not None, "the network is created first"
         ip = host_address(self.subnet, TOXIPROXY_HOST)
         port = proxies.TOXIPROXY_PORT
         kwargs = dict(
@@ -194,11 +196,11 @@ class DockerCluster(Cluster):
         if self.admin_mode == "published":
             kwargs["ports"] = {f"{port}/tcp": ("127.0.0.1" if self.backend.local_engine else "0.0.0.0", None)}
         with signals_deferred():
-            self.toxiproxy = self.client.containers.create(**kwargs)
-        self.toxiproxy.start()
+            toxiproxy = self.toxiproxy = self.client.containers.create(**kwargs)
+        toxiproxy.start()
         if self.admin_mode == "published":
-            self.toxiproxy.reload()
-            self.toxiproxy_api = (self.backend.admin_host, self._published_port(self.toxiproxy, port))
+            toxiproxy.reload()
+            self.toxiproxy_api = (self.backend.admin_host, self._published_port(toxiproxy, port))
         else:
             self.toxiproxy_api = (ip, port)
         proxies.wait_until_up(self.toxiproxy, self.toxiproxy_api, self.options.start_timeout_s)
@@ -211,6 +213,7 @@ class DockerCluster(Cluster):
             if peer == name:
                 continue
             if self.proxied:
+                assert self.subnet is not None, "the network is created first"
                 proxy_ip = host_address(self.subnet, TOXIPROXY_HOST)
                 peers[peer] = f"{proxy_ip}:{self.proxies[(name, peer)][1]}"
             else:
@@ -485,7 +488,7 @@ class DockerCluster(Cluster):
                             self._record_stop(name, "teardown_kill")
                             self._finish(name)
                 if self.toxiproxy is not None and not self.keep:
-                    self._save_toxiproxy_output()
+                    self._save_toxiproxy_output(self.toxiproxy)
                 self.collect_events()
                 if self.events_mode == "bind" and not self.keep:
                     for name in self.nodes:
@@ -499,9 +502,9 @@ class DockerCluster(Cluster):
                     self.remove_all()
                 _LIVE_CLUSTERS.discard(self)
 
-    def _save_toxiproxy_output(self) -> None:
+    def _save_toxiproxy_output(self, toxiproxy: Container) -> None:
         try:
-            output = self.toxiproxy.logs(stdout=True, stderr=True)
+            output = toxiproxy.logs(stdout=True, stderr=True)
         except docker.errors.APIError:
             return
         if output:

@@ -16,6 +16,7 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import TextIO
 
 import docker
 import docker.errors
@@ -39,6 +40,7 @@ def load_ci_images():
     """ci/images is a script without .py: load it as a module for its content hash."""
     loader = importlib.machinery.SourceFileLoader("splitbrain_ci_images", str(CI_IMAGES))
     spec = importlib.util.spec_from_loader("splitbrain_ci_images", loader)
+    assert spec is not None  # a loader was given
     module = importlib.util.module_from_spec(spec)
     loader.exec_module(module)
     return module
@@ -47,6 +49,15 @@ def load_ci_images():
 class NodeImageMixin:
     """The image half of DockerBackend; it needs the backend's `client`, `image`, `build`,
     `build_output` and `build_seconds`."""
+
+    image: str | None
+    build: str  # "auto" or "never"
+    build_output: TextIO | None
+    build_seconds: float | None
+
+    @property
+    def client(self) -> docker.DockerClient:
+        raise NotImplementedError  # DockerBackend's
 
     def _check_image(self, client, version: str, where: str) -> tuple[bool, str]:
         """check()'s verdict once the engine answered: is the image there, or can it be built?"""
@@ -96,9 +107,11 @@ class NodeImageMixin:
             except docker.errors.ImageNotFound:
                 raise BackendUnavailable(f"image {ref} disappeared right after it was found or built") from None
             hold_image(client, image)
-            _IMAGES[key] = image.id
-            _IMAGE_NAMES[image.id] = ref
-            return image.id
+            image_id = image.id
+            assert image_id is not None  # an image on the engine has one
+            _IMAGES[key] = image_id
+            _IMAGE_NAMES[image_id] = ref
+            return image_id
 
     def image_name(self, image_id: str | None) -> str:
         return _IMAGE_NAMES.get(image_id or "", image_id or "?")
@@ -170,6 +183,7 @@ class NodeImageMixin:
         except docker.errors.ImageNotFound:
             raise BackendUnavailable(f"ci/images all succeeded but neither {tag} nor {DEFAULT_IMAGE} exists") from None
         built = (latest.labels or {}).get("splitbrain.content-hash", "?")
+        assert latest.id is not None  # an image on the engine has one
         out = self.build_output if self.build_output is not None else sys.stderr
         print(f"splitbrain: the sources changed during the build: using {IMAGE_REPO}:{built} "
               f"({latest.id[7:19]}), built from them a moment ago", file=out, flush=True)

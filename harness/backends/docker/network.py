@@ -30,7 +30,7 @@ TOXIPROXY_HOST = 2
 FIRST_NODE_HOST = 10
 
 
-def taken_subnets(client) -> list[ipaddress.IPv4Network]:
+def taken_subnets(client) -> list[ipaddress.IPv4Network | ipaddress.IPv6Network]:
     """The subnets a new cluster network must not overlap: every docker network's, and the reserved."""
     taken = list(RESERVED_SUBNETS)
     for net in client.networks.list():
