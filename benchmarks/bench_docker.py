@@ -212,7 +212,8 @@ def main(argv: list[str] | None = None) -> int:
             r = start_teardown(name, backend, 5, repeat, work)
             extra = (f"{r['image_s']:.2f} s | {r['network_s']:.2f} s | {r['containers_s']:.2f} s | "
                      f"{r['healthy_s']:.2f} s" if "image_s" in r else "- | - | - | -")
-            print(f"| {name} | 5 | {r['start_s']:.2f} s | {r['start_min_s']:.2f} s | {r['teardown_s']:.2f} s | {extra} |")
+            print(f"| {name} | 5 | {r['start_s']:.2f} s | {r['start_min_s']:.2f} s | {r['teardown_s']:.2f} s "
+                  f"| {extra} |")
         print()
 
         print("## Overhead per scenario (run_scenario wall time)\n")

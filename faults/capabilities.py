@@ -206,7 +206,8 @@ def _node_image() -> Capability:
     if not proc.ok:
         return "node-image", False, f"{NODE_IMAGE} is not built: run ci/images"
     content, _, image_id = proc.stdout.strip().partition(" ")
-    return "node-image", True, f"{NODE_IMAGE} = content hash {content}, {image_id[7:19]} (`ci/images status` tells whether it is current)"
+    return "node-image", True, (f"{NODE_IMAGE} = content hash {content}, {image_id[7:19]} "
+                                "(`ci/images status` tells whether it is current)")
 
 
 def _toxiproxy() -> list[Capability]:

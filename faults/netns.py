@@ -70,7 +70,8 @@ class Result:
 
 class CommandError(RuntimeError):
     def __init__(self, result: Result):
-        super().__init__(f"{shlex.join(result.argv)} failed ({result.returncode}): {(result.stderr or result.stdout).strip()}")
+        output = (result.stderr or result.stdout).strip()
+        super().__init__(f"{shlex.join(result.argv)} failed ({result.returncode}): {output}")
         self.result = result
 
 

@@ -101,7 +101,8 @@ class NfqueueDelay:
             self.delays[fid] = _Delay(fid, host, queue, proc)
         return fids[0] if len(fids) == 1 else base
 
-    def _start(self, runner: PrefixRunner, queue: int, delay_ms: float, jitter_ms: float, seed: int) -> subprocess.Popen:
+    def _start(self, runner: PrefixRunner, queue: int, delay_ms: float, jitter_ms: float,
+               seed: int) -> subprocess.Popen:
         env = dict(os.environ)
         env["PYTHONPATH"] = PROJECT_ROOT + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
         argv = [self.python, "-m", "faults.delayer", "--queue", str(queue), "--delay-ms", f"{delay_ms:g}",

@@ -144,7 +144,8 @@ def wait_settled(cluster, scenario: Scenario, *, bound_s: float, poll_s: float =
                             message=f"settled {elapsed:.2f}s after the workload ended ({len(seen)} polls)",
                             last=obs)
     last = "nothing (no poll finished)" if obs is None else "; ".join(obs.problems[:PROBLEMS_SHOWN])
-    more = "" if obs is None or len(obs.problems) <= PROBLEMS_SHOWN else f" (+{len(obs.problems) - PROBLEMS_SHOWN} more)"
+    hidden = 0 if obs is None else len(obs.problems) - PROBLEMS_SHOWN
+    more = f" (+{hidden} more)" if hidden > 0 else ""
     message = (f"not settled within settle={bound_s:g}s after the workload ended: expected {EXPECTED}; "
                f"last seen: {last}{more}")
     return SettleResult(ok=False, bound_s=bound_s, elapsed_s=elapsed, polls=len(seen), message=message, last=obs)

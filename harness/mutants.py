@@ -207,7 +207,8 @@ def chaos_scenario(seed: int, *, resync: str | None = None, admin_sync: bool | N
         link = _link(rng)
         spot = place(_pairs_of_link(link), 0.5, last - 1.0, lambda: rng.uniform(1.0, 5.0))
         if spot:
-            i = s.add(spot[0], "reorder", {"link": link, "p": rng.choice([0.1, 0.2, 0.3]), "ms": rng.choice([5, 20, 50])})
+            i = s.add(spot[0], "reorder",
+                      {"link": link, "p": rng.choice([0.1, 0.2, 0.3]), "ms": rng.choice([5, 20, 50])})
             s.heal(spot[1], i)
     for _ in range(rng.randint(0, 2)):  # partitions, one-way or two-way, healed
         a, b = rng.sample(NODES, 2)
@@ -590,7 +591,8 @@ def hunt(name: str, sources: list[Source], seeds: range, *, shrink_it: bool = Tr
     return res
 
 
-def baseline_scenarios(sources: list[Source], seeds: range, mutants: Iterable[str]) -> list[tuple[int, Source, str | None]]:
+def baseline_scenarios(sources: list[Source], seeds: range,
+                       mutants: Iterable[str]) -> list[tuple[int, Source, str | None]]:
     """What the unmutated protocol must pass: every (seed, source) in its own resync mode and in
     every mode the mutants force, so each schedule a mutant met is covered."""
     forced = sorted({mode for mode in map(mutant_mode, mutants) if mode is not None})

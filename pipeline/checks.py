@@ -118,7 +118,8 @@ def summary(events: DataFrame) -> DataFrame:
     return joined.select(
         *_KEY, "n", "bytes_sum", "min_t", "max_t", "last_o", "send_first_o",
         _false_if_null(F.col("any_final")).alias("any_final"),
-        *[F.coalesce(F.col(c), empty.cast(rare.schema[c].dataType)).alias(c) for c in ("fw", "lc", "nw", "heal_ts", "bu")],
+        *[F.coalesce(F.col(c), empty.cast(rare.schema[c].dataType)).alias(c)
+          for c in ("fw", "lc", "nw", "heal_ts", "bu")],
     )
 
 
@@ -144,8 +145,8 @@ def _incarnations(starts: Column) -> Column:
 
 def lives(summ: DataFrame) -> DataFrame:
     """Per (run_id, node): starts (sorted (o, inc)), starts_total, dead (the last lifecycle event is
-    a node_stop whose reason is not "stop"), last_lc, last_traffic (position of the last send/deliver/ack), reported (a final
-    window with a peer was logged)."""
+    a node_stop whose reason is not "stop"), last_lc, last_traffic (position of the last
+    send/deliver/ack), reported (a final window with a peer was logged)."""
     kind = F.col("kind")
     per_node = summ.groupBy("run_id", "node").agg(
         F.array_sort(F.flatten(F.collect_list(F.when(kind.isin(*LIFECYCLE), F.col("lc"))))).alias("lc"),
@@ -264,7 +265,8 @@ def stuck_rows(fl: DataFrame, life: DataFrame, heal: DataFrame) -> DataFrame:
     episodes = rd.where(~is_deliver).groupBy("run_id", "dst", "src", "episode").agg(
         F.sum(is_rt.cast("long")).alias("retransmits"), F.sum((~is_rt).cast("long")).alias("xmit_reqs"),
         F.min("t").alias("first_t"), F.max("t").alias("last_t"),
-        F.min(F.when(is_rt, F.col("seqno"))).alias("min_seqno"), F.max(F.when(is_rt, F.col("seqno"))).alias("max_seqno"),
+        F.min(F.when(is_rt, F.col("seqno"))).alias("min_seqno"),
+        F.max(F.when(is_rt, F.col("seqno"))).alias("max_seqno"),
         F.first("delivered").alias("delivered"), F.first("last_deliver_t").alias("last_deliver_t"))
     dead_s = F.broadcast(life.select("run_id", F.col("node").alias("src"), F.col("dead").alias("src_dead")))
     dead_r = F.broadcast(life.select("run_id", F.col("node").alias("dst"), F.col("dead").alias("dst_dead")))

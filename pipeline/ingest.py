@@ -412,7 +412,8 @@ def events_of(parsed: DataFrame) -> DataFrame:
 def quarantine_of(parsed: DataFrame) -> DataFrame:
     """The rows of parse_events that are not events, with their reason and (cut) raw line."""
     return parsed.where(F.col("bad").isNotNull()).select(
-        "src", "file_key", "line", F.col("bad").alias("reason"), F.substring("raw", 1, S.RAW_MAX_CHARS).alias("raw"), "run_id")
+        "src", "file_key", "line", F.col("bad").alias("reason"), F.substring("raw", 1, S.RAW_MAX_CHARS).alias("raw"),
+        "run_id")
 
 
 # ---- run metadata -----------------------------------------------------------------------------

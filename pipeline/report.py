@@ -526,7 +526,8 @@ body{font-family:system-ui,-apple-system,Segoe UI,sans-serif;margin:24px;color:#
 h1{font-size:22px;margin-bottom:4px} h2{font-size:17px;margin-top:28px;border-bottom:1px solid #ddd}
 table{border-collapse:collapse;font-size:13px;margin:8px 0} td,th{border:1px solid #ddd;padding:3px 7px;
 text-align:left;vertical-align:top} th{background:#f4f4f4} .passed{color:#2e7d32;font-weight:600}
-.failed,.error{color:#c62828;font-weight:600} .vacuous{color:#ef6c00;font-weight:600} .muted{color:#777} img{max-width:100%;border:1px solid #eee}
+.failed,.error{color:#c62828;font-weight:600} .vacuous{color:#ef6c00;font-weight:600} .muted{color:#777}
+img{max-width:100%;border:1px solid #eee}
 code{font-size:12px} .warn{color:#b26a00;font-weight:600}
 """
 
@@ -597,8 +598,8 @@ def write_report(out_dir: str | os.PathLike, verdicts: list[RunVerdict], summary
                      "highest seqno sent (blue) and delivered (green) per time slice, the dark step is the highest "
                      "acked, orange crosses are retransmissions, purple ticks XMIT-REQs; red X marks sends never "
                      "delivered, yellow diamonds repeated deliveries; shaded bands are faults, hatched bands a node "
-                     "down, dashed cyan lines resync messages (sync_tx), triangles new receive windows; the bars at the right "
-                     "edge are the final windows.</p>")
+                     "down, dashed cyan lines resync messages (sync_tx), triangles new receive windows; the bars at "
+                     "the right edge are the final windows.</p>")
         for run_id, tl in timelines.items():
             safe = re.sub(r"[^A-Za-z0-9_.-]", "_", run_id)
             p = plot_timeline(tl, by_id.get(run_id), img / f"timeline-{safe}.png")

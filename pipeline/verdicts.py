@@ -119,8 +119,8 @@ def judge(run_id: str, meta: dict, parts: dict, results: list[dict], quarantined
     names = list(meta.get("checks") or H.CHECKS)
     unknown = [n for n in names if n not in H.CHECKS]
     advisory = [b(parts) for b in ADVISORY_BUILDERS.values()]
-    common: dict[str, Any] = dict(run_id=run_id, expect=expect, checks=results, advisory=advisory, quarantined=quarantined,
-                  harness_outcome=meta.get("harness_outcome"), meta=meta)
+    common: dict[str, Any] = dict(run_id=run_id, expect=expect, checks=results, advisory=advisory,
+                                  quarantined=quarantined, harness_outcome=meta.get("harness_outcome"), meta=meta)
     if meta.get("event_files") == 0:
         return RunVerdict(outcome="error", error="no nodes/*/events.jsonl in the run directory", **common)
     if unknown:

@@ -114,7 +114,8 @@ def test_cluster_lifecycle_names_labels_addresses_and_files(docker_backend, tmp_
         assert handle.incarnation == 2 and handle.state is NodeState.RUNNING
         assert handle.address == f"{cluster.node_ip('B')}:7800"
         assert cluster.admin("B").health()["incarnation"] == 2
-        names = [c.name for c in client.containers.list(all=True, filters={"label": f"{LABEL_CLUSTER}={cluster.cluster_id}"})]
+        label = f"{LABEL_CLUSTER}={cluster.cluster_id}"
+        names = [c.name for c in client.containers.list(all=True, filters={"label": label})]
         assert f"{cluster.cluster_id}-B-2" in names and f"{cluster.cluster_id}-B-1" not in names
 
         cluster.kill("C")

@@ -103,7 +103,8 @@ def test_run_scenario_and_cli_refuse_toxics_off_docker(tmp_path):
         with pytest.raises(ScenarioError, match="needs the docker backend with transport tcp"):
             run_scenario(toxic, backend=backend, out=tmp_path)
     assert not list(tmp_path.iterdir()), "nothing is written for a refused scenario"
-    proc = subprocess.run([sys.executable, "-m", "harness.cli", "run", str(ROOT / "scenarios" / "docker" / "tcp-reset-peer.yaml"),
+    path = ROOT / "scenarios" / "docker" / "tcp-reset-peer.yaml"
+    proc = subprocess.run([sys.executable, "-m", "harness.cli", "run", str(path),
                            "--backend", "sim", "--out", str(tmp_path)], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2
     assert "tcp-reset-peer.yaml: schedule[0].toxic: needs the docker backend with transport tcp" in proc.stderr

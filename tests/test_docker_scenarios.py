@@ -33,7 +33,8 @@ from harness.scenario import load_scenario
 from tests.leaks import processes_naming
 
 # The plugin is registered as a pytest11 entry point once installed; before that, ask for it here.
-pytest_plugins = [] if any(ep.value == "harness.plugin" for ep in entry_points(group="pytest11")) else ["harness.plugin"]
+pytest_plugins = ([] if any(ep.value == "harness.plugin" for ep in entry_points(group="pytest11"))
+                  else ["harness.plugin"])
 
 pytestmark = [pytest.mark.docker, pytest.mark.timeout(900)]
 
@@ -177,7 +178,8 @@ def test_latency_and_slicer_toxics_keep_order_over_tcp(runs):
     sent = {e["app"]: e["t"] for e in events_of(outcome, "A") if e["kind"] == "send" and "app" in e}
     lat = [e["t"] - sent[e["app"]] for e in events_of(outcome, "B")
            if e["kind"] == "deliver" and e.get("app") in sent and on + 0.5 < sent[e["app"]] < off - 0.5]
-    assert lat and statistics.median(lat) > 0.03, f"the latency toxic did not act (median {statistics.median(lat):.3f}s)"
+    assert lat and statistics.median(lat) > 0.03, \
+        f"the latency toxic did not act (median {statistics.median(lat):.3f}s)"
 
 
 def test_reset_peer_and_timeout_toxics_recover_every_message_over_tcp(runs):

@@ -116,7 +116,8 @@ def wait_healthy(containers, timeout_s: float = HEALTHY_TIMEOUT_S) -> dict:
             break
         time.sleep(0.5)
     tails = {c.name: c.logs(tail=15).decode(errors="replace") for c in containers}
-    pytest.fail(f"not all healthy within {timeout_s} s: {states}\n" + "\n".join(f"--- {n}\n{t}" for n, t in tails.items()))
+    pytest.fail(f"not all healthy within {timeout_s} s: {states}\n"
+                + "\n".join(f"--- {n}\n{t}" for n, t in tails.items()))
 
 
 # ---- content hash (no engine needed) -------------------------------------------------------------------------

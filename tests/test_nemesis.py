@@ -169,5 +169,6 @@ def test_receiver_rules_and_their_admin_bodies():
     assert nemesis.rule_body(rules[0].rule) == {"direction": "up", "action": "delay", "peer": rules[0].rule.peer,
                                                 "delay_s": 0.02, "jitter_s": 0.02}
     assert nemesis.receiver_rules(steps[1]) == [], "a zero delay is no fault at all"
-    assert nemesis.rule_body(FaultRule(direction="down", peer="C", types=frozenset({"SYNC", "ACK"}), seqnos=(1, 3))) == {
+    rule = FaultRule(direction="down", peer="C", types=frozenset({"SYNC", "ACK"}), seqnos=(1, 3))
+    assert nemesis.rule_body(rule) == {
         "direction": "down", "action": "drop", "peer": "C", "types": ["ACK", "SYNC"], "seqnos": [1, 3]}

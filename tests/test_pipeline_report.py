@@ -34,7 +34,8 @@ def _timeline(run_id):
                       xmit_reqs=[(4.6, 1)], lost=[(4.0, 40, "A:0:39")], again=[(3.0, 30, "A:0:29")])
     rare = [
         {"t": 2.0, "node": "harness", "kind": "fault_on", "fault": "partition", "detail": "#0 partition A -> B"},
-        {"t": 3.5, "node": "harness", "kind": "fault_off", "fault": "partition", "detail": "#0 partition A -> B (by #1 heal)"},
+        {"t": 3.5, "node": "harness", "kind": "fault_off", "fault": "partition",
+         "detail": "#0 partition A -> B (by #1 heal)"},
         {"t": 3.0, "node": "B", "kind": "node_stop", "reason": "kill"},
         {"t": 3.2, "node": "B", "kind": "node_start"},
         {"t": 3.6, "node": "B", "kind": "sync_tx", "peer": "A", "phase": "sync"},

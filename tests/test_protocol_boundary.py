@@ -57,7 +57,8 @@ def protocol_mentions(source: str, names: set[str], types: set[str]) -> list[str
                 if parts[0] == "node" and len(parts) > 1 and parts[1] in names:
                     found.append(f"line {line}: imports {module}")
         elif isinstance(node, ast.Name) or isinstance(node, ast.Attribute) or isinstance(node, ast.arg):
-            ident = node.id if isinstance(node, ast.Name) else node.attr if isinstance(node, ast.Attribute) else node.arg
+            ident = (node.id if isinstance(node, ast.Name) else node.attr if isinstance(node, ast.Attribute)
+                     else node.arg)
             if name_re and name_re.search(ident.replace("_", " ")):
                 found.append(f"line {line}: identifier {ident}")
         elif isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docs:

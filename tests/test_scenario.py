@@ -202,7 +202,8 @@ BAD = [
 ]
 
 
-@pytest.mark.parametrize("field, value, message", BAD, ids=[f"{b[0]}={'<removed>' if b[1] is _DELETE else repr(b[1])}" for b in BAD])
+@pytest.mark.parametrize("field, value, message", BAD,
+                         ids=[f"{b[0]}={'<removed>' if b[1] is _DELETE else repr(b[1])}" for b in BAD])
 def test_bad_input_names_the_field(field, value, message):
     """Each kind of bad value raises ScenarioError whose message starts with the field path."""
     with pytest.raises(ScenarioError, match=message):

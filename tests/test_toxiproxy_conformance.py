@@ -466,7 +466,8 @@ def test_toxic_crud_shapes(api, echo):
     up = api.add_toxic(
         "t", name="cut", type="limit_data", stream="upstream", toxicity=0.5, attributes={"bytes": 10}
     )
-    assert up == {"attributes": {"bytes": 10}, "name": "cut", "type": "limit_data", "stream": "upstream", "toxicity": 0.5}
+    assert up == {"attributes": {"bytes": 10}, "name": "cut", "type": "limit_data", "stream": "upstream",
+                  "toxicity": 0.5}
 
     r = api.get("/proxies/t/toxics")
     assert r.status_code == 200
@@ -548,7 +549,8 @@ def test_client_toxics(client, echo):
     toxics = proxy.toxics()
     assert set(toxics) == {"latency_downstream", "slices"}
     lat = toxics["latency_downstream"]
-    assert (lat.type, lat.stream, lat.toxicity, lat.attributes) == ("latency", "downstream", 1, {"latency": 5, "jitter": 0})
+    assert (lat.type, lat.stream, lat.toxicity, lat.attributes) == (
+        "latency", "downstream", 1, {"latency": 5, "jitter": 0})
     assert toxics["slices"].attributes == {"average_size": 8, "size_variation": 2, "delay": 10}
     assert proxy.get_toxic("slices").toxicity == 0.5
     assert proxy.destroy_toxic("slices") is True

@@ -188,7 +188,8 @@ async def proxy_update(request: web.Request) -> web.Response:
     async with core.lock:
         proxy = core.get(request.match_info["proxy"])
         body = await read_json(request)
-        fields: dict[str, Any] = {"name": proxy.name, "listen": proxy.listen, "upstream": proxy.upstream, "enabled": proxy.enabled}
+        fields: dict[str, Any] = {"name": proxy.name, "listen": proxy.listen, "upstream": proxy.upstream,
+                                  "enabled": proxy.enabled}
         decode_body(body, PROXY_FIELDS, fields, "Proxy", "toxiproxy.Proxy")
         await proxy.update(fields["listen"], fields["upstream"], fields["enabled"])
         return json_response(proxy.to_json())

@@ -268,7 +268,8 @@ class LocalCluster(Cluster):
             except AdminError as exc:
                 last[0] = str(exc)
                 raise
-            if not isinstance(reply, dict) or reply.get("status") != "ok" or reply.get("incarnation") != handle.incarnation:
+            if (not isinstance(reply, dict) or reply.get("status") != "ok"
+                    or reply.get("incarnation") != handle.incarnation):
                 last[0] = f"GET /health answered {reply!r}"
                 raise AdminError(name, "GET", "/health", last[0])
 

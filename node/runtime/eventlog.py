@@ -32,7 +32,8 @@ _UNSET = object()  # no t seen yet (None is a value an event could carry)
 class EventLog:
     """A buffered JSONL writer driven by the event loop (`loop.call_later`), never by a thread."""
 
-    def __init__(self, path: str | os.PathLike[str], loop: asyncio.AbstractEventLoop, flush_interval_s: float = 0.1, batch_events: int = 4096):
+    def __init__(self, path: str | os.PathLike[str], loop: asyncio.AbstractEventLoop, flush_interval_s: float = 0.1,
+                 batch_events: int = 4096):
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._file: FileIO | None = open(self.path, "ab", buffering=0)  # noqa: SIM115 - closed in close()

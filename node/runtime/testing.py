@@ -115,8 +115,8 @@ def _decode(data: bytes, content_type: str) -> Any:
 class NodeProcess:
     """`python -m node --config <file>` in a subprocess; `start()` waits for its ready line."""
 
-    def __init__(self, config: dict[str, Any], workdir: str | os.PathLike[str] | None = None, env: dict[str, Any] | None = None,
-                 python: str = sys.executable, extra_args: list[str] | None = None):
+    def __init__(self, config: dict[str, Any], workdir: str | os.PathLike[str] | None = None,
+                 env: dict[str, Any] | None = None, python: str = sys.executable, extra_args: list[str] | None = None):
         self.config = dict(config)
         self.workdir = Path(workdir or tempfile.mkdtemp(prefix="splitbrain-node-"))
         self.workdir.mkdir(parents=True, exist_ok=True)
@@ -213,7 +213,8 @@ def _readline_with_timeout(proc: subprocess.Popen[bytes], timeout: float) -> byt
     return out[0] if out else b""
 
 
-def run_python_m_node(args: list[str], env: dict[str, Any] | None = None, timeout: float = 30.0) -> subprocess.CompletedProcess[str]:
+def run_python_m_node(args: list[str], env: dict[str, Any] | None = None,
+                      timeout: float = 30.0) -> subprocess.CompletedProcess[str]:
     """Run `python -m node ARGS` to completion (config validation tests)."""
     full_env = dict(os.environ if env is None else env)
     root = str(Path(__file__).resolve().parents[2])
@@ -280,7 +281,8 @@ def pair_configs(workdir: str | os.PathLike[str], transport: str = "udp", names:
     epoch = _time.time()
     configs = []
     for n in names:
-        cfg: dict[str, Any] = {"name": n, "bind": f"{hosts[n]}:{ports[n]}", "admin": f"{hosts[n]}:0", "transport": transport,
+        cfg: dict[str, Any] = {
+               "name": n, "bind": f"{hosts[n]}:{ports[n]}", "admin": f"{hosts[n]}:0", "transport": transport,
                "peers": {p: f"{hosts[p]}:{ports[p]}" for p in names if p != n}, "epoch": epoch,
                "event_log": event_log, "config": dict(protocol_config or {}), **extra}
         if token is not None:

@@ -297,7 +297,8 @@ class DockerCluster(Cluster):
         while True:
             try:
                 reply = client.health(timeout_s=2.0)
-                if isinstance(reply, dict) and reply.get("status") == "ok" and reply.get("incarnation") == handle.incarnation:
+                if (isinstance(reply, dict) and reply.get("status") == "ok"
+                        and reply.get("incarnation") == handle.incarnation):
                     return
                 last = f"GET /health answered {reply!r}"
             except AdminError as exc:
@@ -408,7 +409,8 @@ class DockerCluster(Cluster):
                 "subnet": None if self.subnet is None else str(self.subnet),
                 "image": self.backend.image_name(self.image), "image_id": self.image,
                 "injector": self.injector, "proxied": self.proxied, "events": self.events_mode,
-                "admin": self.admin_mode, "iptables_runner": self.backend.iptables_runner if self.injector == "iptables" else None,
+                "admin": self.admin_mode,
+                "iptables_runner": self.backend.iptables_runner if self.injector == "iptables" else None,
                 "timings_s": {k: round(v, 3) for k, v in self.timings.items()}}
 
     def netns_runner(self, name: str):
