@@ -26,8 +26,9 @@ from __future__ import annotations
 import dataclasses
 import json
 import time
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any
 
 from tenacity import RetryError, Retrying, retry_if_exception_type, stop_after_delay, wait_fixed
 
@@ -163,7 +164,7 @@ class SplitbrainCluster:
     def admin(self, name: str):
         return self.cluster.admin(name)
 
-    def start(self) -> "SplitbrainCluster":
+    def start(self) -> SplitbrainCluster:
         self.cluster.start()
         self.faults.live.attach_injectors()
         for name in self.names:

@@ -15,8 +15,17 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal, NoReturn
 
-from pydantic import (AfterValidator, BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, ValidationInfo,
-                      WrapValidator, model_validator)
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    TypeAdapter,
+    ValidationError,
+    ValidationInfo,
+    WrapValidator,
+    model_validator,
+)
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
 _OURS = "splitbrain"
@@ -65,7 +74,7 @@ class Problems:
             raise ValidationError.from_exception_data(_OURS, self.lines)
 
 
-def _say(error: Any, model: type[BaseModel]) -> str:
+def _say(error: Any, model: type[InputModel]) -> str:
     """A pydantic error in this module's words."""
     kind, value, ctx = error["type"], error.get("input"), error.get("ctx") or {}
     got = "got null" if value is None else f"got {type_name(value)} {value!r}"

@@ -33,8 +33,8 @@ from harness.backends.docker import (  # noqa: E402
     leftovers,
     owner_label,
 )
-from harness.testlib import cluster_scenario, eventually  # noqa: E402
 from harness.scenario import load_scenario  # noqa: E402
+from harness.testlib import cluster_scenario, eventually  # noqa: E402
 
 pytestmark = [pytest.mark.docker, pytest.mark.timeout(900)]
 

@@ -17,8 +17,8 @@ import pytest
 
 from harness.backends import NodeStartError, NodeState, get_backend
 from harness.backends.local import LocalBackend, node_ip
-from harness.testlib import eventually
 from harness.scenario import parse_scenario
+from harness.testlib import eventually
 from tests.leaks import processes_naming
 
 pytestmark = pytest.mark.skipif(not LocalBackend().check()[0], reason="local backend unavailable here")

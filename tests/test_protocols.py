@@ -11,13 +11,13 @@ from pathlib import Path
 
 import pytest
 
-from tests.netlab import Net
 from node import protocols
 from node.compose import compose, protocol_layers, recovery_bound_s, refusal
 from node.faultlayer import FaultLayer
 from node.layer import SyncPeer
 from node.unicast3 import Unicast3
 from node.views import Window, pair_problem
+from tests.netlab import Net
 
 ROOT = Path(__file__).resolve().parent.parent
 

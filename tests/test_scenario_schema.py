@@ -29,7 +29,8 @@ def test_schema_is_a_valid_json_schema():
 @pytest.mark.parametrize("path", sorted(SCENARIOS.rglob("*.yaml")), ids=lambda p: str(p.relative_to(SCENARIOS)))
 def test_shipped_scenarios_match_the_schema(path):
     """Every file in scenarios/ (docker ones too) is valid by the schema, as it is by the loader."""
-    errors = [f"{list(e.absolute_path)}: {e.message}" for e in _validator().iter_errors(yaml.safe_load(path.read_text()))]
+    document = yaml.safe_load(path.read_text())
+    errors = [f"{list(e.absolute_path)}: {e.message}" for e in _validator().iter_errors(document)]
     assert errors == []
 
 
