@@ -8,9 +8,8 @@ name a registered protocol (node/protocols.py) contributing its layers.
 
 from __future__ import annotations
 
-import random
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 from . import protocols
 from .faultlayer import FaultLayer
@@ -18,9 +17,10 @@ from .layer import Command, Layer
 from .stack import Stack
 
 FAULTS = "faults"
+R = TypeVar("R", bound=protocols.Rng)
 
 
-def build_stack(name: str, protocol: str, config: Mapping[str, Any] | None, rng: random.Random, incarnation: int = 0,
+def build_stack(name: str, protocol: str, config: Mapping[str, Any] | None, rng: protocols.Rng, incarnation: int = 0,
                 faults: bool = True) -> Stack:
     """A stack for node `name` running one protocol over the fault layer (unless faults=False).
     `config` is validated by the protocol; errors name the key.
@@ -32,7 +32,7 @@ def build_stack(name: str, protocol: str, config: Mapping[str, Any] | None, rng:
     return compose(name, names, {protocol: config or {}}, rng, incarnation)
 
 
-def compose(name: str, names: Sequence[str], configs: Mapping[str, Mapping[str, Any]], rng: random.Random,
+def compose(name: str, names: Sequence[str], configs: Mapping[str, Mapping[str, Any]], rng: protocols.Rng,
             incarnation: int = 0) -> Stack:
     """A stack of the named layers, bottom first; `configs` maps a protocol name to its settings."""
     layers: list[Layer] = []
@@ -57,7 +57,7 @@ def recovery_bound_s(protocol: str, config: Mapping[str, Any] | None) -> float:
     return spec.config(config or {}).recovery_bound_s
 
 
-def refusal(protocol: str, config: Mapping[str, Any] | None, cmd: Command, rng: random.Random) -> str | None:
+def refusal(protocol: str, config: Mapping[str, Any] | None, cmd: Command, rng: protocols.Rng) -> str | None:
     """Why a node of `protocol` with these settings would refuse an admin command (the layers'
     own answer, asked of a throwaway stack built with `rng`), or None; lets a scenario be
     rejected before it runs."""
@@ -66,5 +66,5 @@ def refusal(protocol: str, config: Mapping[str, Any] | None, cmd: Command, rng: 
     return "; ".join(reasons) or None
 
 
-def _child(rng: random.Random) -> random.Random:
+def _child(rng: R) -> R:
     return type(rng)(rng.getrandbits(64))

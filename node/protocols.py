@@ -45,7 +45,17 @@ class ProtocolConfig(Protocol):
 
 
 # (node name, settings, seeded random.Random, incarnation) -> the protocol's layers, bottom first.
-LayerFactory = Callable[[str, Any, Any, int], list[Layer]]
+class Rng(Protocol):
+    """A seeded random.Random as stacks use it, named without importing random (no I/O in node/)."""
+
+    def __init__(self, seed: int, /) -> None: ...
+
+    def getrandbits(self, k: int, /) -> int: ...
+
+    def random(self) -> float: ...
+
+
+LayerFactory = Callable[[str, Any, Rng, int], list[Layer]]
 
 
 @dataclass(frozen=True, kw_only=True)

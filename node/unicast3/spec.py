@@ -2,16 +2,14 @@
 
 from __future__ import annotations
 
-import random
-
 from ..layer import Layer
-from ..protocols import ProtocolSpec
+from ..protocols import ProtocolSpec, Rng
 from .config import MUTATION_RESYNC, MUTATIONS, Unicast3Config
 from .header import CODEC, MsgType
 from .protocol import Unicast3
 
 
-def _layers(name: str, config: Unicast3Config, rng: random.Random, incarnation: int) -> list[Layer]:
+def _layers(name: str, config: Unicast3Config, rng: Rng, incarnation: int) -> list[Layer]:
     return [Unicast3(name, config, rng, incarnation)]
 
 
