@@ -447,8 +447,9 @@ def _docker_backend_status() -> tuple[bool, str]:
 def cmd_clean(args: argparse.Namespace) -> int:
     """Remove leftover containers and networks of docker clusters (by label)."""
     try:
-        from harness.backends.docker import clean_leftovers
         import docker
+
+        from harness.backends.docker import clean_leftovers
 
         client = docker.from_env(timeout=60)
         client.ping()
@@ -465,7 +466,7 @@ def cmd_clean(args: argparse.Namespace) -> int:
 
 def _docker_status() -> str:
     try:
-        import docker  # noqa: F401
+        import docker
     except ImportError:
         sdk = "docker SDK (python package docker) not installed"
     else:

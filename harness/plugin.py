@@ -56,8 +56,8 @@ the node image is built once (ci/images holds a lock).
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Iterable
 
 import pytest
 

@@ -32,13 +32,41 @@ from pathlib import Path
 from typing import Annotated, Any, Literal, Union
 
 import yaml
-from pydantic import (AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, PlainValidator, Strict,
-                      TypeAdapter, ValidationError, ValidationInfo, create_model, field_validator,
-                      model_validator)
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    PlainValidator,
+    Strict,
+    TypeAdapter,
+    ValidationError,
+    ValidationInfo,
+    create_model,
+    field_validator,
+    model_validator,
+)
 
-from harness.validation import (InputModel, NonNegative, NonNegativeInt, Positive, PositiveInt, Probability,
-                                Problems, choice, context, error_path, explain, fail, problem, problems_of,
-                                remember, type_name, validate_part)
+from harness.validation import (
+    InputModel,
+    NonNegative,
+    NonNegativeInt,
+    Positive,
+    PositiveInt,
+    Probability,
+    Problems,
+    choice,
+    context,
+    error_path,
+    explain,
+    fail,
+    problem,
+    problems_of,
+    remember,
+    type_name,
+    validate_part,
+)
 from node import protocols
 from node.compose import recovery_bound_s, refusal
 from node.errors import SettingError
@@ -68,9 +96,8 @@ MAX_NODES = 26 * 27  # A..Z, then AA..ZZ
 NETWORK_KINDS = ("partition", "loss", "delay", "duplicate", "reorder")
 HEALABLE_KINDS = frozenset(NETWORK_KINDS + ("drop",))
 NODE_KINDS = ("kill", "pause", "resume", "restart")
-STEP_KINDS = NETWORK_KINDS + ("drop", "view", "sync") + NODE_KINDS + ("heal",)
-# Toxiproxy toxics on TCP links (docker backend, transport tcp only); healable like network faults.
-STEP_KINDS = STEP_KINDS + ("toxic",)
+# Toxiproxy toxics on TCP links (docker backend, transport tcp only) are healable like network faults.
+STEP_KINDS = NETWORK_KINDS + ("drop", "view", "sync") + NODE_KINDS + ("heal", "toxic")
 HEALABLE_KINDS = HEALABLE_KINDS | {"toxic"}
 # Toxic types and their attributes (Toxiproxy's names and units, with its defaults). "jitter" is a
 # latency toxic whose latency defaults to its jitter (delays uniform in [0, 2 * jitter] ms);
@@ -396,19 +423,27 @@ def cut_links(step: FaultStep, nodes: tuple[str, ...]) -> list[str]:
     names the links its pause cut."""
     p = step.params
     pairs: tuple[tuple[str, str], ...] = ()
-    if step.kind == "partition":
+    if isinstance(p, Partition):
         pairs = p.links
-    elif step.kind == "loss" and p.p >= 1.0:
+    elif isinstance(p, LinkProbability) and step.kind == "loss" and p.p >= 1.0:
         pairs = p.links
-    elif step.kind == "toxic" and p.type in _CUTTING_TOXICS:
+    elif isinstance(p, Toxic) and p.type in _CUTTING_TOXICS:
         pairs = p.links
-    elif step.kind in ("pause", "resume"):
+    elif isinstance(p, NodeTarget) and step.kind in ("pause", "resume"):
         pairs = node_links(p.node, nodes)
-    elif (step.kind == "drop" and p.action == "drop" and p.p >= 1.0 and p.count is None
+    elif (isinstance(p, Drop) and p.action == "drop" and p.p >= 1.0 and p.count is None
           and p.seqnos is None and p.until is None):
         peers = [p.peer] if p.peer is not None else [n for n in nodes if n != p.node]
         pairs = tuple((a, b) for peer in peers for a, b in ((peer, p.node), (p.node, peer)))
     return [f"{a}->{b}" for a, b in pairs]
+
+
+def step_node(step: FaultStep) -> str:
+    """The node a node step (lifecycle, drop, view, sync) acts at."""
+    p = step.params
+    if not isinstance(p, NodeTarget | Drop | View | SyncStep):
+        raise TypeError(f"{step.kind} step has no node")
+    return p.node
 
 
 def node_links(node: str, nodes: tuple[str, ...]) -> tuple[tuple[str, str], ...]:
@@ -495,9 +530,9 @@ def parse_scenario(data: Any) -> Scenario:
         problems = problems_of(exc)
         raise ScenarioError(*problems[0], problems=problems) from None
     return Scenario(
-        name=f.name, protocol=f.protocol, transport=f.transport, nodes=f.nodes, config=f.config,
+        name=f.name, protocol=f.protocol, transport=f.transport, nodes=f.nodes, config=f.config or {},
         streams=f.workload, schedule=f.schedule, duration=f.duration, settle=f.settle,
-        checks=f.checks, expect_fail=f.expect_fail, seed=f.seed, injector=f.injector,
+        checks=tuple(f.checks or ()), expect_fail=f.expect_fail, seed=f.seed, injector=f.injector,
         recovery_bound=f.recovery_bound,
     )
 
@@ -528,8 +563,9 @@ def check_backend(scenario: Scenario, backend: str, injector: str | None = None)
                                     f"needs the docker backend with transport tcp (backend {backend} has no "
                                     f"Toxiproxy in its links)")
         if injector in ("iptables", "toxiproxy"):
+            how = "in its network model" if backend == "sim" else "in-process"
             raise ScenarioError(where, f"{injector} needs the docker backend (backend {backend} applies "
-                                       f"network faults {'in its network model' if backend == 'sim' else 'in-process'})")
+                                       f"network faults {how})")
     why = _injector_problem(chosen, scenario.transport, scenario.schedule)
     if why:
         raise ScenarioError(where, why)
@@ -817,7 +853,8 @@ class DropSpec(InputModel):
     src: NodeRef | None = Field(None, alias="from")
     dest: NodeRef | None = Field(None, alias="to")
     type: Annotated[tuple[str, ...] | None, PlainValidator(
-        _message_types, json_schema_input_type=Union[MessageType, Annotated[list[MessageType], Field(min_length=1)]])] = None
+        _message_types,
+        json_schema_input_type=Union[MessageType, Annotated[list[MessageType], Field(min_length=1)]])] = None
     direction: _Direction = "up"
     p: Probability = 1.0
     count: PositiveInt | None = None
@@ -996,7 +1033,7 @@ class StepSpec(InputModel):
     heal: Annotated[Heal, PlainValidator(_heal, json_schema_input_type=Union[
         Literal["all"], Annotated[int, Field(ge=0)]])] | None = None
     toxic: Annotated[Toxic, PlainValidator(_toxic, json_schema_input_type=Annotated[
-        Union[tuple(_TOXIC_MODELS.values())], Field(discriminator="type")])] | None = None
+        tuple(_TOXIC_MODELS.values()), Field(discriminator="type")])] | None = None
 
     @classmethod
     def unknown_key_message(cls) -> str:
@@ -1036,7 +1073,7 @@ def _schedule(raw: Any, info: ValidationInfo) -> tuple[FaultStep, ...]:
     for pos, src in enumerate(order):
         spec = specs[src]
         params = spec.params
-        if isinstance(params, Heal) and params.target != "all":
+        if isinstance(params, Heal) and isinstance(params.target, int):
             written = params.target
             target_kind = specs[written].kind
             if written == src:
@@ -1047,7 +1084,7 @@ def _schedule(raw: Any, info: ValidationInfo) -> tuple[FaultStep, ...]:
             elif position[written] > pos:
                 problems.add(f"schedule[{written}] happens after this heal", src, "heal")
             params = Heal(target=position[written])
-        if spec.kind == "sync" and "protocol" in ctx and "config" in ctx:
+        if isinstance(params, SyncStep) and "protocol" in ctx and "config" in ctx:
             why = refusal(ctx["protocol"], ctx["config"], SyncPeer(peer=params.peer), random.Random(0))
             if why:
                 problems.add(f"the admin sync operation is refused: {why}", src, "sync")
@@ -1078,19 +1115,21 @@ def _lifecycle_problems(steps: list[FaultStep], nodes: tuple[str, ...]) -> list[
     state = {n: "running" for n in nodes}
     problems: list[tuple] = []
     for step in steps if nodes else ():
-        p, where = step.params, (step.source_index, step.kind)
+        if step.kind not in NODE_KINDS and step.kind not in ("view", "drop", "sync"):
+            continue
+        node, where = step_node(step), (step.source_index, step.kind)
         if step.kind in NODE_KINDS:
-            cur = state[p.node]
+            cur = state[node]
             if step.kind == "kill" and cur == "dead":
-                problems.append((f"{p.node} is already dead at {step.at:g}", *where))
+                problems.append((f"{node} is already dead at {step.at:g}", *where))
             elif step.kind == "pause" and cur != "running":
-                problems.append((f"{p.node} is {cur} at {step.at:g}, not running", *where))
+                problems.append((f"{node} is {cur} at {step.at:g}, not running", *where))
             elif step.kind == "resume" and cur != "paused":
-                problems.append((f"{p.node} is {cur} at {step.at:g}, not paused", *where))
+                problems.append((f"{node} is {cur} at {step.at:g}, not paused", *where))
             # restart starts a dead node, or kills and starts a live one.
-            state[p.node] = {"kill": "dead", "pause": "paused"}.get(step.kind, "running")
-        elif step.kind in ("view", "drop", "sync") and state[p.node] == "dead":
-            problems.append((f"{p.node} is dead at {step.at:g}", *where, "at"))
+            state[node] = {"kill": "dead", "pause": "paused"}.get(step.kind, "running")
+        elif step.kind in ("view", "drop", "sync") and state[node] == "dead":
+            problems.append((f"{node} is dead at {step.at:g}", *where, "at"))
     return problems
 
 
@@ -1188,7 +1227,8 @@ class ScenarioFile(InputModel):
     workload: Annotated[tuple[Stream, ...], PlainValidator(_workload, json_schema_input_type=list[StreamSpec])]
     schedule: Annotated[tuple[FaultStep, ...], PlainValidator(
         _schedule, json_schema_input_type=list[StepSpec] | None)] = ()
-    checks: Annotated[list[Annotated[str, Field(pattern=_CHECK_RE.pattern), explain("{!r} is not a check name")]] | None,
+    checks: Annotated[list[Annotated[str, Field(pattern=_CHECK_RE.pattern),
+                                     explain("{!r} is not a check name")]] | None,
                       AfterValidator(_checks), remember("checks")] = Field(
         None, validate_default=True, description="default: the protocol's checks; no_errors is always added")
     expect_fail: Annotated[str | None, PlainValidator(

@@ -37,9 +37,9 @@ from typing import TYPE_CHECKING
 
 from aiohttp import web
 
+from .. import protocols
 from ..errors import SettingError
 from ..faultlayer import FaultRule
-from .. import protocols
 from .config import Address, ConfigError
 from .errors import RequestError
 from .metrics import CONTENT_TYPE, render

@@ -98,7 +98,7 @@ class NodeConfig:
     bundle_max_bytes: int = 60_000
 
     @classmethod
-    def from_dict(cls, raw: dict, env: dict[str, str] | None = None) -> "NodeConfig":
+    def from_dict(cls, raw: dict, env: dict[str, str] | None = None) -> NodeConfig:
         """Validate a mapping (plus SPLITBRAIN_* overrides from `env`); raise ConfigError."""
         if not isinstance(raw, dict):
             raise ConfigError("config file", f"expected a mapping at the top level, got {type(raw).__name__}")

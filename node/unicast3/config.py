@@ -83,7 +83,7 @@ class Unicast3Config:
             raise SettingError("mutation", f"must be one of {', '.join(MUTATIONS)}, got {self.mutation!r}")
 
     @classmethod
-    def from_dict(cls, values: dict) -> "Unicast3Config":
+    def from_dict(cls, values: dict) -> Unicast3Config:
         """Build from a scenario's `config:` mapping; unknown keys and wrong types name the key."""
         known = {f.name: f for f in fields(cls)}
         clean = {}
@@ -93,7 +93,7 @@ class Unicast3Config:
             clean[key] = _coerce(key, value, getattr(cls(), key))
         return cls(**clean)
 
-    def updated(self, values: dict) -> "Unicast3Config":
+    def updated(self, values: dict) -> Unicast3Config:
         """A copy with some settings changed (run-time reconfiguration), validated like from_dict."""
         return Unicast3Config.from_dict({**self.as_dict(), **values})
 
