@@ -1033,7 +1033,7 @@ class StepSpec(InputModel):
     heal: Annotated[Heal, PlainValidator(_heal, json_schema_input_type=Union[
         Literal["all"], Annotated[int, Field(ge=0)]])] | None = None
     toxic: Annotated[Toxic, PlainValidator(_toxic, json_schema_input_type=Annotated[
-        tuple(_TOXIC_MODELS.values()), Field(discriminator="type")])] | None = None
+        Union[tuple(_TOXIC_MODELS.values())], Field(discriminator="type")])] | None = None
 
     @classmethod
     def unknown_key_message(cls) -> str:
