@@ -19,6 +19,7 @@ import sys
 import time
 import traceback
 from pathlib import Path
+from typing import Any
 
 from harness.cliargs import load_scenario_arg, non_negative_int, positive_int
 
@@ -190,7 +191,7 @@ def _run_sim(args, path: Path, scenario, seed: int) -> int:
     from harness.scenario import ScenarioError
     from harness.sim import SimulationError
 
-    options = {"check_invariants": not args.no_invariants}
+    options: dict[str, Any] = {"check_invariants": not args.no_invariants}
     if args.max_steps is not None:
         options["max_steps"] = args.max_steps
     try:
@@ -370,7 +371,7 @@ def cmd_protocols(args: argparse.Namespace) -> int:
     from node import protocols
 
     specs = [protocols.get(name) for name in protocols.names()]
-    info = [{"name": spec.name, "summary": spec.summary, "multicast": spec.multicast,
+    info: list[dict[str, Any]] = [{"name": spec.name, "summary": spec.summary, "multicast": spec.multicast,
              "settings": spec.config({}).as_dict(), "message_types": list(spec.message_types),
              "event_kinds": dict(spec.event_kinds), "default_checks": list(spec.default_checks),
              "mutations": dict(spec.mutations)} for spec in specs]

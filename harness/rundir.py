@@ -31,9 +31,14 @@ import os
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from harness import eventlog
 from harness.scenario import Scenario
+
+if TYPE_CHECKING:
+    from harness.runner import LiveResult
+    from harness.sim.simulator import SimResult
 
 BACKENDS = ("sim", "local", "docker")
 AVAILABLE_BACKENDS = ("sim", "local", "docker")
@@ -99,7 +104,7 @@ class RunOutcome:
     """A finished run: where it was written, what the backend produced, and the verdict."""
 
     run_dir: Path
-    result: object  # harness.sim.SimResult (sim) or harness.runner.LiveResult (local, docker)
+    result: SimResult | LiveResult  # sim, or local and docker
     verdict: Verdict
 
 

@@ -25,6 +25,7 @@ docker), naming the field.
 
 from __future__ import annotations
 
+import os
 import random
 import re
 from dataclasses import dataclass, field
@@ -507,7 +508,7 @@ class Scenario:
 # ---- loading ----------------------------------------------------------------------------------
 
 
-def load_scenario(path: str | Path) -> Scenario:
+def load_scenario(path: str | os.PathLike[str]) -> Scenario:
     """Read and validate a scenario file. A missing file raises FileNotFoundError; bad YAML or a
     bad value raises ScenarioError."""
     path = Path(path)
