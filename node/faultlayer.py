@@ -12,11 +12,13 @@ from __future__ import annotations
 
 import heapq
 from dataclasses import asdict, dataclass, field
+from typing import Any
 
 from .errors import SettingError
 from .events import make_event
 from .layer import Action, Down, Layer, Log, Up
 from .message import Message
+from .protocols import Rng
 from .wire import message_type
 
 PROTO = "faults"
@@ -75,7 +77,7 @@ class FaultRule:
             parts.append(f"{self.delay_s * 1000:g}ms" + (f"+-{self.jitter_s * 1000:g}ms" if self.jitter_s else ""))
         return " ".join(parts)
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
         d["types"] = sorted(self.types) if self.types else None
         d["seqnos"] = list(self.seqnos) if self.seqnos else None
@@ -99,7 +101,8 @@ class _Held:
 
 def _seqno_of(msg: Message) -> int | None:
     for header in msg.headers.values():
-        seqno = getattr(header, "seqno", None)
+        # Headers are protocol-specific; those that carry a seqno (DATA, ACK) carry an int.
+        seqno: int | None = getattr(header, "seqno", None)
         if seqno is not None:
             return seqno
     return None
@@ -108,7 +111,7 @@ def _seqno_of(msg: Message) -> int | None:
 class FaultLayer(Layer):
     proto = PROTO
 
-    def __init__(self, local: str, rng):
+    def __init__(self, local: str, rng: Rng) -> None:
         self.local = local
         self._rng = rng
         self._rules: dict[int, _RuleState] = {}
@@ -137,7 +140,7 @@ class FaultLayer(Layer):
         driver may route around this layer (Stack.send_batch)."""
         return not self._rules
 
-    def rules(self) -> dict[int, dict]:
+    def rules(self) -> dict[int, dict[str, Any]]:
         return {rid: {**st.rule.to_dict(), "matched": st.matched, "acted": st.acted}
                 for rid, st in self._rules.items()}
 
@@ -219,5 +222,5 @@ class FaultLayer(Layer):
             out.append(self._pass(held.direction, held.msg))
         return out
 
-    def snapshot(self) -> dict:
+    def snapshot(self) -> dict[str, Any]:
         return {"rules": self.rules(), "held": len(self._held), "counters": dict(self.counters)}

@@ -32,10 +32,12 @@ import json
 import logging
 import math
 import socket
+from collections.abc import Container
 from dataclasses import fields
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
+from aiohttp.typedefs import Handler
 
 from .. import protocols
 from ..errors import SettingError
@@ -107,7 +109,7 @@ class AdminServer:
     # ---- plumbing -----------------------------------------------------------------------------
 
     @web.middleware
-    async def _middleware(self, request: web.Request, handler):
+    async def _middleware(self, request: web.Request, handler: Handler) -> web.StreamResponse:
         if request.method in ("POST", "DELETE", "PUT", "PATCH"):
             token = self.node.config.admin_token
             if token is not None:
@@ -130,7 +132,7 @@ class AdminServer:
             return _error(500, f"internal error: {type(exc).__name__}: {exc}")
 
     @staticmethod
-    async def _body(request: web.Request, allowed: set[str] | None) -> dict:
+    async def _body(request: web.Request, allowed: set[str] | None) -> dict[str, Any]:
         raw = await request.read()
         if not raw.strip():
             body = {}
@@ -153,38 +155,38 @@ class AdminServer:
 
     # ---- read endpoints -----------------------------------------------------------------------
 
-    async def health(self, request):
+    async def health(self, request: web.Request) -> web.Response:
         node = self.node
         return web.json_response({"status": "ok" if node.running else "stopping", "node": node.name,
                                   "incarnation": node.incarnation, "uptime_s": node.uptime()})
 
-    async def state(self, request):
+    async def state(self, request: web.Request) -> web.Response:
         return web.json_response(self.node.state())
 
-    async def streams(self, request):
+    async def streams(self, request: web.Request) -> web.Response:
         return web.json_response({"streams": [s.to_dict() for s in self.node.streams.values()]})
 
-    async def delivered(self, request):
+    async def delivered(self, request: web.Request) -> web.Response:
         return web.json_response(self.node.delivered.to_dict())
 
-    async def get_faults(self, request):
+    async def get_faults(self, request: web.Request) -> web.Response:
         return web.json_response({"rules": {str(k): v for k, v in self.node.faults.rules().items()}})
 
-    async def get_config(self, request):
+    async def get_config(self, request: web.Request) -> web.Response:
         node = self.node
         return web.json_response({"node": node.config.as_dict(), "protocol": node.settings.as_dict(),
                                   "bind": str(node.bind_address), "admin": str(node.admin_address),
                                   "epoch": node.epoch})
 
-    async def metrics(self, request):
+    async def metrics(self, request: web.Request) -> web.Response:
         return web.Response(body=render(self.node.registry), headers={"Content-Type": CONTENT_TYPE})
 
-    async def samples(self, request):
+    async def samples(self, request: web.Request) -> web.Response:
         return web.json_response(self.node.samples())
 
     # ---- mutating endpoints -------------------------------------------------------------------
 
-    async def send(self, request):
+    async def send(self, request: web.Request) -> web.Response:
         self._running()
         body = await self._body(request, _SEND_FIELDS)
         if "to" not in body:
@@ -194,14 +196,14 @@ class AdminServer:
                                    stream=body.get("stream"), first_n=body.get("first_n", 1))
         return web.json_response({"stream": s.stream, "to": list(s.to)}, status=202)
 
-    async def sync(self, request):
+    async def sync(self, request: web.Request) -> web.Response:
         self._running()
         await self._body(request, None)
         peer = request.match_info["peer"]
         self.node.sync(peer)
         return web.json_response({"peer": peer, "started": True})
 
-    async def view(self, request):
+    async def view(self, request: web.Request) -> web.Response:
         self._running()
         body = await self._body(request, _VIEW_FIELDS)
         members = body.get("members")
@@ -214,14 +216,14 @@ class AdminServer:
             raise RequestError(f"expected an integer >= 0, got {view_id!r}", "view_id")
         return web.json_response({"view_id": self.node.install_view(members, view_id)})
 
-    async def add_fault(self, request):
+    async def add_fault(self, request: web.Request) -> web.Response:
         self._running()
         body = await self._body(request, _FAULT_FIELDS)
         rule = parse_fault_rule(body, self.node.peers)
         rule_id = self.node.add_fault(rule)
         return web.json_response({"id": rule_id}, status=201)
 
-    async def remove_fault(self, request):
+    async def remove_fault(self, request: web.Request) -> web.Response:
         self._running()
         try:
             rule_id = int(request.match_info["id"])
@@ -230,12 +232,12 @@ class AdminServer:
             return _error(404, f"no fault rule {request.match_info['id']!r}", "id")
         return web.Response(status=204)
 
-    async def clear_faults(self, request):
+    async def clear_faults(self, request: web.Request) -> web.Response:
         self._running()
         self.node.clear_faults()
         return web.Response(status=204)
 
-    async def set_config(self, request):
+    async def set_config(self, request: web.Request) -> web.Response:
         self._running()
         body = await self._body(request, None)
         if not body:
@@ -243,7 +245,7 @@ class AdminServer:
         return web.json_response({"config": self.node.set_config(body)})
 
 
-def parse_fault_rule(body: dict, peers) -> FaultRule:
+def parse_fault_rule(body: dict[str, Any], peers: Container[str]) -> FaultRule:
     """A FaultRule from its JSON form; RequestError names the bad field."""
     kw = {}
     for key, value in body.items():

@@ -19,6 +19,7 @@ import os
 import time
 from dataclasses import dataclass, field, fields
 from pathlib import Path
+from typing import Any
 
 from .. import protocols
 from ..errors import SettingError
@@ -48,7 +49,7 @@ class Address:
         return f"[{self.host}]:{self.port}" if ":" in self.host else f"{self.host}:{self.port}"
 
 
-def parse_address(key: str, value, allow_port_zero: bool = True) -> Address:
+def parse_address(key: str, value: object, allow_port_zero: bool = True) -> Address:
     """"host:port" (IPv6 as "[::1]:port") -> Address; errors name `key`."""
     if not isinstance(value, str):
         raise ConfigError(key, f"expected \"host:port\", got {value!r}")
@@ -87,7 +88,7 @@ class NodeConfig:
     transport: str = "udp"
     protocol: str = protocols.DEFAULT_PROTOCOL
     peers: dict[str, Address] = field(default_factory=dict)
-    config: dict = field(default_factory=dict)
+    config: dict[str, Any] = field(default_factory=dict)
     events: str | None = None
     event_log: bool = True
     incarnation: int = 0
@@ -98,7 +99,7 @@ class NodeConfig:
     bundle_max_bytes: int = 60_000
 
     @classmethod
-    def from_dict(cls, raw: dict, env: dict[str, str] | None = None) -> NodeConfig:
+    def from_dict(cls, raw: object, env: dict[str, str] | None = None) -> NodeConfig:
         """Validate a mapping (plus SPLITBRAIN_* overrides from `env`); raise ConfigError."""
         if not isinstance(raw, dict):
             raise ConfigError("config file", f"expected a mapping at the top level, got {type(raw).__name__}")
@@ -107,9 +108,9 @@ class NodeConfig:
             _apply_env(values, env)
         return _validate(values)
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, Any]:
         """JSON-able, as resolved (the admin token is masked)."""
-        out = {}
+        out: dict[str, Any] = {}
         for f in fields(self):
             value = getattr(self, f.name)
             if isinstance(value, Address):
@@ -126,10 +127,10 @@ _KEYS = {f.name for f in fields(NodeConfig)}
 _STRING_KEYS = {"name", "bind", "admin", "transport", "protocol", "events", "admin_token"}
 
 
-def load_config(path: str | os.PathLike | None, env: dict[str, str] | None = None) -> NodeConfig:
+def load_config(path: str | os.PathLike[str] | None, env: dict[str, str] | None = None) -> NodeConfig:
     """Read a .yaml/.yml/.toml file (or nothing, when path is None) and apply the environment."""
     env = dict(os.environ) if env is None else env
-    raw: dict = {}
+    raw: object = {}
     if path is not None:
         path = Path(path)
         try:
@@ -174,7 +175,7 @@ def env_overrides(env: dict[str, str]) -> tuple[dict[str, str], list[str]]:
     return found, unknown
 
 
-def _apply_env(values: dict, env: dict[str, str]) -> None:
+def _apply_env(values: dict[str, Any], env: dict[str, str]) -> None:
     found, _unknown = env_overrides(env)
     # Whole-key overrides first, then single protocol settings on top of them.
     for key, text in sorted(found.items()):
@@ -198,7 +199,7 @@ def _apply_env(values: dict, env: dict[str, str]) -> None:
         values["config"] = {**protocol, setting: _yaml_value(f"{ENV_PREFIX}{key.upper()}", text)}
 
 
-def _yaml_value(var: str, text: str):
+def _yaml_value(var: str, text: str) -> Any:
     import yaml
 
     try:
@@ -223,7 +224,7 @@ def _parse_peer_list(text: str) -> dict[str, str]:
 # ---- validation -------------------------------------------------------------------------------
 
 
-def _validate(values: dict) -> NodeConfig:
+def _validate(values: dict[str, Any]) -> NodeConfig:
     for key in values:
         if key not in _KEYS:
             raise ConfigError(str(key), f"unknown key (known: {', '.join(sorted(_KEYS))})")
@@ -290,7 +291,7 @@ def _validate(values: dict) -> NodeConfig:
     )
 
 
-def _name(key: str, value) -> str:
+def _name(key: str, value: object) -> str:
     if not isinstance(value, str) or not value:
         raise ConfigError(key, f"expected a non-empty node name, got {value!r}")
     if ":" in value or any(c.isspace() for c in value):
@@ -301,19 +302,19 @@ def _name(key: str, value) -> str:
     return value
 
 
-def _choice(key: str, value, choices) -> str:
-    if value not in choices:
+def _choice(key: str, value: object, choices: tuple[str, ...]) -> str:
+    if not isinstance(value, str) or value not in choices:
         raise ConfigError(key, f"must be one of {', '.join(choices)}, got {value!r}")
     return value
 
 
-def _bool(key: str, value) -> bool:
+def _bool(key: str, value: object) -> bool:
     if not isinstance(value, bool):
         raise ConfigError(key, f"expected true or false, got {value!r}")
     return value
 
 
-def _int(key: str, value, lowest: int | None = None) -> int:
+def _int(key: str, value: object, lowest: int | None = None) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
         raise ConfigError(key, f"expected an integer, got {value!r}")
     if lowest is not None and value < lowest:
@@ -321,7 +322,7 @@ def _int(key: str, value, lowest: int | None = None) -> int:
     return value
 
 
-def _number(key: str, value) -> float:
+def _number(key: str, value: object) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
         raise ConfigError(key, f"expected a number, got {value!r}")
     return float(value)

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, fields
+from typing import Any
 
 from node.errors import SettingError
 
@@ -83,17 +85,17 @@ class Unicast3Config:
             raise SettingError("mutation", f"must be one of {', '.join(MUTATIONS)}, got {self.mutation!r}")
 
     @classmethod
-    def from_dict(cls, values: dict) -> Unicast3Config:
+    def from_dict(cls, values: Mapping[str, Any]) -> Unicast3Config:
         """Build from a scenario's `config:` mapping; unknown keys and wrong types name the key."""
         known = {f.name: f for f in fields(cls)}
-        clean = {}
+        clean: dict[str, Any] = {}
         for key, value in values.items():
             if key not in known:
                 raise SettingError(str(key), f"unknown UNICAST3 setting (known: {', '.join(sorted(known))})")
             clean[key] = _coerce(key, value, getattr(cls(), key))
         return cls(**clean)
 
-    def updated(self, values: dict) -> Unicast3Config:
+    def updated(self, values: dict[str, Any]) -> Unicast3Config:
         """A copy with some settings changed (run-time reconfiguration), validated like from_dict."""
         return Unicast3Config.from_dict({**self.as_dict(), **values})
 
@@ -110,11 +112,12 @@ class Unicast3Config:
             bound += self.sync_min_interval
         return bound
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, Any]:
         return {f.name: getattr(self, f.name) for f in fields(self)}
 
 
-def _coerce(key: str, value, default):
+# Any: a setting is whatever type its field has; the default's type picks the check.
+def _coerce(key: str, value: Any, default: Any) -> Any:
     if isinstance(default, bool) or default is None or isinstance(default, str):
         if value is not None and not isinstance(value, str) and default is not None:
             raise SettingError(key, f"expected a string, got {value!r}")

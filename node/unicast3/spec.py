@@ -16,8 +16,7 @@ def _layers(name: str, config: Unicast3Config, rng: Rng, incarnation: int) -> li
 SPEC = ProtocolSpec(
     name="unicast3",
     summary="reliable FIFO unicast with SYNC resync (seeds 000-002)",
-    # from_dict reads any mapping; its annotation says dict (node/unicast3/config.py, pending merge of models).
-    config=Unicast3Config.from_dict,  # type: ignore[arg-type]
+    config=Unicast3Config.from_dict,
     layers=_layers,
     header=CODEC,
     message_types=tuple(t.name for t in MsgType),
