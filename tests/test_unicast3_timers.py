@@ -162,3 +162,28 @@ def test_switching_resync_at_run_time_builds_the_new_strategy():
     net.send("A", "B", 3)
     net.run_until_quiet(2.0)
     assert net.delivered["B"] == expected("A", 4)
+
+
+def test_next_stays_the_earliest_through_any_sequence_of_changes():
+    """The cached earliest deadline equals min() of the armed ones after every set, lower, cancel."""
+    import random
+
+    rng = random.Random(7)
+    timers = Deadlines("a", "b", "c")
+    armed: dict[str, float] = {}
+    for _ in range(2000):
+        name = rng.choice("abc")
+        op = rng.random()
+        if op < 0.3:
+            timers.set(name, None)
+            armed.pop(name, None)
+        elif op < 0.6:
+            at = rng.uniform(0, 10)
+            timers.lower(name, at)
+            armed[name] = min(armed.get(name, at), at)
+        else:
+            at = rng.uniform(0, 10)
+            timers.set(name, at)
+            armed[name] = at
+        assert timers.next() == min(armed.values(), default=None)
+        assert (name in timers.at) == (name in armed)

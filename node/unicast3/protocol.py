@@ -128,7 +128,7 @@ class Unicast3(Layer):
                 Down(msg=Message(self.local, dest, b"", {PROTO_ID: hdr}))]
 
     def _arm(self, now: float) -> None:
-        if self.timers.get("xmit") is None:
+        if "xmit" not in self.timers.at:
             self.timers.set("xmit", now + self.config.xmit_interval)
 
     def _set_state(self, entry: SenderEntry | ReceiverEntry, side: str, cause: str, now: float,

@@ -11,37 +11,50 @@ from __future__ import annotations
 
 
 class Deadlines:
-    __slots__ = ("_at", "order")
+    """The armed deadlines by name. `next()` is cached: the simulator asks for it after every input,
+    far more often than a deadline changes."""
+
+    __slots__ = ("_known", "_next", "at", "order")
 
     def __init__(self, *order: str) -> None:
         self.order = order
-        self._at: dict[str, float] = {}
+        self._known = frozenset(order)
+        # name -> time; read it freely (a hot path may test `name in at`), change it only through
+        # set() and lower(), which keep next() right.
+        self.at: dict[str, float] = {}
+        self._next: float | None = None
 
     def get(self, name: str) -> float | None:
-        return self._at.get(name)
+        return self.at.get(name)
 
     def set(self, name: str, at: float | None) -> None:
         """Arm `name` at `at`, or cancel it (None)."""
-        if name not in self.order:
+        if name not in self._known:
             raise KeyError(f"unknown deadline {name!r} (known: {', '.join(self.order)})")
+        old = self.at.get(name)
         if at is None:
-            self._at.pop(name, None)
+            self.at.pop(name, None)
         else:
-            self._at[name] = at
+            self.at[name] = at
+        nxt = self._next
+        if at is not None and (nxt is None or at <= nxt):
+            self._next = at
+        elif old is not None and old == nxt:  # the earliest moved later or went: look again
+            self._next = min(self.at.values(), default=None)
 
     def lower(self, name: str, at: float) -> None:
         """Arm `name` at `at` unless it is already armed earlier."""
-        current = self._at.get(name)
+        current = self.at.get(name)
         if current is None or at < current:
             self.set(name, at)
 
     def due(self, name: str, now: float) -> bool:
-        at = self._at.get(name)
+        at = self.at.get(name)
         return at is not None and at <= now
 
     def next(self) -> float | None:
-        return min(self._at.values(), default=None)
+        return self._next
 
     def as_dict(self) -> dict[str, float]:
         """The armed deadlines by name (for tests and debugging)."""
-        return dict(self._at)
+        return dict(self.at)
