@@ -258,16 +258,20 @@ class LiveRun:
     # ---- steps --------------------------------------------------------------------------------
 
     def _apply_step(self, step: FaultStep) -> None:
-        # Stamped when the harness began applying the step: a heal takes effect during its
-        # requests, so what happens after this time happened after the heal (a conservative
-        # origin for heal-to-sync times), and a restart is dated when the old process died.
-        t = self.cluster.now()
+        # A heal (fault_off) is stamped when the harness began applying it: it takes effect during
+        # its requests, so what happens after this time happened after the heal (a conservative
+        # origin for heal-to-sync times), and a restart is dated when the old process died. A fault
+        # (fault_on) is stamped when applying it ended: only then is it surely in force (installing
+        # iptables rules or pausing a container takes a while on a busy machine), so nothing seen
+        # after that time crossed the fault.
+        began = self.cluster.now()
         self._steps_applied += 1
         try:
             entries = self.faults.apply(step)
         except (AdminError, BackendError) as exc:
             raise RunError(f"step {step.describe()} at t={step.at:g}: {exc}") from exc
-        self.timeline.extend(entry.event(t) for entry in entries)
+        ended = self.cluster.now()
+        self.timeline.extend(entry.event(ended if entry.kind == "fault_on" else began) for entry in entries)
 
     def _check_injectors(self) -> None:
         """Refuse, before any workload, a step that only a missing injector could apply."""
