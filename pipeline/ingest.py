@@ -459,9 +459,11 @@ def run_metadata(run: RunSource, scenario_text: str | None, verdict_text: str | 
     if verdict_text is not None:
         try:
             verdict = json.loads(verdict_text)
+            stats = verdict.get("stats") if isinstance(verdict.get("stats"), dict) else {}
             row.update(harness_outcome=_str(verdict.get("outcome")),
                        harness_failed=[str(x) for x in verdict.get("failed") or []],
-                       backend=_str(verdict.get("backend")))
+                       backend=_str(verdict.get("backend")),
+                       origin_t=0.0 if verdict.get("backend") == "sim" else _float(stats.get("origin_t")))
             if row["seed"] is None and isinstance(verdict.get("seed"), int):
                 row["seed"] = verdict["seed"]
         except Exception as exc:

@@ -142,6 +142,20 @@ def _link_notes(verdict: RunVerdict | None, link: str) -> list[str]:
     return notes
 
 
+def _time_axes(axes: list, origin: float | None) -> None:
+    """Label the event clock, and show scenario time on top when the two differ (a live run's
+    clock starts before the scenario does: a partition at 2.0 s is shaded from 2.0 + origin)."""
+    if origin is None:
+        axes[-1].set_xlabel("time (s), the nodes' event clock")
+    elif abs(origin) < 1e-9:
+        axes[-1].set_xlabel("time (s) = scenario time")
+    else:
+        axes[-1].set_xlabel(f"run clock (s); scenario time 0 = run clock {origin:.2f} s")
+        top = axes[0].secondary_xaxis("top", functions=(lambda x: x - origin, lambda x: x + origin))
+        top.set_xlabel("scenario time (s)", fontsize=8)
+        top.tick_params(labelsize=7)
+
+
 def plot_timeline(tl: RunTimeline, verdict: RunVerdict | None, path: Path) -> Path:
     """One PNG: a panel per link, seqnos over time, with faults, syncs, losses and final windows."""
     links = sorted(tl.links)[:MAX_LINKS_PER_TIMELINE]
@@ -219,7 +233,7 @@ def plot_timeline(tl: RunTimeline, verdict: RunVerdict | None, path: Path) -> Pa
         ax.margins(x=0.01)
     if not links:
         axes[0].text(0.5, 0.5, "no DATA on any link", ha="center", va="center", transform=axes[0].transAxes)
-    axes[-1].set_xlabel("time (s)")
+    _time_axes(axes, verdict.meta.get("origin_t") if verdict else None)
     handles, labels = [], []
     for ax in axes:
         for h, lab in zip(*ax.get_legend_handles_labels()):

@@ -45,7 +45,7 @@ from node import events as node_events
 from node import protocols
 
 # Bump when the event schema changes; ingest refuses a warehouse written with another version.
-EVENT_SCHEMA_VERSION = 2  # 2: fault links, error events, runs' recovery_bound
+EVENT_SCHEMA_VERSION = 3  # 2: fault links, error events, runs' recovery_bound; 3: runs' origin_t
 EVENT_VERSION = 1  # the "v" every event of this schema carries
 
 
@@ -123,6 +123,9 @@ RUNS_SCHEMA = T.StructType([
     T.StructField("config_json", T.StringType(), True),
     T.StructField("harness_outcome", T.StringType(), True),  # verdict.json "outcome"
     T.StructField("harness_failed", T.ArrayType(T.StringType()), True),
+    # The event clock's reading at scenario time 0 (verdict.json stats; 0 on the simulator, whose
+    # clock is scenario time): events at t happened at scenario time t - origin_t.
+    T.StructField("origin_t", T.DoubleType(), True),
     T.StructField("event_files", T.IntegerType(), False),
     T.StructField("metadata_error", T.StringType(), True),
     T.StructField("ingested_at", T.StringType(), False),

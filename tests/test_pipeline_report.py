@@ -126,3 +126,27 @@ def test_big_campaign_matrix_counts_vacuous_checks_apart(tmp_path):
         matplotlib.axes.Axes.text = real_text
     assert "0/60 +3 nothing" in texts  # no_loss and the outcome: 60 judged, none failing
     assert texts.count("0/63") == 2  # fifo and the advisory check judged every run
+
+
+def test_runs_table_has_the_origin_and_the_timeline_shows_scenario_time():
+    """A live run's event clock starts before the scenario: the runs table keeps verdict.json's
+    origin_t (0 on the simulator) and the timeline labels both clocks."""
+    import json
+
+    import matplotlib.pyplot as plt
+
+    from pipeline.ingest import RunSource, run_metadata
+    from pipeline.report import _time_axes
+
+    run = RunSource(run_id="r", uri="file:/r", event_files=())
+    live = json.dumps({"outcome": "passed", "backend": "local", "stats": {"origin_t": 0.35}})
+    sim = json.dumps({"outcome": "passed", "backend": "sim", "stats": {}})
+    assert run_metadata(run, None, live, "now")["origin_t"] == 0.35
+    assert run_metadata(run, None, sim, "now")["origin_t"] == 0.0
+    assert run_metadata(run, None, None, "now")["origin_t"] is None
+    fig, axes = plt.subplots(2, 1, sharex=True)
+    axes = list(axes)
+    _time_axes(axes, 0.35)
+    assert axes[-1].get_xlabel() == "run clock (s); scenario time 0 = run clock 0.35 s"
+    assert any(getattr(child, "get_xlabel", lambda: "")() == "scenario time (s)" for child in axes[0].child_axes)
+    plt.close(fig)
