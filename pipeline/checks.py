@@ -88,13 +88,15 @@ _KEY = ("run_id", "node", "peer", "kind")
 def multiplicity() -> Column:
     """How many happenings one event stands for: its `count` on a `drop` (the drops of bad frames
     are aggregated, node/dropagg.py), 1 otherwise (`count` means other things on other kinds)."""
-    return F.when((F.col("kind") == "drop") & F.col("count").isNotNull(), F.col("count")).otherwise(F.lit(1))
+    aggregated = (F.col("kind") == "drop") & F.col("count").isNotNull()
+    return F.when(aggregated, F.col("count")).otherwise(F.lit(1))
 
 
 def summary(events: DataFrame) -> DataFrame:
     """One row per (run_id, node, peer, kind) (peer may be null): how many happened (`n`) and how
-    many lines said so (`lines`), bytes, first and last time and position, and for the rare kinds (final windows, lifecycle, new receive windows,
-    heals, block/unblock) the lists of what the checks need. Two aggregations: numbers over all
+    many lines said so (`lines`), bytes, first and last time and position, and for the rare kinds
+    (final windows, lifecycle, new receive windows, heals, block/unblock) the lists of what the
+    checks need. Two aggregations: numbers over all
     events (hash aggregation, nothing sorted), lists over the rare events only."""
     o = ordkey()
     kind = F.col("kind")

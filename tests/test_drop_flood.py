@@ -93,6 +93,11 @@ def _datagrams(rng: random.Random) -> list[tuple[str, bytes]]:
     ]
 
 
+def read_events(path) -> list[dict]:
+    with open(path, encoding="utf-8") as src:
+        return [json.loads(line) for line in src]
+
+
 def _key_of(drop: dict) -> str:
     reason = drop["reason"]
     if reason.startswith("malformed"):
@@ -127,13 +132,13 @@ async def test_a_udp_garbage_flood_writes_about_one_line_a_second_per_key(tmp_pa
                         sock.sendto(data, addr)
                         sent[key] = sent.get(key, 0) + 1
                 total += BURST
-                await wait_until(lambda: b.rx_stats.frames_in >= total, 5, what=f"{total} datagrams received")
+                await wait_until(lambda n=total: b.rx_stats.frames_in >= n, 5, what=f"{total} datagrams received")
         metrics = render(b.registry).decode()
     elapsed = time.monotonic() - t0
     assert _metric(metrics, "malformed") == sent["malformed"]
     assert _metric(metrics, "wrong_dest") == sent["wrong_dest/A"] + sent["wrong_dest/?"]
     assert _metric(metrics, "unknown_src") == sent["unknown_src"]
-    events = [json.loads(line) for line in open(tmp_path / "B" / "events.jsonl", encoding="utf-8")]
+    events = read_events(tmp_path / "B" / "events.jsonl")
     for ev in events:
         validate_event(ev)
     drops = [ev for ev in events if ev["kind"] == "drop"]
@@ -155,7 +160,7 @@ async def test_a_stop_flushes_the_pending_count(tmp_path):
         for _ in range(7):
             assert b.on_frame(b"garbage") is None
         assert b.drops.next_deadline() is not None  # the flush timer is a second away
-    events = [json.loads(line) for line in open(tmp_path / "B" / "events.jsonl", encoding="utf-8")]
+    events = read_events(tmp_path / "B" / "events.jsonl")
     drops = [ev for ev in events if ev["kind"] == "drop"]
     assert [ev["count"] for ev in drops] == [1, 6]
     assert events[-1]["kind"] == "node_stop"

@@ -431,8 +431,7 @@ class Simulation:
             if ev is not None:
                 node.events.append(ev)
             elif not node.drops_queued:
-                node.drops_queued = True
-                self._push(drops.next_deadline(), DROPS, node)
+                self._queue_drops(node)
             return
         self.frames_delivered += 1
         stack = node.stack  # not node.live_stack: this is the hot path, and the property costs 5 %
@@ -442,9 +441,11 @@ class Simulation:
 
     def _flush_drops(self, node: SimNode, t: float) -> None:
         node.drops_queued = False
-        drops = node.drops
-        node.events.extend(drops.on_timer(t))
-        deadline = drops.next_deadline()
+        node.events.extend(node.drops.on_timer(t))
+        self._queue_drops(node)
+
+    def _queue_drops(self, node: SimNode) -> None:
+        deadline = node.drops.next_deadline()
         if deadline is not None:
             node.drops_queued = True
             self._push(deadline, DROPS, node)
