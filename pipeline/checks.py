@@ -11,7 +11,8 @@ this event happened" means the same thing on both sides, and ordering costs one 
 Two passes over the events, whatever the number of runs:
 
 1. `summary`: per (run, node, peer, kind), counts, bytes and first/last times by hash
-   aggregation over all events, joined with lists of the rare events (final windows, lifecycle,
+   aggregation over all events (a `drop` event with a `count` stands for that many drops:
+   node/dropagg.py aggregates the drops of bad frames), joined with lists of the rare events (final windows, lifecycle,
    new receive windows, heals, MCAST block/unblock). Node lives (incarnations, starts, dead at
    end) and the counts by kind come from this table.
 2. `flows`: every send (with app and peer), deliver (with app), retransmit and XMIT-REQ (with
@@ -84,15 +85,24 @@ RARE_KINDS = ("window", "node_start", "node_stop", "conn_state", "fault_on", "fa
 _KEY = ("run_id", "node", "peer", "kind")
 
 
+def multiplicity() -> Column:
+    """How many happenings one event stands for: its `count` on a `drop` (the drops of bad frames
+    are aggregated, node/dropagg.py), 1 otherwise (`count` means other things on other kinds)."""
+    aggregated = (F.col("kind") == "drop") & F.col("count").isNotNull()
+    return F.when(aggregated, F.col("count")).otherwise(F.lit(1))
+
+
 def summary(events: DataFrame) -> DataFrame:
-    """One row per (run_id, node, peer, kind) (peer may be null): counts, bytes, first and last
-    time and position, and for the rare kinds (final windows, lifecycle, new receive windows,
-    heals, block/unblock) the lists of what the checks need. Two aggregations: numbers over all
+    """One row per (run_id, node, peer, kind) (peer may be null): how many happened (`n`) and how
+    many lines said so (`lines`), bytes, first and last time and position, and for the rare kinds
+    (final windows, lifecycle, new receive windows, heals, block/unblock) the lists of what the
+    checks need. Two aggregations: numbers over all
     events (hash aggregation, nothing sorted), lists over the rare events only."""
     o = ordkey()
     kind = F.col("kind")
     counts = events.groupBy(*_KEY).agg(
-        F.count("*").alias("n"),
+        F.sum(multiplicity()).cast("long").alias("n"),
+        F.count("*").alias("lines"),
         F.sum("bytes").alias("bytes_sum"),
         F.min("t").alias("min_t"),
         F.max("t").alias("max_t"),
@@ -116,7 +126,7 @@ def summary(events: DataFrame) -> DataFrame:
     joined = counts.join(rare, cond, "left").drop(*[f"r_{k}" for k in _KEY])
     empty = F.array()
     return joined.select(
-        *_KEY, "n", "bytes_sum", "min_t", "max_t", "last_o", "send_first_o",
+        *_KEY, "n", "lines", "bytes_sum", "min_t", "max_t", "last_o", "send_first_o",
         _false_if_null(F.col("any_final")).alias("any_final"),
         *[F.coalesce(F.col(c), empty.cast(rare.schema[c].dataType)).alias(c)
           for c in ("fw", "lc", "nw", "heal_ts", "bu")],

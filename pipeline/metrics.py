@@ -12,6 +12,9 @@
 - time blocked (MCAST block/unblock; no rows for UNICAST3, which never blocks);
 - views installed per run (from the counts by kind).
 
+Counts by kind count what happened: a `drop` event with a `count` (the drops of bad frames,
+aggregated per second by node/dropagg.py) stands for that many drops. `events` counts lines.
+
 Every function returns (run_id, part, columns) rows for pipeline.checks.union_rows.
 """
 
@@ -34,8 +37,9 @@ LAT_MIN_S = 1e-5
 
 def kind_counts(summ: DataFrame) -> DataFrame:
     return _rows(summ.groupBy("run_id", "kind").agg(
-        F.sum("n").alias("n"), F.sum("bytes_sum").alias("bytes_sum"), F.max("max_t").alias("max_t"),
-        F.min("min_t").alias("min_t")), "kinds", "kind", "n", "bytes_sum", "max_t", "min_t")
+        F.sum("n").alias("n"), F.sum("lines").alias("lines"), F.sum("bytes_sum").alias("bytes_sum"),
+        F.max("max_t").alias("max_t"), F.min("min_t").alias("min_t")),
+        "kinds", "kind", "n", "lines", "bytes_sum", "max_t", "min_t")
 
 
 def latency(msgs: DataFrame) -> DataFrame:
@@ -150,7 +154,7 @@ def run_metrics(parts: dict) -> dict:
         if r["open_since"] is not None and end_t is not None:
             blocked_s += max(0.0, end_t - r["open_since"])
     return {
-        "events": sum(count.values()),
+        "events": sum(r["lines"] for r in kinds.values()),  # lines; `counts` sums aggregated drops
         "delivered": delivered,
         "counts": dict(sorted(count.items())),
         "overhead": overhead,

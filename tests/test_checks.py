@@ -95,6 +95,19 @@ def test_clean_log_passes_every_check():
     assert [r.judged for r in results] == [3, 3, 3, 1, len(events)]
 
 
+def test_aggregated_drops_of_bad_frames_change_no_check():
+    """A clean transfer while B drops a garbage flood (drop lines with a count): every check
+    passes as without it."""
+    drops = [make_event(t, "B", "transport", "drop", reason="malformed frame: truncated", count=n)
+             for t, n in ((0.5, 1), (1.5, 4000), (2.5, 17))]
+    events = sorted(clean_run() + drops, key=lambda ev: ev["t"])
+    for ev in events:
+        validate_event(ev)
+    results = run_checks(events)
+    assert all(r.passed for r in results), [r.explanation for r in results]
+    assert [r.judged for r in results] == [3, 3, 3, 1, len(events)]
+
+
 def test_empty_log_is_vacuous_in_every_check():
     """Empty log: no check passes; each says it judged nothing."""
     results = run_checks([])

@@ -69,6 +69,11 @@ def conn_state(t, node, peer, side, state, reason, conn=1):
                       reason=reason)
 
 
+def bad_frames(t, node, count, reason="malformed frame: truncated"):
+    """A transport drop event standing for `count` bad frames (node/dropagg.py)."""
+    return make_event(t, node, "transport", "drop", reason=reason, bytes=40 * count, count=count)
+
+
 def error(t, node, reason="KeyError: 7", detail="unicast3/protocol.py:412 _deliver: table[seqno]"):
     return make_event(t, node, "unicast3", "error", reason=reason, detail=detail)
 
@@ -223,6 +228,9 @@ PLANTED = {
     "empty": dict(events=[]),
     # Windows reaped by the protocol in a run without faults.
     "reaped": dict(events=reaped()),
+    # A clean transfer while B drops a flood of bad frames, logged aggregated: 1 + 900 + 99 drops.
+    "flooded": dict(events=clean(extra=[bad_frames(0.2, "B", 1), bad_frames(1.2, "B", 900),
+                                        bad_frames(2.2, "B", 99)])),
     # A clean transfer with one exception inside B's stack.
     "error": dict(events=clean(extra=[error(1.2, "B")])),
     # The recovery bound comes from scenario.yaml.
@@ -261,6 +269,17 @@ def test_clean_run_passes_everything(judged):
     assert v.outcome == "passed" and _failed(v) == [] and v.quarantined == 0
     assert all(a["passed"] for a in v.advisory)
     assert v.checks == python_checks(root / "clean")
+
+
+def test_aggregated_drops_count_what_they_stand_for(judged):
+    """Drop lines with a count: the checks pass as on a clean run; the metrics count 1000 drops in
+    3 lines, and `events` still counts lines."""
+    root, verdicts, _ = judged
+    v = verdicts["flooded"]
+    assert v.outcome == "passed" and _failed(v) == []
+    assert v.checks == python_checks(root / "flooded")
+    assert v.metrics["counts"]["drop"] == 1000
+    assert v.metrics["events"] == len(PLANTED["flooded"]["events"])
 
 
 def test_reordered_delivery_is_one_fifo_violation(judged):

@@ -358,20 +358,56 @@ def test_large_frames_are_split():
     assert ns == sorted(ns)
 
 
+class Flaky(BytesCodec):
+    """Frames whose key ends in 3 (mod `every`) do not decode."""
+
+    def __init__(self, every: int = 10):
+        super().__init__()
+        self.every = every
+
+    def decode_frame(self, data):
+        if data[7] % self.every == 3 % self.every:
+            raise self.WireError("corrupt")
+        return super().decode_frame(data)
+
+
 def test_bad_frame_is_counted_not_fatal():
     """A frame the codec cannot decode is dropped with a drop event; the run goes on."""
-
-    class Flaky(BytesCodec):
-        def decode_frame(self, data):
-            if data[7] % 10 == 3:
-                raise self.WireError("corrupt")
-            return super().decode_frame(data)
-
     _, res, _ = run(scenario(), codec=Flaky())
     assert res.stats["frames_bad"] == 10
     drops = kinds(res.events["B"], "drop")
-    assert len(drops) == 10 and drops[0]["reason"] == "bad_frame"
+    assert drops[0]["reason"] == "bad_frame" and drops[0]["count"] == 1
+    assert sum(e["count"] for e in drops) == 10
     assert len(kinds(res.events["B"], "deliver")) == 90
+
+
+def test_a_flood_of_bad_frames_writes_a_line_a_second_with_exact_counts():
+    """Every other frame to B is garbage for 20 s: B's drop lines stay about one a second, their
+    counts add up to every bad frame, and each line has the event schema."""
+    sc = scenario(workload=[{"from": "A", "to": "B", "rate": 1000, "duration": 20}], duration=20, settle=1)
+    _, res, _ = run(sc, codec=Flaky(every=2))
+    bad = res.stats["frames_bad"]
+    assert bad > 9000
+    drops = kinds(res.events["B"], "drop")
+    assert sum(e["count"] for e in drops) == bad
+    assert len(drops) <= res.end_time + 2  # one key: the first at once, then one per second
+    times = [e["t"] for e in drops]
+    assert times == sorted(times) and all(b - a >= 1.0 - 1e-9 for a, b in zip(times[1:], times[2:]))
+    for e in drops:
+        validate_event(e)
+
+
+def test_counts_pending_at_a_kill_are_logged_with_the_kill():
+    """A node killed in the middle of a flood logs its pending count before node_stop."""
+    sc = scenario(workload=[{"from": "A", "to": "B", "rate": 1000, "duration": 3}], duration=3, settle=1,
+                  schedule=[{"at": 1.5, "kill": "B"}])
+    _, res, _ = run(sc, codec=Flaky(every=2))
+    events = res.events["B"]
+    stop = next(i for i, e in enumerate(events) if e["kind"] == "node_stop")
+    drops = kinds(events, "drop")
+    assert sum(e["count"] for e in drops) == res.stats["frames_bad"] > 0
+    assert events[stop - 1]["kind"] == "drop" and events[stop - 1]["t"] == events[stop]["t"]
+    assert not kinds(events[stop:], "drop")
 
 
 # ---- nodes: kill, restart, pause, views, timers -----------------------------------------------

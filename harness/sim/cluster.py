@@ -15,6 +15,7 @@ import enum
 import random
 from collections import deque
 
+from node.dropagg import DropAggregator
 from node.stack import Stack
 
 
@@ -32,7 +33,7 @@ DEAD = NodeState.DEAD
 class SimNode:
     __slots__ = (
         "name", "state", "stack", "incarnation", "timer_at", "timer_gen", "timer_t", "timer_repeats",
-        "pending", "pending_frames", "events", "view_id", "seed_rng", "links",
+        "pending", "pending_frames", "events", "view_id", "seed_rng", "links", "drops", "drops_queued",
     )
 
     def __init__(self, name: str, seed_rng: random.Random):
@@ -54,6 +55,9 @@ class SimNode:
         self.seed_rng = seed_rng
         # dest name -> harness.sim.network.Link for this node's outgoing links (loopback included).
         self.links: dict = {}
+        # Drop events of frames it could not decode, aggregated; True while a DROPS entry is queued.
+        self.drops = DropAggregator(name)
+        self.drops_queued = False
 
     @property
     def alive(self) -> bool:

@@ -11,6 +11,9 @@ queued and the whole run is a total order. Kinds:
   interval, whichever is larger) and queues its next tick.
 - STEP: schedule step a is applied (all steps are queued first, so at equal times a fault applies
   before traffic).
+- DROPS: node a's pending counts of bad frames are logged (node.dropagg: a frame the codec cannot
+  decode is a `drop` event aggregated per second, as in the runtime; counts pending when a node
+  stops or the run ends are logged then).
 
 After every input to a stack (send, receive, command, timer) the simulator drains `take()`: events
 go to the node's log, deliveries are counted, and messages for the transport are grouped by
@@ -47,8 +50,8 @@ from node.message import Message, app_payload
 from .cluster import DEAD, PAUSED, RUNNING, SimNode
 from .network import LinkModel, Network
 
-FRAME, TIMER, STREAM, STEP = 0, 1, 2, 3
-_KIND_NAMES = {FRAME: "frame", TIMER: "timer", STREAM: "stream", STEP: "step"}
+FRAME, TIMER, STREAM, STEP, DROPS = 0, 1, 2, 3, 4
+_KIND_NAMES = {FRAME: "frame", TIMER: "timer", STREAM: "stream", STEP: "step", DROPS: "drops"}
 
 MAX_FRAME_BYTES = 60_000
 DEFAULT_MAX_STEPS = 20_000_000
@@ -350,15 +353,17 @@ class Simulation:
                         self._fire_timer(node, t)
                 elif kind == STREAM:
                     self._stream_tick(entry[3], t)
-                else:
+                elif kind == STEP:
                     self._apply_step(entry[3], t)
+                else:
+                    self._flush_drops(entry[3], t)
         finally:
             self.steps = steps
 
     def _describe_entry(self, entry: tuple) -> str:
         kind = entry[2]
         what = _KIND_NAMES[kind]
-        if kind in (FRAME, TIMER):
+        if kind in (FRAME, TIMER, DROPS):
             return f"{what} at node {entry[3].name}"
         if kind == STREAM:
             return f"{what} {entry[3].src}->{entry[3].dest}"
@@ -421,14 +426,29 @@ class Simulation:
         except self._wire_error as exc:
             # Bad input from the network is counted and logged, never fatal (STYLE.md #6).
             self.frames_bad += 1
-            node.events.append(make_event(t, node.name, "transport", "drop", reason="bad_frame",
-                                          detail=str(exc)[:200]))
+            drops = node.drops
+            ev = drops.drop(t, "bad_frame", None, reason="bad_frame", detail=str(exc)[:200])
+            if ev is not None:
+                node.events.append(ev)
+            elif not node.drops_queued:
+                self._queue_drops(node)
             return
         self.frames_delivered += 1
         stack = node.stack  # not node.live_stack: this is the hot path, and the property costs 5 %
         assert stack is not None
         stack.receive(msgs, t)
         self._after_input(node, t)
+
+    def _flush_drops(self, node: SimNode, t: float) -> None:
+        node.drops_queued = False
+        node.events.extend(node.drops.on_timer(t))
+        self._queue_drops(node)
+
+    def _queue_drops(self, node: SimNode) -> None:
+        deadline = node.drops.next_deadline()
+        if deadline is not None:
+            node.drops_queued = True
+            self._push(deadline, DROPS, node)
 
     def _command(self, node: SimNode, cmd, t: float) -> None:
         node.live_stack.command(cmd, t)
@@ -580,6 +600,7 @@ class Simulation:
         self._after_input(node, t)
 
     def _stop_node(self, node: SimNode, t: float, reason: str) -> None:
+        node.events.extend(node.drops.flush(t))
         node.events.append(make_event(t, node.name, "node", "node_stop", reason=reason,
                                       incarnation=node.incarnation))
         node.stack = None
@@ -691,6 +712,7 @@ class Simulation:
     def _final_snapshots(self) -> None:
         t = self.end_time
         for node in self.nodes.values():
+            node.events.extend(node.drops.flush(t))
             if not node.alive:
                 continue
             for layer in node.live_stack.layers:

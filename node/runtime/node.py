@@ -14,10 +14,12 @@ for event times. It is read as a monotonic offset from one wall-clock reading ta
 a wall-clock step during a run cannot stall the timers.
 
 Receive path: a frame is decoded (node.wire.decode_frame) and checked (it is for us, from a known
-peer); anything else is dropped, counted and logged as a `drop` event of proto "transport", and
-the node carries on. The messages of every frame that arrived during one loop iteration are
-handed to the stack as one batch per source, at the end of that iteration, so a burst of
-datagrams becomes one batch (and one cumulative ACK, when it reaches ack_threshold).
+peer); anything else is dropped, counted exactly (rx_stats, /metrics) and logged as a `drop`
+event of proto "transport", aggregated per reason and source (node/dropagg.py: at most one line
+a second with a count, so a garbage flood cannot fill the disk), and the node carries on. The
+messages of every frame that arrived during one loop iteration are handed to the stack as one
+batch per source, at the end of that iteration, so a burst of datagrams becomes one batch (and
+one cumulative ACK, when it reaches ack_threshold).
 
 Send path: the bundler (bundler.py) queues messages per destination and packs them into as few
 frames as possible at the end of the current loop iteration.
@@ -42,6 +44,7 @@ from typing import TYPE_CHECKING, Any
 
 from .. import protocols
 from ..compose import build_stack, protocol_layers
+from ..dropagg import DropAggregator
 from ..errors import SettingError
 from ..events import make_event
 from ..faultlayer import FaultLayer, FaultRule
@@ -118,6 +121,8 @@ class Node:
         self.streams: dict[int, Stream] = {}
         self.view: dict[str, Any] | None = None
         self.rx_stats = RxStats()
+        self.drops = DropAggregator(self.name)
+        self._drops_timer: asyncio.TimerHandle | None = None
         self.eventlog: EventLog | None = None
         self.transport: UdpTransport | TcpTransport | None = None
         self.bundler: Bundler | None = None
@@ -204,12 +209,15 @@ class Node:
                 if self._timer is not None:
                     self._timer.cancel()
                     self._timer = None
+                if self._drops_timer is not None:
+                    self._drops_timer.cancel()
+                    self._drops_timer = None
                 # Whatever was received but not yet processed dies with the process, as it would
                 # in a socket buffer; what the stack already decided to send goes out.
                 self._rx.clear()
                 if self.bundler is not None:
                     self.bundler.flush()
-                events = []
+                events = self.drops.flush(now)
                 for layer in self.stack.layers:
                     events.extend(layer.window_events(now, final=True))
                 events.append(make_event(now, self.name, "node", "node_stop", reason=reason,
@@ -345,7 +353,30 @@ class Node:
     def _drop(self, key: str, reason: str, peer: str | None, nbytes: int) -> None:
         dropped = self.rx_stats.dropped
         dropped[key] = dropped.get(key, 0) + 1
-        self._log(make_event(self.now(), self.name, "transport", "drop", peer=peer, reason=reason, bytes=nbytes))
+        # A name the frame only claims is no source to aggregate by: it would give an attacker
+        # a new key (and a new line) per frame.
+        source = peer if peer in self.peers else None
+        ev = self.drops.drop(self.now(), key, source, nbytes, reason=reason)
+        if ev is not None:
+            self._log(ev)
+        elif self._drops_timer is None and self._running:
+            self._arm_drops_timer()
+
+    def _arm_drops_timer(self) -> None:
+        deadline = self.drops.next_deadline()
+        if deadline is not None:
+            self._drops_timer = self.loop.call_at(self._loop_time(deadline), self._flush_drops)
+
+    def _flush_drops(self) -> None:
+        self._drops_timer = None
+        if not self._running:
+            return
+        # The loop's clock runs a little apart from ours: a timer that fires early still flushes.
+        now = self.now()
+        due = self.drops.next_deadline()
+        for ev in self.drops.on_timer(now if due is None else max(now, due)):
+            self._log(ev)
+        self._arm_drops_timer()
 
     def _transport_drop(self, reason: str, peer: str | None) -> None:
         self.rx_stats.malformed += 1
