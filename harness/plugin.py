@@ -14,15 +14,18 @@ This module is only the pytest wiring (options, markers, fixtures, report hooks)
 fault controller, `eventually` and the checkers are harness.testlib, which works without pytest;
 their names stay importable from here.
 
-Options: `--splitbrain-backend local|docker` (default local), `--splitbrain-injector
+Options: `--splitbrain-backend sim|local|docker` (default local; sim: the simulator in virtual time,
+harness.sim.driver), `--splitbrain-seed N` (the seed of every cluster that does not pass seed=;
+default 0), `--splitbrain-injector
 auto|inprocess|iptables|toxiproxy`, `--splitbrain-keep` (docker: leave containers and network for
 inspection; `splitbrain clean` removes them), `--splitbrain-timeout-scale F` (multiplies every
 `eventually` and settle bound: for slow machines), `--splitbrain-runs DIR` (where run directories
 go; default: the test's tmp_path).
 
 Markers: `@pytest.mark.splitbrain_backend("docker")` runs a test on that backend whatever the
-option says; with several names (`splitbrain_backend("local", "docker")`) the test runs once per
-backend. A test that ends up on docker also gets the `docker` marker (`-m "not docker"` deselects
+option says; with several names (`splitbrain_backend("sim", "local", "docker")`) the test runs once
+per backend: on sim in milliseconds of wall clock (sleep and every wait advance virtual time),
+deterministic from its seed, on local and docker over a real network. A test that ends up on docker also gets the `docker` marker (`-m "not docker"` deselects
 it). When a backend cannot run here (no engine, no image and no way to build it) its tests are
 skipped with the reason.
 
@@ -44,9 +47,12 @@ Fixtures:
 - `splitbrain_run(scenario, **kw)`: run a whole scenario file on the test's backend
   (harness.rundir.run_scenario); returns its RunOutcome.
 
-On failure, the report gets, for every cluster and run of the test: its run directory, the last
-state of every window (GET /state of each node, or the last one seen for a node that is gone) and
-the fault timeline (sections `splitbrain ...`, and user_properties `splitbrain_run_dir`).
+The report header names the session's backend and seed. On failure, the report gets, for every
+cluster and run of the test: its seed and the line that reproduces it (`pytest <test>
+--splitbrain-seed N`; `splitbrain run <run dir>/scenario.yaml --seed N --backend X` for a scenario
+run; all of them again at the end of the session), its run directory, the last state of every
+window (GET /state of each node, or the last one seen for a node that is gone) and the fault
+timeline (sections `splitbrain ...`, and user_properties `splitbrain_run_dir`).
 
 pytest-xdist: every cluster has its own addresses (local: a random 127.X.Y.0/24; docker: a
 random network in 198.18.0.0/15 and unique container names), run directories are per test, and

@@ -18,6 +18,9 @@ failure report. harness.plugin only wires these into pytest fixtures and hooks.
     finally:
         cluster.teardown()
 
+On the simulator, `harness.sim.driver.SimBackend().create_cluster(...)` gives a cluster the same
+lines drive in virtual time (`sleep` and every wait advance the simulation).
+
 This module must not import pytest (tests/test_plugin.py checks it in a fresh interpreter).
 """
 
@@ -149,6 +152,8 @@ class SplitbrainCluster:
         self.events_: list[dict] | None = None
         self._stopped = False
         self._torn_down = False
+        # Only the simulator (harness.sim.driver.SimCluster) has time that passes on demand.
+        self._advance: Callable[[float], None] | None = getattr(cluster, "advance", None)
 
     # ---- basics ---------------------------------------------------------------------------------
 
@@ -182,7 +187,7 @@ class SplitbrainCluster:
     @property
     def virtual(self) -> bool:
         """True on the simulator: time passes only when the test waits (sleep, eventually)."""
-        return hasattr(self.cluster, "advance")
+        return self._advance is not None
 
     def start(self) -> SplitbrainCluster:
         self.cluster.start()
@@ -202,8 +207,8 @@ class SplitbrainCluster:
     def sleep(self, seconds: float) -> None:
         """Wait while watching the nodes (a crash fails at once, with the node's output); on the
         simulator, let `seconds` of virtual time pass."""
-        if self.virtual:
-            self.cluster.advance(seconds)
+        if self._advance is not None:
+            self._advance(seconds)
             return
         deadline = time.monotonic() + seconds
         while True:
@@ -266,9 +271,9 @@ class SplitbrainCluster:
             return check()
 
         watched.__name__ = getattr(check, "__name__", "the condition")
-        if self.virtual:  # poll in virtual time: deterministic, and as fast as the simulator
+        if self._advance is not None:  # poll in virtual time: deterministic, and as fast as the simulator
             kwargs.setdefault("clock", self.cluster.now)
-            kwargs.setdefault("sleep", self.cluster.advance)
+            kwargs.setdefault("sleep", self._advance)
         return eventually(watched, timeout=timeout * self.timeout_scale, **kwargs)
 
     def wait_delivered(self, dst: str, src: str, count: int, *, timeout: float = DEFAULT_TIMEOUT_S) -> int:
