@@ -25,9 +25,9 @@ go; default: the test's tmp_path).
 Markers: `@pytest.mark.splitbrain_backend("docker")` runs a test on that backend whatever the
 option says; with several names (`splitbrain_backend("sim", "local", "docker")`) the test runs once
 per backend: on sim in milliseconds of wall clock (sleep and every wait advance virtual time),
-deterministic from its seed, on local and docker over a real network. A test that ends up on docker also gets the `docker` marker (`-m "not docker"` deselects
-it). When a backend cannot run here (no engine, no image and no way to build it) its tests are
-skipped with the reason.
+deterministic from its seed, on local and docker over a real network. A test that ends up on
+docker also gets the `docker` marker (`-m "not docker"` deselects it). When a backend cannot run
+here (no engine, no image and no way to build it) its tests are skipped with the reason.
 
 Fixtures:
 
