@@ -196,11 +196,10 @@ class SimFaults:
     """Schedule steps carried out by the simulator (the executor harness.testlib.FaultController
     uses on the sim backend, in place of harness.livefaults.LiveFaults)."""
 
-    injectors: list[FaultInjector] = []
-
     def __init__(self, cluster: SimCluster, steps: Mapping[int, FaultStep]):
         self.cluster = cluster
         self.steps = steps
+        self.injectors: list[FaultInjector] = []
 
     @property
     def active(self) -> list[int]:
