@@ -14,17 +14,20 @@ This module is only the pytest wiring (options, markers, fixtures, report hooks)
 fault controller, `eventually` and the checkers are harness.testlib, which works without pytest;
 their names stay importable from here.
 
-Options: `--splitbrain-backend local|docker` (default local), `--splitbrain-injector
+Options: `--splitbrain-backend sim|local|docker` (default local; sim: the simulator in virtual time,
+harness.sim.driver), `--splitbrain-seed N` (the seed of every cluster that does not pass seed=;
+default 0), `--splitbrain-injector
 auto|inprocess|iptables|toxiproxy`, `--splitbrain-keep` (docker: leave containers and network for
 inspection; `splitbrain clean` removes them), `--splitbrain-timeout-scale F` (multiplies every
 `eventually` and settle bound: for slow machines), `--splitbrain-runs DIR` (where run directories
 go; default: the test's tmp_path).
 
 Markers: `@pytest.mark.splitbrain_backend("docker")` runs a test on that backend whatever the
-option says; with several names (`splitbrain_backend("local", "docker")`) the test runs once per
-backend. A test that ends up on docker also gets the `docker` marker (`-m "not docker"` deselects
-it). When a backend cannot run here (no engine, no image and no way to build it) its tests are
-skipped with the reason.
+option says; with several names (`splitbrain_backend("sim", "local", "docker")`) the test runs once
+per backend: on sim in milliseconds of wall clock (sleep and every wait advance virtual time),
+deterministic from its seed, on local and docker over a real network. A test that ends up on
+docker also gets the `docker` marker (`-m "not docker"` deselects it). When a backend cannot run
+here (no engine, no image and no way to build it) its tests are skipped with the reason.
 
 Fixtures:
 
@@ -44,9 +47,12 @@ Fixtures:
 - `splitbrain_run(scenario, **kw)`: run a whole scenario file on the test's backend
   (harness.rundir.run_scenario); returns its RunOutcome.
 
-On failure, the report gets, for every cluster and run of the test: its run directory, the last
-state of every window (GET /state of each node, or the last one seen for a node that is gone) and
-the fault timeline (sections `splitbrain ...`, and user_properties `splitbrain_run_dir`).
+The report header names the session's backend and seed. On failure, the report gets, for every
+cluster and run of the test: its seed and the line that reproduces it (`pytest <test>
+--splitbrain-seed N`; `splitbrain run <run dir>/scenario.yaml --seed N --backend X` for a scenario
+run; all of them again at the end of the session), its run directory, the last state of every
+window (GET /state of each node, or the last one seen for a node that is gone) and the fault
+timeline (sections `splitbrain ...`, and user_properties `splitbrain_run_dir`).
 
 pytest-xdist: every cluster has its own addresses (local: a random 127.X.Y.0/24; docker: a
 random network in 198.18.0.0/15 and unique container names), run directories are per test, and
@@ -56,6 +62,7 @@ the node image is built once (ci/images holds a lock).
 from __future__ import annotations
 
 import os
+import shlex
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -63,6 +70,7 @@ import pytest
 
 from harness.backends import BackendError, BackendUnavailable, ClusterOptions, get_backend
 from harness.scenario import Scenario, load_scenario
+from harness.sim.driver import SimBackend
 
 # Re-exported: users imported these from harness.plugin before harness.testlib existed.
 from harness.testlib import (
@@ -81,17 +89,21 @@ from node.protocols import DEFAULT_PROTOCOL
 __all__ = ["DEFAULT_TIMEOUT_S", "WINDOW_SECTION_LIMIT", "Checkers", "EventuallyTimeout", "FaultController",
            "SplitbrainCluster", "cluster_scenario", "eventually"]
 
-BACKENDS = ("local", "docker")
+BACKENDS = ("sim", "local", "docker")
 INJECTORS = ("auto", "inprocess", "iptables", "toxiproxy")
 CLUSTERS_KEY = pytest.StashKey[list]()
 RUNS_KEY = pytest.StashKey[list]()
+REPRO_KEY = pytest.StashKey[list]()
 _BACKEND_CACHE_KEY = pytest.StashKey[dict]()
 
 
 def pytest_addoption(parser):
     group = parser.getgroup("splitbrain", "splitbrain clusters and faults")
     group.addoption("--splitbrain-backend", choices=BACKENDS, default=None,
-                    help="backend of the splitbrain_cluster fixture: local (default) or docker")
+                    help="backend of the splitbrain_cluster fixture: sim (virtual time), local (default) or docker")
+    group.addoption("--splitbrain-seed", type=_seed, default=None, metavar="N",
+                    help="seed of every splitbrain_cluster that does not pass seed= (default 0); a failing "
+                         "test's report prints the line that reproduces it")
     group.addoption("--splitbrain-injector", choices=INJECTORS, default=None,
                     help="which injector applies network faults (default auto: iptables/Toxiproxy on docker, "
                          "in-process on local)")
@@ -101,12 +113,34 @@ def pytest_addoption(parser):
                     help="multiply every eventually/settle timeout (default 1, or SPLITBRAIN_TIMEOUT_SCALE)")
     group.addoption("--splitbrain-runs", default=None, metavar="DIR",
                     help="parent directory of run directories (default: each test's tmp_path)")
-    parser.addini("splitbrain_backend", "default backend of the splitbrain fixtures (local or docker)", default="local")
+    parser.addini("splitbrain_backend", "default backend of the splitbrain fixtures (sim, local or docker)",
+                  default="local")
+
+
+def _seed(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise pytest.UsageError(f"--splitbrain-seed: expected a non-negative integer, got {text!r}")
+    return value
+
+
+def _session_seed(config) -> int:
+    value = config.getoption("--splitbrain-seed", None)
+    return 0 if value is None else value
+
+
+def pytest_report_header(config) -> str:
+    seed = _session_seed(config)
+    return (f"splitbrain: backend {_default_backend(config)}, seed {seed} for every cluster that does not pass "
+            f"seed= (reproduce with --splitbrain-seed {seed})")
 
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "splitbrain_backend(*names): run the test on these splitbrain backends "
-                                       "(local, docker); several names run it once per backend")
+                                       "(sim, local, docker); several names run it once per backend")
     config.addinivalue_line("markers", "docker: needs a Docker engine (skipped with the reason when none is reachable)")
     config.stash.setdefault(_BACKEND_CACHE_KEY, {})
 
@@ -181,7 +215,7 @@ def splitbrain_backend(request, splitbrain_backend_name):
     name = splitbrain_backend_name
     if name not in cache:
         try:
-            backend = get_backend(name)
+            backend = SimBackend() if name == "sim" else get_backend(name)
             ok, why = backend.check()
         except BackendUnavailable as exc:
             backend, ok, why = None, False, str(exc)
@@ -219,8 +253,10 @@ def splitbrain_cluster(request, splitbrain_backend, splitbrain_backend_name):
     default_injector = request.config.getoption("--splitbrain-injector", None)
 
     def factory(nodes: int | Iterable[str] = 3, *, protocol: str = DEFAULT_PROTOCOL, transport: str = "udp",
-                config: dict | None = None, seed: int = 0, injector: str | None = None, name: str | None = None,
-                start: bool = True, start_timeout_s: float = 60.0) -> SplitbrainCluster:
+                config: dict | None = None, seed: int | None = None, injector: str | None = None,
+                name: str | None = None, start: bool = True, start_timeout_s: float = 60.0) -> SplitbrainCluster:
+        if seed is None:
+            seed = _session_seed(request.config)
         test_name = name or "".join(c if c.isalnum() or c in "_.-" else "-" for c in request.node.name)[:60]
         scenario = cluster_scenario(nodes, protocol=protocol, transport=transport, config=config, seed=seed,
                                     name=test_name.strip("-.") or "pytest", injector=injector or "auto")
@@ -293,7 +329,7 @@ def splitbrain_run(request, splitbrain_backend, splitbrain_backend_name):
         sc = scenario if isinstance(scenario, Scenario) else load_scenario(scenario)
         name = backend or splitbrain_backend_name
         cluster_options = ClusterOptions(injector=injector or default_injector, keep=keep)
-        record = {"scenario": sc.name, "backend": name, "run_dir": None}
+        record = {"scenario": sc.name, "backend": name, "run_dir": None, "seed": sc.seed if seed is None else seed}
         runs.append(record)
         backend_options = {}
         if name == "docker" and name == splitbrain_backend_name:
@@ -314,13 +350,30 @@ def splitbrain_run(request, splitbrain_backend, splitbrain_backend_name):
     return run
 
 
+def _fixture_repro(item, seed: int, backend: str) -> str:
+    """The command that runs this test again with this seed (and backend, unless a marker picks it)."""
+    words = ["pytest", item.nodeid, "--splitbrain-seed", str(seed)]
+    if item.get_closest_marker("splitbrain_backend") is None:
+        words += ["--splitbrain-backend", backend]
+    return shlex.join(words)
+
+
+def _run_repro(run_dir: str, seed: int, backend: str) -> str:
+    return shlex.join(["splitbrain", "run", str(Path(run_dir) / "scenario.yaml"), "--seed", str(seed),
+                       "--backend", backend])
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item, call):
     outcome = yield
     report = outcome.get_result()
     if not report.failed or call.when == "teardown":
         return
+    repros = item.config.stash.setdefault(REPRO_KEY, [])
     for sc in item.stash.get(CLUSTERS_KEY, []):
+        repro = _fixture_repro(item, sc.seed, sc.backend)
+        report.sections.append((f"splitbrain {sc.label}: seed {sc.seed}", f"reproduce with: {repro}"))
+        repros.append(repro)
         for title, text in sc.report():
             report.sections.append((title, text))
         prop = ("splitbrain_run_dir", str(sc.run_dir))
@@ -331,6 +384,18 @@ def pytest_runtest_makereport(item, call):
         title = f"splitbrain run {record['scenario']} on {record['backend']}"
         report.sections.append((f"{title}: run directory", str(run_dir)))
         if run_dir:
+            repro = _run_repro(run_dir, record["seed"], record["backend"])
+            report.sections.append((f"{title}: seed {record['seed']}", f"reproduce with: {repro}"))
+            repros.append(repro)
             report.user_properties.append(("splitbrain_run_dir", str(run_dir)))
             item.user_properties.append(("splitbrain_run_dir", str(run_dir)))
             report.sections.append((f"{title}: verdict and timeline", run_summary(Path(run_dir))))
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    """Every failing cluster's and run's reproduction line, together at the end (as hypothesis does)."""
+    repros = config.stash.get(REPRO_KEY, [])
+    if repros:
+        terminalreporter.section("splitbrain: reproduce the failures")
+        for line in dict.fromkeys(repros):
+            terminalreporter.write_line(line)

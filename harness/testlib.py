@@ -18,6 +18,9 @@ failure report. harness.plugin only wires these into pytest fixtures and hooks.
     finally:
         cluster.teardown()
 
+On the simulator, `harness.sim.driver.SimBackend().create_cluster(...)` gives a cluster the same
+lines drive in virtual time (`sleep` and every wait advance the simulation).
+
 This module must not import pytest (tests/test_plugin.py checks it in a fresh interpreter).
 """
 
@@ -65,9 +68,11 @@ class _NotYet(Exception):
 
 def eventually(check: Callable[[], Any], *, timeout: float = DEFAULT_TIMEOUT_S, interval: float = 0.1,
                what: str | None = None, describe: Callable[[Any], str] | None = None,
-               context: Callable[[], str] | None = None) -> Any:
+               context: Callable[[], str] | None = None, clock: Callable[[], float] | None = None,
+               sleep: Callable[[float], None] | None = None) -> Any:
     """Call `check()` until it returns something truthy (which is returned) without raising
     AssertionError, for at most `timeout` seconds (tenacity, a fixed `interval` between calls).
+    `clock` and `sleep` replace the wall clock and time.sleep (the simulator's virtual time).
 
     On timeout, raise EventuallyTimeout: "expected <what> within <timeout>s; last seen: <the last
     value, through describe(), or the last AssertionError>", plus `context()` (e.g. log tails).
@@ -87,8 +92,17 @@ def eventually(check: Callable[[], Any], *, timeout: float = DEFAULT_TIMEOUT_S, 
             raise _NotYet
         return value
 
-    retrying = Retrying(stop=stop_after_delay(timeout), wait=wait_fixed(interval),
-                        retry=retry_if_exception_type(_NotYet), reraise=False)
+    options: dict[str, Any] = {} if sleep is None else {"sleep": sleep}
+    if clock is None:
+        stop: Any = stop_after_delay(timeout)
+    else:
+        start = clock()
+
+        def stop(_retry_state) -> bool:
+            return clock() - start >= timeout
+
+    retrying = Retrying(stop=stop, wait=wait_fixed(interval), retry=retry_if_exception_type(_NotYet),
+                        reraise=False, **options)
     try:
         return retrying(attempt)
     except RetryError:
@@ -138,6 +152,8 @@ class SplitbrainCluster:
         self.events_: list[dict] | None = None
         self._stopped = False
         self._torn_down = False
+        # Only the simulator (harness.sim.driver.SimCluster) has time that passes on demand.
+        self._advance: Callable[[float], None] | None = getattr(cluster, "advance", None)
 
     # ---- basics ---------------------------------------------------------------------------------
 
@@ -164,11 +180,21 @@ class SplitbrainCluster:
     def admin(self, name: str):
         return self.cluster.admin(name)
 
+    @property
+    def seed(self) -> int:
+        return self.cluster.seed
+
+    @property
+    def virtual(self) -> bool:
+        """True on the simulator: time passes only when the test waits (sleep, eventually)."""
+        return self._advance is not None
+
     def start(self) -> SplitbrainCluster:
         self.cluster.start()
         self.faults.live.attach_injectors()
-        for name in self.names:
-            self.install_view(name, list(self.names))
+        if not getattr(self.cluster, "installs_views", False):
+            for name in self.names:
+                self.install_view(name, list(self.names))
         return self
 
     @property
@@ -179,7 +205,11 @@ class SplitbrainCluster:
         self.faults.live.post_view(name, members)
 
     def sleep(self, seconds: float) -> None:
-        """Wait while watching the nodes (a crash fails at once, with the node's output)."""
+        """Wait while watching the nodes (a crash fails at once, with the node's output); on the
+        simulator, let `seconds` of virtual time pass."""
+        if self._advance is not None:
+            self._advance(seconds)
+            return
         deadline = time.monotonic() + seconds
         while True:
             self.cluster.check_alive()
@@ -241,6 +271,9 @@ class SplitbrainCluster:
             return check()
 
         watched.__name__ = getattr(check, "__name__", "the condition")
+        if self._advance is not None:  # poll in virtual time: deterministic, and as fast as the simulator
+            kwargs.setdefault("clock", self.cluster.now)
+            kwargs.setdefault("sleep", self._advance)
         return eventually(watched, timeout=timeout * self.timeout_scale, **kwargs)
 
     def wait_delivered(self, dst: str, src: str, count: int, *, timeout: float = DEFAULT_TIMEOUT_S) -> int:
@@ -398,7 +431,10 @@ class FaultController:
         self.sc = sc
         self.steps: dict[int, FaultStep] = {}
         # `until` of a drop is already on the cluster clock (drop() adds now), so the origin is 0.
-        self.live = LiveFaults(sc.cluster, sc.names, self.steps)
+        # The simulator carries out schedule steps itself (harness.sim.driver.SimFaults).
+        executor = getattr(sc.cluster, "fault_executor", None)
+        self.live = (executor(sc.names, self.steps) if executor is not None
+                     else LiveFaults(sc.cluster, sc.names, self.steps))
         self._next = 0
 
     @property

@@ -34,12 +34,12 @@ import importlib
 import itertools
 import random
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from harness import nemesis
-from harness.scenario import FaultStep, Scenario, ScenarioError
+from harness.scenario import FaultStep, Scenario, ScenarioError, Stream
 from harness.slots import planned_count
 from node.errors import SettingError
 from node.events import make_event
@@ -253,12 +253,68 @@ class Simulation:
         wall0 = time.perf_counter()
         try:
             self._setup()
-            self._loop()
+            self._loop(self.end_time)
             self.now = self.end_time
-            self._final_snapshots()
+            self._final_snapshots(self.end_time)
             self._finished = True
         finally:
             self._wall_s = time.perf_counter() - wall0
+        return self.result()
+
+    # ---- driving it step by step (the pytest plugin's sim backend, harness.sim.driver) --------
+    #
+    # Instead of `run`: `start` boots every node at t=0 with nothing queued; the caller then
+    # interleaves `add_stream`, `apply_step` and `view` (all at the current virtual time) with
+    # `advance`, and ends with `finish`. Entries queued at the current time run at the next
+    # `advance`, so a fault applied together with a stream's start comes first, as in `run`.
+
+    def start(self) -> None:
+        if self._started:
+            raise SimulationError("a Simulation runs once; build a new one to run again")
+        self._started = True
+        for node in self.nodes.values():
+            self._start_node(node, 0.0)
+
+    def advance(self, until: float) -> None:
+        """Process every entry due up to virtual time `until`, then stand at `until`."""
+        if not self._started or self._finished:
+            raise SimulationError("advance() needs a started, unfinished simulation")
+        wall0 = time.perf_counter()
+        try:
+            self._loop(until)
+            self.now = max(self.now, until)
+        finally:
+            self._wall_s += time.perf_counter() - wall0
+
+    def add_stream(self, stream: Stream) -> _StreamState:
+        """Start a workload stream (its slots from stream.start, which must not be in the past)."""
+        if stream.start < self.now:
+            raise SimulationError(f"stream {stream.src}->{stream.dest} starts at {stream.start}, before now={self.now}")
+        # A stream without a duration ends with its count; planned_count needs a finite end.
+        end = stream.start + (stream.duration if stream.duration is not None else (stream.count or 0) / stream.rate + 1)
+        ss = _StreamState(stream, self.nodes[stream.src], end)
+        if ss.limit:
+            self._push(ss.start, STREAM, ss)
+        return ss
+
+    def apply_step(self, step: FaultStep, steps: Mapping[int, FaultStep]) -> list[nemesis.Timeline]:
+        """Carry out a step now (heal targets looked up in `steps`); returns its timeline entries."""
+        return self._apply_step(step, self.now, steps)
+
+    def view(self, name: str, members: tuple[str, ...]) -> None:
+        """Install a view at a node now (as the admin API's POST /view would)."""
+        self._op_view(nemesis.View(node=name, members=members), self.now)
+
+    @property
+    def active_steps(self) -> list[int]:
+        """Indexes of the steps whose faults are in force (network faults, then in-process rules)."""
+        return self.network.active + list(self._rules)
+
+    def finish(self) -> SimResult:
+        """End a step-by-step run at the current time: the final window snapshots, the result."""
+        if not self._finished:
+            self._final_snapshots(self.now)
+            self._finished = True
         return self.result()
 
     def result(self, error: BaseException | None = None) -> SimResult:
@@ -311,10 +367,9 @@ class Simulation:
         for node in self.nodes.values():
             self._start_node(node, 0.0)
 
-    def _loop(self) -> None:
+    def _loop(self, end: float) -> None:
         heap = self._heap
         pop = heapq.heappop
-        end = self.end_time
         max_steps = self.max_steps
         receive = self._receive_frame
         steps = self.steps
@@ -631,12 +686,16 @@ class Simulation:
 
     # ---- the schedule -------------------------------------------------------------------------
 
-    def _apply_step(self, step: FaultStep, t: float) -> None:
+    def _apply_step(self, step: FaultStep, t: float,
+                    steps: Sequence[FaultStep] | Mapping[int, FaultStep] | None = None) -> list[nemesis.Timeline]:
         state = nemesis.ClusterState(
             nodes=self.scenario.nodes, states={name: node.state.value for name, node in self.nodes.items()},
-            active=self.network.active + list(self._rules), steps=self.scenario.schedule)
-        for op in nemesis.step_ops(step, state):
+            active=self.active_steps,
+            steps=self.scenario.schedule if steps is None else steps)
+        ops = nemesis.step_ops(step, state)
+        for op in ops:
             self._carry_out[type(op)](op, t)
+        return [op for op in ops if isinstance(op, nemesis.Timeline)]
 
     # Each nemesis operation, carried out on the in-memory network and stacks.
 
@@ -709,8 +768,7 @@ class Simulation:
 
     # ---- the end ------------------------------------------------------------------------------
 
-    def _final_snapshots(self) -> None:
-        t = self.end_time
+    def _final_snapshots(self, t: float) -> None:
         for node in self.nodes.values():
             node.events.extend(node.drops.flush(t))
             if not node.alive:
