@@ -24,6 +24,7 @@ import pytest
 docker = pytest.importorskip("docker")
 
 from harness.backends import BackendError, ClusterOptions, NodeStartError, NodeState  # noqa: E402
+from harness.backends.admin import AdminClient, AdminError  # noqa: E402
 from harness.backends.docker import (  # noqa: E402
     LABEL_CLUSTER,
     LABEL_OWNER,
@@ -95,6 +96,15 @@ def test_cluster_lifecycle_names_labels_addresses_and_files(docker_backend, tmp_
         for name, handle in cluster.nodes.items():
             assert handle.address.startswith(str(cluster.subnet.network_address)[:-1])
             assert cluster.admin(name).health()["node"] == name
+        # The admin APIs listen on 0.0.0.0: the nodes started only because the harness gave them
+        # the cluster's token, and a client without it may read but not mutate.
+        assert other.token != cluster.token
+        stranger = AdminClient(cluster.node("A").admin_url, None, node="A")
+        assert stranger.health()["node"] == "A"
+        with pytest.raises(AdminError) as refused:
+            stranger.request("POST", "/view", {"members": ["A"], "view_id": 9})
+        stranger.close()
+        assert refused.value.status == 401
 
         # Traffic, then pause and resume B: it catches up.
         cluster.admin("A").view(["A", "B", "C"], 1)

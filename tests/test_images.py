@@ -19,6 +19,7 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
 import uuid
 from pathlib import Path
@@ -160,7 +161,7 @@ def test_compose_config_validates():
     compose = compose_command()
     if compose is None:
         pytest.skip("neither `docker compose` nor docker-compose is installed")
-    env = dict(os.environ, SPLITBRAIN_NET="198.18.77")
+    env = dict(os.environ, SPLITBRAIN_NET="198.18.77", SPLITBRAIN_ADMIN_TOKEN="compose-test")
     for files in (["-f", str(ROOT / "docker-compose.yml")], COMPOSE_FILES):
         proc = subprocess.run([*compose, *files, "config"], capture_output=True, text=True, timeout=60, env=env,
                               cwd=ROOT)
@@ -169,6 +170,11 @@ def test_compose_config_validates():
     merged = subprocess.run([*compose, *COMPOSE_FILES, "config"], capture_output=True, text=True, timeout=60,
                             env=env, cwd=ROOT).stdout
     assert "ghcr.io/shopify/toxiproxy" not in merged and "faults.toxiproxy" in merged
+    # No default token: without one the compose file says which variable to set.
+    env.pop("SPLITBRAIN_ADMIN_TOKEN")
+    unset = subprocess.run([*compose, *COMPOSE_FILES, "config"], capture_output=True, text=True, timeout=60,
+                           env=env, cwd=ROOT)
+    assert unset.returncode != 0 and "set SPLITBRAIN_ADMIN_TOKEN" in unset.stderr, unset.stderr
 
 
 # ---- with an engine ---------------------------------------------------------------------------------
@@ -215,7 +221,7 @@ def test_container_starts_healthy_unprivileged_with_root_faults(docker_client, n
             cap_add=["NET_ADMIN"], init=True, network=network.name,
             environment={"SPLITBRAIN_NAME": "A", "SPLITBRAIN_BIND": "0.0.0.0:7800",
                          "SPLITBRAIN_ADMIN": "0.0.0.0:7900", "SPLITBRAIN_EVENTS": "/var/lib/splitbrain/events/A.jsonl",
-                         "SPLITBRAIN_PEERS": f"B={net_prefix}.99:7800"})
+                         "SPLITBRAIN_PEERS": f"B={net_prefix}.99:7800", "SPLITBRAIN_ADMIN_TOKEN": test_id})
         container.start()
         wait_healthy([container])
         code, out = container.exec_run(["id", "-u"])
@@ -254,7 +260,7 @@ def test_compose_up_local_brings_a_healthy_cluster_and_down_removes_it(docker_cl
     project = unique("sbcompose")
     api_port = free_port()
     env = dict(os.environ, SPLITBRAIN_NET=f"198.18.{random.randint(100, 250)}", SPLITBRAIN_TOXIPROXY_PORT=str(api_port),
-               SPLITBRAIN_NODE_IMAGE=node_image["tag"], COMPOSE_PROJECT_NAME=project)
+               SPLITBRAIN_NODE_IMAGE=node_image["tag"], COMPOSE_PROJECT_NAME=project, SPLITBRAIN_ADMIN_TOKEN=project)
     base = [*compose, "-p", project, *COMPOSE_FILES]
     label = f"com.docker.compose.project={project}"
     try:
@@ -275,6 +281,12 @@ def test_compose_up_local_brings_a_healthy_cluster_and_down_removes_it(docker_cl
         admin = node_a.ports["7900/tcp"][0]
         with urllib.request.urlopen(f"http://127.0.0.1:{admin['HostPort']}/health", timeout=5) as resp:
             assert json.load(resp)["node"] == "A"
+        # The token from the environment is in force: a mutating request without it is refused.
+        view = urllib.request.Request(f"http://127.0.0.1:{admin['HostPort']}/view", data=b'{"members": ["A"]}',
+                                      method="POST", headers={"Content-Type": "application/json"})
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(view, timeout=5)
+        assert refused.value.code == 401
     finally:
         down = subprocess.run([*base, "down", "-v", "--remove-orphans", "-t", "5"], capture_output=True, text=True,
                               timeout=180, env=env, cwd=ROOT, stdin=subprocess.DEVNULL)

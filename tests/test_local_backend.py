@@ -14,8 +14,10 @@ import tempfile
 from pathlib import Path
 
 import pytest
+import yaml
 
 from harness.backends import NodeStartError, NodeState, get_backend
+from harness.backends.admin import AdminClient, AdminError
 from harness.backends.local import LocalBackend, node_ip
 from harness.scenario import parse_scenario
 from harness.testlib import eventually
@@ -55,6 +57,16 @@ def test_lifecycle_kill_restart_pause_resume(tmp_path):
         assert addresses == [f"{node_ip(x, y, i)}:7800" for i in range(3)]
         assert all(cluster.admin(n).health()["incarnation"] == 1 for n in cluster.nodes)
         assert len(processes_naming(str(run_dir))) == 3
+        # Each cluster has its own random admin token; the nodes refuse a mutation without it.
+        config = yaml.safe_load((run_dir / "nodes" / "A" / "node.yaml").read_text())
+        assert config["admin_token"] == cluster.token and len(cluster.token) == 32
+        with get_backend("local").create_cluster(scenario(), tmp_path / "other", seed=7) as other:
+            assert other.token != cluster.token
+        stranger = AdminClient(cluster.node("A").admin_url, None, node="A")
+        with pytest.raises(AdminError) as refused:
+            stranger.request("POST", "/view", {"members": ["A"], "view_id": 9})
+        stranger.close()
+        assert refused.value.status == 401
 
         old_c = cluster.pids()["C"]
         cluster.kill("C")

@@ -143,7 +143,7 @@ async def test_mutating_endpoints_need_the_token(pair):
 
 
 async def test_no_token_configured_means_open(tmp_path):
-    """A node without admin_token accepts mutating requests without the header."""
+    """A node without admin_token (allowed on loopback only) accepts mutating requests without the header."""
     configs = pair_configs(tmp_path, "udp", token=None)
     async with NodeGroup(configs) as (a, _), aiohttp.ClientSession() as session:
         api = Api(session, a)

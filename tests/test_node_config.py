@@ -8,7 +8,7 @@ import socket
 import pytest
 
 from node.runtime.config import ConfigError, NodeConfig, load_config
-from node.runtime.testing import free_port, run_python_m_node, unique_host
+from node.runtime.testing import NodeProcess, free_port, run_python_m_node, unique_host
 
 
 def base(**over) -> dict:
@@ -65,6 +65,7 @@ def test_minimal_config_gets_defaults():
     (base(epoch=4e10), "epoch"),
     (base(epoch=True), "epoch"),
     (base(admin_token=""), "admin_token"),
+    (base(admin_open="yes"), "admin_open"),
     (base(bundling=1), "bundling"),
     (base(bundle_max_bytes=10), "bundle_max_bytes"),
     (base(bundle_max_bytes=70_000), "bundle_max_bytes"),
@@ -73,6 +74,32 @@ def test_minimal_config_gets_defaults():
 def test_errors_name_the_key(raw, key):
     """Every kind of bad value is refused with an error naming its key."""
     assert error_key(raw) == key
+
+
+@pytest.mark.parametrize("admin", ["0.0.0.0:7900", "192.0.2.7:7900", "[::]:7900", "[::ffff:10.1.2.3]:7900",
+                                   "node-a:7900", "localhost.example:7900"])
+def test_non_loopback_admin_needs_a_token(admin):
+    """An admin API others can reach is refused without admin_token, the error naming that key."""
+    with pytest.raises(ConfigError) as info:
+        NodeConfig.from_dict(base(admin=admin), {})
+    assert info.value.key == "admin_token" and "admin_open" in info.value.message
+
+
+@pytest.mark.parametrize("admin", ["127.0.0.2:8800", "127.255.3.4:0", "[::1]:8800", "localhost:8800",
+                                   "LocalHost:8800", "[::ffff:127.0.0.1]:8800"])
+def test_loopback_admin_needs_no_token(admin):
+    """Only this machine reaches a loopback admin API: no token needed."""
+    assert NodeConfig.from_dict(base(admin=admin), {}).admin_token is None
+
+
+def test_token_or_admin_open_allow_a_non_loopback_admin():
+    """A token (from the file or SPLITBRAIN_ADMIN_TOKEN), or admin_open: true, lets the node listen anywhere."""
+    assert NodeConfig.from_dict(base(admin="0.0.0.0:7900", admin_token="s3cret"), {}).admin_token == "s3cret"
+    env = {"SPLITBRAIN_ADMIN": "0.0.0.0:7900", "SPLITBRAIN_ADMIN_TOKEN": "s3cret"}
+    assert NodeConfig.from_dict(base(), env).admin_token == "s3cret"
+    cfg = NodeConfig.from_dict(base(admin="0.0.0.0:7900"), {"SPLITBRAIN_ADMIN_OPEN": "true"})
+    assert cfg.admin_open is True and cfg.admin_token is None
+    assert NodeConfig.from_dict(base(), {}).admin_open is False
 
 
 def test_tcp_allows_larger_bundles():
@@ -149,6 +176,7 @@ def write(tmp_path, cfg: dict, name: str = "node.yaml"):
     ({"incarnation": "one"}, "incarnation"),
     ({"bind": "localhost"}, "bind"),
     ({"config": {"xmit_interval": -1}}, "config.xmit_interval"),
+    ({"admin": "0.0.0.0:0"}, "admin_token"),
 ])
 def test_python_m_node_exits_2_naming_the_key(tmp_path, over, key):
     """`python -m node` stops with exit code 2 and names the bad key."""
@@ -216,6 +244,29 @@ def test_check_prints_resolved_config(tmp_path):
     assert proc.returncode == 0, proc.stderr
     out = json.loads(proc.stdout)
     assert out["name"] == "A" and out["admin_token"] == "***" and out["bundle_max_bytes"] == 60_000
+
+
+def test_token_is_enforced_on_a_wildcard_admin(tmp_path):
+    """A node with a token on 0.0.0.0 answers GET to anyone and a mutating request without the header with 401."""
+    host = unique_host()
+    cfg = {"name": "A", "bind": f"{host}:{free_port(host)}", "admin": "0.0.0.0:0", "event_log": False,
+           "admin_token": "s3cret"}
+    with NodeProcess(cfg, workdir=tmp_path) as node:
+        admin = node.client()
+        assert admin.request("GET", "/health", token=False)[1]["node"] == "A"
+        assert admin.request("POST", "/view", {"members": ["A"]}, token=False)[0] == 401
+        assert admin.request("POST", "/view", {"members": ["A"]}, token="wrong")[0] == 401
+        assert admin.request("POST", "/view", {"members": ["A"]})[0] == 200
+
+
+def test_admin_open_starts_without_a_token_and_warns(tmp_path):
+    """admin_open: true is the named opt-out: the node starts open on 0.0.0.0 and says so on stderr."""
+    host = unique_host()
+    cfg = {"name": "A", "bind": f"{host}:{free_port(host)}", "admin": "0.0.0.0:0", "event_log": False,
+           "admin_open": True}
+    with NodeProcess(cfg, workdir=tmp_path) as node:
+        assert node.client().request("POST", "/view", {"members": ["A"]})[0] == 200
+    assert "has no admin_token (admin_open: true)" in node.stderr_tail()
 
 
 def test_bad_flag_exits_2():

@@ -9,6 +9,9 @@ Environment: SPLITBRAIN_<KEY> overrides a top-level key (SPLITBRAIN_BIND=127.0.0
 SPLITBRAIN_CONFIG_<SETTING> one protocol setting (SPLITBRAIN_CONFIG_XMIT_INTERVAL=0.2). String keys
 take the value as it is; other keys parse it as a YAML scalar or flow collection
 (SPLITBRAIN_PEERS='{B: "127.0.0.3:7800"}'; peers also accept "B=127.0.0.3:7800,C=127.0.0.4:7800").
+
+The admin API changes views, faults and streams, so a node whose admin address is not a loopback
+address needs `admin_token`; `admin_open: true` says on purpose that anyone who reaches it may.
 """
 
 from __future__ import annotations
@@ -95,6 +98,7 @@ class NodeConfig:
     seed: int = 0
     epoch: float | None = None
     admin_token: str | None = None
+    admin_open: bool = False
     bundling: bool = True
     bundle_max_bytes: int = 60_000
 
@@ -279,6 +283,11 @@ def _validate(values: dict[str, Any]) -> NodeConfig:
     token = values.get("admin_token")
     if token is not None and (not isinstance(token, str) or not token):
         raise ConfigError("admin_token", "expected a non-empty string")
+    admin_open = _bool("admin_open", values.get("admin_open", False))
+    if token is None and not admin_open and not is_loopback(admin.host):
+        raise ConfigError("admin_token", f"required when the admin API listens on {admin.host}, which is not a "
+                          "loopback address: without it anyone who reaches the address may change views, faults "
+                          "and streams (set admin_open: true to allow that on purpose)")
     bundling = _bool("bundling", values.get("bundling", True))
     limit = MAX_FRAME_BYTES if transport == "udp" else MAX_TCP_BUNDLE_BYTES
     bundle_max = _int("bundle_max_bytes", values.get("bundle_max_bytes", 60_000), lowest=MIN_BUNDLE_BYTES)
@@ -287,8 +296,25 @@ def _validate(values: dict[str, Any]) -> NodeConfig:
     return NodeConfig(
         name=name, bind=bind, admin=admin, transport=transport, protocol=protocol, peers=peers,
         config=dict(protocol_settings), events=events, event_log=event_log, incarnation=incarnation,
-        seed=seed, epoch=epoch, admin_token=token, bundling=bundling, bundle_max_bytes=bundle_max,
+        seed=seed, epoch=epoch, admin_token=token, admin_open=admin_open, bundling=bundling,
+        bundle_max_bytes=bundle_max,
     )
+
+
+def is_loopback(host: str) -> bool:
+    """Whether only this machine reaches `host`: 127.0.0.0/8, ::1 (also IPv4-mapped) or "localhost".
+
+    Any other host name counts as reachable from elsewhere, since it may resolve to anything.
+    """
+    if host.lower() == "localhost":
+        return True
+    try:
+        ip = ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+        ip = ip.ipv4_mapped
+    return ip.is_loopback
 
 
 def _name(key: str, value: object) -> str:

@@ -1,7 +1,8 @@
 """Running a node as a process: event loop (uvloop when importable), signals, exit codes.
 
 Exit codes: 0 after a graceful stop (SIGTERM or SIGINT), 2 for a configuration error (the message
-names the key), 1 for anything unexpected. Once the node is up, one JSON line goes to stdout:
+names the key, e.g. `admin_token` for an admin API on a non-loopback address without one), 1 for
+anything unexpected. Once the node is up, one JSON line goes to stdout:
 {"ready": true, "node", "incarnation", "pid", "bind", "admin", "transport"}, so a launcher that
 asked for port 0 learns the ports; logs go to stderr.
 """
@@ -19,7 +20,7 @@ import sys
 from collections.abc import Callable
 
 from ..protocols import RegistryError
-from .config import ConfigError, NodeConfig, env_overrides, load_config
+from .config import ConfigError, NodeConfig, env_overrides, is_loopback, load_config
 from .node import Node
 
 log = logging.getLogger("node.runtime")
@@ -148,6 +149,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.check:
         print(json.dumps(config.as_dict(), indent=2))
         return EXIT_OK
+    if config.admin_token is None and not is_loopback(config.admin.host):
+        # Only admin_open: true gets here; say it where the operator looks.
+        log.warning("admin API on %s has no admin_token (admin_open: true): anyone who reaches it may change "
+                    "views, faults and streams", config.admin)
     try:
         return run(config)
     except KeyboardInterrupt:
