@@ -6,7 +6,10 @@ Sender A numbers its messages to B 1, 2, 3... under a connection id (conn-id) an
 message until B acks it. B delivers in seqno order and sends cumulative ACKs: at the end of a
 message or batch, at once when a batch has `ack_threshold` messages, otherwise no sooner than
 `ack_min_interval` after its previous ACK (acks in between merge into the next one, never lost).
-A removes messages up to the acked seqno (HA = highest acked, HS = highest sent).
+A removes messages up to the acked seqno (HA = highest acked, HS = highest sent). B holds a
+message that came early only if it is at most `max_recv_window_seqnos` above the last delivered,
+and A serves an XMIT-REQ only from HA+1..HS: what a peer sends costs memory and work bounded by
+the settings, whatever its seqnos (a hostile 2^62 included). Every drop is counted by type.
 
 Timers are named deadlines (timers.py), fired by `on_timer` in the order of TIMERS:
 - ack_flush: a delayed ACK whose `ack_min_interval` has passed;
