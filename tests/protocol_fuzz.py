@@ -53,6 +53,9 @@ class FuzzStats:
 class ProtocolFuzzer:
     def __init__(self, protocol: str, seed: int, config: Mapping[str, Any] | None = None,
                  max_pending: int = 1024, max_work: int = 2048, send_cap: int = 64) -> None:
+        """`max_pending` is the receive-window bound to enforce: pass the protocol's configured
+        limit (its default is far above what random seqnos fill in a CI run); `max_work` bounds
+        the messages plus events of one input; `send_cap` the application's unacked sends."""
         spec = protocols.get(protocol)
         if spec.fuzz is None or spec.header is None:
             raise ValueError(f"protocol {protocol!r} has no header fuzzer (ProtocolSpec.fuzz)")
