@@ -15,7 +15,7 @@ variable SPLITBRAIN_PROTOCOLS (comma-separated); node processes inherit it.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib import import_module
 from typing import Any, Protocol
@@ -56,6 +56,9 @@ class Rng(Protocol):
 
 
 LayerFactory = Callable[[str, Any, Rng, int], list[Layer]]
+# (seeded random.Random, the headers of this protocol the fuzzed node sent lately, newest last)
+# -> one header a peer could send: valid on the wire, hostile in its values.
+HeaderFuzzer = Callable[[Rng, Sequence[Any]], object]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -83,6 +86,8 @@ class ProtocolSpec:
     chaos_drop_types: tuple[str, ...] = ()
     # The setting that names the variant of the protocol, for pass rates per variant (pipeline).
     variant_key: str | None = None
+    # Random headers for the protocol-level fuzzer (tests/protocol_fuzz.py); None: not fuzzed.
+    fuzz: HeaderFuzzer | None = None
 
     def variant(self, settings: Mapping[str, Any]) -> str | None:
         if self.variant_key is None:

@@ -65,6 +65,12 @@ class Net:
         self.send(src, dest, 1)
         self.run_until_quiet(bound)
 
+    def inject(self, src: str, dest: str, header: object, payload: bytes = b"x") -> None:
+        """A message from `src` with this UNICAST3 header, handed to `dest`'s stack now, not
+        through the network: what a broken or hostile peer could send."""
+        self.stacks[dest].receive([Message(src, dest, payload, {PROTO_ID: header})], self.now)
+        self._collect(dest)
+
     def command(self, name: str, cmd: Command) -> None:
         self.stacks[name].command(cmd, self.now)
         self._collect(name)

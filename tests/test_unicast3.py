@@ -4,7 +4,7 @@ import pytest
 
 from harness.checks import run_checks
 from node.layer import SyncPeer, ViewChange
-from node.unicast3 import Unicast3Config
+from node.unicast3 import PROTO_ID, MsgType, U3Header, Unicast3Config
 from node.unicast3.entries import ConnState, ConnStateError, next_state
 from tests.netlab import Net, expected, is_type
 
@@ -386,3 +386,71 @@ def test_conn_close_timeout_zero_never_removes_a_closing_entry():
     net.run_until_quiet(3.0)
     assert net.u3("A").send_table["B"].state is ConnState.OPEN
     assert net.delivered["B"] == expected("A", 5)
+
+
+# ---- hostile input (found by the protocol fuzzer, tests/test_protocol_fuzz.py) ----------------
+
+HUGE = 1 << 62
+U64 = (1 << 64) - 1
+
+
+def test_data_with_a_huge_seqno_holds_nothing_and_is_counted():
+    """DATA with seqno 2^62 on a live connection: dropped beyond the receive window, nothing kept."""
+    net = Net(config={"max_recv_window_seqnos": 8})
+    net.connect("A", "B")
+    conn_id = net.u3("B").recv_table["A"].conn_id
+    dropped = net.u3("B").counters.get("dropped_DATA", 0)
+    net.inject("A", "B", U3Header(MsgType.DATA, HUGE, conn_id))
+    (window,) = [w for w in net.u3("B").windows() if w.side == "recv"]
+    assert window.pending == 0 and window.high == HUGE and window.missing == HUGE - 1
+    assert net.kinds("drop", "B", seqno=HUGE, reason="beyond the receive window")
+    assert net.u3("B").counters["dropped_DATA"] == dropped + 1
+    net.run(1.1)  # the gap is asked for, max_xmit_req_seqnos at a time
+    assert net.kinds("xmit_req_tx", "B")[-1]["count"] == 8192
+
+
+def test_sender_far_ahead_of_a_small_receive_window_is_caught_up():
+    """Only DATA 1 and 30 arrive, the window holds 8: 30 is dropped, 2..30 come by XMIT-REQ."""
+    net = Net(config={"max_recv_window_seqnos": 8})
+    net.drop = lambda m: is_type(m, "DATA") and 2 <= m.headers[PROTO_ID].seqno <= 29 and net.now < 0.5
+    net.send("A", "B", 30)
+    net.run(0.1)
+    assert net.kinds("drop", "B", seqno=30, reason="beyond the receive window")
+    net.run_until_quiet(5.0)
+    assert net.delivered["B"] == expected("A", 30)
+
+
+def test_xmit_req_for_every_seqno_costs_one_event_per_part_outside_the_window():
+    """XMIT-REQ 0..2^64-1: the 3 unacked messages are resent; the rest is 2 drop events, no loop."""
+    net = Net()
+    net.connect("A", "B")
+    net.blocked.add(("A", "B"))
+    net.send("A", "B", 3)
+    entry = net.u3("A").send_table["B"]
+    before = len(net.events)
+    net.inject("B", "A", U3Header(MsgType.XMIT_REQ, conn_id=entry.conn_id, ranges=((0, U64),)))
+    events = net.events[before:]
+    assert [e["seqno"] for e in events if e["kind"] == "retransmit"] == [2, 3, 4]
+    drops = [e for e in events if e["kind"] == "drop"]
+    assert [d["ranges"] for d in drops] == [[[0, 1]], [[5, U64]]]
+    assert net.u3("A").counters["dropped_XMIT_REQ"] == 2
+
+
+@pytest.mark.parametrize("seqno, conn_id", [(0, 7), (1, 0)])
+def test_first_data_with_seqno_or_conn_id_zero_opens_no_window(seqno, conn_id):
+    """resync=timestamp: a first=true DATA with seqno 0 (a window at -1) or conn-id 0 is rejected."""
+    net = Net(config={"resync": "timestamp"})
+    net.inject("A", "B", U3Header(MsgType.DATA, seqno, conn_id, first=True))
+    assert "A" not in net.u3("B").recv_table
+    assert net.kinds("drop", "B", reason="seqno or conn_id is zero")
+    assert net.u3("B").counters["dropped_DATA"] == 1
+
+
+def test_sync_ok_with_low_zero_opens_no_window():
+    """A SYNC-OK with low 0 (a window at -1, whose ACK cannot be encoded) is dropped; the sync goes on."""
+    net = Net()
+    net.inject("A", "B", U3Header(MsgType.DATA, 5, 99))
+    nonce = net.u3("B")._syncs["A"].nonce
+    net.inject("A", "B", U3Header(MsgType.SYNC_OK, 0, 99, nonce=nonce))
+    assert "A" not in net.u3("B").recv_table and "A" in net.u3("B")._syncs
+    assert net.kinds("drop", "B", type="SYNC_OK", reason="low is zero")

@@ -54,6 +54,10 @@ class Unicast3Config:
     ack_threshold: int = 100
     # Most seqnos asked for in one XMIT-REQ (JGroups bounds it in bytes: max_xmit_req_size).
     max_xmit_req_seqnos: int = 8192
+    # A receiver keeps messages at most this far above the last one delivered; those beyond are
+    # dropped and asked for again later, so a hostile seqno (2^62) costs no memory. JGroups'
+    # receive table starts with room for 100 000 (xmit_table_num_rows x xmit_table_msgs_per_row).
+    max_recv_window_seqnos: int = 100_000
     # OPEN -> CLOSING after this long idle; 0 disables reaping (JGroups: 2 min).
     conn_expiry_timeout: float = 120.0
     # CLOSING -> CLOSED (entry removed, CLOSE sent) after this long; 0 never removes (JGroups: 4 min).
@@ -76,7 +80,7 @@ class Unicast3Config:
                 raise SettingError(name, f"must be >= 0, got {getattr(self, name)!r}")
         if self.sync_timeout <= 0:
             raise SettingError("sync_timeout", f"must be > 0, got {self.sync_timeout!r}")
-        for name in ("ack_threshold", "max_xmit_req_seqnos"):
+        for name in ("ack_threshold", "max_xmit_req_seqnos", "max_recv_window_seqnos"):
             if getattr(self, name) < 1:
                 raise SettingError(name, f"must be >= 1, got {getattr(self, name)!r}")
         if self.resync not in RESYNC_MODES:

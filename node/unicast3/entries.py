@@ -100,6 +100,8 @@ class ReceiverEntry:
         self.prev_missing: RangeSet | None = None  # RangeSet of gaps seen at the previous retransmit run
 
     def check(self) -> None:
-        assert self.delivered <= self.highest, f"recv window for {self.peer}: delivered > highest"
+        assert 0 <= self.delivered <= self.highest, (
+            f"recv window for {self.peer}: delivered {self.delivered}, highest {self.highest}"
+        )
         assert self.delivered + 1 not in self.msgs, f"recv window for {self.peer}: deliverable message held"
         assert len(self.msgs) <= self.highest - self.delivered, f"recv window for {self.peer}: too many held"

@@ -6,7 +6,10 @@ Sender A numbers its messages to B 1, 2, 3... under a connection id (conn-id) an
 message until B acks it. B delivers in seqno order and sends cumulative ACKs: at the end of a
 message or batch, at once when a batch has `ack_threshold` messages, otherwise no sooner than
 `ack_min_interval` after its previous ACK (acks in between merge into the next one, never lost).
-A removes messages up to the acked seqno (HA = highest acked, HS = highest sent).
+A removes messages up to the acked seqno (HA = highest acked, HS = highest sent). B holds a
+message that came early only if it is at most `max_recv_window_seqnos` above the last delivered,
+and A serves an XMIT-REQ only from HA+1..HS: what a peer sends costs memory and work bounded by
+the settings, whatever its seqnos (a hostile 2^62 included). Every drop is counted by type.
 
 Timers are named deadlines (timers.py), fired by `on_timer` in the order of TIMERS:
 - ack_flush: a delayed ACK whose `ack_min_interval` has passed;
@@ -104,6 +107,9 @@ class Unicast3(Layer):
     # ---- helpers ------------------------------------------------------------------------------
 
     def _log(self, now: float, kind: str, **fields: object) -> Log:
+        if kind == "drop":
+            # Every rejection is counted as well as logged (GET /state), by message type.
+            self._count(f"dropped_{fields.get('type') or 'unknown'}")
         return Log(event=make_event(now, self.local, PROTO, kind, **fields))
 
     def _mutant(self, name: str) -> bool:
@@ -205,7 +211,13 @@ class Unicast3(Layer):
                 continue
             self._count(f"rx_{hdr.type.name}")
             if hdr.type is MsgType.DATA:
-                data.append(msg)
+                if hdr.seqno and hdr.conn_id:
+                    data.append(msg)
+                else:
+                    # Seqnos start at 1 and conn-id 0 means "no connection": a window opened
+                    # at seqno 0 would start at -1, which no ACK can carry.
+                    out.append(self._log(now, "drop", peer=msg.src, seqno=hdr.seqno, conn_id=hdr.conn_id,
+                                         type="DATA", reason="seqno or conn_id is zero"))
             else:
                 out.extend(self._HANDLERS[hdr.type](self, msg.src, hdr, now))
         if data:
@@ -235,16 +247,29 @@ class Unicast3(Layer):
                 out.append(self._log(now, "drop", peer=src, seqno=seqno, conn_id=hdr.conn_id,
                                      type="DATA", reason="duplicate"))
                 continue
-            entry.msgs[seqno] = msg
-            if seqno > entry.highest:
-                entry.highest = seqno
-            self._deliver(entry, now, out, delivered)
+            if self._hold(entry, seqno, msg):
+                self._deliver(entry, now, out, delivered)
+            else:
+                out.append(self._log(now, "drop", peer=src, seqno=seqno, conn_id=hdr.conn_id, type="DATA",
+                                     reason="beyond the receive window"))
         if delivered:
             out.append(Up(msgs=delivered))
         entry = self.recv_table.get(src)
         if entry is not None and entry.ack_pending:
             out.extend(self._maybe_ack(entry, now, batch_size=len(msgs)))
         return out
+
+    def _hold(self, entry: ReceiverEntry, seqno: int, msg: Message) -> bool:
+        """Keep a message until it can be delivered, unless it lies more than
+        max_recv_window_seqnos above the delivered one: a seqno of 2^62 must cost nothing. Its
+        seqno still raises `highest`, so the gap below it is asked for (XMIT-REQ) and a sender
+        far ahead is caught up with, max_xmit_req_seqnos at a time."""
+        if seqno > entry.highest:
+            entry.highest = seqno
+        if seqno - entry.delivered > self.config.max_recv_window_seqnos:
+            return False
+        entry.msgs[seqno] = msg
+        return True
 
     def _deliver(self, entry: ReceiverEntry, now: float, out: list[Action], delivered: list[Message]) -> None:
         held = entry.msgs
@@ -342,13 +367,15 @@ class Unicast3(Layer):
         for lo, hi in hdr.ranges:
             if self._mutant("xmit_req_off_by_one"):
                 hi -= 1  # the range read as half-open: its last seqno is never resent
-            for seqno in range(lo, min(hi, lo + budget - 1) + 1):
-                if seqno in entry.msgs:
-                    out.extend(self._resend(entry, seqno, now, "xmit_req"))
-                else:
-                    # Purged (acked) or never sent: this is how JGRP-1873 shows up.
-                    out.append(self._log(now, "drop", peer=src, seqno=seqno, conn_id=entry.conn_id,
-                                         type="XMIT_REQ", reason="requested seqno not in send window"))
+            # Purged (acked) or never sent: this is how JGRP-1873 shows up. One event for each
+            # part of the range outside HA+1..HS, not a loop over what a peer may ask (0..2^64-1).
+            for out_lo, out_hi in ((lo, min(hi, entry.ha, lo + budget - 1)), (max(lo, entry.hs + 1), hi)):
+                if out_lo <= out_hi:
+                    out.append(self._log(now, "drop", peer=src, seqno=out_lo, conn_id=entry.conn_id,
+                                         type="XMIT_REQ", ranges=[[out_lo, out_hi]],
+                                         reason="requested seqno not in send window"))
+            for seqno in range(max(lo, entry.ha + 1), min(hi, entry.hs, lo + budget - 1) + 1):
+                out.extend(self._resend(entry, seqno, now, "xmit_req"))
             budget -= hi - lo + 1
             if budget <= 0:
                 break
@@ -356,13 +383,15 @@ class Unicast3(Layer):
 
     def _missing(self, entry: ReceiverEntry) -> RangeSet:
         gaps = RangeSet()
-        if entry.highest <= entry.delivered + 1 and not entry.msgs:
+        if entry.highest <= entry.delivered and not entry.msgs:
             return gaps
         prev = entry.delivered
         for seqno in sorted(entry.msgs):
             if seqno > prev + 1:
                 gaps.add(prev + 1, seqno - 1)
             prev = seqno
+        if entry.highest > prev:  # seen beyond the receive window, not kept (see _hold)
+            gaps.add(prev + 1, entry.highest)
         return gaps
 
     # ---- resync -------------------------------------------------------------------------------

@@ -164,6 +164,10 @@ class SyncResync(Resync):
         out: list[Action] = [u3._log(now, "sync_rx", peer=src, phase="sync_ok", seqno=low, conn_id=conn_id)]
         sync = u3._syncs.get(src)
         entry = u3.recv_table.get(src)
+        if conn_id != 0 and low == 0:
+            # Low is the first seqno to deliver, at least 1: a window at -1 could not be acked.
+            out.append(u3._log(now, "drop", peer=src, type="SYNC_OK", conn_id=conn_id, reason="low is zero"))
+            return out
         if sync is None or hdr.nonce != sync.nonce:
             if entry is not None and entry.conn_id == conn_id and hdr.nonce == self._synced_nonce.get(src):
                 out.extend(self._send_sync_ack(src, conn_id, hdr.nonce, now))  # our SYNC-ACK was lost
@@ -205,7 +209,7 @@ class SyncResync(Resync):
         out.extend(self._send_sync_ack(src, conn_id, hdr.nonce, now))
         # What came while syncing belongs to this window if it carries its conn-id or the one it
         # replaced (the sender re-keys without renumbering); then deliver and ack as usual.
-        self._replay(entry, sync.cache, (conn_id, hdr.prev_conn_id))
+        self._replay(entry, sync.cache, (conn_id, hdr.prev_conn_id), now, out)
         delivered: list[Message] = []
         u3._deliver(entry, now, out, delivered)
         if delivered:
@@ -214,12 +218,14 @@ class SyncResync(Resync):
             out.extend(u3._maybe_ack(entry, now, batch_size=len(delivered)))
         return out
 
-    def _replay(self, entry: ReceiverEntry, cache: list[Message], conn_ids: tuple[int, int]) -> None:
+    def _replay(self, entry: ReceiverEntry, cache: list[Message], conn_ids: tuple[int, int], now: float,
+                out: list[Action]) -> None:
         for msg in cache:
             hdr = msg.headers[PROTO_ID]
-            if hdr.conn_id in conn_ids and hdr.seqno > entry.delivered and hdr.seqno not in entry.msgs:
-                entry.msgs[hdr.seqno] = msg
-                entry.highest = max(entry.highest, hdr.seqno)
+            if (hdr.conn_id in conn_ids and hdr.seqno > entry.delivered and hdr.seqno not in entry.msgs
+                    and not self.u3._hold(entry, hdr.seqno, msg)):
+                out.append(self.u3._log(now, "drop", peer=entry.peer, seqno=hdr.seqno, conn_id=hdr.conn_id,
+                                        type="DATA", reason="beyond the receive window"))
 
     def _send_sync_ack(self, peer: str, conn_id: int, nonce: int, now: float) -> list[Action]:
         return self.u3._ctrl("sync_tx", peer, now, U3Header(MsgType.SYNC_ACK, conn_id=conn_id, nonce=nonce),

@@ -5,6 +5,7 @@ from __future__ import annotations
 from ..layer import Layer
 from ..protocols import ProtocolSpec, Rng
 from .config import MUTATION_RESYNC, MUTATIONS, Unicast3Config
+from .fuzz import fuzz_header
 from .header import CODEC, MsgType
 from .protocol import Unicast3
 
@@ -35,4 +36,5 @@ SPEC = ProtocolSpec(
     chaos_drop_types=("DATA", "DATA", "ACK", "ACK", "XMIT_REQ", "SYNC", "SYNC_OK", "SYNC_ACK",
                       "SEND_FIRST_SEQNO", "CLOSE"),
     variant_key="resync",
+    fuzz=fuzz_header,
 )
