@@ -307,3 +307,15 @@ async def test_fault_rules_via_the_api_and_the_protocol_recovers(tmp_path, trans
         _, state = await api_a.call("GET", "/state", token=None)
         assert state["faults"]["counters"]["delayed"] > 0
         assert state["unicast3"]["counters"].get("retransmit", 0) > 0
+
+
+async def test_metrics_count_what_the_protocol_rejected(pair):
+    """A message the protocol drops (DATA with seqno 0, which could open a window at -1) shows in
+    splitbrain_protocol_drops_total by type."""
+    from node.message import Message
+    from node.unicast3.header import PROTO_ID, MsgType, U3Header
+
+    (_, api_b), (_, b) = pair
+    b.stack.receive([Message("A", "B", b"", {PROTO_ID: U3Header(MsgType.DATA, 0, 5, True)})], b.now())
+    _, text = await api_b.call("GET", "/metrics", token=None)
+    assert 'splitbrain_protocol_drops_total{type="DATA"} 1.0' in text, text

@@ -49,6 +49,12 @@ class NodeCollector:
             if direction in ("tx", "rx") and mtype.isupper():
                 msgs.add_metric([mtype, "out" if direction == "tx" else "in"], value)
         yield msgs
+        drops = CounterMetricFamily(P + "protocol_drops", "Messages a protocol layer rejected, by message type",
+                                    labels=["type"])
+        for key, value in sorted(counters.items()):
+            if key.startswith("dropped_"):
+                drops.add_metric([key[len("dropped_"):]], value)
+        yield drops
         yield _counter("retransmissions", "DATA messages sent again", counters.get("retransmit", 0))
         yield _counter("xmit_reqs", "XMIT-REQs sent", counters.get("xmit_reqs", 0))
         yield _counter("duplicate_messages_received", "DATA messages received twice",
