@@ -28,8 +28,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeat", type=int, default=3, help="runs per check; the best is shown (default 3)")
     args = parser.parse_args(argv)
 
-    data = {"protocol": "unicast3", **bench_protocol.lossy_scenario(
-        "checks", bench_protocol.mesh_workload(args.duration), args.duration)}
+    data = {
+        "protocol": "unicast3",
+        **bench_protocol.lossy_scenario("checks", bench_protocol.mesh_workload(args.duration), args.duration),
+    }
     result = bench_protocol.simulate(data, check_invariants=False)
     events = result.all_events()
     print(f"log: {len(events):,} events, {result.stats['msgs_sent']:,} messages sent\n")

@@ -91,8 +91,12 @@ def scenario_wall(name: str, backend: str, repeat: int, workdir: Path, client=No
     scenario_s = 0.0
     for _ in range(repeat):
         t0 = time.monotonic()
-        outcome = run_scenario(load_scenario(path), backend=backend, out=workdir / f"runs-{backend}",
-                               backend_options={"client": client} if client is not None else None)
+        outcome = run_scenario(
+            load_scenario(path),
+            backend=backend,
+            out=workdir / f"runs-{backend}",
+            backend_options={"client": client} if client is not None else None,
+        )
         walls.append(time.monotonic() - t0)
         scenario_s = outcome.result.stats.get("scenario_time_s", 0.0)
         ok = ok and outcome.verdict.passed
@@ -102,13 +106,25 @@ def scenario_wall(name: str, backend: str, repeat: int, workdir: Path, client=No
 # ---- 3. throughput --------------------------------------------------------------------------------
 
 
-def throughput(backend_name: str, backend, transport: str, injector: str | None, measure_s: float,
-               repeat: int, workdir: Path, size: int = 100) -> dict:
+def throughput(
+    backend_name: str,
+    backend,
+    transport: str,
+    injector: str | None,
+    measure_s: float,
+    repeat: int,
+    workdir: Path,
+    size: int = 100,
+) -> dict:
     rates, p50s, p99s, retx = [], [], [], []
     for i in range(repeat):
         sc = cluster_scenario(2, transport=transport, name=f"tput-{transport}")
-        cluster = backend.create_cluster(sc, workdir / f"{backend_name}-{transport}-{injector}-{i}", seed=i,
-                                         options=ClusterOptions(injector=injector))
+        cluster = backend.create_cluster(
+            sc,
+            workdir / f"{backend_name}-{transport}-{injector}-{i}",
+            seed=i,
+            options=ClusterOptions(injector=injector),
+        )
         with cluster:
             cluster.start()
             a, b = cluster.admin("A"), cluster.admin("B")
@@ -122,9 +138,12 @@ def throughput(backend_name: str, backend, transport: str, injector: str | None,
             count = max(64 * 50, int(rough * measure_s) // 64 * 64)
             retx0 = a.state()["unicast3"]["counters"].get("retransmit", 0)
             a.send("B", rate=0, count=count, size=size, stream=1)
-            wait_for(lambda: delivered_count(b, "A", 1) >= count,  # noqa: B023 - called here, in this iteration
-                     max(120, measure_s * 30), f"{count} delivered",
-                     every_s=0.05)
+            wait_for(
+                lambda: delivered_count(b, "A", 1) >= count,  # noqa: B023 - called here, in this iteration
+                max(120, measure_s * 30),
+                f"{count} delivered",
+                every_s=0.05,
+            )
             sa, sb = a.get("/samples"), b.get("/samples")
             stream = next(s for s in a.streams() if s["stream"] == 1)
             delivered_at = dict((n, t) for n, t in sb["delivered"]["A"]["1"])
@@ -134,8 +153,13 @@ def throughput(backend_name: str, backend, transport: str, injector: str | None,
             p50s.append(percentile(lat, 0.5))
             p99s.append(percentile(lat, 0.99))
             retx.append(a.state()["unicast3"]["counters"].get("retransmit", 0) - retx0)
-    return {"msgs_s": med(rates), "best_msgs_s": max(rates), "p50_ms": med(p50s), "p99_ms": med(p99s),
-            "retx": med(retx)}
+    return {
+        "msgs_s": med(rates),
+        "best_msgs_s": max(rates),
+        "p50_ms": med(p50s),
+        "p99_ms": med(p99s),
+        "retx": med(retx),
+    }
 
 
 # ---- 4. image build ----------------------------------------------------------------------------------
@@ -153,16 +177,29 @@ def image_builds(from_nothing: bool) -> list[tuple[str, float, str]]:
     if from_nothing:
         seconds, code, _ = timed([*ci, "clean", "--all"])
         seconds, code, out = timed([*ci, "all"])
-        rows.append(("from nothing: `ci/images clean --all && ci/images all`", seconds,
-                     "ok" if code == 0 else f"exit {code}: {out[-300:]}"))
+        rows.append(
+            (
+                "from nothing: `ci/images clean --all && ci/images all`",
+                seconds,
+                "ok" if code == 0 else f"exit {code}: {out[-300:]}",
+            )
+        )
     seconds, code, out = timed([*ci, "all"])
     note = "current: nothing built" if "node image is current" in out else "built (sources had changed)"
     rows.append(("`ci/images all` (first call)", seconds, note if code == 0 else f"exit {code}"))
     seconds, code, out = timed([*ci, "node", "--force"])
-    steps = [line.split("ci/images: ", 1)[1] for line in out.splitlines()
-             if line.startswith("ci/images: ") and line.rstrip().endswith(" s")]
-    rows.append(("`ci/images node --force` (from the layer cache)", seconds,
-                 ("; ".join(steps[-3:]) if code == 0 else f"exit {code}")))
+    steps = [
+        line.split("ci/images: ", 1)[1]
+        for line in out.splitlines()
+        if line.startswith("ci/images: ") and line.rstrip().endswith(" s")
+    ]
+    rows.append(
+        (
+            "`ci/images node --force` (from the layer cache)",
+            seconds,
+            ("; ".join(steps[-3:]) if code == 0 else f"exit {code}"),
+        )
+    )
     seconds, code, out = timed([*ci, "all"])
     rows.append(("`ci/images all` when current", seconds, "ok" if code == 0 else f"exit {code}"))
     return rows
@@ -177,8 +214,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--measure-s", type=float, default=3.0)
     parser.add_argument("--skip-build", action="store_true", help="no image build measurements")
-    parser.add_argument("--from-nothing", action="store_true",
-                        help="also time a build from nothing (removes every splitbrain image and container!)")
+    parser.add_argument(
+        "--from-nothing",
+        action="store_true",
+        help="also time a build from nothing (removes every splitbrain image and container!)",
+    )
     args = parser.parse_args(argv)
     repeat = 1 if args.quick else args.repeat
     measure_s = 1.5 if args.quick else args.measure_s
@@ -206,19 +246,27 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="bench-docker-") as tmp:
         work = Path(tmp)
         print("## Cluster start (all healthy) and teardown\n")
-        print("| backend | nodes | start (median) | start (best) | teardown | image check | network | "
-              "create+start | health wait |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+        print(
+            "| backend | nodes | start (median) | start (best) | teardown | image check | network | "
+            "create+start | health wait |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|"
+        )
         for name, backend in (("local", local), ("docker", docker)):
             r = start_teardown(name, backend, 5, repeat, work)
-            extra = (f"{r['image_s']:.2f} s | {r['network_s']:.2f} s | {r['containers_s']:.2f} s | "
-                     f"{r['healthy_s']:.2f} s" if "image_s" in r else "- | - | - | -")
-            print(f"| {name} | 5 | {r['start_s']:.2f} s | {r['start_min_s']:.2f} s | {r['teardown_s']:.2f} s "
-                  f"| {extra} |")
+            extra = (
+                f"{r['image_s']:.2f} s | {r['network_s']:.2f} s | {r['containers_s']:.2f} s | {r['healthy_s']:.2f} s"
+                if "image_s" in r
+                else "- | - | - | -"
+            )
+            print(
+                f"| {name} | 5 | {r['start_s']:.2f} s | {r['start_min_s']:.2f} s | {r['teardown_s']:.2f} s | {extra} |"
+            )
         print()
 
         print("## Overhead per scenario (run_scenario wall time)\n")
-        print("| scenario | scenario time | local wall | docker wall | docker - local | all passed |\n"
-              "|---|---:|---:|---:|---:|---|")
+        print(
+            "| scenario | scenario time | local wall | docker wall | docker - local | all passed |\n"
+            "|---|---:|---:|---:|---:|---|"
+        )
         for name in ("smoke", "steady"):
             lw, ls, lok = scenario_wall(name, "local", repeat, work)
             dw, ds, dok = scenario_wall(name, "docker", repeat, work, client=docker.client)
@@ -226,19 +274,25 @@ def main(argv: list[str] | None = None) -> int:
         print()
 
         print(f"## UNICAST3 throughput, 2 nodes, 100 B, rate 0 (median of {repeat}, {measure_s:g} s each)\n")
-        print("| transport | path | local msgs/s | docker msgs/s | docker / local | p50 local / docker (ms) | "
-              "retx local / docker |\n|---|---|---:|---:|---:|---:|---:|")
+        print(
+            "| transport | path | local msgs/s | docker msgs/s | docker / local | p50 local / docker (ms) | "
+            "retx local / docker |\n|---|---|---:|---:|---:|---:|---:|"
+        )
         for transport in ("udp", "tcp"):
             lr = throughput("local", local, transport, None, measure_s, repeat, work)
             dr = throughput("docker", docker, transport, "iptables", measure_s, repeat, work)
-            print(f"| {transport} | direct | {lr['msgs_s']:,.0f} | {dr['msgs_s']:,.0f} | "
-                  f"{dr['msgs_s'] / lr['msgs_s']:.2f} | {lr['p50_ms']:.1f} / {dr['p50_ms']:.1f} | "
-                  f"{lr['retx']:.0f} / {dr['retx']:.0f} |")
+            print(
+                f"| {transport} | direct | {lr['msgs_s']:,.0f} | {dr['msgs_s']:,.0f} | "
+                f"{dr['msgs_s'] / lr['msgs_s']:.2f} | {lr['p50_ms']:.1f} / {dr['p50_ms']:.1f} | "
+                f"{lr['retx']:.0f} / {dr['retx']:.0f} |"
+            )
             if transport == "tcp":
                 pr = throughput("docker", docker, "tcp", "toxiproxy", measure_s, repeat, work)
-                print(f"| tcp | docker via Toxiproxy | {lr['msgs_s']:,.0f} | {pr['msgs_s']:,.0f} | "
-                      f"{pr['msgs_s'] / lr['msgs_s']:.2f} | {lr['p50_ms']:.1f} / {pr['p50_ms']:.1f} | "
-                      f"{lr['retx']:.0f} / {pr['retx']:.0f} |")
+                print(
+                    f"| tcp | docker via Toxiproxy | {lr['msgs_s']:,.0f} | {pr['msgs_s']:,.0f} | "
+                    f"{pr['msgs_s'] / lr['msgs_s']:.2f} | {lr['p50_ms']:.1f} / {pr['p50_ms']:.1f} | "
+                    f"{lr['retx']:.0f} / {pr['retx']:.0f} |"
+                )
         print()
     return 0
 

@@ -56,7 +56,7 @@ def run(count: int, seconds: float, workdir: Path) -> dict:
         t0 = time.monotonic()
         with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
             while sent < count and time.monotonic() - t0 < seconds:
-                for data in datagrams[sent:sent + BURST]:
+                for data in datagrams[sent : sent + BURST]:
                     sock.sendto(data, (host, int(port)))
                 sent = min(count, sent + BURST)
                 client.get("/health")
@@ -68,17 +68,26 @@ def run(count: int, seconds: float, workdir: Path) -> dict:
 
         text = wait_for(all_counted, 10, what="every datagram counted")
         received = metric(text, "splitbrain_frames_total", direction="in")
-        dropped = sum(metric(text, "splitbrain_dropped_frames_total", direction="in", reason=r)
-                      for r in ("malformed", "wrong_dest", "unknown_src"))
+        dropped = sum(
+            metric(text, "splitbrain_dropped_frames_total", direction="in", reason=r)
+            for r in ("malformed", "wrong_dest", "unknown_src")
+        )
         assert node.stop() == 0, node.stderr_tail()
     finally:
         node.kill()
     path = Path(cfg_b["events"])
     events = [json.loads(line) for line in path.read_text().splitlines()]
     drops = [ev for ev in events if ev["kind"] == "drop"]
-    return {"sent": sent, "flood_s": round(flood_s, 2), "frames_in": int(received), "dropped_metric": int(dropped),
-            "lines": len(events), "bytes": path.stat().st_size, "drop_lines": len(drops),
-            "drop_count_sum": sum(ev.get("count", 1) for ev in drops)}
+    return {
+        "sent": sent,
+        "flood_s": round(flood_s, 2),
+        "frames_in": int(received),
+        "dropped_metric": int(dropped),
+        "lines": len(events),
+        "bytes": path.stat().st_size,
+        "drop_lines": len(drops),
+        "drop_count_sum": sum(ev.get("count", 1) for ev in drops),
+    }
 
 
 def main() -> int:

@@ -43,12 +43,16 @@ def fuzz(protocol: str, seed: int, config: dict[str, object], inputs: int, secon
     wall = time.perf_counter() - start
     stats = fuzzer.stats
     print(f"### {protocol} (seed {seed}, config {config or 'default'})\n")
-    print("| inputs | messages | wall s | inputs/s | peak RSS MiB (before -> after) | max recv window "
-          "| max work / input | delivered |")
+    print(
+        "| inputs | messages | wall s | inputs/s | peak RSS MiB (before -> after) | max recv window "
+        "| max work / input | delivered |"
+    )
     print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
-    print(f"| {stats.inputs:,} | {stats.messages:,} | {wall:.1f} | {stats.inputs / wall:,.0f} "
-          f"| {rss_before:.1f} -> {peak_rss_mib():.1f} | {stats.max_pending} | {stats.max_work} "
-          f"| {stats.delivered:,} |\n")
+    print(
+        f"| {stats.inputs:,} | {stats.messages:,} | {wall:.1f} | {stats.inputs / wall:,.0f} "
+        f"| {rss_before:.1f} -> {peak_rss_mib():.1f} | {stats.max_pending} | {stats.max_work} "
+        f"| {stats.delivered:,} |\n"
+    )
     print("| rejection reason | count |\n| --- | ---: |")
     for reason, count in stats.rejections.most_common():
         print(f"| {reason} | {count:,} |")
@@ -61,12 +65,21 @@ def main() -> int:
     ap.add_argument("--inputs", type=int, default=10_000_000, help="inputs per protocol (default 10 M)")
     ap.add_argument("--seconds", type=float, default=900.0, help="wall-time bound per protocol")
     ap.add_argument("--seed", type=int, default=1)
-    ap.add_argument("--max-pending", type=int, default=100_000,
-                    help="a receive window holding more messages fails the run (default: UNICAST3's "
-                         "max_recv_window_seqnos; pass the window you configure)")
+    ap.add_argument(
+        "--max-pending",
+        type=int,
+        default=100_000,
+        help="a receive window holding more messages fails the run (default: UNICAST3's "
+        "max_recv_window_seqnos; pass the window you configure)",
+    )
     ap.add_argument("--protocol", action="append", help="fuzz only these (default: every fuzzable one)")
-    ap.add_argument("--config", action="append", default=[], metavar="KEY=VALUE",
-                    help="a protocol setting; the value is read as JSON when it parses (16, \"sync\")")
+    ap.add_argument(
+        "--config",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help='a protocol setting; the value is read as JSON when it parses (16, "sync")',
+    )
     args = ap.parse_args()
     config: dict[str, object] = {}
     for item in args.config:

@@ -49,8 +49,16 @@ def measure_mutant(name: str, seeds: int) -> dict:
     if first is not None and first.outcome != "crash":
         data = mt.with_mutation(mt.chaos_scenario(first.seed, resync=mode), name)
         shrunk = mt.shrink(data, first.seed, mt.killed_by(first.failed[0], first.seed))
-    return {"name": name, "mode": mode or "any", "kills": kills, "first": first, "seeds": seeds,
-            "hunt_s": hunt_s, "shrunk": shrunk, "wall_s": time.perf_counter() - t0}
+    return {
+        "name": name,
+        "mode": mode or "any",
+        "kills": kills,
+        "first": first,
+        "seeds": seeds,
+        "hunt_s": hunt_s,
+        "shrunk": shrunk,
+        "wall_s": time.perf_counter() - t0,
+    }
 
 
 def measure_baseline(seeds: range) -> dict:
@@ -84,23 +92,43 @@ def main(argv: list[str] | None = None) -> int:
     for r in rows:
         first = r["first"]
         shrunk = r["shrunk"]
-        out.append([
-            r["name"], r["mode"], "killed" if first else "SURVIVED",
-            ", ".join(first.failed) if first else "-",
-            first.seed + 1 if first else "-",
-            f"{len(r['kills'])}/{r['seeds']}",
-            "crash" if first is not None and first.outcome == "crash" else "-",
-            f"{shrunk.steps_before} -> {shrunk.steps_after}" if shrunk else "-",
-            f"{r['wall_s']:.1f}",
-        ])
-    print(table(["mutant", "resync", "result", "checks (first kill)", "seeds to kill", "kill rate",
-                 "crash", "shrunk steps", "wall s (hunt+shrink)"], out))
+        out.append(
+            [
+                r["name"],
+                r["mode"],
+                "killed" if first else "SURVIVED",
+                ", ".join(first.failed) if first else "-",
+                first.seed + 1 if first else "-",
+                f"{len(r['kills'])}/{r['seeds']}",
+                "crash" if first is not None and first.outcome == "crash" else "-",
+                f"{shrunk.steps_before} -> {shrunk.steps_after}" if shrunk else "-",
+                f"{r['wall_s']:.1f}",
+            ]
+        )
+    print(
+        table(
+            [
+                "mutant",
+                "resync",
+                "result",
+                "checks (first kill)",
+                "seeds to kill",
+                "kill rate",
+                "crash",
+                "shrunk steps",
+                "wall s (hunt+shrink)",
+            ],
+            out,
+        )
+    )
     print(f"\nmutation score: {killed}/{len(rows)}")
     runs = sum(p["runs"] for p in parts)
     failures = [f for p in parts for f in p["failures"]]
     print(f"\n## Unmutated protocol: {base} schedules x {len(mt.CHAOS_MODES)} resync modes\n")
-    print(f"false failures: {len(failures)} of {runs} runs; baseline wall (sum over workers) "
-          f"{sum(p['wall_s'] for p in parts):.1f} s")
+    print(
+        f"false failures: {len(failures)} of {runs} runs; baseline wall (sum over workers) "
+        f"{sum(p['wall_s'] for p in parts):.1f} s"
+    )
     for f in failures:
         print(f"- seed {f['seed']} resync {f['resync']}: {f['outcome']} {', '.join(f['checks'])}: {f['explanation']}")
     print(f"\ntotal wall time: {wall:.1f} s with {args.jobs} worker(s)")

@@ -53,8 +53,10 @@ class Case:
 
     @property
     def label(self) -> str:
-        return (f"{self.transport}-{self.size}{'' if self.bundling else '-nobundle'}"
-                f"{'-log' if self.event_log else ''}{'-fastack' if self.fast_acks else ''}")
+        return (
+            f"{self.transport}-{self.size}{'' if self.bundling else '-nobundle'}"
+            f"{'-log' if self.event_log else ''}{'-fastack' if self.fast_acks else ''}"
+        )
 
 
 @dataclass
@@ -93,8 +95,13 @@ def all_cases() -> list[Case]:
 
 
 QUICK_CASES = [
-    Case("udp", 100), Case("udp", 100, event_log=True), Case("udp", 100, bundling=False),
-    Case("udp", 1000), Case("tcp", 100), Case("tcp", 100, event_log=True), Case("tcp", 1000),
+    Case("udp", 100),
+    Case("udp", 100, event_log=True),
+    Case("udp", 100, bundling=False),
+    Case("udp", 1000),
+    Case("tcp", 100),
+    Case("tcp", 100, event_log=True),
+    Case("tcp", 1000),
 ]
 
 
@@ -126,13 +133,16 @@ def run_case(case: Case, measure_s: float, paced: bool, workdir: Path, profile: 
     host_a, host_b = unique_host(), unique_host()
     pa, pb = free_port(host_a), free_port(host_b)
     epoch = time.time()
-    common = {"transport": case.transport, "bundling": case.bundling, "event_log": case.event_log,
-              "epoch": epoch, "admin_token": "bench",
-              "config": {"ack_min_interval": 0.005} if case.fast_acks else {}}
-    cfg_a = {"name": "A", "bind": f"{host_a}:{pa}", "admin": f"{host_a}:0", "peers": {"B": f"{host_b}:{pb}"},
-             **common}
-    cfg_b = {"name": "B", "bind": f"{host_b}:{pb}", "admin": f"{host_b}:0", "peers": {"A": f"{host_a}:{pa}"},
-             **common}
+    common = {
+        "transport": case.transport,
+        "bundling": case.bundling,
+        "event_log": case.event_log,
+        "epoch": epoch,
+        "admin_token": "bench",
+        "config": {"ack_min_interval": 0.005} if case.fast_acks else {},
+    }
+    cfg_a = {"name": "A", "bind": f"{host_a}:{pa}", "admin": f"{host_a}:0", "peers": {"B": f"{host_b}:{pb}"}, **common}
+    cfg_b = {"name": "B", "bind": f"{host_b}:{pb}", "admin": f"{host_b}:0", "peers": {"A": f"{host_a}:{pa}"}, **common}
     case_dir = workdir / case.label
     if case.event_log:
         cfg_a["events"] = str(case_dir / "A" / "events.jsonl")
@@ -157,8 +167,12 @@ def run_case(case: Case, measure_s: float, paced: bool, workdir: Path, profile: 
 
         cpu0 = (cpu_seconds(a.proc.pid), cpu_seconds(b.proc.pid), time.monotonic())
         ca.post("/send", {"to": "B", "count": count, "rate": 0, "size": case.size, "stream": 1})
-        wait_for(lambda: delivered_count(cb, "A", 1) >= count, max(60, measure_s * 20), 0.05,
-                 f"{count} messages delivered ({case.label})")
+        wait_for(
+            lambda: delivered_count(cb, "A", 1) >= count,
+            max(60, measure_s * 20),
+            0.05,
+            f"{count} messages delivered ({case.label})",
+        )
         cpu1 = (cpu_seconds(a.proc.pid), cpu_seconds(b.proc.pid), time.monotonic())
         sa, sb = ca.get("/samples"), cb.get("/samples")
         stream = next(s for s in ca.get("/streams")["streams"] if s["stream"] == 1)
@@ -166,9 +180,16 @@ def run_case(case: Case, measure_s: float, paced: bool, workdir: Path, profile: 
         elapsed = deliv[count] - stream["started"]
         lat = latencies_ms(sa["sent"]["1"], sb["delivered"]["A"]["1"])
         retx = ca.get("/state")["unicast3"]["counters"].get("retransmit", 0) - retx0
-        result = Result(case, count, count / elapsed, percentile(lat, 0.5), percentile(lat, 0.99),
-                        retransmissions=retx, cpu_a=(cpu1[0] - cpu0[0]) / (cpu1[2] - cpu0[2]),
-                        cpu_b=(cpu1[1] - cpu0[1]) / (cpu1[2] - cpu0[2]))
+        result = Result(
+            case,
+            count,
+            count / elapsed,
+            percentile(lat, 0.5),
+            percentile(lat, 0.99),
+            retransmissions=retx,
+            cpu_a=(cpu1[0] - cpu0[0]) / (cpu1[2] - cpu0[2]),
+            cpu_b=(cpu1[1] - cpu0[1]) / (cpu1[2] - cpu0[2]),
+        )
         if paced:
             rate = 10_000 if case.bundling else 2_000
             n = int(rate * 1.0) // 64 * 64
@@ -207,9 +228,16 @@ def cost_breakdown(n_msgs: int = 100_000, batch: int = 1024, rounds: int = 3) ->
     from node.runtime.workload import Delivered, make_payload
     from node.unicast3 import Unicast3
 
-    steps = ["payload + Message", "Stack.send_batch (UNICAST3 down)", "bundle: wire.split_into_frames",
-             "wire.decode_frame", "Stack.receive (UNICAST3 up, deliver, ack)", "delivered bookkeeping",
-             "event log: encode + write (sender)", "event log: encode + write (receiver)"]
+    steps = [
+        "payload + Message",
+        "Stack.send_batch (UNICAST3 down)",
+        "bundle: wire.split_into_frames",
+        "wire.decode_frame",
+        "Stack.receive (UNICAST3 up, deliver, ack)",
+        "delivered bookkeeping",
+        "event log: encode + write (sender)",
+        "event log: encode + write (receiver)",
+    ]
     best = dict.fromkeys(steps, float("inf"))
     loop = asyncio.new_event_loop()
     was = gc.isenabled()
@@ -251,8 +279,9 @@ def cost_breakdown(n_msgs: int = 100_000, batch: int = 1024, rounds: int = 3) ->
                     t8 = clock()
                     a.receive(acks, now)
                     a.take()
-                    for step, dt in zip(steps, (t1 - t0, t2 - t1, t3 - t2, t4 - t3, t5 - t4, t6 - t5, t7 - t6,
-                                                t8 - t7)):
+                    for step, dt in zip(
+                        steps, (t1 - t0, t2 - t1, t3 - t2, t4 - t3, t5 - t4, t6 - t5, t7 - t6, t8 - t7)
+                    ):
                         spent[step] += dt
                 assert delivered.total == n_msgs and not a.layer(Unicast3).send_table["B"].msgs
                 log_a.close()
@@ -299,41 +328,75 @@ def main(argv: list[str] | None = None) -> int:
             for i in range(max(1, args.repeat)):
                 runs.append(run_case(case, measure_s, paced, workdir / f"{i}", args.profile))
                 r = runs[-1]
-                print(f"  {case.label}: {r.msgs_per_s:,.0f} msgs/s ({r.count} msgs, {r.wall_s:.1f}s, "
-                      f"CPU {r.cpu_a:.0%}/{r.cpu_b:.0%})", file=sys.stderr)
+                print(
+                    f"  {case.label}: {r.msgs_per_s:,.0f} msgs/s ({r.count} msgs, {r.wall_s:.1f}s, "
+                    f"CPU {r.cpu_a:.0%}/{r.cpu_b:.0%})",
+                    file=sys.stderr,
+                )
             runs.sort(key=lambda r: r.msgs_per_s)
             results.append(runs[len(runs) // 2])
     print("## Node daemon: 2 nodes on loopback, UNICAST3, A -> B\n")
-    headers = ["transport", "payload B", "bundling", "event log", "acks", "msgs", "msgs/s", "MB/s (payload)",
-               "loaded p50 ms", "loaded p99 ms", "retx", "CPU A", "CPU B", "msgs/s per busy core"]
+    headers = [
+        "transport",
+        "payload B",
+        "bundling",
+        "event log",
+        "acks",
+        "msgs",
+        "msgs/s",
+        "MB/s (payload)",
+        "loaded p50 ms",
+        "loaded p99 ms",
+        "retx",
+        "CPU A",
+        "CPU B",
+        "msgs/s per busy core",
+    ]
     if paced:
         headers += ["paced rate", "paced p50 ms", "paced p99 ms"]
     print("| " + " | ".join(headers) + " |")
     print("|" + "|".join(" --- " for _ in headers) + "|")
     for r in results:
         c = r.case
-        row = [c.transport, c.size, "on" if c.bundling else "off", "on" if c.event_log else "off",
-               "5 ms" if c.fast_acks else "default", r.count,
-               f"{r.msgs_per_s:,.0f}", f"{r.msgs_per_s * c.size / 1e6:.1f}", fmt(r.p50_ms), fmt(r.p99_ms),
-               r.retransmissions, f"{r.cpu_a:.0%}", f"{r.cpu_b:.0%}", f"{r.per_core:,.0f}"]
+        row = [
+            c.transport,
+            c.size,
+            "on" if c.bundling else "off",
+            "on" if c.event_log else "off",
+            "5 ms" if c.fast_acks else "default",
+            r.count,
+            f"{r.msgs_per_s:,.0f}",
+            f"{r.msgs_per_s * c.size / 1e6:.1f}",
+            fmt(r.p50_ms),
+            fmt(r.p99_ms),
+            r.retransmissions,
+            f"{r.cpu_a:.0%}",
+            f"{r.cpu_b:.0%}",
+            f"{r.per_core:,.0f}",
+        ]
         if paced:
             row += [r.paced_rate or "-", fmt(r.paced_p50_ms, 2), fmt(r.paced_p99_ms, 2)]
         print("| " + " | ".join(str(x) for x in row) + " |")
     # The cost of the event log, per transport and size, where both variants ran.
-    by = {(r.case.transport, r.case.size, r.case.bundling, r.case.event_log): r for r in results
-          if not r.case.fast_acks}
+    by = {
+        (r.case.transport, r.case.size, r.case.bundling, r.case.event_log): r for r in results if not r.case.fast_acks
+    }
     lines = []
     for (transport, size, bundling, log_on), r in sorted(by.items()):
         if log_on and (transport, size, bundling, False) in by:
             base = by[(transport, size, bundling, False)]
-            lines.append(f"- event log cost, {transport} {size} B bundling {'on' if bundling else 'off'}: "
-                         f"{(1 - r.msgs_per_s / base.msgs_per_s) * 100:.1f} % of msgs/s, "
-                         f"{(1 - r.per_core / base.per_core) * 100:.1f} % of msgs/s per busy core")
+            lines.append(
+                f"- event log cost, {transport} {size} B bundling {'on' if bundling else 'off'}: "
+                f"{(1 - r.msgs_per_s / base.msgs_per_s) * 100:.1f} % of msgs/s, "
+                f"{(1 - r.per_core / base.per_core) * 100:.1f} % of msgs/s per busy core"
+            )
     udp100 = by.get(("udp", 100, True, False))
     if udp100:
-        lines.append(f"- goal: {GOAL_100B_UDP:,} msgs/s at 100 B over UDP: "
-                     f"{'met' if udp100.msgs_per_s >= GOAL_100B_UDP else 'not met'} ({udp100.msgs_per_s:,.0f} msgs/s; "
-                     f"{udp100.per_core:,.0f} per busy core, CPU {udp100.cpu_a:.0%} / {udp100.cpu_b:.0%})")
+        lines.append(
+            f"- goal: {GOAL_100B_UDP:,} msgs/s at 100 B over UDP: "
+            f"{'met' if udp100.msgs_per_s >= GOAL_100B_UDP else 'not met'} ({udp100.msgs_per_s:,.0f} msgs/s; "
+            f"{udp100.per_core:,.0f} per busy core, CPU {udp100.cpu_a:.0%} / {udp100.cpu_b:.0%})"
+        )
     print("\n" + "\n".join(lines))
     print("\n## Where a message's CPU time goes (in-process, no sockets, 100 B, µs per message)\n")
     print("| step | side | µs/msg |")

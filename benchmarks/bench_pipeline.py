@@ -92,8 +92,10 @@ def generate(spark, n_events: int, out: Path) -> dict:
         return F.struct(*cols)
 
     base = spark.range(runs * len(LINKS) * m).select(
-        F.expr(f"id div {len(LINKS) * m}").alias("r"), F.expr(f"(id div {m}) % {len(LINKS)}").alias("l"),
-        (F.col("id") % m).alias("n"))
+        F.expr(f"id div {len(LINKS) * m}").alias("r"),
+        F.expr(f"(id div {m}) % {len(LINKS)}").alias("l"),
+        (F.col("id") % m).alias("n"),
+    )
     src = F.element_at(F.array(*[F.lit(x) for x, _ in LINKS]), (F.col("l") + 1).cast("int"))
     dst = F.element_at(F.array(*[F.lit(y) for _, y in LINKS]), (F.col("l") + 1).cast("int"))
     n, li, r = F.col("n"), F.col("l"), F.col("r")
@@ -103,53 +105,192 @@ def generate(spark, n_events: int, out: Path) -> dict:
     conn = F.lit(1000) + li
     lost = ((r % 10) == 3) & (li == 0) & (n == F.lit(m // 2))
     msg_events = F.array(
-        ev(v=1, t=t_send, node=src, proto="unicast3", kind="send", peer=dst, seqno=n + 1, conn_id=conn, app=app,
-           bytes=100),
-        F.when(~lost, ev(v=1, t=t_deliver, node=dst, proto="unicast3", kind="deliver", peer=src, seqno=n + 1,
-                         conn_id=conn, app=app, bytes=100)),
-        F.when(n % 10 == 9, ev(v=1, t=t_deliver + 0.0001, node=dst, proto="unicast3", kind="ack_tx", peer=src,
-                               seqno=n + 1, conn_id=conn)),
-        F.when(n % 10 == 9, ev(v=1, t=t_deliver + 0.0002, node=src, proto="unicast3", kind="ack_rx", peer=dst,
-                               seqno=n + 1, conn_id=conn)),
-        F.when(n % 50 == 7, ev(v=1, t=t_send + 0.005, node=src, proto="unicast3", kind="retransmit", peer=dst,
-                               seqno=n + 1, conn_id=conn, reason="xmit")),
+        ev(
+            v=1,
+            t=t_send,
+            node=src,
+            proto="unicast3",
+            kind="send",
+            peer=dst,
+            seqno=n + 1,
+            conn_id=conn,
+            app=app,
+            bytes=100,
+        ),
+        F.when(
+            ~lost,
+            ev(
+                v=1,
+                t=t_deliver,
+                node=dst,
+                proto="unicast3",
+                kind="deliver",
+                peer=src,
+                seqno=n + 1,
+                conn_id=conn,
+                app=app,
+                bytes=100,
+            ),
+        ),
+        F.when(
+            n % 10 == 9,
+            ev(
+                v=1,
+                t=t_deliver + 0.0001,
+                node=dst,
+                proto="unicast3",
+                kind="ack_tx",
+                peer=src,
+                seqno=n + 1,
+                conn_id=conn,
+            ),
+        ),
+        F.when(
+            n % 10 == 9,
+            ev(
+                v=1,
+                t=t_deliver + 0.0002,
+                node=src,
+                proto="unicast3",
+                kind="ack_rx",
+                peer=dst,
+                seqno=n + 1,
+                conn_id=conn,
+            ),
+        ),
+        F.when(
+            n % 50 == 7,
+            ev(
+                v=1,
+                t=t_send + 0.005,
+                node=src,
+                proto="unicast3",
+                kind="retransmit",
+                peer=dst,
+                seqno=n + 1,
+                conn_id=conn,
+                reason="xmit",
+            ),
+        ),
     )
     msgs = base.select(r, F.explode(msg_events).alias("e")).where(F.col("e").isNotNull())
     fixed = []
     for node in NODES:
         fixed.append(ev(v=1, t=0.0, node=node, proto="node", kind="node_start", incarnation=0))
-        fixed.append(ev(v=1, t=0.0, node=node, proto="unicast3", kind="view", view_id=1,
-                        members=F.array(*[F.lit(x) for x in NODES])))
+        fixed.append(
+            ev(
+                v=1,
+                t=0.0,
+                node=node,
+                proto="unicast3",
+                kind="view",
+                view_id=1,
+                members=F.array(*[F.lit(x) for x in NODES]),
+            )
+        )
         fixed.append(ev(v=1, t=t_end + 0.01, node=node, proto="node", kind="node_stop", reason="stop", incarnation=0))
     for i, (x, y) in enumerate(LINKS):
-        fixed.append(ev(v=1, t=0.01, node=y, proto="unicast3", kind="conn_state", peer=x, side="recv", state="OPEN",
-                        conn_id=1000 + i, low=0, reason="new_window:first"))
-        fixed.append(ev(v=1, t=t_end, node=x, proto="unicast3", kind="window", peer=y, side="send",
-                        conn_id=1000 + i, low=m, high=m, state="OPEN", final=True))
-        fixed.append(ev(v=1, t=t_end, node=y, proto="unicast3", kind="window", peer=x, side="recv",
-                        conn_id=1000 + i, low=m, high=m, state="OPEN", final=True))
-    fixed.append(ev(v=1, t=1.0, node="harness", proto="harness", kind="fault_on", fault="partition",
-                    detail="#0 partition A -> B (one-way)", links=F.array(F.lit("A->B"))))
-    fixed.append(ev(v=1, t=1.5, node="harness", proto="harness", kind="fault_off", fault="partition",
-                    detail="#0 partition A -> B (one-way) (by #1 heal #0)", links=F.array(F.lit("A->B"))))
+        fixed.append(
+            ev(
+                v=1,
+                t=0.01,
+                node=y,
+                proto="unicast3",
+                kind="conn_state",
+                peer=x,
+                side="recv",
+                state="OPEN",
+                conn_id=1000 + i,
+                low=0,
+                reason="new_window:first",
+            )
+        )
+        fixed.append(
+            ev(
+                v=1,
+                t=t_end,
+                node=x,
+                proto="unicast3",
+                kind="window",
+                peer=y,
+                side="send",
+                conn_id=1000 + i,
+                low=m,
+                high=m,
+                state="OPEN",
+                final=True,
+            )
+        )
+        fixed.append(
+            ev(
+                v=1,
+                t=t_end,
+                node=y,
+                proto="unicast3",
+                kind="window",
+                peer=x,
+                side="recv",
+                conn_id=1000 + i,
+                low=m,
+                high=m,
+                state="OPEN",
+                final=True,
+            )
+        )
+    fixed.append(
+        ev(
+            v=1,
+            t=1.0,
+            node="harness",
+            proto="harness",
+            kind="fault_on",
+            fault="partition",
+            detail="#0 partition A -> B (one-way)",
+            links=F.array(F.lit("A->B")),
+        )
+    )
+    fixed.append(
+        ev(
+            v=1,
+            t=1.5,
+            node="harness",
+            proto="harness",
+            kind="fault_off",
+            fault="partition",
+            detail="#0 partition A -> B (one-way) (by #1 heal #0)",
+            links=F.array(F.lit("A->B")),
+        )
+    )
     per_run_df = spark.range(runs).select(F.col("id").alias("r"), F.explode(F.array(*fixed)).alias("e"))
     events = msgs.unionByName(per_run_df).select(
-        F.format_string("bench-%05d", F.col("r")).alias("run_id"), *[F.col("e")[f].alias(f) for f in fields])
+        F.format_string("bench-%05d", F.col("r")).alias("run_id"), *[F.col("e")[f].alias(f) for f in fields]
+    )
     is_h = F.col("node") == "harness"
-    events = events.select("*", F.when(is_h, F.lit("timeline.jsonl"))
-                           .otherwise(F.concat(F.lit("nodes/"), F.col("node"), F.lit("/events.jsonl"))).alias("src"),
-                           F.when(is_h, F.lit("1")).otherwise(F.concat(F.lit("0"), F.col("node"))).alias("file_key"))
+    events = events.select(
+        "*",
+        F.when(is_h, F.lit("timeline.jsonl"))
+        .otherwise(F.concat(F.lit("nodes/"), F.col("node"), F.lit("/events.jsonl")))
+        .alias("src"),
+        F.when(is_h, F.lit("1")).otherwise(F.concat(F.lit("0"), F.col("node"))).alias("file_key"),
+    )
     # JSONL, one file per (run, node), lines in time order.
     tmp = out / "_jsonl"
-    (events.select("run_id", "node", "t", F.to_json(F.struct(*fields)).alias("value"))
-     .repartition("run_id", "node").sortWithinPartitions("run_id", "node", "t")
-     .select("run_id", "node", "value")
-     .write.partitionBy("run_id", "node").text(str(tmp)))
+    (
+        events.select("run_id", "node", "t", F.to_json(F.struct(*fields)).alias("value"))
+        .repartition("run_id", "node")
+        .sortWithinPartitions("run_id", "node", "t")
+        .select("run_id", "node", "value")
+        .write.partitionBy("run_id", "node")
+        .text(str(tmp))
+    )
     for part in tmp.glob("run_id=*/node=*/part-*"):
         run_id = part.parent.parent.name.split("=", 1)[1]
         node = part.parent.name.split("=", 1)[1]
-        dest = (out / "runs" / run_id / "timeline.jsonl" if node == "harness"
-                else out / "runs" / run_id / "nodes" / node / "events.jsonl")
+        dest = (
+            out / "runs" / run_id / "timeline.jsonl"
+            if node == "harness"
+            else out / "runs" / run_id / "nodes" / node / "events.jsonl"
+        )
         dest.parent.mkdir(parents=True, exist_ok=True)
         part.replace(dest)
     shutil.rmtree(tmp)
@@ -160,16 +301,30 @@ def generate(spark, n_events: int, out: Path) -> dict:
 
     w = Window.partitionBy("run_id", "src").orderBy("t")
     wh = out / "warehouse"
-    (with_seq(events.withColumn("line", F.row_number().over(w).cast("long")))
-     .select(*[f.name for f in S.EVENTS_TABLE_SCHEMA.fields])
-     .write.partitionBy("run_id").parquet(str(wh / "events")))
+    (
+        with_seq(events.withColumn("line", F.row_number().over(w).cast("long")))
+        .select(*[f.name for f in S.EVENTS_TABLE_SCHEMA.fields])
+        .write.partitionBy("run_id")
+        .parquet(str(wh / "events"))
+    )
     from datetime import datetime
 
     now = datetime.now(UTC).isoformat()
-    rows = [{**{f.name: None for f in S.RUNS_SCHEMA.fields}, "run_id": f"bench-{i:05d}", "source": "synthetic",
-             "schema_version": S.EVENT_SCHEMA_VERSION, "checks": list(CHECKS),
-             "expect": "pass", "event_files": 3, "ingested_at": now, "scenario": "synthetic",
-             "protocol": "unicast3"} for i in range(runs)]
+    rows = [
+        {
+            **{f.name: None for f in S.RUNS_SCHEMA.fields},
+            "run_id": f"bench-{i:05d}",
+            "source": "synthetic",
+            "schema_version": S.EVENT_SCHEMA_VERSION,
+            "checks": list(CHECKS),
+            "expect": "pass",
+            "event_files": 3,
+            "ingested_at": now,
+            "scenario": "synthetic",
+            "protocol": "unicast3",
+        }
+        for i in range(runs)
+    ]
     spark.createDataFrame(rows, S.RUNS_SCHEMA).coalesce(1).write.parquet(str(wh / "runs"))
     (wh / "_SPLITBRAIN_SCHEMA").write_text(f"splitbrain event schema v{S.EVENT_SCHEMA_VERSION}\n")
     total = spark.read.parquet(str(wh / "events")).count()
@@ -180,9 +335,11 @@ def generate(spark, n_events: int, out: Path) -> dict:
 
 
 def time_session_start(repeats: int = 3) -> float:
-    code = ("import time,sys; sys.path.insert(0, %r); t=time.perf_counter(); "
-            "from pipeline.session import get_spark; s=get_spark('local[2]'); s.range(1).count(); "
-            "print(time.perf_counter()-t)") % str(ROOT)
+    code = (
+        "import time,sys; sys.path.insert(0, %r); t=time.perf_counter(); "
+        "from pipeline.session import get_spark; s=get_spark('local[2]'); s.range(1).count(); "
+        "print(time.perf_counter()-t)"
+    ) % str(ROOT)
     times = []
     for _ in range(repeats):
         out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
@@ -245,15 +402,37 @@ def campaign(n: int, work: Path) -> dict:
     scen.write_text(SHORT_SCENARIO)
     out = work / "campaign"
     t = time.perf_counter()
-    proc = subprocess.run([sys.executable, "-m", "harness.cli", "campaign", str(scen), "--runs", str(n),
-                           "--backend", "sim", "--out", str(out), "--quiet"], cwd=ROOT, capture_output=True,
-                          text=True)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "harness.cli",
+            "campaign",
+            str(scen),
+            "--runs",
+            str(n),
+            "--backend",
+            "sim",
+            "--out",
+            str(out),
+            "--quiet",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
     wall = time.perf_counter() - t
     verdicts = json.loads((out / "report" / "verdicts.json").read_text()) if (out / "report").exists() else []
     last = [line for line in proc.stdout.splitlines() if line.startswith("campaign:")]
-    return {"seeds": n, "wall_s": wall, "exit": proc.returncode, "runs_judged": len(verdicts),
-            "passed": sum(1 for v in verdicts if v["outcome"] == "passed"), "cli": last[-1] if last else "",
-            "stderr_tail": proc.stderr[-500:] if proc.returncode not in (0, 1) else ""}
+    return {
+        "seeds": n,
+        "wall_s": wall,
+        "exit": proc.returncode,
+        "runs_judged": len(verdicts),
+        "passed": sum(1 for v in verdicts if v["outcome"] == "passed"),
+        "cli": last[-1] if last else "",
+        "stderr_tail": proc.stderr[-500:] if proc.returncode not in (0, 1) else "",
+    }
 
 
 # ---- main -------------------------------------------------------------------------------------
@@ -262,8 +441,11 @@ def campaign(n: int, work: Path) -> dict:
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--quick", action="store_true", help="100 k and 1 M events, a 50-seed campaign")
-    p.add_argument("--sizes", default=None, help="comma-separated event counts (default 1e6,1e7,5e7; none: only "
-                                                  "the session start and the campaign)")
+    p.add_argument(
+        "--sizes",
+        default=None,
+        help="comma-separated event counts (default 1e6,1e7,5e7; none: only the session start and the campaign)",
+    )
     p.add_argument("--python-max", type=float, default=5e7, help="largest size the Python checker is timed on")
     p.add_argument("--ingest-max", type=float, default=5e7, help="largest size ingest (JSONL -> warehouse) is timed on")
     p.add_argument("--campaign", type=int, default=None, help="campaign seeds (default 1000; --quick 50; 0: none)")
@@ -279,8 +461,10 @@ def main(argv=None) -> int:
     results: dict = {"sizes": [], "machine": {"cpus": os.cpu_count(), "load_1m_at_start": os.getloadavg()[0]}}
     try:
         results["session_start_s"] = time_session_start()
-        print(f"Spark session start (fresh process, local[2], median of 3): {results['session_start_s']:.2f} s",
-              flush=True)
+        print(
+            f"Spark session start (fresh process, local[2], median of 3): {results['session_start_s']:.2f} s",
+            flush=True,
+        )
         from pipeline.session import get_spark
 
         if sizes:
@@ -299,8 +483,9 @@ def main(argv=None) -> int:
             d = work / f"size-{size}"
             shutil.rmtree(d, ignore_errors=True)
             d.mkdir(parents=True)
-            spark = get_spark("local[2]", driver_memory=args.driver_memory,
-                              shuffle_partitions=2 if size <= 10_000_000 else 8)
+            spark = get_spark(
+                "local[2]", driver_memory=args.driver_memory, shuffle_partitions=2 if size <= 10_000_000 else 8
+            )
             t = time.perf_counter()
             info = generate(spark, size, d)
             info["generate_s"] = time.perf_counter() - t
@@ -340,27 +525,42 @@ def print_tables(results: dict) -> None:
     print()
     print(f"Spark session start (local[2], fresh process, median of 3): {results['session_start_s']:.2f} s")
     print()
-    print("| events | runs | Spark JSONL s | ev/s | Spark Parquet s | ev/s | Python s | ev/s | "
-          "Parquet/Python | JSONL/Python | ingest s | agree |")
+    print(
+        "| events | runs | Spark JSONL s | ev/s | Spark Parquet s | ev/s | Python s | ev/s | "
+        "Parquet/Python | JSONL/Python | ingest s | agree |"
+    )
     print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for s in results["sizes"]:
         n = s["events"]
         py = s.get("python_s")
-        cells = [f"{n:,}", str(s["runs"]), f"{s['spark_jsonl_s']:.1f}", f"{n / s['spark_jsonl_s']:,.0f}",
-                 f"{s['spark_parquet_s']:.1f}", f"{n / s['spark_parquet_s']:,.0f}",
-                 f"{py:.1f}" if py else "not run", f"{n / py:,.0f}" if py else "-",
-                 f"{py / s['spark_parquet_s']:.2f}x" if py else "-", f"{py / s['spark_jsonl_s']:.2f}x" if py else "-",
-                 f"{s['ingest_s']:.1f}" if "ingest_s" in s else "not run", str(s.get("agree", "-"))]
+        cells = [
+            f"{n:,}",
+            str(s["runs"]),
+            f"{s['spark_jsonl_s']:.1f}",
+            f"{n / s['spark_jsonl_s']:,.0f}",
+            f"{s['spark_parquet_s']:.1f}",
+            f"{n / s['spark_parquet_s']:,.0f}",
+            f"{py:.1f}" if py else "not run",
+            f"{n / py:,.0f}" if py else "-",
+            f"{py / s['spark_parquet_s']:.2f}x" if py else "-",
+            f"{py / s['spark_jsonl_s']:.2f}x" if py else "-",
+            f"{s['ingest_s']:.1f}" if "ingest_s" in s else "not run",
+            str(s.get("agree", "-")),
+        ]
         print("| " + " | ".join(cells) + " |")
     c = results.get("campaign")
     if c:
         print()
-        print(f"Campaign of {c['seeds']} seeds (sim, short scenario) from start to HTML report: "
-              f"{c['wall_s']:.1f} s wall, exit {c['exit']}, {c['runs_judged']} runs judged, {c['passed']} passed. "
-              f"{c['cli']}")
+        print(
+            f"Campaign of {c['seeds']} seeds (sim, short scenario) from start to HTML report: "
+            f"{c['wall_s']:.1f} s wall, exit {c['exit']}, {c['runs_judged']} runs judged, {c['passed']} passed. "
+            f"{c['cli']}"
+        )
     m = results["machine"]
-    print(f"\n(machine: {m['cpus']} cpus, 1-min load average {m['load_1m_at_start']:.1f} at start, "
-          f"{m.get('load_1m_at_end', 0):.1f} at end)")
+    print(
+        f"\n(machine: {m['cpus']} cpus, 1-min load average {m['load_1m_at_start']:.1f} at start, "
+        f"{m.get('load_1m_at_end', 0):.1f} at end)"
+    )
 
 
 if __name__ == "__main__":

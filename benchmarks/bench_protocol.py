@@ -160,9 +160,19 @@ def speed_row(label: str, data: dict, check_invariants: bool) -> tuple[list, flo
     checks_s = time.perf_counter() - t0
     wall = result.stats["wall_time_s"]
     events = sum(len(evs) for evs in result.events.values()) + len(result.timeline)
-    row = [label, "on" if check_invariants else "off", f"{result.end_time:g}", f"{wall:.2f}",
-           f"{result.end_time / wall:.1f}", events, f"{events / wall:,.0f}", result.stats["msgs_sent"],
-           result.stats["msgs_delivered"], verdict(checks), f"{checks_s:.2f}"]
+    row = [
+        label,
+        "on" if check_invariants else "off",
+        f"{result.end_time:g}",
+        f"{wall:.2f}",
+        f"{result.end_time / wall:.1f}",
+        events,
+        f"{events / wall:,.0f}",
+        result.stats["msgs_sent"],
+        result.stats["msgs_delivered"],
+        verdict(checks),
+        f"{checks_s:.2f}",
+    ]
     return row, wall
 
 
@@ -173,19 +183,36 @@ def bench_speed(sizes: Sizes) -> None:
     mesh_label = f"5 nodes, 20 links x 200/s, {duration:g} s, 10 % loss"
     ring_label = f"5-node ring, 5 links x 200/s, {duration:g} s, 10 % loss"
     target_row, target_wall = speed_row(mesh_label, mesh, check_invariants=False)
-    rows = [target_row,
-            speed_row(mesh_label, mesh, check_invariants=True)[0],
-            speed_row(ring_label, ring, check_invariants=False)[0]]
+    rows = [
+        target_row,
+        speed_row(mesh_label, mesh, check_invariants=True)[0],
+        speed_row(ring_label, ring, check_invariants=False)[0],
+    ]
     goal = GOAL_WALL_S_PER_60_S * duration / 60.0
-    headers = ["case", "invariants", "virtual s", "wall s", "virtual s / wall s", "events",
-               "events / wall s", "msgs sent", "msgs delivered", "checks", "checks s"]
-    outcome = (f"Goal (issue): the {duration:g} s 5-node case in under {goal:.3g} s of wall time "
-               f"(1 s per 60 virtual s). Measured {target_wall:.2f} s with invariants off: "
-               f"{target_wall / goal:.1f}x the goal ({'met' if target_wall < goal else 'not met'}).")
-    section("1. Simulator speed",
-            "Invariants off means Simulation(check_invariants=False). Virtual s includes the 5 s "
-            "settle after the heal; wall s is the simulator's run only (no checks).",
-            table(headers, rows) + "\n\n" + outcome)
+    headers = [
+        "case",
+        "invariants",
+        "virtual s",
+        "wall s",
+        "virtual s / wall s",
+        "events",
+        "events / wall s",
+        "msgs sent",
+        "msgs delivered",
+        "checks",
+        "checks s",
+    ]
+    outcome = (
+        f"Goal (issue): the {duration:g} s 5-node case in under {goal:.3g} s of wall time "
+        f"(1 s per 60 virtual s). Measured {target_wall:.2f} s with invariants off: "
+        f"{target_wall / goal:.1f}x the goal ({'met' if target_wall < goal else 'not met'})."
+    )
+    section(
+        "1. Simulator speed",
+        "Invariants off means Simulation(check_invariants=False). Virtual s includes the 5 s "
+        "settle after the heal; wall s is the simulator's run only (no checks).",
+        table(headers, rows) + "\n\n" + outcome,
+    )
 
 
 # ---- 2. ack traffic ---------------------------------------------------------------------------
@@ -193,29 +220,49 @@ def bench_speed(sizes: Sizes) -> None:
 
 def ack_row(ack_min_interval: float, duration: float) -> list:
     frames = FrameCounter()
-    result = simulate({
-        "name": "bench-acks",
-        "nodes": ["A", "B"],
-        "config": {"ack_min_interval": ack_min_interval},
-        "workload": [{"from": "A", "to": "B", "rate": 1000, "duration": duration}],
-        "duration": duration,
-    }, codec=frames)
+    result = simulate(
+        {
+            "name": "bench-acks",
+            "nodes": ["A", "B"],
+            "config": {"ack_min_interval": ack_min_interval},
+            "workload": [{"from": "A", "to": "B", "rate": 1000, "duration": duration}],
+            "duration": duration,
+        },
+        codec=frames,
+    )
     delivered = count_events(result, "deliver", "B")
     acks = count_events(result, "ack_tx", "B")
-    return [f"{ack_min_interval:g}", delivered, acks, f"{acks / delivered:.4f}",
-            count_events(result, "retransmit", "A"), frames.per_frame("A", "B"),
-            frames.per_frame("B", "A"), verdict(run_checks(result.all_events()))]
+    return [
+        f"{ack_min_interval:g}",
+        delivered,
+        acks,
+        f"{acks / delivered:.4f}",
+        count_events(result, "retransmit", "A"),
+        frames.per_frame("A", "B"),
+        frames.per_frame("B", "A"),
+        verdict(run_checks(result.all_events())),
+    ]
 
 
 def bench_acks(sizes: Sizes) -> None:
     rows = [ack_row(interval, sizes.ack_duration_s) for interval in ACK_MIN_INTERVALS]
-    headers = ["ack_min_interval s", "delivered", "ACKs", "ACKs / delivered", "retransmits",
-               "msgs / frame A->B", "msgs / frame B->A", "checks"]
-    section("2. Ack traffic",
-            f"2 nodes, A->B at 1000 msgs/s for {sizes.ack_duration_s:g} s, no loss, 5 s settle; "
-            "0.5 is the default. Retransmits are A's resends (highest-sent while unacked). The "
-            "simulator has no bundler: each application send leaves as its own frame.",
-            table(headers, rows))
+    headers = [
+        "ack_min_interval s",
+        "delivered",
+        "ACKs",
+        "ACKs / delivered",
+        "retransmits",
+        "msgs / frame A->B",
+        "msgs / frame B->A",
+        "checks",
+    ]
+    section(
+        "2. Ack traffic",
+        f"2 nodes, A->B at 1000 msgs/s for {sizes.ack_duration_s:g} s, no loss, 5 s settle; "
+        "0.5 is the default. Retransmits are A's resends (highest-sent while unacked). The "
+        "simulator has no bundler: each application send leaves as its own frame.",
+        table(headers, rows),
+    )
 
 
 # ---- 3. control traffic per resync ------------------------------------------------------------
@@ -233,12 +280,16 @@ def split_scenario(resync: str, busy: bool) -> dict:
         "name": "bench-resync",
         "nodes": ["A", "B", "C"],
         "config": {"conn_close_timeout": 2.0, "resync": resync},
-        "workload": [{"from": "A", "to": "B", "rate": 100, "duration": end},
-                     {"from": "C", "to": "B", "rate": 50, "duration": end}],
-        "schedule": [{"at": 2.0, "partition": {"from": "A", "to": "B"}},
-                     {"at": 2.5, "view": {"at": "B", "members": ["B", "C"]}},
-                     {"at": HEAL_T, "heal": 0},
-                     {"at": HEAL_T, "view": {"at": "B", "members": ["A", "B", "C"]}}],
+        "workload": [
+            {"from": "A", "to": "B", "rate": 100, "duration": end},
+            {"from": "C", "to": "B", "rate": 50, "duration": end},
+        ],
+        "schedule": [
+            {"at": 2.0, "partition": {"from": "A", "to": "B"}},
+            {"at": 2.5, "view": {"at": "B", "members": ["B", "C"]}},
+            {"at": HEAL_T, "heal": 0},
+            {"at": HEAL_T, "view": {"at": "B", "members": ["A", "B", "C"]}},
+        ],
         "duration": max(end, HEAL_T),
         "settle": 8,
     }
@@ -310,10 +361,12 @@ def resync_run(resync: str, seed: int, busy: bool) -> ResyncRun:
     checks = run_checks(events)
     synced = next(r for r in checks if r.name == "windows_synced")
     pair = synced.details["pairs"].get("A->B", {})
-    dropped = sum(1 for ev in result.events["B"] if ev["kind"] == "drop" and ev.get("peer") == "A"
-                  and ev.get("type") == "DATA" and ev["t"] >= HEAL_T)
-    return ResyncRun(control_traffic(events, until), catch_up, pair.get("sync_time"), dropped,
-                     verdict(checks))
+    dropped = sum(
+        1
+        for ev in result.events["B"]
+        if ev["kind"] == "drop" and ev.get("peer") == "A" and ev.get("type") == "DATA" and ev["t"] >= HEAL_T
+    )
+    return ResyncRun(control_traffic(events, until), catch_up, pair.get("sync_time"), dropped, verdict(checks))
 
 
 def traffic_of(run: ResyncRun, kind: str) -> tuple[int, int]:
@@ -323,7 +376,7 @@ def traffic_of(run: ResyncRun, kind: str) -> tuple[int, int]:
 
 
 def median_max(values: list[float | None], fmt) -> str:
-    """"median / max"; None (never happened) counts as infinitely late."""
+    """ "median / max"; None (never happened) counts as infinitely late."""
     ordered = [float("inf") if v is None else v for v in values]
     med, top = statistics.median(ordered), max(ordered)
     return " / ".join("never" if v == float("inf") else fmt(v) for v in (med, top))
@@ -345,26 +398,34 @@ def bench_resync(sizes: Sizes, busy: bool) -> None:
     summary_rows = []
     for mode, mode_runs in runs.items():
         verdicts = Counter(run.verdict for run in mode_runs)
-        summary_rows.append([
-            mode,
-            median_max([run.catch_up_s for run in mode_runs], seconds),
-            median_max([run.checks_sync_s for run in mode_runs], seconds),
-            median_max([run.data_dropped for run in mode_runs], number),
-            "; ".join(f"{v} ({n}/{len(mode_runs)} seeds)" for v, n in verdicts.items()),
-        ])
+        summary_rows.append(
+            [
+                mode,
+                median_max([run.catch_up_s for run in mode_runs], seconds),
+                median_max([run.checks_sync_s for run in mode_runs], seconds),
+                median_max([run.data_dropped for run in mode_runs], number),
+                "; ".join(f"{v} ({n}/{len(mode_runs)} seeds)" for v, n in verdicts.items()),
+            ]
+        )
     label = "busy: A keeps sending after the heal" if busy else "idle: the workload ends during the split"
-    intro = (f"Seed 000's asymmetric split ({label}), {sizes.resync_seeds} seeds (0-{sizes.resync_seeds - 1}) per "
-             f"mode, heal at t={HEAL_T:g} s. Cells are median / max over seeds. Counts and bytes cover "
-             "both directions A<->B from the heal to B's catch-up (to the end of the run if B never "
-             "catches up).")
-    summary_intro = ("catch-up: heal until B has delivered everything A sent it. checks sync_time: "
-                     "run_checks windows_synced, pair A->B. DATA dropped: A's messages B discarded "
-                     "after the heal for want of a usable window.")
-    section(f"3{'b' if busy else 'a'}. Control traffic per resync ({'busy' if busy else 'idle'})", intro,
-            table(["resync", "control message", "count", "bytes"], traffic_rows))
+    intro = (
+        f"Seed 000's asymmetric split ({label}), {sizes.resync_seeds} seeds (0-{sizes.resync_seeds - 1}) per "
+        f"mode, heal at t={HEAL_T:g} s. Cells are median / max over seeds. Counts and bytes cover "
+        "both directions A<->B from the heal to B's catch-up (to the end of the run if B never "
+        "catches up)."
+    )
+    summary_intro = (
+        "catch-up: heal until B has delivered everything A sent it. checks sync_time: "
+        "run_checks windows_synced, pair A->B. DATA dropped: A's messages B discarded "
+        "after the heal for want of a usable window."
+    )
+    section(
+        f"3{'b' if busy else 'a'}. Control traffic per resync ({'busy' if busy else 'idle'})",
+        intro,
+        table(["resync", "control message", "count", "bytes"], traffic_rows),
+    )
     print(summary_intro + "\n")
-    print(table(["resync", "catch-up s", "checks sync_time s", "DATA dropped at B", "checks"],
-                summary_rows) + "\n")
+    print(table(["resync", "catch-up s", "checks sync_time s", "DATA dropped at B", "checks"], summary_rows) + "\n")
 
 
 # ---- 4. JGRP-1875 -----------------------------------------------------------------------------
@@ -382,10 +443,15 @@ def jgrp1875_row(resync: str) -> list:
 
 def bench_jgrp1875() -> None:
     rows = [jgrp1875_row(mode) for mode in RESYNC_MODES]
-    headers = ["resync", "messages lost", "XMIT-REQs by B, last 3 s", "stale ACKs discarded",
-               "redelivered after reset", "checks"]
-    section("4. JGRP-1875 recipe", "tests/test_jgrp1875.py's jgrp1875(resync), one run per mode.",
-            table(headers, rows))
+    headers = [
+        "resync",
+        "messages lost",
+        "XMIT-REQs by B, last 3 s",
+        "stale ACKs discarded",
+        "redelivered after reset",
+        "checks",
+    ]
+    section("4. JGRP-1875 recipe", "tests/test_jgrp1875.py's jgrp1875(resync), one run per mode.", table(headers, rows))
 
 
 # ---- main -------------------------------------------------------------------------------------
@@ -393,9 +459,12 @@ def bench_jgrp1875() -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--quick", action="store_true",
-                        help=f"smaller sizes ({QUICK.speed_duration_s:g} s speed runs, "
-                             f"{QUICK.resync_seeds} resync seeds): seconds instead of about a minute")
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help=f"smaller sizes ({QUICK.speed_duration_s:g} s speed runs, "
+        f"{QUICK.resync_seeds} resync seeds): seconds instead of about a minute",
+    )
     args = parser.parse_args(argv)
     sizes = QUICK if args.quick else FULL
     t0 = time.perf_counter()

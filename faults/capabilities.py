@@ -48,18 +48,62 @@ def _iptables(runner: PrefixRunner) -> list[Capability]:
     flavour = flavour_of(runner)
     text = version.stdout.strip()
     others = [b for b in ("iptables-legacy", "iptables-nft", "nft") if shutil.which(b)]
-    drop = runner(["iptables", "-w", "5", "-I", "INPUT", "-s", "198.18.0.9", "-m", "comment", "--comment",
-                   "splitbrain:probe:drop", "-j", "DROP"], timeout_s=10)
+    drop = runner(
+        [
+            "iptables",
+            "-w",
+            "5",
+            "-I",
+            "INPUT",
+            "-s",
+            "198.18.0.9",
+            "-m",
+            "comment",
+            "--comment",
+            "splitbrain:probe:drop",
+            "-j",
+            "DROP",
+        ],
+        timeout_s=10,
+    )
     if drop.ok:
-        out.append(("iptables", True, f"{text}: DROP with comment works in a namespace ({flavour}; "
-                                      f"also on PATH: {', '.join(others) or 'nothing else'})"))
+        out.append(
+            (
+                "iptables",
+                True,
+                f"{text}: DROP with comment works in a namespace ({flavour}; "
+                f"also on PATH: {', '.join(others) or 'nothing else'})",
+            )
+        )
     else:
         out.append(("iptables", False, f"{text}: cannot add a rule: {drop.message}"))
-    stat = runner(["iptables", "-w", "5", "-I", "INPUT", "-m", "statistic", "--mode", "random",
-                   "--probability", "0.5", "-s", "198.18.0.9", "-j", "DROP"], timeout_s=10)
-    out.append(("iptables-statistic", stat.ok,
-                "random loss with -m statistic works" if stat.ok
-                else f"-m statistic not available: {stat.message}"))
+    stat = runner(
+        [
+            "iptables",
+            "-w",
+            "5",
+            "-I",
+            "INPUT",
+            "-m",
+            "statistic",
+            "--mode",
+            "random",
+            "--probability",
+            "0.5",
+            "-s",
+            "198.18.0.9",
+            "-j",
+            "DROP",
+        ],
+        timeout_s=10,
+    )
+    out.append(
+        (
+            "iptables-statistic",
+            stat.ok,
+            "random loss with -m statistic works" if stat.ok else f"-m statistic not available: {stat.message}",
+        )
+    )
     return out
 
 
@@ -91,15 +135,36 @@ def _nfqueue(lab: Lab, ns: str) -> Capability:
     ok, lib = netfilterqueue_importable()
     if not ok:
         return "nfqueue", False, lib + "; delay comes from the in-process fault layer"
-    rule = lab.run(ns, ["iptables", "-w", "5", "-I", "INPUT", "-p", "udp", "-s", "198.18.0.9", "-j", "NFQUEUE",
-                        "--queue-num", "4199", "--queue-bypass"])
+    rule = lab.run(
+        ns,
+        [
+            "iptables",
+            "-w",
+            "5",
+            "-I",
+            "INPUT",
+            "-p",
+            "udp",
+            "-s",
+            "198.18.0.9",
+            "-j",
+            "NFQUEUE",
+            "--queue-num",
+            "4199",
+            "--queue-bypass",
+        ],
+    )
     if not rule.ok:
         return "nfqueue", False, f"the kernel's NFQUEUE target is missing: {rule.message}"
     # Bind a queue for real, in the namespace, with the delayer itself.
-    proc = lab.runner(ns).popen([sys.executable, "-m", "faults.delayer", "--queue", "4199", "--delay-ms", "1",
-                                 "--duration-s", "0.2"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                stdin=subprocess.DEVNULL, text=True,
-                                env=_env_with_project())
+    proc = lab.runner(ns).popen(
+        [sys.executable, "-m", "faults.delayer", "--queue", "4199", "--delay-ms", "1", "--duration-s", "0.2"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        stdin=subprocess.DEVNULL,
+        text=True,
+        env=_env_with_project(),
+    )
     try:
         out, err = proc.communicate(timeout=15)
     except subprocess.TimeoutExpired:
@@ -128,11 +193,14 @@ def kernel_capabilities() -> list[Capability]:
     if not can:
         reason = f"not tried: {why}"
         det = netem.detect_qdisc("netem")
-        out += [("iptables", bool(shutil.which("iptables")), reason),
-                ("iptables-statistic", False, reason),
-                ("netem", det.available, det.detail),
-                ("tbf", False, reason), ("htb", False, reason),
-                ("nfqueue", False, reason + "; delay comes from the in-process fault layer")]
+        out += [
+            ("iptables", bool(shutil.which("iptables")), reason),
+            ("iptables-statistic", False, reason),
+            ("netem", det.available, det.detail),
+            ("tbf", False, reason),
+            ("htb", False, reason),
+            ("nfqueue", False, reason + "; delay comes from the in-process fault layer"),
+        ]
         return out
     with Lab(prefix="sbxprobe") as lab:
         ns = lab.add()
@@ -201,13 +269,24 @@ def _compose() -> Capability:
 def _node_image() -> Capability:
     if not shutil.which("docker"):
         return "node-image", False, "no docker CLI"
-    proc = host(15)(["docker", "image", "inspect", NODE_IMAGE, "--format",
-                     "{{index .Config.Labels \"splitbrain.content-hash\"}} {{.Id}}"])
+    proc = host(15)(
+        [
+            "docker",
+            "image",
+            "inspect",
+            NODE_IMAGE,
+            "--format",
+            '{{index .Config.Labels "splitbrain.content-hash"}} {{.Id}}',
+        ]
+    )
     if not proc.ok:
         return "node-image", False, f"{NODE_IMAGE} is not built: run ci/images"
     content, _, image_id = proc.stdout.strip().partition(" ")
-    return "node-image", True, (f"{NODE_IMAGE} = content hash {content}, {image_id[7:19]} "
-                                "(`ci/images status` tells whether it is current)")
+    return (
+        "node-image",
+        True,
+        (f"{NODE_IMAGE} = content hash {content}, {image_id[7:19]} (`ci/images status` tells whether it is current)"),
+    )
 
 
 def _toxiproxy() -> list[Capability]:
@@ -216,10 +295,14 @@ def _toxiproxy() -> list[Capability]:
         version = host(10)([real, "-version"])
         real_cap = ("toxiproxy-server", True, f"{real} {version.stdout.strip() or version.stderr.strip()}")
     else:
-        real_cap = ("toxiproxy-server", False,
-                    "not on PATH (in no reachable package registry); our own compatible server is used")
+        real_cap = (
+            "toxiproxy-server",
+            False,
+            "not on PATH (in no reachable package registry); our own compatible server is used",
+        )
     try:
         import faults.toxiproxy  # noqa: F401
+
         own = ("toxiproxy-compatible", True, "python -m faults.toxiproxy (same REST API, toxiproxy-python client)")
     except Exception as exc:
         own = ("toxiproxy-compatible", False, f"faults.toxiproxy does not import: {exc}")

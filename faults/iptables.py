@@ -73,8 +73,7 @@ class Rule:
 class Iptables:
     """iptables in one network namespace: add tagged rules, list them, delete them by tag."""
 
-    def __init__(self, runner: Runner, *, binary: str | None = None, table: str = "filter",
-                 timeout_s: float = 20.0):
+    def __init__(self, runner: Runner, *, binary: str | None = None, table: str = "filter", timeout_s: float = 20.0):
         self.runner = runner
         self.table = table
         self.timeout_s = timeout_s
@@ -102,8 +101,9 @@ class Iptables:
 
     # ---- rules ------------------------------------------------------------------------------------
 
-    def add(self, chain: str, matches: Sequence[str], target: Sequence[str], comment: str,
-            *, insert: bool = True) -> Rule:
+    def add(
+        self, chain: str, matches: Sequence[str], target: Sequence[str], comment: str, *, insert: bool = True
+    ) -> Rule:
         """Add `matches -m comment --comment <comment> target` (at the top of `chain` by default)."""
         spec = (*matches, "-m", "comment", "--comment", comment, *target)
         self._run(["-I" if insert else "-A", chain, *spec])
@@ -234,8 +234,15 @@ class IptablesFaults:
     def _names(group: str | Iterable[str]) -> list[str]:
         return [group] if isinstance(group, str) else list(group)
 
-    def partition(self, a: str | Iterable[str], b: str | Iterable[str], *, one_way: bool = False,
-                  fault_id: str | None = None, proto: str | None = None) -> str:
+    def partition(
+        self,
+        a: str | Iterable[str],
+        b: str | Iterable[str],
+        *,
+        one_way: bool = False,
+        fault_id: str | None = None,
+        proto: str | None = None,
+    ) -> str:
         """Cut a -> b (one_way) or both directions; a and b may be names or groups of names."""
         fid = self._fault_id("partition", fault_id)
         comment = tag(self.run_id, fid)
@@ -252,13 +259,23 @@ class IptablesFaults:
         except Exception:
             self._remove(fid, touched)
             raise
-        self.active[fid] = AppliedFault(fid, "partition", {"a": self._names(a), "b": self._names(b),
-                                                           "one_way": one_way}, tuple(sorted(set(touched))))
+        self.active[fid] = AppliedFault(
+            fid,
+            "partition",
+            {"a": self._names(a), "b": self._names(b), "one_way": one_way},
+            tuple(sorted(set(touched))),
+        )
         return fid
 
-    def loss(self, probability: float, *, dst: str | Iterable[str] | None = None,
-             src: str | Iterable[str] | None = None, fault_id: str | None = None,
-             proto: str | None = None) -> str:
+    def loss(
+        self,
+        probability: float,
+        *,
+        dst: str | Iterable[str] | None = None,
+        src: str | Iterable[str] | None = None,
+        fault_id: str | None = None,
+        proto: str | None = None,
+    ) -> str:
         """Drop each packet arriving at dst (default: every host) from src (default: anyone) with p."""
         if not 0.0 <= probability <= 1.0:
             raise ValueError(f"loss probability must be in [0, 1], got {probability!r}")
@@ -277,23 +294,34 @@ class IptablesFaults:
                     for s in self._names(src):
                         if s == name:
                             continue
-                        receiver.iptables.add("INPUT", [*proto_match, "-s", self._host(s).address, *stat],
-                                              ["-j", "DROP"], comment)
+                        receiver.iptables.add(
+                            "INPUT", [*proto_match, "-s", self._host(s).address, *stat], ["-j", "DROP"], comment
+                        )
                 touched.append(name)
         except Exception:
             self._remove(fid, touched)
             raise
-        self.active[fid] = AppliedFault(fid, "loss", {"p": probability, "src": src, "dst": dsts},
-                                        tuple(sorted(set(touched))))
+        self.active[fid] = AppliedFault(
+            fid, "loss", {"p": probability, "src": src, "dst": dsts}, tuple(sorted(set(touched)))
+        )
         return fid
 
-    def add_rule(self, host: str, chain: str, matches: Sequence[str], target: Sequence[str],
-                 *, kind: str = "rule", fault_id: str | None = None) -> str:
+    def add_rule(
+        self,
+        host: str,
+        chain: str,
+        matches: Sequence[str],
+        target: Sequence[str],
+        *,
+        kind: str = "rule",
+        fault_id: str | None = None,
+    ) -> str:
         """Any other tagged rule at one host (the NFQUEUE delayer uses this); healed like the rest."""
         fid = self._fault_id(kind, fault_id)
         self._host(host).iptables.add(chain, matches, target, tag(self.run_id, fid))
-        self.active[fid] = AppliedFault(fid, kind, {"chain": chain, "matches": list(matches),
-                                                    "target": list(target)}, (host,))
+        self.active[fid] = AppliedFault(
+            fid, kind, {"chain": chain, "matches": list(matches), "target": list(target)}, (host,)
+        )
         return fid
 
     def heal(self, fault_id: str | None = None) -> int:
@@ -326,4 +354,3 @@ class IptablesFaults:
             # Exact tag: fault "loss1" must not take "loss10" with it.
             total += self._host(name).iptables.delete_tagged(comment, exact=True)
         return total
-

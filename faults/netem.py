@@ -29,8 +29,8 @@ from dataclasses import dataclass
 
 from .netns import Lab, Result, Runner, can_make_namespaces
 
-HANDLE = "5b1a"           # our root qdisc's major handle (hex), how heal recognises it
-DEFAULT_CLASS = "ffff"     # the htb class for traffic that no per-destination fault matches
+HANDLE = "5b1a"  # our root qdisc's major handle (hex), how heal recognises it
+DEFAULT_CLASS = "ffff"  # the htb class for traffic that no per-destination fault matches
 UNLIMITED = "100gbit"
 
 # A minimal, harmless instance of each qdisc kind, for probing.
@@ -148,9 +148,16 @@ def _pct(p: float) -> str:
     return f"{p * 100:g}%"
 
 
-def netem_args(*, delay_ms: float = 0.0, jitter_ms: float = 0.0, loss: float = 0.0,
-               duplicate: float = 0.0, reorder: float = 0.0, reorder_gap: int | None = None,
-               correlation: float | None = None) -> list[str]:
+def netem_args(
+    *,
+    delay_ms: float = 0.0,
+    jitter_ms: float = 0.0,
+    loss: float = 0.0,
+    duplicate: float = 0.0,
+    reorder: float = 0.0,
+    reorder_gap: int | None = None,
+    correlation: float | None = None,
+) -> list[str]:
     """netem's words for one set of impairments (reorder needs a delay, as netem requires)."""
     args: list[str] = []
     if delay_ms or jitter_ms or reorder:
@@ -215,15 +222,42 @@ class Shaper:
             self._tc(["qdisc", "replace", "dev", self.dev, "root", "handle", f"{HANDLE}:", "netem", *args])
             return
         minor = self._class_for(dst, rate or UNLIMITED)
-        self._tc(["qdisc", "replace", "dev", self.dev, "parent", f"{HANDLE}:{minor:x}",
-                  "handle", f"{minor:x}:", "netem", *args])
+        self._tc(
+            [
+                "qdisc",
+                "replace",
+                "dev",
+                self.dev,
+                "parent",
+                f"{HANDLE}:{minor:x}",
+                "handle",
+                f"{minor:x}:",
+                "netem",
+                *args,
+            ]
+        )
 
-    def bandwidth(self, rate: str, *, dst: str | None = None, burst: str = "32kbit",
-                  latency_ms: float = 400.0) -> None:
+    def bandwidth(self, rate: str, *, dst: str | None = None, burst: str = "32kbit", latency_ms: float = 400.0) -> None:
         """Limit the rate ('8mbit', '500kbit') of everything leaving the device, or to one dst."""
         if dst is None:
-            self._tc(["qdisc", "replace", "dev", self.dev, "root", "handle", f"{HANDLE}:", "tbf",
-                      "rate", rate, "burst", burst, "latency", _ms(latency_ms)])
+            self._tc(
+                [
+                    "qdisc",
+                    "replace",
+                    "dev",
+                    self.dev,
+                    "root",
+                    "handle",
+                    f"{HANDLE}:",
+                    "tbf",
+                    "rate",
+                    rate,
+                    "burst",
+                    burst,
+                    "latency",
+                    _ms(latency_ms),
+                ]
+            )
             return
         self._class_for(dst, rate)
 
@@ -232,20 +266,66 @@ class Shaper:
         if kind not in (None, "htb"):
             raise RuntimeError(f"{self.dev} already has a whole-device {kind} from splitbrain: heal it first")
         if kind is None:
-            self._tc(["qdisc", "add", "dev", self.dev, "root", "handle", f"{HANDLE}:", "htb",
-                      "default", DEFAULT_CLASS])
-            self._tc(["class", "add", "dev", self.dev, "parent", f"{HANDLE}:", "classid",
-                      f"{HANDLE}:{DEFAULT_CLASS}", "htb", "rate", UNLIMITED])
+            self._tc(["qdisc", "add", "dev", self.dev, "root", "handle", f"{HANDLE}:", "htb", "default", DEFAULT_CLASS])
+            self._tc(
+                [
+                    "class",
+                    "add",
+                    "dev",
+                    self.dev,
+                    "parent",
+                    f"{HANDLE}:",
+                    "classid",
+                    f"{HANDLE}:{DEFAULT_CLASS}",
+                    "htb",
+                    "rate",
+                    UNLIMITED,
+                ]
+            )
             self._classes.clear()
         minor = self._classes.get(dst)
         verb = "change" if minor is not None else "add"
         if minor is None:
             minor = next(self._minor)
-        self._tc(["class", verb, "dev", self.dev, "parent", f"{HANDLE}:", "classid", f"{HANDLE}:{minor:x}",
-                  "htb", "rate", rate, "ceil", rate])
+        self._tc(
+            [
+                "class",
+                verb,
+                "dev",
+                self.dev,
+                "parent",
+                f"{HANDLE}:",
+                "classid",
+                f"{HANDLE}:{minor:x}",
+                "htb",
+                "rate",
+                rate,
+                "ceil",
+                rate,
+            ]
+        )
         if dst not in self._classes:
-            self._tc(["filter", "add", "dev", self.dev, "parent", f"{HANDLE}:", "protocol", "ip",
-                      "prio", "1", "u32", "match", "ip", "dst", f"{dst}/32", "flowid", f"{HANDLE}:{minor:x}"])
+            self._tc(
+                [
+                    "filter",
+                    "add",
+                    "dev",
+                    self.dev,
+                    "parent",
+                    f"{HANDLE}:",
+                    "protocol",
+                    "ip",
+                    "prio",
+                    "1",
+                    "u32",
+                    "match",
+                    "ip",
+                    "dst",
+                    f"{dst}/32",
+                    "flowid",
+                    f"{HANDLE}:{minor:x}",
+                ]
+            )
             self._classes[dst] = minor
         return minor
 
@@ -272,4 +352,3 @@ def cleanup(runner: Runner) -> list[str]:
         if Shaper(runner, dev).heal():
             cleaned.append(dev)
     return cleaned
-

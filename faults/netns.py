@@ -76,8 +76,7 @@ class CommandError(RuntimeError):
 
 
 class Runner(Protocol):
-    def __call__(self, argv: Sequence[str], *, input: str | None = None,
-                 timeout_s: float | None = None) -> Result: ...
+    def __call__(self, argv: Sequence[str], *, input: str | None = None, timeout_s: float | None = None) -> Result: ...
 
 
 class PrefixRunner:
@@ -88,13 +87,17 @@ class PrefixRunner:
         self.label = label
         self.timeout_s = timeout_s
 
-    def __call__(self, argv: Sequence[str], *, input: str | None = None,
-                 timeout_s: float | None = None) -> Result:
+    def __call__(self, argv: Sequence[str], *, input: str | None = None, timeout_s: float | None = None) -> Result:
         full = self.prefix + tuple(argv)
         try:
-            proc = subprocess.run(full, input=input, capture_output=True, text=True,
-                                  timeout=timeout_s or self.timeout_s,
-                                  stdin=None if input is not None else subprocess.DEVNULL)
+            proc = subprocess.run(
+                full,
+                input=input,
+                capture_output=True,
+                text=True,
+                timeout=timeout_s or self.timeout_s,
+                stdin=None if input is not None else subprocess.DEVNULL,
+            )
         except FileNotFoundError as exc:
             return Result(full, 127, "", f"{exc.filename}: not found")
         except subprocess.TimeoutExpired:
@@ -121,8 +124,9 @@ def nsenter(pid: int, timeout_s: float = DEFAULT_TIMEOUT_S) -> PrefixRunner:
     return PrefixRunner(("nsenter", "-t", str(int(pid)), "-n"), f"nsenter {pid}", timeout_s)
 
 
-def docker_exec(container: str, user: str = "root", docker: str = "docker",
-                timeout_s: float = DEFAULT_TIMEOUT_S) -> PrefixRunner:
+def docker_exec(
+    container: str, user: str = "root", docker: str = "docker", timeout_s: float = DEFAULT_TIMEOUT_S
+) -> PrefixRunner:
     return PrefixRunner((docker, "exec", "-i", "-u", user, container), f"docker exec {container}", timeout_s)
 
 
@@ -202,8 +206,16 @@ class Lab:
     def run(self, name: str, argv: Sequence[str]) -> Result:
         return netns(name)(argv)
 
-    def link(self, a: str, b: str, addr_a: str, addr_b: str, prefixlen: int = 24,
-             dev_a: str | None = None, dev_b: str | None = None) -> tuple[str, str]:
+    def link(
+        self,
+        a: str,
+        b: str,
+        addr_a: str,
+        addr_b: str,
+        prefixlen: int = 24,
+        dev_a: str | None = None,
+        dev_b: str | None = None,
+    ) -> tuple[str, str]:
         """A veth pair between namespaces a and b with an address on each end; returns the devices."""
         n = next(self._links)
         dev_a = dev_a or f"veth{n}"
@@ -250,8 +262,9 @@ def _setns(fd: int) -> None:
         raise OSError(err, os.strerror(err))
 
 
-def socket_in(name: str, family: int = socket.AF_INET, type: int = socket.SOCK_DGRAM,
-              timeout_s: float = 5.0) -> socket.socket:
+def socket_in(
+    name: str, family: int = socket.AF_INET, type: int = socket.SOCK_DGRAM, timeout_s: float = 5.0
+) -> socket.socket:
     """A socket created inside network namespace `name` (made with `ip netns add`)."""
     out: dict = {}
 
@@ -289,8 +302,17 @@ def wait_for(predicate: Callable[[], bool], timeout_s: float, interval_s: float 
     return predicate()
 
 
-def udp_one_way(src_ns: str, dst_ns: str, dst_ip: str, *, count: int = 200, port: int = 47000,
-                interval_s: float = 0.0005, quiet_s: float = 0.3, limit_s: float = 10.0) -> int:
+def udp_one_way(
+    src_ns: str,
+    dst_ns: str,
+    dst_ip: str,
+    *,
+    count: int = 200,
+    port: int = 47000,
+    interval_s: float = 0.0005,
+    quiet_s: float = 0.3,
+    limit_s: float = 10.0,
+) -> int:
     """How many of `count` datagrams sent from namespace src_ns arrive at dst_ip:port in dst_ns.
 
     One-way on purpose: a round trip fails when either direction is cut, so it cannot tell a

@@ -47,8 +47,10 @@ def netfilterqueue_importable() -> tuple[bool, str]:
     try:
         import netfilterqueue
     except ImportError as exc:
-        return False, (f"the netfilterqueue package is not importable ({exc}); pip install netfilterqueue "
-                       "(its build needs Debian's libnetfilter-queue-dev)")
+        return False, (
+            f"the netfilterqueue package is not importable ({exc}); pip install netfilterqueue "
+            "(its build needs Debian's libnetfilter-queue-dev)"
+        )
     version = getattr(netfilterqueue, "__version__", "?")
     return True, f"netfilterqueue {version}"
 
@@ -64,16 +66,24 @@ class _Delay:
 class NfqueueDelay:
     """UDP delay faults at named hosts, sharing the run id and tags of an IptablesFaults."""
 
-    def __init__(self, faults: IptablesFaults, runners: Mapping[str, PrefixRunner],
-                 python: str = sys.executable):
+    def __init__(self, faults: IptablesFaults, runners: Mapping[str, PrefixRunner], python: str = sys.executable):
         self.faults = faults
         self.runners = dict(runners)
         self.python = python
         self.delays: dict[str, _Delay] = {}
         self._queues = itertools.count(QUEUE_BASE)
 
-    def delay(self, host: str, delay_ms: float, *, jitter_ms: float = 0.0, src: str | Sequence[str] | None = None,
-              dport: int | None = None, seed: int = 0, fault_id: str | None = None) -> str:
+    def delay(
+        self,
+        host: str,
+        delay_ms: float,
+        *,
+        jitter_ms: float = 0.0,
+        src: str | Sequence[str] | None = None,
+        dport: int | None = None,
+        seed: int = 0,
+        fault_id: str | None = None,
+    ) -> str:
         """Delay UDP arriving at `host` (from `src`, to port `dport`) by delay_ms +- jitter_ms."""
         runner = self.runners[host]
         queue = next(self._queues)
@@ -89,9 +99,16 @@ class NfqueueDelay:
                 if dport is not None:
                     matches += ["--dport", str(int(dport))]
                 fid = base if len(srcs) == 1 else f"{base}.{i}"
-                fids.append(self.faults.add_rule(host, "INPUT", matches,
-                                                 ["-j", "NFQUEUE", "--queue-num", str(queue), "--queue-bypass"],
-                                                 kind="delay", fault_id=fid))
+                fids.append(
+                    self.faults.add_rule(
+                        host,
+                        "INPUT",
+                        matches,
+                        ["-j", "NFQUEUE", "--queue-num", str(queue), "--queue-bypass"],
+                        kind="delay",
+                        fault_id=fid,
+                    )
+                )
         except Exception:
             for fid in fids:
                 self.faults.heal(fid)
@@ -101,14 +118,27 @@ class NfqueueDelay:
             self.delays[fid] = _Delay(fid, host, queue, proc)
         return fids[0] if len(fids) == 1 else base
 
-    def _start(self, runner: PrefixRunner, queue: int, delay_ms: float, jitter_ms: float,
-               seed: int) -> subprocess.Popen:
+    def _start(
+        self, runner: PrefixRunner, queue: int, delay_ms: float, jitter_ms: float, seed: int
+    ) -> subprocess.Popen:
         env = dict(os.environ)
         env["PYTHONPATH"] = PROJECT_ROOT + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-        argv = [self.python, "-m", "faults.delayer", "--queue", str(queue), "--delay-ms", f"{delay_ms:g}",
-                "--jitter-ms", f"{jitter_ms:g}", "--seed", str(seed)]
-        proc = runner.popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
-                            env=env, text=True)
+        argv = [
+            self.python,
+            "-m",
+            "faults.delayer",
+            "--queue",
+            str(queue),
+            "--delay-ms",
+            f"{delay_ms:g}",
+            "--jitter-ms",
+            f"{jitter_ms:g}",
+            "--seed",
+            str(seed),
+        ]
+        proc = runner.popen(
+            argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, env=env, text=True
+        )
         line = _read_line(proc, READY_TIMEOUT_S)
         try:
             info = json.loads(line) if line else {}

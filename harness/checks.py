@@ -151,9 +151,7 @@ def _parse_app(ev: dict) -> tuple[str, int, int]:
     try:
         return parse_app_id(ev["app"])
     except ValueError:
-        raise ValueError(
-            f"{ev['kind']} at {ev['node']} t={ev['t']} has a malformed app id {ev['app']!r}"
-        ) from None
+        raise ValueError(f"{ev['kind']} at {ev['node']} t={ev['t']} has a malformed app id {ev['app']!r}") from None
 
 
 def _sender_of(ev: dict) -> str:
@@ -274,9 +272,16 @@ def check_fifo(events: list[dict]) -> CheckResult:
             count += 1
             if len(violations) < FIRST_FEW:
                 violations.append(
-                    {"receiver": receiver, "incarnation": walk.lives.incarnation_of(receiver), "sender": sender,
-                     "conn_id": ev.get("conn_id"), "stream": stream, "app": ev["app"],
-                     "after": f"{origin}:{stream}:{prev[1]}", "t": ev["t"]}
+                    {
+                        "receiver": receiver,
+                        "incarnation": walk.lives.incarnation_of(receiver),
+                        "sender": sender,
+                        "conn_id": ev.get("conn_id"),
+                        "stream": stream,
+                        "app": ev["app"],
+                        "after": f"{origin}:{stream}:{prev[1]}",
+                        "t": ev["t"],
+                    }
                 )
     return fifo_result(delivered, count, violations)
 
@@ -326,11 +331,22 @@ def check_no_duplicates(events: list[dict]) -> CheckResult:
             continue
         count += 1
         if len(duplicates) < FIRST_FEW:
-            why = ("its window was discarded in between, but the sender had seen it acked" if discarded
-                   else "no discard of its window in between")
+            why = (
+                "its window was discarded in between, but the sender had seen it acked"
+                if discarded
+                else "no discard of its window in between"
+            )
             duplicates.append(
-                {"receiver": receiver, "incarnation": walk.lives.incarnation_of(receiver), "sender": sender,
-                 "conn_id": ev.get("conn_id"), "app": app, "first_t": prev[1], "t": ev["t"], "why": why}
+                {
+                    "receiver": receiver,
+                    "incarnation": walk.lives.incarnation_of(receiver),
+                    "sender": sender,
+                    "conn_id": ev.get("conn_id"),
+                    "app": app,
+                    "first_t": prev[1],
+                    "t": ev["t"],
+                    "why": why,
+                }
             )
     return no_duplicates_result(delivered, count, duplicates, causes)
 
@@ -338,16 +354,23 @@ def check_no_duplicates(events: list[dict]) -> CheckResult:
 def no_duplicates_result(delivered: int, count: int, duplicates: list[dict], causes: dict) -> CheckResult:
     """no_duplicates' verdict from its tallies."""
     redelivered = sum(causes.values())
-    details = {"deliveries": delivered, "duplicates": count, "first": duplicates,
-               "redelivered_after_reset": redelivered, "redelivered_by_cause": causes}
+    details = {
+        "deliveries": delivered,
+        "duplicates": count,
+        "first": duplicates,
+        "redelivered_after_reset": redelivered,
+        "redelivered_by_cause": causes,
+    }
     if not delivered:
         return vacuous_result("no_duplicates", "no delivery with an application id", details)
     if not count:
         explanation = f"no duplicates among {delivered} deliveries"
         if redelivered:
             why = ", ".join(f"{n} {cause.replace('_', ' ')}" for cause, n in causes.items() if n)
-            explanation += (f" ({redelivered} unacked app id(s) legitimately redelivered after the receiver "
-                            f"discarded its window: {why})")
+            explanation += (
+                f" ({redelivered} unacked app id(s) legitimately redelivered after the receiver "
+                f"discarded its window: {why})"
+            )
         return CheckResult("no_duplicates", True, explanation, details, judged=delivered)
     d = duplicates[0]
     explanation = (
@@ -526,23 +549,34 @@ def check_no_loss(events: list[dict], recovery_bound_s: float = DEFAULT_RECOVERY
                 if len(lost_first[(sender, receiver)]) < LOST_IDS_SHOWN:
                     lost_first[(sender, receiver)].append(app)
 
-    lost = {_link(*link): {"count": count, "first": lost_first[link],
-                           "last_deliver_t": last_deliver_link.get(link)}
-            for link, count in lost_count.items()}
+    lost = {
+        _link(*link): {"count": count, "first": lost_first[link], "last_deliver_t": last_deliver_link.get(link)}
+        for link, count in lost_count.items()
+    }
     return no_loss_result(total, excused, last_deliver, lost, recovery_bound_s)
 
 
-def no_loss_result(sent: int, excused: dict, last_deliver: float | None, lost: dict,
-                   recovery_bound_s: float) -> CheckResult:
+def no_loss_result(
+    sent: int, excused: dict, last_deliver: float | None, lost: dict, recovery_bound_s: float
+) -> CheckResult:
     """no_loss' verdict from its tallies: `lost` maps a link "X->Y" to its count, first app ids and
     last delivery time, in the order to report them."""
     checked = sent - sum(excused.values())
-    details: dict = {"sent": sent, "checked": checked, "excused": excused, "recovery_bound_s": recovery_bound_s,
-                     "last_deliver_t": last_deliver, "lost": lost}
+    details: dict = {
+        "sent": sent,
+        "checked": checked,
+        "excused": excused,
+        "recovery_bound_s": recovery_bound_s,
+        "last_deliver_t": last_deliver,
+        "lost": lost,
+    }
     not_owed = "; ".join(f"{n} {_EXCUSE_TEXT[why]}" for why, n in excused.items() if n)
     if not checked:
-        nothing = (f"none of {sent} sent messages was owed ({not_owed})" if sent
-                   else "no message with an application id was sent")
+        nothing = (
+            f"none of {sent} sent messages was owed ({not_owed})"
+            if sent
+            else "no message with an application id was sent"
+        )
         return vacuous_result("no_loss", nothing, details)
     if not lost:
         explanation = f"all {checked} owed messages delivered (owed: {recovery_bound_s:g}s of connection after sending)"
@@ -555,8 +589,11 @@ def no_loss_result(sent: int, excused: dict, last_deliver: float | None, lost: d
         f"last delivery on this link {_fmt_t(info['last_deliver_t'])})"
         for name, info in details["lost"].items()
     ]
-    explanation = (f"{total} of {checked} owed message(s) lost: " + "; ".join(parts)
-                   + f"; last delivery anywhere {_fmt_t(last_deliver)}")
+    explanation = (
+        f"{total} of {checked} owed message(s) lost: "
+        + "; ".join(parts)
+        + f"; last delivery anywhere {_fmt_t(last_deliver)}"
+    )
     return CheckResult("no_loss", False, explanation, details, judged=checked)
 
 
@@ -566,8 +603,7 @@ def no_loss_result(sent: int, excused: dict, last_deliver: float | None, lost: d
 def window_view(ev: dict | None) -> dict | None:
     if ev is None:
         return None
-    return {"conn_id": ev.get("conn_id"), "low": ev.get("low"), "high": ev.get("high"),
-            "state": ev.get("state")}
+    return {"conn_id": ev.get("conn_id"), "low": ev.get("low"), "high": ev.get("high"), "state": ev.get("state")}
 
 
 def check_windows_synced(events: list[dict]) -> CheckResult:
@@ -624,12 +660,15 @@ def check_windows_synced(events: list[dict]) -> CheckResult:
         problem = pair_problem(sender, receiver, send, recv)
         sync_time = None
         if problem is None and last_heal is not None:
-            moved = max(last_deliver.get((sender, receiver), 0.0),
-                        last_ack_rx.get((sender, receiver), 0.0))
+            moved = max(last_deliver.get((sender, receiver), 0.0), last_ack_rx.get((sender, receiver), 0.0))
             sync_time = max(0.0, moved - last_heal)
-        pairs[_link(sender, receiver)] = {"synced": problem is None, "problem": problem,
-                                          "send": window_view(send), "recv": window_view(recv),
-                                          "sync_time": sync_time}
+        pairs[_link(sender, receiver)] = {
+            "synced": problem is None,
+            "problem": problem,
+            "send": window_view(send),
+            "recv": window_view(recv),
+            "sync_time": sync_time,
+        }
 
     # A pair whose send window the protocol reaped (CLOSED) after sending is judged too: it is in
     # sync when the receiver kept no window either (a receiver window it still holds is stale).
@@ -638,13 +677,19 @@ def check_windows_synced(events: list[dict]) -> CheckResult:
             continue
         if open_windows.get(sender, {}).get(("send", receiver)) is False:
             recv = recv_windows.get((sender, receiver))
-            pairs[_link(sender, receiver)] = {"synced": True, "problem": None, "send": None,
-                                              "recv": window_view(recv), "sync_time": None}
+            pairs[_link(sender, receiver)] = {
+                "synced": True,
+                "problem": None,
+                "send": None,
+                "recv": window_view(recv),
+                "sync_time": None,
+            }
 
     # A recv window with no send window at a live sender is stale (the sender restarted and has
     # not sent since); the next send resyncs it, so it is reported but is no failure.
     stale_recv = sorted(
-        _link(*link) for link in recv_windows
+        _link(*link)
+        for link in recv_windows
         if link not in send_windows and not lives.dead(link[0]) and not lives.dead(link[1])
     )
     silent = []
@@ -663,8 +708,9 @@ def check_windows_synced(events: list[dict]) -> CheckResult:
     return windows_synced_result(pairs, silent, skipped_dead, stale_recv, last_heal)
 
 
-def windows_synced_result(pairs: dict, silent: list[str], skipped_dead: int, stale_recv: list[str],
-                          last_heal: float | None) -> CheckResult:
+def windows_synced_result(
+    pairs: dict, silent: list[str], skipped_dead: int, stale_recv: list[str], last_heal: float | None
+) -> CheckResult:
     """windows_synced's verdict from the judged pairs: `pairs` maps "X->Y" to
     synced/problem/send/recv/sync_time, in the order to report them."""
     problems = [f"{link} {p['problem']}" for link, p in pairs.items() if p["problem"] is not None]
@@ -673,9 +719,15 @@ def windows_synced_result(pairs: dict, silent: list[str], skipped_dead: int, sta
     out_of_sync = sum(1 for p in pairs.values() if not p["synced"])
     sync_times = [p["sync_time"] for p in pairs.values() if p["sync_time"] is not None]
     max_sync_time = max(sync_times, default=None)
-    details = {"pairs": pairs, "out_of_sync": out_of_sync,
-               "not_reported": silent, "skipped_dead": skipped_dead, "stale_recv": stale_recv,
-               "last_heal_t": last_heal, "max_sync_time": max_sync_time}
+    details = {
+        "pairs": pairs,
+        "out_of_sync": out_of_sync,
+        "not_reported": silent,
+        "skipped_dead": skipped_dead,
+        "stale_recv": stale_recv,
+        "last_heal_t": last_heal,
+        "max_sync_time": max_sync_time,
+    }
     if problems:
         return CheckResult("windows_synced", False, "; ".join(problems), details, judged=len(pairs))
     if not pairs:
@@ -713,8 +765,9 @@ def check_no_errors(events: list[dict]) -> CheckResult:
         if ev["kind"] == "error":
             count += 1
             if len(errors) < FIRST_FEW:
-                errors.append({"node": ev["node"], "t": ev["t"], "reason": ev.get("reason"),
-                               "detail": ev.get("detail")})
+                errors.append(
+                    {"node": ev["node"], "t": ev["t"], "reason": ev.get("reason"), "detail": ev.get("detail")}
+                )
     return no_errors_result(judged, count, errors)
 
 
@@ -726,8 +779,9 @@ def no_errors_result(judged: int, count: int, errors: list[dict]) -> CheckResult
     if not count:
         return CheckResult("no_errors", True, f"no internal error in {judged} node events", details, judged=judged)
     e = errors[0]
-    explanation = (f"{count} internal error(s) in the protocol stack; first at {e['node']} {_fmt_t(e['t'])}: "
-                   f"{e['reason']}")
+    explanation = (
+        f"{count} internal error(s) in the protocol stack; first at {e['node']} {_fmt_t(e['t'])}: {e['reason']}"
+    )
     return CheckResult("no_errors", False, explanation, details, judged=judged)
 
 
@@ -742,8 +796,9 @@ CHECKS: dict[str, Callable[..., CheckResult]] = {
 }
 
 
-def run_checks(events: list[dict], names: Iterable[str] | None = None, *,
-               recovery_bound_s: float | None = None) -> list[CheckResult]:
+def run_checks(
+    events: list[dict], names: Iterable[str] | None = None, *, recovery_bound_s: float | None = None
+) -> list[CheckResult]:
     """Run the named checks (all by default) in the given order over one merged event log.
 
     `recovery_bound_s` is no_loss' bound (default DEFAULT_RECOVERY_BOUND_S); scenarios resolve
@@ -761,5 +816,4 @@ def run_checks(events: list[dict], names: Iterable[str] | None = None, *,
 def judged_summary(results: Iterable[CheckResult]) -> str:
     """One line saying how much each check judged, e.g. "fifo 1800, no_loss 1790 owed"."""
     unit = {"no_loss": " owed", "windows_synced": " pairs", "no_errors": " events"}
-    return ", ".join(f"{r.name} {'nothing' if r.vacuous else str(r.judged) + unit.get(r.name, '')}"
-                     for r in results)
+    return ", ".join(f"{r.name} {'nothing' if r.vacuous else str(r.judged) + unit.get(r.name, '')}" for r in results)

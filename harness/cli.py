@@ -35,7 +35,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="splitbrain",
         description="A chaos lab for reliable-delivery protocols: run fault scenarios against "
-                    "the registered protocols and check ordering, loss, duplicates and window sync.",
+        "the registered protocols and check ordering, loss, duplicates and window sync.",
         epilog="Exit codes: 0 outcome passed, 1 a check failed or judged nothing (vacuous), 2 bad input.",
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
@@ -44,44 +44,66 @@ def build_parser() -> argparse.ArgumentParser:
         "run",
         help="run a scenario file and judge it",
         description="Run one scenario, write runs/<scenario>-<seed>-<stamp>/ and judge the run "
-                    "with the scenario's checks.",
+        "with the scenario's checks.",
         epilog="Exit codes: 0 outcome passed, 1 a check failed or judged nothing (or the run broke), 2 bad input.",
     )
     run.add_argument("scenario", metavar="SCENARIO", help="path of the scenario YAML file")
-    run.add_argument("--backend", choices=("sim", "local", "docker"), default=DEFAULT_BACKEND,
-                     help="where the nodes run: local (one process per node on 127.X.Y.Z, real UDP/TCP; "
-                          "default), sim (deterministic simulator in virtual time) or docker "
-                          "(one container per node on a bridge network of its own; the node image is "
-                          "built by ci/images when missing)")
-    run.add_argument("--seed", type=non_negative_int, default=None, metavar="N",
-                     help="seed of the run (a non-negative integer); default: the scenario's seed")
-    run.add_argument("--out", default="runs", metavar="DIR",
-                     help="parent directory of the run directory (default: runs)")
-    run.add_argument("--no-invariants", action="store_true",
-                     help="sim only: skip check_invariants() after every input (faster)")
-    run.add_argument("--max-steps", type=positive_int, default=None, metavar="N",
-                     help="sim only: stop with an error after N queue entries (default 20 million)")
-    run.add_argument("--no-progress", action="store_true",
-                     help="live backends: no progress line while the run goes")
-    run.add_argument("--injector", choices=("auto", "inprocess", "iptables", "toxiproxy"), default=None,
-                     help="which injector applies network faults (overrides the scenario's `injector`): "
-                          "auto (docker: iptables over UDP, Toxiproxy over TCP; elsewhere in-process), "
-                          "inprocess (the node fault layer), iptables or toxiproxy (docker only)")
-    run.add_argument("--keep", action="store_true",
-                     help="docker: leave the stopped containers and the network for inspection "
-                          "(`splitbrain clean` removes them)")
+    run.add_argument(
+        "--backend",
+        choices=("sim", "local", "docker"),
+        default=DEFAULT_BACKEND,
+        help="where the nodes run: local (one process per node on 127.X.Y.Z, real UDP/TCP; "
+        "default), sim (deterministic simulator in virtual time) or docker "
+        "(one container per node on a bridge network of its own; the node image is "
+        "built by ci/images when missing)",
+    )
+    run.add_argument(
+        "--seed",
+        type=non_negative_int,
+        default=None,
+        metavar="N",
+        help="seed of the run (a non-negative integer); default: the scenario's seed",
+    )
+    run.add_argument(
+        "--out", default="runs", metavar="DIR", help="parent directory of the run directory (default: runs)"
+    )
+    run.add_argument(
+        "--no-invariants", action="store_true", help="sim only: skip check_invariants() after every input (faster)"
+    )
+    run.add_argument(
+        "--max-steps",
+        type=positive_int,
+        default=None,
+        metavar="N",
+        help="sim only: stop with an error after N queue entries (default 20 million)",
+    )
+    run.add_argument("--no-progress", action="store_true", help="live backends: no progress line while the run goes")
+    run.add_argument(
+        "--injector",
+        choices=("auto", "inprocess", "iptables", "toxiproxy"),
+        default=None,
+        help="which injector applies network faults (overrides the scenario's `injector`): "
+        "auto (docker: iptables over UDP, Toxiproxy over TCP; elsewhere in-process), "
+        "inprocess (the node fault layer), iptables or toxiproxy (docker only)",
+    )
+    run.add_argument(
+        "--keep",
+        action="store_true",
+        help="docker: leave the stopped containers and the network for inspection (`splitbrain clean` removes them)",
+    )
     run.set_defaults(func=cmd_run)
 
     clean = sub.add_parser(
         "clean",
         help="remove containers and networks that docker runs left behind",
         description="Remove the containers and networks labelled splitbrain.cluster=<id> whose harness "
-                    "process is gone (a run killed with -9, --keep, --splitbrain-keep). Clusters whose "
-                    "owner still runs on this host are kept unless --all.",
+        "process is gone (a run killed with -9, --keep, --splitbrain-keep). Clusters whose "
+        "owner still runs on this host are kept unless --all.",
         epilog="Exit codes: 0 done (or nothing to do), 1 something could not be removed, 2 no engine.",
     )
-    clean.add_argument("--all", action="store_true",
-                       help="also remove clusters whose owner still runs (or runs on another host)")
+    clean.add_argument(
+        "--all", action="store_true", help="also remove clusters whose owner still runs (or runs on another host)"
+    )
     clean.add_argument("--cluster", metavar="ID", default=None, help="remove only this cluster (sb<8 hex>)")
     clean.add_argument("--dry-run", action="store_true", help="list what would be removed, remove nothing")
     clean.set_defaults(func=cmd_clean)
@@ -90,7 +112,7 @@ def build_parser() -> argparse.ArgumentParser:
         "doctor",
         help="report what this machine can run",
         description="Report the Python version, which backends can run here and which network "
-                    "fault tools (iptables, tc netem, toxiproxy-server) are present; each line says why not.",
+        "fault tools (iptables, tc netem, toxiproxy-server) are present; each line says why not.",
         epilog="Always exits 0: it reports, it does not judge.",
     )
     doctor.set_defaults(func=cmd_doctor)
@@ -99,8 +121,8 @@ def build_parser() -> argparse.ArgumentParser:
         "schema",
         help="print the JSON Schema of scenario files",
         description="Print the JSON Schema (draft 2020-12) of scenario files, for editors and other "
-                    "tools; `splitbrain run` checks more than a schema can say (node names, the "
-                    "schedule as a whole) and names the field of every problem.",
+        "tools; `splitbrain run` checks more than a schema can say (node names, the "
+        "schedule as a whole) and names the field of every problem.",
         epilog="Always exits 0.",
     )
     schema.set_defaults(func=cmd_schema)
@@ -109,8 +131,8 @@ def build_parser() -> argparse.ArgumentParser:
         "protocols",
         help="list the registered protocols: settings and defaults, message types, event kinds, mutants",
         description="List every protocol the registry knows (node/protocols.py, plus the spec modules named "
-                    "in SPLITBRAIN_PROTOCOLS), with its settings and their defaults, message types, own "
-                    "event kinds, default checks and planted mutants.",
+        "in SPLITBRAIN_PROTOCOLS), with its settings and their defaults, message types, own "
+        "event kinds, default checks and planted mutants.",
         epilog="Exit codes: 0 (every command exits 2 when a module named in SPLITBRAIN_PROTOCOLS cannot be loaded).",
     )
     protocols_cmd.add_argument("--json", action="store_true", help="print JSON instead of text")
@@ -236,8 +258,9 @@ def _run_live(args, path: Path, scenario, seed: int) -> int:
     options = ClusterOptions(injector=args.injector, keep=args.keep)
     try:
         try:
-            outcome = run_scenario(scenario, seed=seed, backend=args.backend, out=args.out,
-                                   progress=display, cluster_options=options)
+            outcome = run_scenario(
+                scenario, seed=seed, backend=args.backend, out=args.out, progress=display, cluster_options=options
+            )
         finally:
             if display is not None:
                 display.close()
@@ -283,8 +306,7 @@ def _interrupted(exc: KeyboardInterrupt) -> int:
 
     what = "terminated" if isinstance(exc, Terminated) else "interrupted"
     started = any("run directory" in note for note in getattr(exc, "__notes__", ()))
-    print(f"splitbrain: {what}" + ("; every node stopped, what exists is written" if started else ""),
-          file=sys.stderr)
+    print(f"splitbrain: {what}" + ("; every node stopped, what exists is written" if started else ""), file=sys.stderr)
     _print_notes(exc)
     return EXIT_TERMINATED if isinstance(exc, Terminated) else EXIT_INTERRUPTED
 
@@ -331,8 +353,10 @@ class ProgressDisplay:
         faults = ", ".join(p.faults) if p.faults else "none"
         odd = [f"{n} {s}" for n, s in p.nodes.items() if s != "running"]
         nodes = f" | nodes: {', '.join(odd)}" if odd else ""
-        return (f"{self.name} [{self.backend}] {p.phase} t={p.t:5.1f}/{p.end:g}s | sent {p.sent} "
-                f"delivered {p.delivered} | faults: {faults}{nodes}")
+        return (
+            f"{self.name} [{self.backend}] {p.phase} t={p.t:5.1f}/{p.end:g}s | sent {p.sent} "
+            f"delivered {p.delivered} | faults: {faults}{nodes}"
+        )
 
     def __call__(self, p) -> None:
         text = self.line(p)
@@ -371,10 +395,19 @@ def cmd_protocols(args: argparse.Namespace) -> int:
     from node import protocols
 
     specs = [protocols.get(name) for name in protocols.names()]
-    info: list[dict[str, Any]] = [{"name": spec.name, "summary": spec.summary, "multicast": spec.multicast,
-             "settings": spec.config({}).as_dict(), "message_types": list(spec.message_types),
-             "event_kinds": dict(spec.event_kinds), "default_checks": list(spec.default_checks),
-             "mutations": dict(spec.mutations)} for spec in specs]
+    info: list[dict[str, Any]] = [
+        {
+            "name": spec.name,
+            "summary": spec.summary,
+            "multicast": spec.multicast,
+            "settings": spec.config({}).as_dict(),
+            "message_types": list(spec.message_types),
+            "event_kinds": dict(spec.event_kinds),
+            "default_checks": list(spec.default_checks),
+            "mutations": dict(spec.mutations),
+        }
+        for spec in specs
+    ]
     if args.json:
         print(json.dumps(info, indent=2))
         return EXIT_OK
@@ -398,10 +431,10 @@ def cmd_doctor(args: argparse.Namespace) -> int:
 def doctor_report() -> dict[str, tuple[bool | str, str]]:
     """What this machine can run: name -> (yes/no or a word, why)."""
     report: dict[str, tuple[bool | str, str]] = {}
-    missing = [m for m in ("node.compose", "node.wire", "node.faultlayer", "harness.checks")
-               if not _importable(m)]
-    report["backend sim"] = (True, "in-process simulator") if not missing else (
-        False, f"missing modules: {', '.join(missing)}")
+    missing = [m for m in ("node.compose", "node.wire", "node.faultlayer", "harness.checks") if not _importable(m)]
+    report["backend sim"] = (
+        (True, "in-process simulator") if not missing else (False, f"missing modules: {', '.join(missing)}")
+    )
     from harness.backends.local import LocalBackend
 
     report["backend local"] = LocalBackend().check()
@@ -409,8 +442,9 @@ def doctor_report() -> dict[str, tuple[bool | str, str]]:
     report["iptables"] = _iptables_status()
     report["tc netem"] = _netem_status()
     toxi = shutil.which("toxiproxy-server")
-    report["toxiproxy-server"] = (True, toxi) if toxi else (
-        False, "not on PATH (Toxiproxy is TCP-only; the in-process fault layer covers UDP)")
+    report["toxiproxy-server"] = (
+        (True, toxi) if toxi else (False, "not on PATH (Toxiproxy is TCP-only; the in-process fault layer covers UDP)")
+    )
     report["spark pipeline"] = _spark_status()
     return report
 
@@ -421,8 +455,11 @@ def _spark_status() -> tuple[bool, str]:
         import pyspark
     except ImportError:
         return False, "pyspark not installed (pip install 'splitbrain[pipeline]')"
-    java = shutil.which("java", path=os.path.join(os.environ["JAVA_HOME"], "bin")) \
-        if os.environ.get("JAVA_HOME") else shutil.which("java")
+    java = (
+        shutil.which("java", path=os.path.join(os.environ["JAVA_HOME"], "bin"))
+        if os.environ.get("JAVA_HOME")
+        else shutil.which("java")
+    )
     if not java:
         return False, f"pyspark {pyspark.__version__}, but no java on PATH or in JAVA_HOME (Spark 4 needs Java 17+)"
     try:

@@ -28,9 +28,11 @@ from harness.backends.base import NodeState
 from harness.scenario import Scenario
 from node.views import pair_problem
 
-EXPECTED = ("every stream done at its sender, no protocol layer busy, every send window fully acked "
-            "and matched by its receiver's window (same conn_id, delivered == HS), every stream's "
-            "last message delivered")
+EXPECTED = (
+    "every stream done at its sender, no protocol layer busy, every send window fully acked "
+    "and matched by its receiver's window (same conn_id, delivered == HS), every stream's "
+    "last message delivered"
+)
 PROBLEMS_SHOWN = 6
 
 
@@ -53,9 +55,14 @@ class SettleResult:
     last: Observation | None = None
 
     def to_dict(self) -> dict:
-        return {"ok": self.ok, "bound_s": self.bound_s, "elapsed_s": round(self.elapsed_s, 3),
-                "polls": self.polls, "message": self.message,
-                "last_seen": [] if self.last is None else self.last.problems[:PROBLEMS_SHOWN]}
+        return {
+            "ok": self.ok,
+            "bound_s": self.bound_s,
+            "elapsed_s": round(self.elapsed_s, 3),
+            "polls": self.polls,
+            "message": self.message,
+            "last_seen": [] if self.last is None else self.last.problems[:PROBLEMS_SHOWN],
+        }
 
 
 def observe(cluster, scenario: Scenario, restarted: Set[str] = frozenset()) -> Observation:
@@ -79,12 +86,18 @@ def observe(cluster, scenario: Scenario, restarted: Set[str] = frozenset()) -> O
     for name in running:
         for s in streams[name].values():
             if not s.get("done"):
-                problems.append(f"{name} stream {s['stream']} to {s.get('to')}: sent {s.get('sent')} "
-                                f"of {s.get('planned')}, not done")
+                problems.append(
+                    f"{name} stream {s['stream']} to {s.get('to')}: sent {s.get('sent')} "
+                    f"of {s.get('planned')}, not done"
+                )
         problems.extend(f"{name} {b['proto']}: {b['reason']}" for b in states[name].get("busy", []))
 
-    recv_windows = {(name, w["peer"], w["proto"]): w for name in running
-                    for w in states[name].get("windows", []) if w["side"] == "recv"}
+    recv_windows = {
+        (name, w["peer"], w["proto"]): w
+        for name in running
+        for w in states[name].get("windows", [])
+        if w["side"] == "recv"
+    }
     for sender in running:
         for send in states[sender].get("windows", []):
             receiver = send["peer"]
@@ -102,7 +115,7 @@ def observe(cluster, scenario: Scenario, restarted: Set[str] = frozenset()) -> O
         info = streams[src].get(stream.index)
         if info is None:
             continue
-        got = (delivered[dest].get(src) or {})
+        got = delivered[dest].get(src) or {}
         got = got.get(str(stream.index), got.get(stream.index)) or {}
         sent = int(info.get("sent", 0))
         last = int(got.get("last") or 0)
@@ -111,9 +124,16 @@ def observe(cluster, scenario: Scenario, restarted: Set[str] = frozenset()) -> O
     return Observation(ok=not problems, problems=problems, t=cluster.now())
 
 
-def wait_settled(cluster, scenario: Scenario, *, bound_s: float, poll_s: float = 0.1,
-                 restarted: Set[str] = frozenset(), on_poll=None,
-                 sleep=time.sleep) -> SettleResult:
+def wait_settled(
+    cluster,
+    scenario: Scenario,
+    *,
+    bound_s: float,
+    poll_s: float = 0.1,
+    restarted: Set[str] = frozenset(),
+    on_poll=None,
+    sleep=time.sleep,
+) -> SettleResult:
     """Poll (tenacity) until `observe` finds nothing missing or `bound_s` has passed.
 
     The bound is measured on the cluster's clock, so a test with a fake clock stays exact."""
@@ -131,8 +151,9 @@ def wait_settled(cluster, scenario: Scenario, *, bound_s: float, poll_s: float =
     def out_of_time(retry_state) -> bool:
         return cluster.now() - start >= bound_s
 
-    retrying = Retrying(stop=out_of_time, wait=wait_fixed(poll_s),
-                        retry=retry_if_result(lambda obs: not obs.ok), sleep=sleep)
+    retrying = Retrying(
+        stop=out_of_time, wait=wait_fixed(poll_s), retry=retry_if_result(lambda obs: not obs.ok), sleep=sleep
+    )
     obs: Observation | None
     try:
         obs = retrying(poll)
@@ -140,12 +161,18 @@ def wait_settled(cluster, scenario: Scenario, *, bound_s: float, poll_s: float =
         obs = seen[-1] if seen else None
     elapsed = cluster.now() - start
     if obs is not None and obs.ok:
-        return SettleResult(ok=True, bound_s=bound_s, elapsed_s=elapsed, polls=len(seen),
-                            message=f"settled {elapsed:.2f}s after the workload ended ({len(seen)} polls)",
-                            last=obs)
+        return SettleResult(
+            ok=True,
+            bound_s=bound_s,
+            elapsed_s=elapsed,
+            polls=len(seen),
+            message=f"settled {elapsed:.2f}s after the workload ended ({len(seen)} polls)",
+            last=obs,
+        )
     last = "nothing (no poll finished)" if obs is None else "; ".join(obs.problems[:PROBLEMS_SHOWN])
     hidden = 0 if obs is None else len(obs.problems) - PROBLEMS_SHOWN
     more = f" (+{hidden} more)" if hidden > 0 else ""
-    message = (f"not settled within settle={bound_s:g}s after the workload ended: expected {EXPECTED}; "
-               f"last seen: {last}{more}")
+    message = (
+        f"not settled within settle={bound_s:g}s after the workload ended: expected {EXPECTED}; last seen: {last}{more}"
+    )
     return SettleResult(ok=False, bound_s=bound_s, elapsed_s=elapsed, polls=len(seen), message=message, last=obs)

@@ -67,8 +67,10 @@ class Rule:
 
 def network_rules(step: FaultStep) -> list[Rule]:
     """The receiver-side rules of a network fault step (partition, loss, delay, duplicate, reorder)."""
-    return [Rule(step=step.index, node=r.node, spec=nemesis.rule_body(r.rule), network=True, last=r.holds)
-            for r in nemesis.receiver_rules(step)]
+    return [
+        Rule(step=step.index, node=r.node, spec=nemesis.rule_body(r.rule), network=True, last=r.holds)
+        for r in nemesis.receiver_rules(step)
+    ]
 
 
 def drop_rule(step: FaultStep, origin: float) -> Rule:
@@ -150,8 +152,12 @@ class FaultBook:
         handle = self.cluster.node(node)
         for rules in self.active.values():
             for rule in rules:
-                if (rule.node == node and rule.last and rule.rule_id is not None
-                        and rule.incarnation == handle.incarnation):
+                if (
+                    rule.node == node
+                    and rule.last
+                    and rule.rule_id is not None
+                    and rule.incarnation == handle.incarnation
+                ):
                     old = rule.rule_id
                     self._post(rule)
                     self._delete(node, old)
@@ -212,8 +218,15 @@ class LiveFaults:
     is called once a restarted node has its view and faults back (the runner resumes its streams).
     """
 
-    def __init__(self, cluster, names: tuple[str, ...], steps: Sequence[FaultStep] | Mapping[int, FaultStep], *,
-                 origin: float = 0.0, restarted: Callable[[str], None] | None = None):
+    def __init__(
+        self,
+        cluster,
+        names: tuple[str, ...],
+        steps: Sequence[FaultStep] | Mapping[int, FaultStep],
+        *,
+        origin: float = 0.0,
+        restarted: Callable[[str], None] | None = None,
+    ):
         self.cluster = cluster
         self.names = names
         self.steps = steps
@@ -242,8 +255,12 @@ class LiveFaults:
 
     def apply(self, step: FaultStep) -> list[nemesis.Timeline]:
         """Carry out one step; returns its timeline entries (the caller stamps the time)."""
-        state = nemesis.ClusterState(nodes=self.names, active=self.active, steps=self.steps,
-                                     states={name: self.cluster.node(name).state.value for name in self.names})
+        state = nemesis.ClusterState(
+            nodes=self.names,
+            active=self.active,
+            steps=self.steps,
+            states={name: self.cluster.node(name).state.value for name in self.names},
+        )
         entries = []
         note = ""
         for op in nemesis.step_ops(step, state):
@@ -274,9 +291,14 @@ class LiveFaults:
 
     @property
     def _carry_out(self) -> dict:
-        return {nemesis.LinkFault: self._op_link_fault, nemesis.RuleAdd: self._op_rule_add,
-                nemesis.RuleRemove: self._op_remove, nemesis.View: self._op_view,
-                nemesis.AdminSync: self._op_sync, nemesis.Lifecycle: self._op_lifecycle}
+        return {
+            nemesis.LinkFault: self._op_link_fault,
+            nemesis.RuleAdd: self._op_rule_add,
+            nemesis.RuleRemove: self._op_remove,
+            nemesis.View: self._op_view,
+            nemesis.AdminSync: self._op_sync,
+            nemesis.Lifecycle: self._op_lifecycle,
+        }
 
     def _op_link_fault(self, op: nemesis.LinkFault) -> str:
         """Returns the note that ends the step's timeline detail."""

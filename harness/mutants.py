@@ -135,13 +135,21 @@ def chaos_scenario(seed: int, *, resync: str | None = None, admin_sync: bool | N
     # Streams both ways between A and B, and to and from C most of the time. Some end early, so
     # their connections idle, expire and get reaped, and their last messages have no successor.
     workload: list[dict[str, Any]] = []
-    pairs = [("A", "B"), ("B", "A")] + [p for p in (("A", "C"), ("C", "A"), ("B", "C"), ("C", "B"))
-                                        if rng.random() < 0.5]
+    pairs = [("A", "B"), ("B", "A")] + [
+        p for p in (("A", "C"), ("C", "A"), ("B", "C"), ("C", "B")) if rng.random() < 0.5
+    ]
     for src, dst in pairs:
         start = round(rng.uniform(0.0, 2.0), 2)
         end = duration if rng.random() < 0.6 else round(rng.uniform(duration * 0.4, duration), 2)
-        workload.append({"from": src, "to": dst, "rate": rng.choice([20, 40, 60, 100]),
-                         "start": start, "duration": round(end - start, 2)})
+        workload.append(
+            {
+                "from": src,
+                "to": dst,
+                "rate": rng.choice([20, 40, 60, 100]),
+                "start": start,
+                "duration": round(end - start, 2),
+            }
+        )
 
     s = _Schedule()
     last = duration - 1.0  # faults start and heal before the workload ends
@@ -175,8 +183,11 @@ def chaos_scenario(seed: int, *, resync: str | None = None, admin_sync: bool | N
             continue
         busy.claim((x, y), t - EPISODE_GUARD_S, t + length + EPISODE_GUARD_S)
         if kind == "jgrp1875":
-            s.add(t, "drop", {"at": x, "from": y, "type": "ACK", "count": 1, "action": "delay",
-                              "delay_ms": round(delay_s * 1000)})
+            s.add(
+                t,
+                "drop",
+                {"at": x, "from": y, "type": "ACK", "count": 1, "action": "delay", "delay_ms": round(delay_s * 1000)},
+            )
         i = s.add(t, "partition", {"from": x, "to": y})
         s.add(t + 0.1, "view", {"at": y, "members": [n for n in NODES if n != x]})
         s.heal(t + length, i)
@@ -207,8 +218,9 @@ def chaos_scenario(seed: int, *, resync: str | None = None, admin_sync: bool | N
         link = _link(rng)
         spot = place(_pairs_of_link(link), 0.5, last - 1.0, lambda: rng.uniform(1.0, 5.0))
         if spot:
-            i = s.add(spot[0], "reorder",
-                      {"link": link, "p": rng.choice([0.1, 0.2, 0.3]), "ms": rng.choice([5, 20, 50])})
+            i = s.add(
+                spot[0], "reorder", {"link": link, "p": rng.choice([0.1, 0.2, 0.3]), "ms": rng.choice([5, 20, 50])}
+            )
             s.heal(spot[1], i)
     for _ in range(rng.randint(0, 2)):  # partitions, one-way or two-way, healed
         a, b = rng.sample(NODES, 2)
@@ -404,8 +416,7 @@ def run_trial(data: dict, seed: int, *, check_invariants: bool = True, source: s
         return Trial(seed, "crash", (type(exc).__name__,), f"{type(exc).__name__}: {exc}"[:300], source)
     verdict = judge(scenario, result.all_events(), seed=seed, backend="sim", stats=result.stats)
     failed = tuple(c.name for c in verdict.checks if not c.passed and not getattr(c, "vacuous", False))
-    explanation = "; ".join(f"{c.name}: {c.explanation}" for c in verdict.checks
-                            if not c.passed)[:300]
+    explanation = "; ".join(f"{c.name}: {c.explanation}" for c in verdict.checks if not c.passed)[:300]
     return Trial(seed, verdict.outcome, failed, explanation, source)
 
 
@@ -563,8 +574,15 @@ def _trials(sources: list[Source], seeds: range):
             yield seed, source
 
 
-def hunt(name: str, sources: list[Source], seeds: range, *, shrink_it: bool = True,
-         check_invariants: bool = True, advance: Callable[[int], None] = lambda n: None) -> MutantResult:
+def hunt(
+    name: str,
+    sources: list[Source],
+    seeds: range,
+    *,
+    shrink_it: bool = True,
+    check_invariants: bool = True,
+    advance: Callable[[int], None] = lambda n: None,
+) -> MutantResult:
     """Run one mutant over the seeds until a seed kills it; shrink the killing schedule."""
     t0 = time.perf_counter()
     resync = mutant_mode(name)
@@ -591,8 +609,9 @@ def hunt(name: str, sources: list[Source], seeds: range, *, shrink_it: bool = Tr
     return res
 
 
-def baseline_scenarios(sources: list[Source], seeds: range,
-                       mutants: Iterable[str]) -> list[tuple[int, Source, str | None]]:
+def baseline_scenarios(
+    sources: list[Source], seeds: range, mutants: Iterable[str]
+) -> list[tuple[int, Source, str | None]]:
     """What the unmutated protocol must pass: every (seed, source) in its own resync mode and in
     every mode the mutants force, so each schedule a mutant met is covered."""
     forced = sorted({mode for mode in map(mutant_mode, mutants) if mode is not None})
@@ -604,8 +623,12 @@ def baseline_scenarios(sources: list[Source], seeds: range,
     return out
 
 
-def run_baseline(cases: list[tuple[int, Source, str | None]], *, check_invariants: bool = True,
-                 advance: Callable[[int], None] = lambda n: None) -> BaselineResult:
+def run_baseline(
+    cases: list[tuple[int, Source, str | None]],
+    *,
+    check_invariants: bool = True,
+    advance: Callable[[int], None] = lambda n: None,
+) -> BaselineResult:
     t0 = time.perf_counter()
     res = BaselineResult(seeds=len({(seed, s.label) for seed, s, _ in cases}))
     for seed, source, mode in cases:
@@ -614,8 +637,15 @@ def run_baseline(cases: list[tuple[int, Source, str | None]], *, check_invariant
         res.runs += 1
         advance(1)
         if trial.outcome != "passed":
-            res.failures.append({"seed": seed, "source": source.label, "resync": data["config"].get("resync"),
-                                 "outcome": trial.outcome, "checks": list(trial.failed),
-                                 "explanation": trial.explanation})
+            res.failures.append(
+                {
+                    "seed": seed,
+                    "source": source.label,
+                    "resync": data["config"].get("resync"),
+                    "outcome": trial.outcome,
+                    "checks": list(trial.failed),
+                    "explanation": trial.explanation,
+                }
+            )
     res.wall_s = time.perf_counter() - t0
     return res

@@ -46,29 +46,53 @@ def add_command(subparsers, positive_int, non_negative_int) -> None:
             f"Mutants: {', '.join(MUTATIONS)}."
         ),
         epilog="Exit codes: 0 every mutant killed and the unmutated protocol never failed, 1 a mutant "
-               "survived or the unmutated protocol failed, 2 bad input.",
+        "survived or the unmutated protocol failed, 2 bad input.",
     )
-    p.add_argument("scenarios", nargs="*", metavar="SCENARIO",
-                   help="scenario files to use instead of the generated chaos set (they must expect pass)")
-    p.add_argument("--seeds", type=positive_int, default=20, metavar="N",
-                   help="seeds per mutant (and per scenario file): the most a mutant may take to die (default 20)")
+    p.add_argument(
+        "scenarios",
+        nargs="*",
+        metavar="SCENARIO",
+        help="scenario files to use instead of the generated chaos set (they must expect pass)",
+    )
+    p.add_argument(
+        "--seeds",
+        type=positive_int,
+        default=20,
+        metavar="N",
+        help="seeds per mutant (and per scenario file): the most a mutant may take to die (default 20)",
+    )
     p.add_argument("--first-seed", type=non_negative_int, default=0, metavar="S", help="first seed (default 0)")
-    p.add_argument("--mutant", action="append", default=None, metavar="NAME",
-                   help="run only this mutant (repeatable); default: every mutant")
-    p.add_argument("--generated", action="store_true",
-                   help="with SCENARIO files: also run the generated chaos set")
-    p.add_argument("--baseline", type=non_negative_int, default=None, metavar="N",
-                   help="seeds the unmutated protocol runs (each in every resync mode a mutant used); "
-                        "default: the same seeds as the mutants (--seeds); 0 skips it")
-    p.add_argument("--admin-sync", choices=("auto", "on", "off"), default="auto",
-                   help="admin sync steps (`sync: {at: B, peer: A}`) in the generated set's sync-mode "
-                        "schedules: auto (default) as soon as the scenario model has the step, on, off")
+    p.add_argument(
+        "--mutant",
+        action="append",
+        default=None,
+        metavar="NAME",
+        help="run only this mutant (repeatable); default: every mutant",
+    )
+    p.add_argument("--generated", action="store_true", help="with SCENARIO files: also run the generated chaos set")
+    p.add_argument(
+        "--baseline",
+        type=non_negative_int,
+        default=None,
+        metavar="N",
+        help="seeds the unmutated protocol runs (each in every resync mode a mutant used); "
+        "default: the same seeds as the mutants (--seeds); 0 skips it",
+    )
+    p.add_argument(
+        "--admin-sync",
+        choices=("auto", "on", "off"),
+        default="auto",
+        help="admin sync steps (`sync: {at: B, peer: A}`) in the generated set's sync-mode "
+        "schedules: auto (default) as soon as the scenario model has the step, on, off",
+    )
     p.add_argument("--no-shrink", action="store_true", help="do not shrink the killing schedules")
-    p.add_argument("--no-invariants", action="store_true",
-                   help="skip check_invariants() after every simulator input (faster; a broken invariant "
-                        "then shows only through the checks)")
-    p.add_argument("--jobs", type=positive_int, default=1, metavar="J",
-                   help="worker processes (default 1)")
+    p.add_argument(
+        "--no-invariants",
+        action="store_true",
+        help="skip check_invariants() after every simulator input (faster; a broken invariant "
+        "then shows only through the checks)",
+    )
+    p.add_argument("--jobs", type=positive_int, default=1, metavar="J", help="worker processes (default 1)")
     p.add_argument("--json", metavar="FILE", default=None, help="also write the results as JSON to FILE")
     p.add_argument("--list", action="store_true", help="list the mutants with their descriptions and exit")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
@@ -87,8 +111,10 @@ def cmd_mutants(args: argparse.Namespace) -> int:
     names = args.mutant or list(MUTATIONS)
     unknown = [n for n in names if n not in MUTATIONS]
     if unknown:
-        print(f"splitbrain: --mutant: unknown mutant {', '.join(map(repr, unknown))} "
-              f"(known: {', '.join(MUTATIONS)})", file=sys.stderr)
+        print(
+            f"splitbrain: --mutant: unknown mutant {', '.join(map(repr, unknown))} (known: {', '.join(MUTATIONS)})",
+            file=sys.stderr,
+        )
         return EXIT_BAD_INPUT
     sources = []
     for path in args.scenarios:
@@ -97,14 +123,14 @@ def cmd_mutants(args: argparse.Namespace) -> int:
             return EXIT_BAD_INPUT
         sources.append(source)
     if args.admin_sync == "on" and not mt.admin_sync_available():
-        print("splitbrain: --admin-sync on: the scenario model has no admin sync step (`sync:`) yet",
-              file=sys.stderr)
+        print("splitbrain: --admin-sync on: the scenario model has no admin sync step (`sync:`) yet", file=sys.stderr)
         return EXIT_BAD_INPUT
     if not sources or args.generated:
         sources.append(mt.Source("generated", admin_sync={"auto": None, "on": True, "off": False}[args.admin_sync]))
     if args.generated and not args.scenarios:
-        print("splitbrain: --generated is for use with SCENARIO files (the generated set is the default)",
-              file=sys.stderr)
+        print(
+            "splitbrain: --generated is for use with SCENARIO files (the generated set is the default)", file=sys.stderr
+        )
         return EXIT_BAD_INPUT
 
     seeds = range(args.first_seed, args.first_seed + args.seeds)
@@ -113,15 +139,29 @@ def cmd_mutants(args: argparse.Namespace) -> int:
     invariants = not args.no_invariants
     t0 = time.perf_counter()
     with _Progress(len(names) * len(seeds) * len(sources) + len(cases), args.quiet) as progress:
-        results, baseline = _run(names, sources, seeds, cases, shrink=not args.no_shrink,
-                                 invariants=invariants, jobs=args.jobs, progress=progress)
+        results, baseline = _run(
+            names,
+            sources,
+            seeds,
+            cases,
+            shrink=not args.no_shrink,
+            invariants=invariants,
+            jobs=args.jobs,
+            progress=progress,
+        )
     wall = time.perf_counter() - t0
     _print_table(results, baseline, seeds, sources, wall)
     if args.json:
-        doc = {"seeds": args.seeds, "first_seed": args.first_seed, "sources": [s.label for s in sources],
-               "mutants": [r.to_dict() for r in results],
-               "baseline": baseline.to_dict() if baseline is not None else None,
-               "killed": sum(r.killed for r in results), "total": len(results), "wall_s": wall}
+        doc = {
+            "seeds": args.seeds,
+            "first_seed": args.first_seed,
+            "sources": [s.label for s in sources],
+            "mutants": [r.to_dict() for r in results],
+            "baseline": baseline.to_dict() if baseline is not None else None,
+            "killed": sum(r.killed for r in results),
+            "total": len(results),
+            "wall_s": wall,
+        }
         try:
             Path(args.json).write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
         except OSError as exc:
@@ -142,8 +182,11 @@ def _file_source(path: str):
     if scenario is None:
         return None
     if scenario.expect_fail is not None:
-        print(f"splitbrain: {path}: expect: {{fail: {scenario.expect_fail}}} reproduces a bug; mutation "
-              f"testing needs scenarios that pass unmutated", file=sys.stderr)
+        print(
+            f"splitbrain: {path}: expect: {{fail: {scenario.expect_fail}}} reproduces a bug; mutation "
+            f"testing needs scenarios that pass unmutated",
+            file=sys.stderr,
+        )
         return None
     from harness.mutants import PROTOCOL
 
@@ -159,22 +202,26 @@ def _run(names, sources, seeds, cases, *, shrink, invariants, jobs, progress):
     from harness import mutants as mt
 
     if jobs <= 1:
-        results = [mt.hunt(n, sources, seeds, shrink_it=shrink, check_invariants=invariants,
-                           advance=progress.advance) for n in names]
+        results = [
+            mt.hunt(n, sources, seeds, shrink_it=shrink, check_invariants=invariants, advance=progress.advance)
+            for n in names
+        ]
         baseline = mt.run_baseline(cases, check_invariants=invariants, advance=progress.advance) if cases else None
         return results, baseline
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor, as_completed
 
     per_mutant = len(seeds) * len(sources)
-    chunks = [cases[i:i + 20] for i in range(0, len(cases), 20)]
+    chunks = [cases[i : i + 20] for i in range(0, len(cases), 20)]
     ctx = multiprocessing.get_context("fork") if "fork" in multiprocessing.get_all_start_methods() else None
     with ProcessPoolExecutor(max_workers=jobs, mp_context=ctx) as pool:
         futures: dict[Future[Any], tuple[str, Any]] = {
             pool.submit(mt.hunt, n, sources, seeds, shrink_it=shrink, check_invariants=invariants): ("m", n)
-            for n in names}
-        futures.update({pool.submit(mt.run_baseline, chunk, check_invariants=invariants): ("b", len(chunk))
-                        for chunk in chunks})
+            for n in names
+        }
+        futures.update(
+            {pool.submit(mt.run_baseline, chunk, check_invariants=invariants): ("b", len(chunk)) for chunk in chunks}
+        )
         by_name: dict[str, MutantResult] = {}
         parts: list[BaselineResult] = []
         for fut in as_completed(futures):
@@ -187,10 +234,12 @@ def _run(names, sources, seeds, cases, *, shrink, invariants, jobs, progress):
                 progress.advance(what)
     baseline = None
     if cases:
-        baseline = mt.BaselineResult(runs=sum(p.runs for p in parts),
-                                     seeds=len({(seed, s.label) for seed, s, _ in cases}),
-                                     failures=[f for p in parts for f in p.failures],
-                                     wall_s=sum(p.wall_s for p in parts))
+        baseline = mt.BaselineResult(
+            runs=sum(p.runs for p in parts),
+            seeds=len({(seed, s.label) for seed, s, _ in cases}),
+            failures=[f for p in parts for f in p.failures],
+            wall_s=sum(p.wall_s for p in parts),
+        )
         baseline.failures.sort(key=lambda f: (f["seed"], f["source"], f["resync"] or ""))
     return [by_name[n] for n in names], baseline
 
@@ -208,8 +257,14 @@ class _Progress:
             from rich.console import Console
             from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-            progress = self._progress = Progress(TextColumn("mutants"), BarColumn(), MofNCompleteColumn(),
-                                                 TimeElapsedColumn(), console=Console(stderr=True), transient=True)
+            progress = self._progress = Progress(
+                TextColumn("mutants"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TimeElapsedColumn(),
+                console=Console(stderr=True),
+                transient=True,
+            )
             progress.start()
             self._task = progress.add_task("runs", total=self.total)
         return self
@@ -230,29 +285,54 @@ def _print_table(results, baseline, seeds, sources, wall: float) -> None:
     console = Console(width=None if sys.stdout.isatty() else 180)
     killed = sum(r.killed for r in results)
     src = ", ".join(s.label for s in sources)
-    table = Table(title=f"mutation score {killed}/{len(results)} (seeds {seeds.start}..{seeds.stop - 1}; {src})",
-                  show_lines=True)
-    for col in ("mutant", "resync", "result", "check(s)", "runs to kill", "first killing seed", "crash",
-                "shrunk schedule"):
+    table = Table(
+        title=f"mutation score {killed}/{len(results)} (seeds {seeds.start}..{seeds.stop - 1}; {src})", show_lines=True
+    )
+    for col in (
+        "mutant",
+        "resync",
+        "result",
+        "check(s)",
+        "runs to kill",
+        "first killing seed",
+        "crash",
+        "shrunk schedule",
+    ):
         table.add_column(col, overflow="fold")
     for r in results:
-        seed = "-" if r.kill_seed is None else (str(r.kill_seed) if r.kill_source == "generated"
-                                                 else f"{r.kill_seed} ({r.kill_source})")
+        seed = (
+            "-"
+            if r.kill_seed is None
+            else (str(r.kill_seed) if r.kill_source == "generated" else f"{r.kill_seed} ({r.kill_source})")
+        )
         result = "[green]killed[/]" if r.killed else "[red]SURVIVED[/]"
         shrunk = r.shrunk or ("-" if not r.killed else "(not shrunk)")
         if r.shrunk_steps:
             shrunk = f"{r.shrunk_steps[0]} -> {r.shrunk_steps[1]} steps\n{shrunk}"
-        table.add_row(f"{r.name}\n[dim]{r.description}[/]", r.resync or "any", result,
-                      ", ".join(r.checks) or "-", str(r.seeds_tried), seed,
-                      "[yellow]crash[/]" if r.crash else "-", shrunk)
+        table.add_row(
+            f"{r.name}\n[dim]{r.description}[/]",
+            r.resync or "any",
+            result,
+            ", ".join(r.checks) or "-",
+            str(r.seeds_tried),
+            seed,
+            "[yellow]crash[/]" if r.crash else "-",
+            shrunk,
+        )
     if baseline is not None:
         n = len(baseline.failures)
         word = "[green]0 failures[/]" if not n else f"[red]{n} FAILURES[/]"
         first = baseline.failures[0] if n else None
-        table.add_row("(unmutated)\n[dim]must never fail[/]", "all used", f"{word} / {baseline.runs} runs",
-                      ", ".join(first["checks"] or [first["outcome"]]) if first else "-", str(baseline.seeds),
-                      str(first["seed"]) if first else "-", "-",
-                      (first["explanation"][:300] if first else "-"))
+        table.add_row(
+            "(unmutated)\n[dim]must never fail[/]",
+            "all used",
+            f"{word} / {baseline.runs} runs",
+            ", ".join(first["checks"] or [first["outcome"]]) if first else "-",
+            str(baseline.seeds),
+            str(first["seed"]) if first else "-",
+            "-",
+            (first["explanation"][:300] if first else "-"),
+        )
     console.print(table)
     survivors = [r.name for r in results if not r.killed]
     line = f"mutation score {killed}/{len(results)}"
@@ -261,6 +341,8 @@ def _print_table(results, baseline, seeds, sources, wall: float) -> None:
     if baseline is not None:
         line += f"; unmutated: {len(baseline.failures)} failure(s) in {baseline.runs} runs"
         for f in baseline.failures[:10]:
-            console.print(f"  unmutated failed: seed {f['seed']} ({f['source']}, resync {f['resync']}): "
-                          f"{f['outcome']} {', '.join(f['checks'])}: {f['explanation'][:200]}")
+            console.print(
+                f"  unmutated failed: seed {f['seed']} ({f['source']}, resync {f['resync']}): "
+                f"{f['outcome']} {', '.join(f['checks'])}: {f['explanation'][:200]}"
+            )
     console.print(f"{line}; wall {wall:.1f} s")

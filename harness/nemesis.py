@@ -128,8 +128,9 @@ class Timeline(Op):
 
     def event(self, t: float) -> dict:
         """The event, stamped with the time the executor began the step."""
-        return make_event(t, "harness", "harness", self.kind, fault=self.fault, detail=self.detail,
-                          links=list(self.links) or None)
+        return make_event(
+            t, "harness", "harness", self.kind, fault=self.fault, detail=self.detail, links=list(self.links) or None
+        )
 
 
 # ---- the interpretation ------------------------------------------------------------------------
@@ -159,8 +160,7 @@ def step_ops(step: FaultStep, state: ClusterState) -> list[Op]:
     if kind == "resume":
         # The end of a pause is a fault_off of the pause, naming the links it gave back.
         done = Timeline(kind="fault_off", fault="pause", detail=step.describe(), links=done.links)
-    acts = {"kill": node_state != DEAD, "pause": node_state == RUNNING, "resume": node_state == PAUSED,
-            "restart": True}
+    acts = {"kill": node_state != DEAD, "pause": node_state == RUNNING, "resume": node_state == PAUSED, "restart": True}
     if kind not in acts:
         raise ValueError(f"unknown step kind {kind!r}")
     return ([Lifecycle(action=kind, node=node)] if acts[kind] else []) + [done]
@@ -173,16 +173,31 @@ def _heal_ops(step: FaultStep, state: ClusterState) -> list[Op]:
         ops: list[Op] = [_undo(undo) for undo in undone]
         if not undone:
             ops.append(Timeline(kind="fault_off", fault="heal", detail=f"{step.describe()}: nothing to heal"))
-        ops.extend(Timeline(kind="fault_off", fault=undo.kind, detail=f"{undo.describe()} (by {step.describe()})",
-                            links=_links(undo, state)) for undo in undone)
+        ops.extend(
+            Timeline(
+                kind="fault_off",
+                fault=undo.kind,
+                detail=f"{undo.describe()} (by {step.describe()})",
+                links=_links(undo, state),
+            )
+            for undo in undone
+        )
         return ops
     assert isinstance(target, int), "the loader turns a heal's step name into its index"
     undo = state.steps[target]
     if target in state.active:
-        return [_undo(undo), Timeline(kind="fault_off", fault=undo.kind,
-                                      detail=f"{undo.describe()} (by {step.describe()})", links=_links(undo, state))]
-    return [Timeline(kind="fault_off", fault=undo.kind,
-                     detail=f"{undo.describe()} (by {step.describe()}, was not active)")]
+        return [
+            _undo(undo),
+            Timeline(
+                kind="fault_off",
+                fault=undo.kind,
+                detail=f"{undo.describe()} (by {step.describe()})",
+                links=_links(undo, state),
+            ),
+        ]
+    return [
+        Timeline(kind="fault_off", fault=undo.kind, detail=f"{undo.describe()} (by {step.describe()}, was not active)")
+    ]
 
 
 def _undo(step: FaultStep) -> Op:
@@ -265,9 +280,19 @@ def step_links(step: FaultStep) -> tuple[tuple[str, str], ...]:
 def drop_rule(step: FaultStep) -> FaultRule:
     """A drop step's rule as written (`until` in scenario time)."""
     p = params_as(step, sc.Drop)
-    return FaultRule(direction=p.direction, peer=p.peer, types=None if p.types is None else frozenset(p.types),
-                     p=p.p, count=p.count, after=p.after, seqnos=p.seqnos, until=p.until, action=p.action,
-                     delay_s=p.delay_ms / 1000.0, jitter_s=p.jitter_ms / 1000.0)
+    return FaultRule(
+        direction=p.direction,
+        peer=p.peer,
+        types=None if p.types is None else frozenset(p.types),
+        p=p.p,
+        count=p.count,
+        after=p.after,
+        seqnos=p.seqnos,
+        until=p.until,
+        action=p.action,
+        delay_s=p.delay_ms / 1000.0,
+        jitter_s=p.jitter_ms / 1000.0,
+    )
 
 
 def rule_body(rule: FaultRule) -> dict:

@@ -86,8 +86,16 @@ from harness.testlib import (
 )
 from node.protocols import DEFAULT_PROTOCOL
 
-__all__ = ["DEFAULT_TIMEOUT_S", "WINDOW_SECTION_LIMIT", "Checkers", "EventuallyTimeout", "FaultController",
-           "SplitbrainCluster", "cluster_scenario", "eventually"]
+__all__ = [
+    "DEFAULT_TIMEOUT_S",
+    "WINDOW_SECTION_LIMIT",
+    "Checkers",
+    "EventuallyTimeout",
+    "FaultController",
+    "SplitbrainCluster",
+    "cluster_scenario",
+    "eventually",
+]
 
 BACKENDS = ("sim", "local", "docker")
 INJECTORS = ("auto", "inprocess", "iptables", "toxiproxy")
@@ -99,22 +107,47 @@ _BACKEND_CACHE_KEY = pytest.StashKey[dict]()
 
 def pytest_addoption(parser):
     group = parser.getgroup("splitbrain", "splitbrain clusters and faults")
-    group.addoption("--splitbrain-backend", choices=BACKENDS, default=None,
-                    help="backend of the splitbrain_cluster fixture: sim (virtual time), local (default) or docker")
-    group.addoption("--splitbrain-seed", type=_seed, default=None, metavar="N",
-                    help="seed of every splitbrain_cluster that does not pass seed= (default 0); a failing "
-                         "test's report prints the line that reproduces it")
-    group.addoption("--splitbrain-injector", choices=INJECTORS, default=None,
-                    help="which injector applies network faults (default auto: iptables/Toxiproxy on docker, "
-                         "in-process on local)")
-    group.addoption("--splitbrain-keep", action="store_true", default=False,
-                    help="docker: keep the containers and network of every cluster (splitbrain clean removes them)")
-    group.addoption("--splitbrain-timeout-scale", type=float, default=None,
-                    help="multiply every eventually/settle timeout (default 1, or SPLITBRAIN_TIMEOUT_SCALE)")
-    group.addoption("--splitbrain-runs", default=None, metavar="DIR",
-                    help="parent directory of run directories (default: each test's tmp_path)")
-    parser.addini("splitbrain_backend", "default backend of the splitbrain fixtures (sim, local or docker)",
-                  default="local")
+    group.addoption(
+        "--splitbrain-backend",
+        choices=BACKENDS,
+        default=None,
+        help="backend of the splitbrain_cluster fixture: sim (virtual time), local (default) or docker",
+    )
+    group.addoption(
+        "--splitbrain-seed",
+        type=_seed,
+        default=None,
+        metavar="N",
+        help="seed of every splitbrain_cluster that does not pass seed= (default 0); a failing "
+        "test's report prints the line that reproduces it",
+    )
+    group.addoption(
+        "--splitbrain-injector",
+        choices=INJECTORS,
+        default=None,
+        help="which injector applies network faults (default auto: iptables/Toxiproxy on docker, in-process on local)",
+    )
+    group.addoption(
+        "--splitbrain-keep",
+        action="store_true",
+        default=False,
+        help="docker: keep the containers and network of every cluster (splitbrain clean removes them)",
+    )
+    group.addoption(
+        "--splitbrain-timeout-scale",
+        type=float,
+        default=None,
+        help="multiply every eventually/settle timeout (default 1, or SPLITBRAIN_TIMEOUT_SCALE)",
+    )
+    group.addoption(
+        "--splitbrain-runs",
+        default=None,
+        metavar="DIR",
+        help="parent directory of run directories (default: each test's tmp_path)",
+    )
+    parser.addini(
+        "splitbrain_backend", "default backend of the splitbrain fixtures (sim, local or docker)", default="local"
+    )
 
 
 def _seed(text: str) -> int:
@@ -134,13 +167,18 @@ def _session_seed(config) -> int:
 
 def pytest_report_header(config) -> str:
     seed = _session_seed(config)
-    return (f"splitbrain: backend {_default_backend(config)}, seed {seed} for every cluster that does not pass "
-            f"seed= (reproduce with --splitbrain-seed {seed})")
+    return (
+        f"splitbrain: backend {_default_backend(config)}, seed {seed} for every cluster that does not pass "
+        f"seed= (reproduce with --splitbrain-seed {seed})"
+    )
 
 
 def pytest_configure(config):
-    config.addinivalue_line("markers", "splitbrain_backend(*names): run the test on these splitbrain backends "
-                                       "(sim, local, docker); several names run it once per backend")
+    config.addinivalue_line(
+        "markers",
+        "splitbrain_backend(*names): run the test on these splitbrain backends "
+        "(sim, local, docker); several names run it once per backend",
+    )
     config.addinivalue_line("markers", "docker: needs a Docker engine (skipped with the reason when none is reachable)")
     config.stash.setdefault(_BACKEND_CACHE_KEY, {})
 
@@ -172,8 +210,13 @@ def pytest_generate_tests(metafunc):
         metafunc.parametrize("splitbrain_backend_name", names, indirect=True, ids=names)
 
 
-_SPLITBRAIN_FIXTURES = {"splitbrain_cluster", "faults", "splitbrain_run", "splitbrain_backend",
-                        "splitbrain_backend_name"}
+_SPLITBRAIN_FIXTURES = {
+    "splitbrain_cluster",
+    "faults",
+    "splitbrain_run",
+    "splitbrain_backend",
+    "splitbrain_backend_name",
+}
 
 
 def pytest_collection_modifyitems(config, items):
@@ -252,18 +295,35 @@ def splitbrain_cluster(request, splitbrain_backend, splitbrain_backend_name):
     scale = _timeout_scale(request.config)
     default_injector = request.config.getoption("--splitbrain-injector", None)
 
-    def factory(nodes: int | Iterable[str] = 3, *, protocol: str = DEFAULT_PROTOCOL, transport: str = "udp",
-                config: dict | None = None, seed: int | None = None, injector: str | None = None,
-                name: str | None = None, start: bool = True, start_timeout_s: float = 60.0) -> SplitbrainCluster:
+    def factory(
+        nodes: int | Iterable[str] = 3,
+        *,
+        protocol: str = DEFAULT_PROTOCOL,
+        transport: str = "udp",
+        config: dict | None = None,
+        seed: int | None = None,
+        injector: str | None = None,
+        name: str | None = None,
+        start: bool = True,
+        start_timeout_s: float = 60.0,
+    ) -> SplitbrainCluster:
         if seed is None:
             seed = _session_seed(request.config)
         test_name = name or "".join(c if c.isalnum() or c in "_.-" else "-" for c in request.node.name)[:60]
-        scenario = cluster_scenario(nodes, protocol=protocol, transport=transport, config=config, seed=seed,
-                                    name=test_name.strip("-.") or "pytest", injector=injector or "auto")
+        scenario = cluster_scenario(
+            nodes,
+            protocol=protocol,
+            transport=transport,
+            config=config,
+            seed=seed,
+            name=test_name.strip("-.") or "pytest",
+            injector=injector or "auto",
+        )
         run_dir = make_run_dir(_run_parent(request), scenario.name, seed)
         write_scenario(run_dir, scenario)
-        options = ClusterOptions(injector=injector or default_injector, keep=keep,
-                                 start_timeout_s=start_timeout_s * scale)
+        options = ClusterOptions(
+            injector=injector or default_injector, keep=keep, start_timeout_s=start_timeout_s * scale
+        )
         cluster = splitbrain_backend.create_cluster(scenario, run_dir, seed=seed, options=options)
         sc = SplitbrainCluster(cluster, scenario, timeout_scale=scale)
         made.append(sc)
@@ -324,8 +384,14 @@ def splitbrain_run(request, splitbrain_backend, splitbrain_backend_name):
     keep = request.config.getoption("--splitbrain-keep", False)
     default_injector = request.config.getoption("--splitbrain-injector", None)
 
-    def run(scenario: Scenario | str | os.PathLike, *, seed: int | None = None, injector: str | None = None,
-            backend: str | None = None, **options):
+    def run(
+        scenario: Scenario | str | os.PathLike,
+        *,
+        seed: int | None = None,
+        injector: str | None = None,
+        backend: str | None = None,
+        **options,
+    ):
         sc = scenario if isinstance(scenario, Scenario) else load_scenario(scenario)
         name = backend or splitbrain_backend_name
         cluster_options = ClusterOptions(injector=injector or default_injector, keep=keep)
@@ -335,9 +401,15 @@ def splitbrain_run(request, splitbrain_backend, splitbrain_backend_name):
         if name == "docker" and name == splitbrain_backend_name:
             backend_options["client"] = splitbrain_backend.client
         try:
-            outcome = run_scenario(sc, seed=seed, backend=name, out=_run_parent(request),
-                                   cluster_options=cluster_options if name != "sim" else None,
-                                   backend_options=backend_options if name != "sim" else None, **options)
+            outcome = run_scenario(
+                sc,
+                seed=seed,
+                backend=name,
+                out=_run_parent(request),
+                cluster_options=cluster_options if name != "sim" else None,
+                backend_options=backend_options if name != "sim" else None,
+                **options,
+            )
         except BaseException as exc:
             for note in getattr(exc, "__notes__", ()):
                 if note.startswith("run directory"):
@@ -359,8 +431,9 @@ def _fixture_repro(item, seed: int, backend: str) -> str:
 
 
 def _run_repro(run_dir: str, seed: int, backend: str) -> str:
-    return shlex.join(["splitbrain", "run", str(Path(run_dir) / "scenario.yaml"), "--seed", str(seed),
-                       "--backend", backend])
+    return shlex.join(
+        ["splitbrain", "run", str(Path(run_dir) / "scenario.yaml"), "--seed", str(seed), "--backend", backend]
+    )
 
 
 @pytest.hookimpl(hookwrapper=True)

@@ -113,8 +113,14 @@ def judge(scenario: Scenario, events: list[dict], *, seed: int, backend: str, st
     from harness.checks import run_checks
 
     results = tuple(run_checks(events, list(scenario.checks), recovery_bound_s=scenario.recovery_bound))
-    return Verdict(outcome=outcome_of(results, scenario.expect_fail), expect=scenario.expect, checks=results,
-                   seed=seed, backend=backend, stats=stats)
+    return Verdict(
+        outcome=outcome_of(results, scenario.expect_fail),
+        expect=scenario.expect,
+        checks=results,
+        seed=seed,
+        backend=backend,
+        stats=stats,
+    )
 
 
 def outcome_of(results, expect_fail: str | None) -> str:
@@ -165,8 +171,9 @@ def write_verdict(run_dir: Path, verdict: Verdict) -> None:
     (run_dir / "verdict.json").write_text(text + "\n", encoding="utf-8")
 
 
-def prepare_run(scenario: Scenario, seed: int | None, out: str | os.PathLike,
-                stamp: str | None = None) -> tuple[Scenario, Path]:
+def prepare_run(
+    scenario: Scenario, seed: int | None, out: str | os.PathLike, stamp: str | None = None
+) -> tuple[Scenario, Path]:
     """The scenario with the seed actually used, and a fresh run directory holding it."""
     seed = scenario.seed if seed is None else seed
     scenario = dataclasses.replace(scenario, seed=seed)
@@ -180,8 +187,9 @@ def error_verdict(scenario: Scenario, exc: BaseException, *, backend: str, stats
         error = f"interrupted ({type(exc).__name__}{': ' + str(exc) if str(exc) else ''})"
     else:
         error = f"{type(exc).__name__}: {exc}"
-    return Verdict(outcome="error", expect=scenario.expect, seed=scenario.seed, backend=backend,
-                   stats=stats, error=error)
+    return Verdict(
+        outcome="error", expect=scenario.expect, seed=scenario.seed, backend=backend, stats=stats, error=error
+    )
 
 
 def count_messages(events: list[dict]) -> tuple[int, int]:
@@ -231,8 +239,9 @@ def run_scenario(
         return _run_sim(scenario, run_dir, **sim_options)
     if sim_options:
         raise ValueError(f"options {', '.join(sorted(sim_options))} are for the sim backend only")
-    return _run_live(scenario, run_dir, backend, progress=progress, cluster_options=cluster_options,
-                     backend_options=backend_options)
+    return _run_live(
+        scenario, run_dir, backend, progress=progress, cluster_options=cluster_options, backend_options=backend_options
+    )
 
 
 def _run_sim(scenario: Scenario, run_dir: Path, **sim_options) -> RunOutcome:
@@ -258,8 +267,15 @@ def _run_sim(scenario: Scenario, run_dir: Path, **sim_options) -> RunOutcome:
     return RunOutcome(run_dir=run_dir, result=result, verdict=verdict)
 
 
-def _run_live(scenario: Scenario, run_dir: Path, backend: str, *, progress=None,
-              cluster_options=None, backend_options: dict | None = None) -> RunOutcome:
+def _run_live(
+    scenario: Scenario,
+    run_dir: Path,
+    backend: str,
+    *,
+    progress=None,
+    cluster_options=None,
+    backend_options: dict | None = None,
+) -> RunOutcome:
     """A run on real nodes (harness.runner): the nodes write their own logs into run_dir."""
     from harness.backends import get_backend, signals_deferred
     from harness.eventlog import read_run

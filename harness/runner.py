@@ -98,10 +98,16 @@ class LiveResult:
 class LiveRun:
     """One scenario on one cluster. `run()` once; the cluster is torn down when it returns."""
 
-    def __init__(self, scenario: Scenario, cluster: Cluster, *,
-                 progress: Callable[[Progress], None] | None = None,
-                 progress_interval_s: float = PROGRESS_INTERVAL_S, poll_s: float = POLL_S,
-                 sleep: Callable[[float], None] | None = None):
+    def __init__(
+        self,
+        scenario: Scenario,
+        cluster: Cluster,
+        *,
+        progress: Callable[[Progress], None] | None = None,
+        progress_interval_s: float = PROGRESS_INTERVAL_S,
+        poll_s: float = POLL_S,
+        sleep: Callable[[float], None] | None = None,
+    ):
         """`sleep(seconds)` waits between polls (default: an interruptible wait; tests pass one
         that advances a fake cluster clock)."""
         self.scenario = scenario
@@ -170,9 +176,15 @@ class LiveRun:
             self._wait_until(self.workload_end)
             self.phase = "settling"
             self._report(force=True)
-            self.settle = live.wait_settled(self.cluster, self.scenario, bound_s=self.scenario.settle,
-                                            poll_s=max(self.poll_s, 0.1), restarted=self._restarted(),
-                                            on_poll=lambda: self._report(), sleep=self._sleep)
+            self.settle = live.wait_settled(
+                self.cluster,
+                self.scenario,
+                bound_s=self.scenario.settle,
+                poll_s=max(self.poll_s, 0.1),
+                restarted=self._restarted(),
+                on_poll=lambda: self._report(),
+                sleep=self._sleep,
+            )
             self.phase = "stopping"
             self._report(force=True)
             self._stop_problems = self.cluster.stop_all()
@@ -190,17 +202,26 @@ class LiveRun:
         return self.result()
 
     def result(self, error: BaseException | None = None) -> LiveResult:
-        return LiveResult(scenario=self.scenario, seed=self.cluster.seed, backend=self.cluster.backend_name,
-                          timeline=self.timeline, stats=self.stats(), completed=self._finished,
-                          settle=self.settle,
-                          error=None if error is None else f"{type(error).__name__}: {error}")
+        return LiveResult(
+            scenario=self.scenario,
+            seed=self.cluster.seed,
+            backend=self.cluster.backend_name,
+            timeline=self.timeline,
+            stats=self.stats(),
+            completed=self._finished,
+            settle=self.settle,
+            error=None if error is None else f"{type(error).__name__}: {error}",
+        )
 
     def stats(self) -> dict:
         nodes = {}
         for name, handle in self.cluster.nodes.items():
-            nodes[name] = {"address": handle.address, "incarnation": handle.incarnation,
-                           "state": handle.state.value,
-                           "exit_codes": list(getattr(self.cluster, "exit_codes", {}).get(name, []))}
+            nodes[name] = {
+                "address": handle.address,
+                "incarnation": handle.incarnation,
+                "state": handle.state.value,
+                "exit_codes": list(getattr(self.cluster, "exit_codes", {}).get(name, [])),
+            }
         return {
             "wall_time_s": self._wall_s or (time.monotonic() - self._wall0),
             "origin_t": self.origin,
@@ -213,9 +234,17 @@ class LiveRun:
             "nodes": nodes,
             "bad_event_lines": getattr(self.cluster, "bad_event_lines", 0),
             **({"cluster": self.cluster.describe()} if hasattr(self.cluster, "describe") else {}),
-            **({"injectors": {"used": [i.name for i in self.faults.injectors],
-                              "default": getattr(self.cluster, "injector_name", "inprocess"),
-                              "removed_at_end": list(self._removed_at_end)}} if self.faults.injectors else {}),
+            **(
+                {
+                    "injectors": {
+                        "used": [i.name for i in self.faults.injectors],
+                        "default": getattr(self.cluster, "injector_name", "inprocess"),
+                        "removed_at_end": list(self._removed_at_end),
+                    }
+                }
+                if self.faults.injectors
+                else {}
+            ),
         }
 
     # ---- the plan -----------------------------------------------------------------------------
@@ -277,8 +306,10 @@ class LiveRun:
         """Refuse, before any workload, a step that only a missing injector could apply."""
         for step in self.scenario.schedule:
             if step.kind == "toxic" and self.faults.injector_for(step) is None:
-                raise RunError(f"schedule[{step.source_index}].toxic: needs the docker backend with transport tcp "
-                               f"(backend {self.cluster.backend_name}, transport {self.scenario.transport})")
+                raise RunError(
+                    f"schedule[{step.source_index}].toxic: needs the docker backend with transport tcp "
+                    f"(backend {self.cluster.backend_name}, transport {self.scenario.transport})"
+                )
 
     def _close_injectors(self) -> None:
         """Remove what packet-level injectors still apply (end of the run, or a failure)."""
@@ -308,8 +339,9 @@ class LiveRun:
 
     def _post_stream(self, stream: Stream, count: int, first_n: int = 1) -> None:
         try:
-            self.cluster.admin(stream.src).send(stream.dest, rate=stream.rate, count=count, size=stream.size,
-                                                stream=stream.index, first_n=first_n)
+            self.cluster.admin(stream.src).send(
+                stream.dest, rate=stream.rate, count=count, size=stream.size, stream=stream.index, first_n=first_n
+            )
         except AdminError as exc:
             raise RunError(f"stream {stream.index} {stream.src}->{stream.dest}: {exc}") from exc
         self._posted[stream.index] = self._posted.get(stream.index, 0) + count
@@ -341,8 +373,18 @@ class LiveRun:
         faults = tuple(self.scenario.schedule[i].describe() for i in self.faults.active)
         nodes = {name: h.state.value for name, h in self.cluster.nodes.items()}
         t = self.scenario_time() if self.origin is not None else 0.0
-        self.progress(Progress(t=t, end=self.workload_end, phase=self.phase, sent=sent, delivered=delivered,
-                               faults=faults, nodes=nodes, note=note))
+        self.progress(
+            Progress(
+                t=t,
+                end=self.workload_end,
+                phase=self.phase,
+                sent=sent,
+                delivered=delivered,
+                faults=faults,
+                nodes=nodes,
+                note=note,
+            )
+        )
 
     def _counts(self) -> tuple[int, int]:
         """Messages sent and delivered so far, summed over nodes (a paused or dead node counts
@@ -373,6 +415,7 @@ class interrupt_handlers:
     def __enter__(self):
         self._previous = None
         if threading.current_thread() is threading.main_thread():
+
             def on_term(signum, frame):
                 raise Terminated(f"signal {signum}")
 
@@ -383,4 +426,3 @@ class interrupt_handlers:
         if self._previous is not None:
             signal.signal(signal.SIGTERM, self._previous)
         return False
-

@@ -432,8 +432,14 @@ def cut_links(step: FaultStep, nodes: tuple[str, ...]) -> list[str]:
         pairs = p.links
     elif isinstance(p, NodeTarget) and step.kind in ("pause", "resume"):
         pairs = node_links(p.node, nodes)
-    elif (isinstance(p, Drop) and p.action == "drop" and p.p >= 1.0 and p.count is None
-          and p.seqnos is None and p.until is None):
+    elif (
+        isinstance(p, Drop)
+        and p.action == "drop"
+        and p.p >= 1.0
+        and p.count is None
+        and p.seqnos is None
+        and p.until is None
+    ):
         peers = [p.peer] if p.peer is not None else [n for n in nodes if n != p.node]
         pairs = tuple((a, b) for peer in peers for a, b in ((peer, p.node), (p.node, peer)))
     return [f"{a}->{b}" for a, b in pairs]
@@ -531,9 +537,19 @@ def parse_scenario(data: Any) -> Scenario:
         problems = problems_of(exc)
         raise ScenarioError(*problems[0], problems=problems) from None
     return Scenario(
-        name=f.name, protocol=f.protocol, transport=f.transport, nodes=f.nodes, config=f.config or {},
-        streams=f.workload, schedule=f.schedule, duration=f.duration, settle=f.settle,
-        checks=tuple(f.checks or ()), expect_fail=f.expect_fail, seed=f.seed, injector=f.injector,
+        name=f.name,
+        protocol=f.protocol,
+        transport=f.transport,
+        nodes=f.nodes,
+        config=f.config or {},
+        streams=f.workload,
+        schedule=f.schedule,
+        duration=f.duration,
+        settle=f.settle,
+        checks=tuple(f.checks or ()),
+        expect_fail=f.expect_fail,
+        seed=f.seed,
+        injector=f.injector,
         recovery_bound=f.recovery_bound,
     )
 
@@ -560,13 +576,15 @@ def check_backend(scenario: Scenario, backend: str, injector: str | None = None)
     if backend != "docker":
         for step in scenario.schedule:
             if step.kind == "toxic":
-                raise ScenarioError(f"schedule[{step.source_index}].toxic",
-                                    f"needs the docker backend with transport tcp (backend {backend} has no "
-                                    f"Toxiproxy in its links)")
+                raise ScenarioError(
+                    f"schedule[{step.source_index}].toxic",
+                    f"needs the docker backend with transport tcp (backend {backend} has no Toxiproxy in its links)",
+                )
         if injector in ("iptables", "toxiproxy"):
             how = "in its network model" if backend == "sim" else "in-process"
-            raise ScenarioError(where, f"{injector} needs the docker backend (backend {backend} applies "
-                                       f"network faults {how})")
+            raise ScenarioError(
+                where, f"{injector} needs the docker backend (backend {backend} applies network faults {how})"
+            )
     why = _injector_problem(chosen, scenario.transport, scenario.schedule)
     if why:
         raise ScenarioError(where, why)
@@ -576,8 +594,10 @@ def _injector_problem(injector: str, transport: str, schedule: tuple[FaultStep, 
     if injector == "toxiproxy" and transport != "tcp":
         return f"toxiproxy needs transport: tcp (this scenario uses {transport})"
     if injector == "iptables" and any(step.kind == "toxic" for step in schedule):
-        return ("iptables cannot tell apart TCP links routed through Toxiproxy, which toxic steps need: "
-                "use injector auto, toxiproxy or inprocess")
+        return (
+            "iptables cannot tell apart TCP links routed through Toxiproxy, which toxic steps need: "
+            "use injector auto, toxiproxy or inprocess"
+        )
     return None
 
 
@@ -616,8 +636,10 @@ def _node_names(raw: Any, info: ValidationInfo) -> tuple[str, ...]:
             if not isinstance(n, str) or not n:
                 problems.add(f"must be a non-empty string, got {type_name(n)} {n!r}", i)
             elif not _NAME_RE.match(n) or n.lower() in _RESERVED_NAMES:
-                problems.add(f"{n!r} is not a valid node name (letters, digits, '_', inner '-'; not 'all', "
-                             "'harness' or 'node')", i)
+                problems.add(
+                    f"{n!r} is not a valid node name (letters, digits, '_', inner '-'; not 'all', 'harness' or 'node')",
+                    i,
+                )
             elif n in seen:
                 problems.add(f"{n!r} is listed twice", i)
             seen.append(n)
@@ -633,9 +655,16 @@ def _letters(i: int) -> str:
     return chr(ord("A") + i // 26 - 1) + chr(ord("A") + i % 26)
 
 
-NodeNames = Annotated[tuple[str, ...], PlainValidator(_node_names, json_schema_input_type=Union[
-    Annotated[int, Field(ge=1, le=MAX_NODES)],
-    Annotated[list[Annotated[str, Field(pattern=_NAME_RE.pattern)]], Field(min_length=1)]])]
+NodeNames = Annotated[
+    tuple[str, ...],
+    PlainValidator(
+        _node_names,
+        json_schema_input_type=Union[
+            Annotated[int, Field(ge=1, le=MAX_NODES)],
+            Annotated[list[Annotated[str, Field(pattern=_NAME_RE.pattern)]], Field(min_length=1)],
+        ],
+    ),
+]
 
 
 def _nodes_or_all(raw: Any, info: ValidationInfo) -> tuple[str, ...]:
@@ -648,8 +677,12 @@ def _nodes_or_all(raw: Any, info: ValidationInfo) -> tuple[str, ...]:
     return tuple(validate_part(_NODE_LIST, raw, info))
 
 
-NodesOrAll = Annotated[tuple[str, ...], PlainValidator(
-    _nodes_or_all, json_schema_input_type=Union[Literal["all"], str, Annotated[list[str], Field(min_length=1)]])]
+NodesOrAll = Annotated[
+    tuple[str, ...],
+    PlainValidator(
+        _nodes_or_all, json_schema_input_type=Union[Literal["all"], str, Annotated[list[str], Field(min_length=1)]]
+    ),
+]
 
 Links = tuple[tuple[str, str], ...]
 
@@ -665,7 +698,7 @@ def _link(raw: Any, info: ValidationInfo) -> tuple[str, Links]:
     both = "<->" in spec
     parts = [part.strip() for part in spec.split("<->" if both else "->")]
     if len(parts) != 2 or not all(parts):
-        raise problem(f"{spec!r} is not a link (use X->Y, X<->Y or \"*\")")
+        raise problem(f'{spec!r} is not a link (use X->Y, X<->Y or "*")')
     srcs = nodes if parts[0] == "*" else (validate_part(_NODE, parts[0], info),)
     dsts = nodes if parts[1] == "*" else (validate_part(_NODE, parts[1], info),)
     links = [(x, y) for x in srcs for y in dsts if x != y]
@@ -676,8 +709,15 @@ def _link(raw: Any, info: ValidationInfo) -> tuple[str, Links]:
     return spec, tuple(links)
 
 
-Link = Annotated[tuple[str, Links], PlainValidator(_link, json_schema_input_type=Annotated[str, Field(
-    description='X->Y (one way), X<->Y (both ways) or "*" (every link); X->* and *->Y too')])]
+Link = Annotated[
+    tuple[str, Links],
+    PlainValidator(
+        _link,
+        json_schema_input_type=Annotated[
+            str, Field(description='X->Y (one way), X<->Y (both ways) or "*" (every link); X->* and *->Y too')
+        ],
+    ),
+]
 
 
 # ---- the workload -----------------------------------------------------------------------------
@@ -691,8 +731,9 @@ class StreamSpec(InputModel):
     rate: Annotated[float, Field(gt=0), explain("must be greater than 0 (messages per second)")]
     count: PositiveInt | None = None
     duration: Positive | None = None
-    size: Annotated[int, Field(ge=0, le=60_000),
-                    explain("must be an integer number of bytes in 0..60000, got {!r}")] = DEFAULT_SIZE
+    size: Annotated[
+        int, Field(ge=0, le=60_000), explain("must be an integer number of bytes in 0..60000, got {!r}")
+    ] = DEFAULT_SIZE
     start: NonNegative = 0.0
 
     @field_validator("dest", mode="before")
@@ -717,11 +758,16 @@ class StreamSpec(InputModel):
             if self.start >= duration:
                 problems.add(f"{self.start:g} is not before the scenario duration {duration:g}", "start")
             elif self.count is not None and self.start + (self.count - 1) / self.rate >= duration:
-                problems.add(f"{self.count} messages at {self.rate:g}/s from t={self.start:g} do not fit in "
-                             f"duration {duration:g}s", "count")
+                problems.add(
+                    f"{self.count} messages at {self.rate:g}/s from t={self.start:g} do not fit in "
+                    f"duration {duration:g}s",
+                    "count",
+                )
             elif self.duration is not None and self.start + self.duration > duration + 1e-9:
-                problems.add(f"the stream ends at {self.start + self.duration:g}s, after the scenario "
-                             f"duration {duration:g}s", "duration")
+                problems.add(
+                    f"the stream ends at {self.start + self.duration:g}s, after the scenario duration {duration:g}s",
+                    "duration",
+                )
         if not self.pairs():
             problems.add("a stream needs a sender and a different receiver")
         problems.raise_any()
@@ -739,8 +785,18 @@ def _workload(raw: Any, info: ValidationInfo) -> tuple[Stream, ...]:
     streams: list[Stream] = []
     for spec in specs:
         for s, r in spec.pairs():
-            streams.append(Stream(src=s, dest=r, rate=spec.rate, count=spec.count, duration=spec.duration,
-                                  size=spec.size, start=spec.start, index=len(streams)))
+            streams.append(
+                Stream(
+                    src=s,
+                    dest=r,
+                    rate=spec.rate,
+                    count=spec.count,
+                    duration=spec.duration,
+                    size=spec.size,
+                    start=spec.start,
+                    index=len(streams),
+                )
+            )
     return tuple(streams)
 
 
@@ -786,8 +842,9 @@ def _partition(raw: Any, info: ValidationInfo) -> Partition:
             seen.add(n)
         groups.append(members)
     problems.raise_any()
-    links = tuple((a, b) for gi, ga in enumerate(groups) for gj, gb in enumerate(groups) if gi != gj
-                  for a in ga for b in gb)
+    links = tuple(
+        (a, b) for gi, ga in enumerate(groups) for gj, gb in enumerate(groups) if gi != gj for a in ga for b in gb
+    )
     return Partition(one_way=False, groups=tuple(groups), links=links)
 
 
@@ -823,8 +880,9 @@ class ReorderSpec(InputModel):
         return Reorder(link=self.link[0], links=self.link[1], p=self.p, ms=self.ms)
 
 
-MessageType = Annotated[str, Strict(), Field(pattern=r"^[A-Z][A-Z0-9_-]*$"),
-                        explain("{!r} is not a message type (like DATA, ACK)")]
+MessageType = Annotated[
+    str, Strict(), Field(pattern=r"^[A-Z][A-Z0-9_-]*$"), explain("{!r} is not a message type (like DATA, ACK)")
+]
 _TYPE = TypeAdapter(MessageType)
 _TYPE_LIST = TypeAdapter(list[MessageType])
 
@@ -838,8 +896,12 @@ def _message_types(raw: Any, info: ValidationInfo) -> tuple[str, ...]:
 
 
 def _seqnos(raw: Any) -> tuple[int, int]:
-    if (not isinstance(raw, list) or len(raw) != 2
-            or any(isinstance(x, bool) or not isinstance(x, int) for x in raw) or not 0 <= raw[0] <= raw[1]):
+    if (
+        not isinstance(raw, list)
+        or len(raw) != 2
+        or any(isinstance(x, bool) or not isinstance(x, int) for x in raw)
+        or not 0 <= raw[0] <= raw[1]
+    ):
         raise problem(f"must be [lo, hi] with 0 <= lo <= hi, got {raw!r}")
     return raw[0], raw[1]
 
@@ -853,15 +915,23 @@ class DropSpec(InputModel):
     at: NodeRef
     src: NodeRef | None = Field(None, alias="from")
     dest: NodeRef | None = Field(None, alias="to")
-    type: Annotated[tuple[str, ...] | None, PlainValidator(
-        _message_types,
-        json_schema_input_type=Union[MessageType, Annotated[list[MessageType], Field(min_length=1)]])] = None
+    type: Annotated[
+        tuple[str, ...] | None,
+        PlainValidator(
+            _message_types, json_schema_input_type=Union[MessageType, Annotated[list[MessageType], Field(min_length=1)]]
+        ),
+    ] = None
     direction: _Direction = "up"
     p: Probability = 1.0
     count: PositiveInt | None = None
     after: NonNegativeInt = 0
-    seqnos: Annotated[tuple[int, int] | None, PlainValidator(_seqnos, json_schema_input_type=Annotated[
-        list[Annotated[int, Field(ge=0)]], Field(min_length=2, max_length=2)])] = None
+    seqnos: Annotated[
+        tuple[int, int] | None,
+        PlainValidator(
+            _seqnos,
+            json_schema_input_type=Annotated[list[Annotated[int, Field(ge=0)]], Field(min_length=2, max_length=2)],
+        ),
+    ] = None
     until: float | None = None
     action: choice(DROP_ACTIONS) = "drop"
     delay_ms: NonNegative = 0.0
@@ -887,9 +957,20 @@ class DropSpec(InputModel):
         return self.src if self.direction == "up" else self.dest
 
     def build(self) -> Drop:
-        return Drop(node=self.at, direction=self.direction, peer=self.peer, types=self.type, p=self.p,
-                    count=self.count, after=self.after, seqnos=self.seqnos, until=self.until,
-                    action=self.action, delay_ms=self.delay_ms, jitter_ms=self.jitter_ms)
+        return Drop(
+            node=self.at,
+            direction=self.direction,
+            peer=self.peer,
+            types=self.type,
+            p=self.p,
+            count=self.count,
+            after=self.after,
+            seqnos=self.seqnos,
+            until=self.until,
+            action=self.action,
+            delay_ms=self.delay_ms,
+            jitter_ms=self.jitter_ms,
+        )
 
 
 class ViewSpec(InputModel):
@@ -974,8 +1055,13 @@ class _ToxicSpec(InputModel):
         attrs = self.attributes()
         if self.type == "jitter" and attrs["latency"] == -1:
             attrs["latency"] = attrs["jitter"]
-        return Toxic(link=self.link[0], links=self.link[1], type=self.type,
-                     attributes=tuple(attrs.items()), toxicity=self.toxicity)
+        return Toxic(
+            link=self.link[0],
+            links=self.link[1],
+            type=self.type,
+            attributes=tuple(attrs.items()),
+            toxicity=self.toxicity,
+        )
 
 
 def _toxic_model(kind: str, attributes: dict[str, int]) -> type[_ToxicSpec]:
@@ -1018,8 +1104,9 @@ class StepSpec(InputModel):
     model_config = ConfigDict(json_schema_extra={"minProperties": 2, "maxProperties": 2})
 
     at: Annotated[float, Field(ge=0), explain("must not be negative, got {:g}")]
-    partition: Annotated[Partition, PlainValidator(_partition, json_schema_input_type=Union[
-        OneWaySpec, TwoWaySpec])] | None = None
+    partition: (
+        Annotated[Partition, PlainValidator(_partition, json_schema_input_type=Union[OneWaySpec, TwoWaySpec])] | None
+    ) = None
     loss: _built(LinkProbabilitySpec) | None = None
     delay: _built(DelaySpec) | None = None
     duplicate: _built(LinkProbabilitySpec) | None = None
@@ -1031,10 +1118,22 @@ class StepSpec(InputModel):
     pause: NodeStep | None = None
     resume: NodeStep | None = None
     restart: NodeStep | None = None
-    heal: Annotated[Heal, PlainValidator(_heal, json_schema_input_type=Union[
-        Literal["all"], Annotated[int, Field(ge=0)]])] | None = None
-    toxic: Annotated[Toxic, PlainValidator(_toxic, json_schema_input_type=Annotated[
-        Union[tuple(_TOXIC_MODELS.values())], Field(discriminator="type")])] | None = None
+    heal: (
+        Annotated[
+            Heal, PlainValidator(_heal, json_schema_input_type=Union[Literal["all"], Annotated[int, Field(ge=0)]])
+        ]
+        | None
+    ) = None
+    toxic: (
+        Annotated[
+            Toxic,
+            PlainValidator(
+                _toxic,
+                json_schema_input_type=Annotated[Union[tuple(_TOXIC_MODELS.values())], Field(discriminator="type")],
+            ),
+        ]
+        | None
+    ) = None
 
     @classmethod
     def unknown_key_message(cls) -> str:
@@ -1080,8 +1179,12 @@ def _schedule(raw: Any, info: ValidationInfo) -> tuple[FaultStep, ...]:
             if written == src:
                 problems.add("a heal cannot undo itself", src, "heal")
             elif target_kind not in HEALABLE_KINDS:
-                problems.add(f"schedule[{written}] is a {target_kind} step; heal undoes "
-                             f"{', '.join(sorted(HEALABLE_KINDS))} (use resume/restart for nodes)", src, "heal")
+                problems.add(
+                    f"schedule[{written}] is a {target_kind} step; heal undoes "
+                    f"{', '.join(sorted(HEALABLE_KINDS))} (use resume/restart for nodes)",
+                    src,
+                    "heal",
+                )
             elif position[written] > pos:
                 problems.add(f"schedule[{written}] happens after this heal", src, "heal")
             params = Heal(target=position[written])
@@ -1090,8 +1193,11 @@ def _schedule(raw: Any, info: ValidationInfo) -> tuple[FaultStep, ...]:
             if why:
                 problems.add(f"the admin sync operation is refused: {why}", src, "sync")
         if spec.kind == "toxic" and ctx.get("transport", "tcp") != "tcp":
-            problems.add(f"needs transport: tcp (Toxiproxy proxies TCP links; this scenario uses "
-                         f"{ctx['transport']})", src, "toxic")
+            problems.add(
+                f"needs transport: tcp (Toxiproxy proxies TCP links; this scenario uses {ctx['transport']})",
+                src,
+                "toxic",
+            )
         steps.append(FaultStep(at=spec.at, kind=spec.kind, params=params, index=pos, source_index=src))
     for message, *loc in _lifecycle_problems(steps, tuple(ctx.get("nodes", ()))):
         problems.add(message, *loc)
@@ -1215,30 +1321,37 @@ class ScenarioFile(InputModel):
     """A scenario file. Fields are validated in this order; later ones use what earlier ones
     resolved (the node names, the duration, the checks)."""
 
-    name: Annotated[str, Field(min_length=1, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$"),
-                    explain("use letters, digits, '_', '.' and '-' (it names the run directory)")]
+    name: Annotated[
+        str,
+        Field(min_length=1, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$"),
+        explain("use letters, digits, '_', '.' and '-' (it names the run directory)"),
+    ]
     protocol: Annotated[str, PlainValidator(_protocol, json_schema_input_type=str), remember("protocol")]
     transport: Annotated[choice(TRANSPORTS), remember("transport")] = Field("udp", validate_default=True)
     nodes: NodeNames
     config: Annotated[dict[str, Any] | None, AfterValidator(_protocol_settings)] = Field(
-        None, validate_default=True, description="protocol settings (see the protocol's config)")
-    duration: Annotated[float, Field(gt=0), remember("duration")] = Field(
-        description="the workload's time budget (s)")
+        None, validate_default=True, description="protocol settings (see the protocol's config)"
+    )
+    duration: Annotated[float, Field(gt=0), remember("duration")] = Field(description="the workload's time budget (s)")
     settle: NonNegative = Field(DEFAULT_SETTLE_S, description="seconds after the last step for the eventual checks")
     workload: Annotated[tuple[Stream, ...], PlainValidator(_workload, json_schema_input_type=list[StreamSpec])]
-    schedule: Annotated[tuple[FaultStep, ...], PlainValidator(
-        _schedule, json_schema_input_type=list[StepSpec] | None)] = ()
-    checks: Annotated[list[Annotated[str, Field(pattern=_CHECK_RE.pattern),
-                                     explain("{!r} is not a check name")]] | None,
-                      AfterValidator(_checks), remember("checks")] = Field(
-        None, validate_default=True, description="default: the protocol's checks; no_errors is always added")
-    expect_fail: Annotated[str | None, PlainValidator(
-        _expect, json_schema_input_type=Union[Literal["pass"], ExpectFail])] = Field(
-        "pass", alias="expect", validate_default=True)
+    schedule: Annotated[
+        tuple[FaultStep, ...], PlainValidator(_schedule, json_schema_input_type=list[StepSpec] | None)
+    ] = ()
+    checks: Annotated[
+        list[Annotated[str, Field(pattern=_CHECK_RE.pattern), explain("{!r} is not a check name")]] | None,
+        AfterValidator(_checks),
+        remember("checks"),
+    ] = Field(None, validate_default=True, description="default: the protocol's checks; no_errors is always added")
+    expect_fail: Annotated[
+        str | None, PlainValidator(_expect, json_schema_input_type=Union[Literal["pass"], ExpectFail])
+    ] = Field("pass", alias="expect", validate_default=True)
     seed: NonNegativeInt = 0
     injector: Annotated[choice(INJECTORS), AfterValidator(_injector_fits)] = "auto"
-    recovery_bound: Annotated[Annotated[float, Field(gt=0), explain("must be greater than 0 (seconds)")] | None,
-                              AfterValidator(_recovery_bound)] = Field(None, validate_default=True)
+    recovery_bound: Annotated[
+        Annotated[float, Field(gt=0), explain("must be greater than 0 (seconds)")] | None,
+        AfterValidator(_recovery_bound),
+    ] = Field(None, validate_default=True)
 
 
 def _one_or_list(items: tuple[str, ...]) -> Any:

@@ -66,10 +66,17 @@ class _NotYet(Exception):
     pass
 
 
-def eventually(check: Callable[[], Any], *, timeout: float = DEFAULT_TIMEOUT_S, interval: float = 0.1,
-               what: str | None = None, describe: Callable[[Any], str] | None = None,
-               context: Callable[[], str] | None = None, clock: Callable[[], float] | None = None,
-               sleep: Callable[[float], None] | None = None) -> Any:
+def eventually(
+    check: Callable[[], Any],
+    *,
+    timeout: float = DEFAULT_TIMEOUT_S,
+    interval: float = 0.1,
+    what: str | None = None,
+    describe: Callable[[Any], str] | None = None,
+    context: Callable[[], str] | None = None,
+    clock: Callable[[], float] | None = None,
+    sleep: Callable[[float], None] | None = None,
+) -> Any:
     """Call `check()` until it returns something truthy (which is returned) without raising
     AssertionError, for at most `timeout` seconds (tenacity, a fixed `interval` between calls).
     `clock` and `sleep` replace the wall clock and time.sleep (the simulator's virtual time).
@@ -101,8 +108,9 @@ def eventually(check: Callable[[], Any], *, timeout: float = DEFAULT_TIMEOUT_S, 
         def stop(_retry_state) -> bool:
             return clock() - start >= timeout
 
-    retrying = Retrying(stop=stop, wait=wait_fixed(interval), retry=retry_if_exception_type(_NotYet),
-                        reraise=False, **options)
+    retrying = Retrying(
+        stop=stop, wait=wait_fixed(interval), retry=retry_if_exception_type(_NotYet), reraise=False, **options
+    )
     try:
         return retrying(attempt)
     except RetryError:
@@ -128,13 +136,28 @@ def eventually(check: Callable[[], Any], *, timeout: float = DEFAULT_TIMEOUT_S, 
 # ---- a cluster under test ---------------------------------------------------------------------------
 
 
-def cluster_scenario(nodes: int | Iterable[str] = 3, *, protocol: str = DEFAULT_PROTOCOL, transport: str = "udp",
-                     config: dict | None = None, seed: int = 0, name: str = "pytest",
-                     injector: str = "auto") -> Scenario:
+def cluster_scenario(
+    nodes: int | Iterable[str] = 3,
+    *,
+    protocol: str = DEFAULT_PROTOCOL,
+    transport: str = "udp",
+    config: dict | None = None,
+    seed: int = 0,
+    name: str = "pytest",
+    injector: str = "auto",
+) -> Scenario:
     """The Scenario a test cluster is made from (no workload, no schedule: the test drives it)."""
-    data = {"name": name, "protocol": protocol, "transport": transport,
-            "nodes": nodes if isinstance(nodes, int) else list(nodes), "config": dict(config or {}),
-            "workload": [], "duration": 1, "seed": seed, "injector": injector}
+    data = {
+        "name": name,
+        "protocol": protocol,
+        "transport": transport,
+        "nodes": nodes if isinstance(nodes, int) else list(nodes),
+        "config": dict(config or {}),
+        "workload": [],
+        "duration": 1,
+        "seed": seed,
+        "injector": injector,
+    }
     return parse_scenario(data)
 
 
@@ -220,20 +243,29 @@ class SplitbrainCluster:
 
     # ---- workload -------------------------------------------------------------------------------
 
-    def send(self, src: str, dst: str, *, count: int | None = None, rate: float = 100.0,
-             duration: float | None = None, size: int = 100) -> Stream:
+    def send(
+        self,
+        src: str,
+        dst: str,
+        *,
+        count: int | None = None,
+        rate: float = 100.0,
+        duration: float | None = None,
+        size: int = 100,
+    ) -> Stream:
         """Start a stream src -> dst (count and/or duration at `rate` msgs/s); returns it."""
         if count is None and duration is None:
             raise ValueError("send() needs count or duration")
-        stream = Stream(src=src, dest=dst, rate=rate, count=count, duration=duration, size=size,
-                        index=len(self.streams))
+        stream = Stream(
+            src=src, dest=dst, rate=rate, count=count, duration=duration, size=size, index=len(self.streams)
+        )
         self.admin(src).send(dst, rate=rate, count=count, duration=duration, size=size, stream=stream.index)
         self.streams.append(stream)
         return stream
 
     def delivered(self, dst: str, src: str, stream: int | None = None) -> int:
         """How many messages `dst` delivered from `src` (one stream, or all)."""
-        per_stream = (self.admin(dst).delivered().get("delivered", {}).get(src) or {})
+        per_stream = self.admin(dst).delivered().get("delivered", {}).get(src) or {}
         if stream is not None:
             return int((per_stream.get(str(stream)) or {}).get("count", 0))
         return sum(int(s.get("count", 0)) for s in per_stream.values())
@@ -256,8 +288,11 @@ class SplitbrainCluster:
             else:
                 reason = f"node is {handle.state.value}"
             last = self.last_states.get(name)
-            out[name] = (f"{reason}; last seen at t={last['t']:.2f}: {json.dumps(_windows(last['state']))}"
-                         if last else f"{reason}; never seen")
+            out[name] = (
+                f"{reason}; last seen at t={last['t']:.2f}: {json.dumps(_windows(last['state']))}"
+                if last
+                else f"{reason}; never seen"
+            )
         return out
 
     # ---- waiting ----------------------------------------------------------------------------------
@@ -281,8 +316,12 @@ class SplitbrainCluster:
             got = self.delivered(dst, src)
             return got if got >= count else None
 
-        return self.eventually(enough, timeout=timeout, what=f"{dst} to deliver {count} messages from {src}",
-                               describe=lambda _v: f"{dst} delivered {self.delivered(dst, src)} from {src}")
+        return self.eventually(
+            enough,
+            timeout=timeout,
+            what=f"{dst} to deliver {count} messages from {src}",
+            describe=lambda _v: f"{dst} delivered {self.delivered(dst, src)} from {src}",
+        )
 
     def wait_settled(self, *, timeout: float = DEFAULT_TIMEOUT_S) -> None:
         """Until every stream is done and delivered and every send window is acked and matched."""
@@ -308,8 +347,9 @@ class SplitbrainCluster:
             last.append(obs)
             return "; ".join(obs.problems[:8]) or "settled just now"
 
-        self.eventually(settled, timeout=timeout, interval=0.2, what=f"the cluster to settle ({live.EXPECTED})",
-                        describe=describe)
+        self.eventually(
+            settled, timeout=timeout, interval=0.2, what=f"the cluster to settle ({live.EXPECTED})", describe=describe
+        )
 
     def log_tails(self, lines: int = 12) -> str:
         parts = []
@@ -358,15 +398,21 @@ class SplitbrainCluster:
         """Stop the cluster and run the named checks (default: all five) over its event log."""
         from harness.checks import run_checks
 
-        return run_checks(self.events(), list(names) or list(DEFAULT_CHECKS) + ["windows_synced"],
-                          recovery_bound_s=self.scenario.recovery_bound)
+        return run_checks(
+            self.events(),
+            list(names) or list(DEFAULT_CHECKS) + ["windows_synced"],
+            recovery_bound_s=self.scenario.recovery_bound,
+        )
 
     def assert_checks(self, *names: str) -> list:
         results = self.check(*names)
         failed = [r for r in results if not r.passed]
         if failed:
-            raise AssertionError("checks failed: " + "; ".join(f"{r.name}: {r.explanation}" for r in failed)
-                                 + f" (run directory {self.run_dir})")
+            raise AssertionError(
+                "checks failed: "
+                + "; ".join(f"{r.name}: {r.explanation}" for r in failed)
+                + f" (run directory {self.run_dir})"
+            )
         return results
 
     def teardown(self) -> None:
@@ -390,17 +436,23 @@ class SplitbrainCluster:
         """Sections for a failed test's report: run directory, windows, timeline."""
         sections = [(f"splitbrain {self.label}: run directory", str(self.run_dir))]
         try:
-            states = self.states() if not self._torn_down else {
-                n: (f"last seen at t={s['t']:.2f}: " + json.dumps(_windows(s["state"])))
-                for n, s in self.last_states.items()}
+            states = (
+                self.states()
+                if not self._torn_down
+                else {
+                    n: (f"last seen at t={s['t']:.2f}: " + json.dumps(_windows(s["state"])))
+                    for n, s in self.last_states.items()
+                }
+            )
         except Exception as exc:
             states = {"?": f"unavailable: {exc}"}
         lines = []
         for name, state in states.items():
             text = state if isinstance(state, str) else json.dumps(_windows(state), sort_keys=True)
             lines.append(f"{name}: {text}")
-        sections.append((f"splitbrain {self.label}: windows (GET /state)", "\n".join(lines)[:WINDOW_SECTION_LIMIT]
-                         or "(no node)"))
+        sections.append(
+            (f"splitbrain {self.label}: windows (GET /state)", "\n".join(lines)[:WINDOW_SECTION_LIMIT] or "(no node)")
+        )
         sections.append((f"splitbrain {self.label}: timeline", _timeline_text(self.timeline)))
         return sections
 
@@ -409,15 +461,20 @@ def _windows(state: dict) -> dict:
     """The part of GET /state that says where every window is."""
     if not isinstance(state, dict):
         return {"state": state}
-    return {"incarnation": state.get("incarnation"), "view": state.get("view"),
-            "windows": state.get("windows"), "busy": state.get("busy")}
+    return {
+        "incarnation": state.get("incarnation"),
+        "view": state.get("view"),
+        "windows": state.get("windows"),
+        "busy": state.get("busy"),
+    }
 
 
 def _timeline_text(timeline: list[dict]) -> str:
     if not timeline:
         return "(no faults)"
-    return "\n".join(f"t={ev['t']:8.3f} {ev['kind']:9} {ev.get('fault', '')}: {ev.get('detail', '')}"
-                     for ev in timeline)
+    return "\n".join(
+        f"t={ev['t']:8.3f} {ev['kind']:9} {ev.get('fault', '')}: {ev.get('detail', '')}" for ev in timeline
+    )
 
 
 # ---- faults ---------------------------------------------------------------------------------------
@@ -433,8 +490,9 @@ class FaultController:
         # `until` of a drop is already on the cluster clock (drop() adds now), so the origin is 0.
         # The simulator carries out schedule steps itself (harness.sim.driver.SimFaults).
         executor = getattr(sc.cluster, "fault_executor", None)
-        self.live = (executor(sc.names, self.steps) if executor is not None
-                     else LiveFaults(sc.cluster, sc.names, self.steps))
+        self.live = (
+            executor(sc.names, self.steps) if executor is not None else LiveFaults(sc.cluster, sc.names, self.steps)
+        )
         self._next = 0
 
     @property
@@ -487,9 +545,21 @@ class FaultController:
         timeout, reset_peer, slicer, limit_data, slow_close, down; attributes in Toxiproxy's names."""
         return self._apply("toxic", {"link": link, "type": type, **attributes})
 
-    def drop(self, *, at: str, from_: str | None = None, to: str | None = None, type: str | Iterable[str] | None = None,
-             count: int | None = None, p: float = 1.0, after: int = 0, direction: str | None = None,
-             action: str = "drop", delay_ms: float = 0.0, until_s: float | None = None) -> int:
+    def drop(
+        self,
+        *,
+        at: str,
+        from_: str | None = None,
+        to: str | None = None,
+        type: str | Iterable[str] | None = None,
+        count: int | None = None,
+        p: float = 1.0,
+        after: int = 0,
+        direction: str | None = None,
+        action: str = "drop",
+        delay_ms: float = 0.0,
+        until_s: float | None = None,
+    ) -> int:
         """An in-process rule at node `at`: messages from `from_` (received) or to `to` (sent), of
         the given type(s), p, count, after; `until_s` seconds from now."""
         body: dict[str, Any] = {"at": at}
@@ -585,8 +655,10 @@ def run_summary(run_dir: Path) -> str:
     lines = []
     try:
         verdict = json.loads((run_dir / "verdict.json").read_text())
-        lines.append(f"outcome {verdict.get('outcome')} (seed {verdict.get('seed')}, backend {verdict.get('backend')})"
-                     + (f": {verdict['error']}" if verdict.get("error") else ""))
+        lines.append(
+            f"outcome {verdict.get('outcome')} (seed {verdict.get('seed')}, backend {verdict.get('backend')})"
+            + (f": {verdict['error']}" if verdict.get("error") else "")
+        )
         for check in verdict.get("checks", []):
             lines.append(f"  {check['name']}: {'passed' if check['passed'] else 'FAILED'}: {check['explanation']}")
         settle = (verdict.get("stats") or {}).get("settle") or {}

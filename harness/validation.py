@@ -30,8 +30,20 @@ from pydantic_core import InitErrorDetails, PydanticCustomError
 
 _OURS = "splitbrain"
 # Errors about the kind of a value, rephrased by `_say`; `explain` leaves them alone.
-_TYPE_ERRORS = frozenset({"float_type", "finite_number", "int_type", "int_from_float", "string_type",
-                          "list_type", "dict_type", "model_type", "bool_type", "missing"})
+_TYPE_ERRORS = frozenset(
+    {
+        "float_type",
+        "finite_number",
+        "int_type",
+        "int_from_float",
+        "string_type",
+        "list_type",
+        "dict_type",
+        "model_type",
+        "bool_type",
+        "missing",
+    }
+)
 
 
 def error_path(loc: tuple) -> str:
@@ -52,8 +64,7 @@ def problem(message: str) -> PydanticCustomError:
 
 def fail(message: str, *loc: str | int) -> NoReturn:
     """Report `message` at `loc`, relative to the value being validated."""
-    raise ValidationError.from_exception_data(_OURS, [
-        InitErrorDetails(type=problem(message), loc=loc, input=None)])
+    raise ValidationError.from_exception_data(_OURS, [InitErrorDetails(type=problem(message), loc=loc, input=None)])
 
 
 class Problems:
@@ -148,10 +159,17 @@ class InputModel(BaseModel):
         try:
             return handler(data)
         except ValidationError as exc:
-            raise ValidationError.from_exception_data(_OURS, [
-                InitErrorDetails(type=problem(e["msg"] if e["type"] == _OURS else _say(e, cls)),
-                                 loc=e["loc"], input=e.get("input"))
-                for e in exc.errors()]) from None
+            raise ValidationError.from_exception_data(
+                _OURS,
+                [
+                    InitErrorDetails(
+                        type=problem(e["msg"] if e["type"] == _OURS else _say(e, cls)),
+                        loc=e["loc"],
+                        input=e.get("input"),
+                    )
+                    for e in exc.errors()
+                ],
+            ) from None
 
 
 def validate_part(adapter: TypeAdapter, raw: Any, info: ValidationInfo) -> Any:

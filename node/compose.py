@@ -20,8 +20,14 @@ FAULTS = "faults"
 R = TypeVar("R", bound=protocols.Rng)
 
 
-def build_stack(name: str, protocol: str, config: Mapping[str, Any] | None, rng: protocols.Rng, incarnation: int = 0,
-                faults: bool = True) -> Stack:
+def build_stack(
+    name: str,
+    protocol: str,
+    config: Mapping[str, Any] | None,
+    rng: protocols.Rng,
+    incarnation: int = 0,
+    faults: bool = True,
+) -> Stack:
     """A stack for node `name` running one protocol over the fault layer (unless faults=False).
     `config` is validated by the protocol; errors name the key.
 
@@ -32,8 +38,9 @@ def build_stack(name: str, protocol: str, config: Mapping[str, Any] | None, rng:
     return compose(name, names, {protocol: config or {}}, rng, incarnation)
 
 
-def compose(name: str, names: Sequence[str], configs: Mapping[str, Mapping[str, Any]], rng: protocols.Rng,
-            incarnation: int = 0) -> Stack:
+def compose(
+    name: str, names: Sequence[str], configs: Mapping[str, Mapping[str, Any]], rng: protocols.Rng, incarnation: int = 0
+) -> Stack:
     """A stack of the named layers, bottom first; `configs` maps a protocol name to its settings."""
     layers: list[Layer] = []
     for entry in names:

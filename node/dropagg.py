@@ -48,8 +48,9 @@ class DropAggregator:
         self.interval_s = interval_s
         self._windows: dict[tuple[str, str | None], _Window] = {}
 
-    def drop(self, now: float, key: str, peer: str | None, nbytes: int | None = None,
-             **fields: Any) -> dict[str, Any] | None:
+    def drop(
+        self, now: float, key: str, peer: str | None, nbytes: int | None = None, **fields: Any
+    ) -> dict[str, Any] | None:
         """One dropped frame: the event to log now, or None when it is counted for later."""
         win = self._windows.get((key, peer))
         # A window past its end with a count is still pending (its timer is late): count on.
@@ -86,5 +87,4 @@ class DropAggregator:
         return out
 
     def _line(self, now: float, peer: str | None, win: _Window) -> dict[str, Any]:
-        return make_event(now, self.node, self.proto, "drop", peer=peer, bytes=win.bytes,
-                          count=win.count, **win.fields)
+        return make_event(now, self.node, self.proto, "drop", peer=peer, bytes=win.bytes, count=win.count, **win.fields)

@@ -141,8 +141,7 @@ class FaultLayer(Layer):
         return not self._rules
 
     def rules(self) -> dict[int, dict[str, Any]]:
-        return {rid: {**st.rule.to_dict(), "matched": st.matched, "acted": st.acted}
-                for rid, st in self._rules.items()}
+        return {rid: {**st.rule.to_dict(), "matched": st.matched, "acted": st.acted} for rid, st in self._rules.items()}
 
     # ---- message paths ------------------------------------------------------------------------
 
@@ -195,8 +194,20 @@ class FaultLayer(Layer):
         seqno = _seqno_of(msg)
         if rule.action == "drop":
             self.counters["dropped"] += 1
-            return [Log(event=make_event(now, self.local, PROTO, "drop", peer=peer, type=mtype, seqno=seqno,
-                                         reason=f"fault rule: {rule.describe()}"))]
+            return [
+                Log(
+                    event=make_event(
+                        now,
+                        self.local,
+                        PROTO,
+                        "drop",
+                        peer=peer,
+                        type=mtype,
+                        seqno=seqno,
+                        reason=f"fault rule: {rule.describe()}",
+                    )
+                )
+            ]
         if rule.action == "duplicate":
             self.counters["duplicated"] += 1
             return [self._pass(direction, msg), self._pass(direction, msg.copy())]

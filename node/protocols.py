@@ -99,9 +99,7 @@ class ProtocolSpec:
 
 
 # Modules with a module-level `SPEC: ProtocolSpec`, one line per protocol.
-BUILTIN = (
-    "node.unicast3.spec",
-)
+BUILTIN = ("node.unicast3.spec",)
 ENV_PROTOCOLS = "SPLITBRAIN_PROTOCOLS"
 DEFAULT_PROTOCOL = "unicast3"
 
@@ -200,5 +198,3 @@ def message_types(name: str | None = None) -> frozenset[str]:
     """Message types of one protocol (or of all), plus "APP" for a message without a header."""
     specs = _specs().values() if name is None else [get(name)]
     return frozenset(t for spec in specs for t in spec.message_types) | {"APP"}
-
-

@@ -42,8 +42,19 @@ class Window:
 
     def event(self, now: float, node: str, proto: str, final: bool = False) -> dict[str, Any]:
         """The `window` event of the event-log schema for this window."""
-        return make_event(now, node, proto, "window", peer=self.peer, side=self.side, conn_id=self.conn_id,
-                          low=self.low, high=self.high, state=self.state, final=final or None)
+        return make_event(
+            now,
+            node,
+            proto,
+            "window",
+            peer=self.peer,
+            side=self.side,
+            conn_id=self.conn_id,
+            low=self.low,
+            high=self.high,
+            state=self.state,
+            final=final or None,
+        )
 
 
 def pair_problem(sender: str, receiver: str, send: dict[str, Any], recv: dict[str, Any] | None) -> str | None:

@@ -120,8 +120,7 @@ def split_into_frames(src: str, msgs: list[Message], max_bytes: int = MAX_FRAME_
 
 def _assemble(src: str, dest: str, encoded: list[bytes]) -> bytes:
     return b"".join(
-        [_FRAME_HEAD.pack(WIRE_VERSION, 0), _encode_name(src), _encode_name(dest), _COUNT.pack(len(encoded))]
-        + encoded
+        [_FRAME_HEAD.pack(WIRE_VERSION, 0), _encode_name(src), _encode_name(dest), _COUNT.pack(len(encoded))] + encoded
     )
 
 

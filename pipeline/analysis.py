@@ -43,10 +43,12 @@ def result_rows(events: DataFrame, cached: list | None = None) -> DataFrame:
     heal = cache(C.heals(summ))
     fl = cache(C.flows(events, life))
     msgs = cache(C.messages(fl, life))
-    return C.union_rows([
-        C.stuck_rows(fl, life, heal),
-        M.metric_rows(summ, heal, fl, msgs),
-    ])
+    return C.union_rows(
+        [
+            C.stuck_rows(fl, life, heal),
+            M.metric_rows(summ, heal, fl, msgs),
+        ]
+    )
 
 
 def collect_rows(events: DataFrame) -> list:
@@ -70,8 +72,9 @@ def check_results(events: DataFrame, metas: dict[str, dict]) -> dict[str, list[d
     return results
 
 
-def verdicts_from_rows(rows, metas: dict[str, dict], quarantined: dict[str, int],
-                       results: dict[str, list[dict]]) -> list[RunVerdict]:
+def verdicts_from_rows(
+    rows, metas: dict[str, dict], quarantined: dict[str, int], results: dict[str, list[dict]]
+) -> list[RunVerdict]:
     by_run = group_rows(rows)
     out = []
     for run_id in sorted(metas):
@@ -101,63 +104,105 @@ def analyze_runs(spark: SparkSession, warehouse: str, run_ids: list[str]) -> lis
     if not run_ids:
         return []
     metas = I.run_rows(spark, warehouse, run_ids)
-    quarantined = {r["run_id"]: r["n"] for r in I.load_quarantine(spark, warehouse, run_ids)
-                   .groupBy("run_id").agg(F.count("*").alias("n")).collect()}
+    quarantined = {
+        r["run_id"]: r["n"]
+        for r in I.load_quarantine(spark, warehouse, run_ids).groupBy("run_id").agg(F.count("*").alias("n")).collect()
+    }
     events = I.load_events(spark, warehouse, run_ids)
     rows = collect_rows(events)
     return verdicts_from_rows(rows, metas, quarantined, check_results(events, metas))
 
 
-SUMMARY_SCHEMA = T.StructType([
-    T.StructField("run_id", T.StringType()),
-    T.StructField("scenario", T.StringType()),
-    T.StructField("protocol", T.StringType()),
-    T.StructField("resync", T.StringType()),
-    T.StructField("fault_types", T.ArrayType(T.StringType())),
-    T.StructField("outcome", T.StringType()),
-    T.StructField("failed", T.ArrayType(T.StringType())),
-])
+SUMMARY_SCHEMA = T.StructType(
+    [
+        T.StructField("run_id", T.StringType()),
+        T.StructField("scenario", T.StringType()),
+        T.StructField("protocol", T.StringType()),
+        T.StructField("resync", T.StringType()),
+        T.StructField("fault_types", T.ArrayType(T.StringType())),
+        T.StructField("outcome", T.StringType()),
+        T.StructField("failed", T.ArrayType(T.StringType())),
+    ]
+)
 
 
 def campaign_summary(spark: SparkSession, verdicts: list[RunVerdict]) -> dict:
     """Pass rates per scenario, protocol, resync mode and fault type, and failing checks per
     scenario: DataFrame aggregations, unioned into one query."""
-    rows = [(v.run_id, v.meta.get("scenario") or "(none)", v.meta.get("protocol") or "(unknown)",
-             v.meta.get("resync") or "(n/a)", list(v.meta.get("fault_types") or ["(unknown)"]), v.outcome,
-             v.failed_checks) for v in verdicts]
+    rows = [
+        (
+            v.run_id,
+            v.meta.get("scenario") or "(none)",
+            v.meta.get("protocol") or "(unknown)",
+            v.meta.get("resync") or "(n/a)",
+            list(v.meta.get("fault_types") or ["(unknown)"]),
+            v.outcome,
+            v.failed_checks,
+        )
+        for v in verdicts
+    ]
     if not rows:
         return {}
     df = spark.createDataFrame(rows, SUMMARY_SCHEMA)
     passed = (F.col("outcome") == "passed").cast("long")
 
     def rate(dim: str, col: F.Column, frame: DataFrame = df) -> DataFrame:
-        return (frame.groupBy(col.alias("value")).agg(F.count("*").alias("runs"), F.sum(passed).alias("passed"))
-                .select(F.lit(dim).alias("dim"), "value", F.lit(None).cast("string").alias("check"), "runs", "passed"))
+        return (
+            frame.groupBy(col.alias("value"))
+            .agg(F.count("*").alias("runs"), F.sum(passed).alias("passed"))
+            .select(F.lit(dim).alias("dim"), "value", F.lit(None).cast("string").alias("check"), "runs", "passed")
+        )
 
-    failures = (df.select("scenario", F.explode("failed").alias("check")).groupBy("scenario", "check")
-                .agg(F.count("*").alias("runs"))
-                .select(F.lit("check_failures").alias("dim"), F.col("scenario").alias("value"), "check", "runs",
-                        F.lit(None).cast("long").alias("passed")))
-    parts = [rate("scenario", F.col("scenario")), rate("protocol", F.col("protocol")),
-             rate("resync", F.col("resync")),
-             rate("fault_type", F.col("fault_type"), df.withColumn("fault_type", F.explode("fault_types"))),
-             failures]
+    failures = (
+        df.select("scenario", F.explode("failed").alias("check"))
+        .groupBy("scenario", "check")
+        .agg(F.count("*").alias("runs"))
+        .select(
+            F.lit("check_failures").alias("dim"),
+            F.col("scenario").alias("value"),
+            "check",
+            "runs",
+            F.lit(None).cast("long").alias("passed"),
+        )
+    )
+    parts = [
+        rate("scenario", F.col("scenario")),
+        rate("protocol", F.col("protocol")),
+        rate("resync", F.col("resync")),
+        rate("fault_type", F.col("fault_type"), df.withColumn("fault_type", F.explode("fault_types"))),
+        failures,
+    ]
     union = parts[0]
     for part in parts[1:]:
         union = union.unionByName(part)
-    out: dict = {"runs": len(rows), "passed": sum(1 for r in rows if r[5] == "passed"),
-                 "by_scenario": [], "by_protocol": [], "by_resync": [], "by_fault_type": [], "check_failures": []}
+    out: dict = {
+        "runs": len(rows),
+        "passed": sum(1 for r in rows if r[5] == "passed"),
+        "by_scenario": [],
+        "by_protocol": [],
+        "by_resync": [],
+        "by_fault_type": [],
+        "check_failures": [],
+    }
     for r in sorted(union.collect(), key=lambda r: (r["dim"], r["value"], r["check"] or "")):
         if r["dim"] == "check_failures":
             out["check_failures"].append({"scenario": r["value"], "check": r["check"], "runs": r["runs"]})
         else:
-            out[f"by_{r['dim']}"].append({r["dim"]: r["value"], "runs": r["runs"], "passed": r["passed"],
-                                          "pass_rate": r["passed"] / r["runs"]})
+            out[f"by_{r['dim']}"].append(
+                {r["dim"]: r["value"], "runs": r["runs"], "passed": r["passed"], "pass_rate": r["passed"] / r["runs"]}
+            )
     return out
 
 
-def build_report(spark: SparkSession, analysis: Analysis, out_dir: str, *, title: str,
-                 extra: dict | None = None, max_timelines: int | None = None):
+def build_report(
+    spark: SparkSession,
+    analysis: Analysis,
+    out_dir: str,
+    *,
+    title: str,
+    extra: dict | None = None,
+    max_timelines: int | None = None,
+):
     """The HTML report of an analysis (local directory): plots, timelines of the runs that need
     explaining, the first quarantined lines."""
     from . import report as R
@@ -166,24 +211,29 @@ def build_report(spark: SparkSession, analysis: Analysis, out_dir: str, *, title
     run_ids = [v.run_id for v in analysis.verdicts]
     chosen = R.timeline_runs(analysis.verdicts, max_timelines or R.MAX_TIMELINES)
     ends = {v.run_id: v.metrics.get("end_t") for v in analysis.verdicts}
-    timelines = (timeline_data(I.load_events(spark, analysis.warehouse, chosen), chosen, ends)
-                 if chosen else {})
-    quarantine = [r.asDict() for r in I.load_quarantine(spark, analysis.warehouse, run_ids)
-                  .orderBy("run_id", "file_key", "line").limit(200).collect()]
-    return R.write_report(out_dir, analysis.verdicts, analysis.summary, timelines, title=title,
-                          quarantine=quarantine, extra=extra)
+    timelines = timeline_data(I.load_events(spark, analysis.warehouse, chosen), chosen, ends) if chosen else {}
+    quarantine = [
+        r.asDict()
+        for r in I.load_quarantine(spark, analysis.warehouse, run_ids)
+        .orderBy("run_id", "file_key", "line")
+        .limit(200)
+        .collect()
+    ]
+    return R.write_report(
+        out_dir, analysis.verdicts, analysis.summary, timelines, title=title, quarantine=quarantine, extra=extra
+    )
 
 
-def ingest_only(spark: SparkSession, paths: list[str], warehouse: str,
-                only: list[str] | None = None) -> I.IngestResult:
+def ingest_only(spark: SparkSession, paths: list[str], warehouse: str, only: list[str] | None = None) -> I.IngestResult:
     return I.ingest(spark, paths, warehouse, only=only)
 
 
 def analyze_ingested(spark: SparkSession, result: I.IngestResult) -> Analysis:
     """Judge the runs of an ingest (new and already present) and summarize them."""
     verdicts = analyze_runs(spark, result.warehouse, result.run_ids)
-    return Analysis(warehouse=result.warehouse, verdicts=verdicts, summary=campaign_summary(spark, verdicts),
-                    ingest=result)
+    return Analysis(
+        warehouse=result.warehouse, verdicts=verdicts, summary=campaign_summary(spark, verdicts), ingest=result
+    )
 
 
 def analyze(spark: SparkSession, paths: list[str], warehouse: str, only: list[str] | None = None) -> Analysis:

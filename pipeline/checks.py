@@ -56,8 +56,9 @@ def ordkey() -> Column:
 def is_heal() -> Column:
     """harness.checks._is_heal: a harness timeline fault_off, or fault_on of the "heal" fault."""
     from_harness = (F.col("node") == HARNESS) | (F.col("proto") == HARNESS)
-    return from_harness & ((F.col("kind") == "fault_off")
-                           | ((F.col("kind") == "fault_on") & (F.col("fault") == "heal")))
+    return from_harness & (
+        (F.col("kind") == "fault_off") | ((F.col("kind") == "fault_on") & (F.col("fault") == "heal"))
+    )
 
 
 def _false_if_null(col: Column) -> Column:
@@ -109,27 +110,44 @@ def summary(events: DataFrame) -> DataFrame:
         F.max(o).alias("last_o"),
     )
     final_window = (kind == "window") & (F.col("final") == True) & F.col("peer").isNotNull()  # noqa: E712
-    new_window = ((kind == "conn_state") & (F.col("side") == "recv")
-                  & F.col("reason").startswith("new_window"))
-    rare = events.where(kind.isin(*RARE_KINDS)).groupBy(*[F.col(k).alias(f"r_{k}") for k in _KEY]).agg(
-        F.min(F.when(final_window & (F.col("side") == "send"), o)).alias("send_first_o"),
-        F.max(final_window).alias("any_final"),
-        F.collect_list(F.when(final_window & F.col("side").isin("send", "recv"),
-                              F.struct(o.alias("o"), "side", "conn_id", "low", "high", "state"))).alias("fw"),
-        F.collect_list(F.when(kind.isin(*LIFECYCLE), F.struct(o.alias("o"), "kind", "incarnation", "reason")))
-        .alias("lc"),
-        F.collect_list(F.when(new_window, o)).alias("nw"),
-        F.collect_list(F.when(is_heal(), F.col("t"))).alias("heal_ts"),
-        F.collect_list(F.when(kind.isin("block", "unblock"), F.struct(o.alias("o"), "kind", "t"))).alias("bu"),
+    new_window = (kind == "conn_state") & (F.col("side") == "recv") & F.col("reason").startswith("new_window")
+    rare = (
+        events.where(kind.isin(*RARE_KINDS))
+        .groupBy(*[F.col(k).alias(f"r_{k}") for k in _KEY])
+        .agg(
+            F.min(F.when(final_window & (F.col("side") == "send"), o)).alias("send_first_o"),
+            F.max(final_window).alias("any_final"),
+            F.collect_list(
+                F.when(
+                    final_window & F.col("side").isin("send", "recv"),
+                    F.struct(o.alias("o"), "side", "conn_id", "low", "high", "state"),
+                )
+            ).alias("fw"),
+            F.collect_list(
+                F.when(kind.isin(*LIFECYCLE), F.struct(o.alias("o"), "kind", "incarnation", "reason"))
+            ).alias("lc"),
+            F.collect_list(F.when(new_window, o)).alias("nw"),
+            F.collect_list(F.when(is_heal(), F.col("t"))).alias("heal_ts"),
+            F.collect_list(F.when(kind.isin("block", "unblock"), F.struct(o.alias("o"), "kind", "t"))).alias("bu"),
+        )
     )
     cond = [counts[k].eqNullSafe(F.col(f"r_{k}")) for k in _KEY]
     joined = counts.join(rare, cond, "left").drop(*[f"r_{k}" for k in _KEY])
     empty = F.array()
     return joined.select(
-        *_KEY, "n", "lines", "bytes_sum", "min_t", "max_t", "last_o", "send_first_o",
+        *_KEY,
+        "n",
+        "lines",
+        "bytes_sum",
+        "min_t",
+        "max_t",
+        "last_o",
+        "send_first_o",
         _false_if_null(F.col("any_final")).alias("any_final"),
-        *[F.coalesce(F.col(c), empty.cast(rare.schema[c].dataType)).alias(c)
-          for c in ("fw", "lc", "nw", "heal_ts", "bu")],
+        *[
+            F.coalesce(F.col(c), empty.cast(rare.schema[c].dataType)).alias(c)
+            for c in ("fw", "lc", "nw", "heal_ts", "bu")
+        ],
     )
 
 
@@ -141,14 +159,18 @@ def _last_window(fw: Column, side: str) -> Column:
 def _incarnations(starts: Column) -> Column:
     """The incarnation each node_start opens: its own field, else the previous one + 1 (-1 before
     any), exactly as harness.checks._Lives.observe; a fold over the sorted starts."""
-    zero = F.struct(F.lit(-1).cast("long").alias("prev"),
-                    F.array().cast(T.ArrayType(T.StructType([T.StructField("o", ORD_TYPE),
-                                                             T.StructField("inc", T.LongType())]))).alias("out"))
+    zero = F.struct(
+        F.lit(-1).cast("long").alias("prev"),
+        F.array()
+        .cast(T.ArrayType(T.StructType([T.StructField("o", ORD_TYPE), T.StructField("inc", T.LongType())])))
+        .alias("out"),
+    )
 
     def step(acc, x):
         inc = F.coalesce(x["incarnation"], acc["prev"] + 1)
-        return F.struct(inc.alias("prev"),
-                        F.concat(acc["out"], F.array(F.struct(x["o"].alias("o"), inc.alias("inc")))).alias("out"))
+        return F.struct(
+            inc.alias("prev"), F.concat(acc["out"], F.array(F.struct(x["o"].alias("o"), inc.alias("inc")))).alias("out")
+        )
 
     return F.aggregate(starts, zero, step)["out"]
 
@@ -166,7 +188,10 @@ def lives(summ: DataFrame) -> DataFrame:
     starts = F.filter("lc", lambda x: x["kind"] == "node_start")
     last_lc = F.try_element_at(F.col("lc"), F.lit(-1))
     return per_node.select(
-        "run_id", "node", "last_traffic", "reported",
+        "run_id",
+        "node",
+        "last_traffic",
+        "reported",
         _incarnations(starts).alias("starts"),
         F.size(starts).cast("long").alias("starts_total"),
         last_lc.alias("last_lc"),
@@ -177,22 +202,28 @@ def lives(summ: DataFrame) -> DataFrame:
 
 def heals(summ: DataFrame) -> DataFrame:
     """Per run_id: the times of the heals in its harness timeline (sorted) and the last one."""
-    return (summ.where(F.size("heal_ts") > 0).groupBy("run_id")
-            .agg(F.array_sort(F.flatten(F.collect_list("heal_ts"))).alias("heal_ts"))
-            .withColumn("last_heal", F.array_max("heal_ts")))
+    return (
+        summ.where(F.size("heal_ts") > 0)
+        .groupBy("run_id")
+        .agg(F.array_sort(F.flatten(F.collect_list("heal_ts"))).alias("heal_ts"))
+        .withColumn("last_heal", F.array_max("heal_ts"))
+    )
 
 
 def _count_before(arr: Column, o: Column, field: str | None = None) -> Column:
     """How many positions in the sorted array `arr` come before `o`. Nearly every array holds
     one element (one start per node, one window per link): that case is a plain comparison,
     which Spark compiles, instead of a lambda, which it interprets."""
+
     def pos(x):
         return x[field] if field else x
 
     first = F.get(arr, 0)
-    return (F.when(arr.isNull() | (F.size(arr) == 0), F.lit(0))
-            .when(F.size(arr) == 1, F.when(pos(first) < o, F.lit(1)).otherwise(F.lit(0)))
-            .otherwise(F.size(F.filter(arr, lambda x: pos(x) < o)))).cast("long")
+    return (
+        F.when(arr.isNull() | (F.size(arr) == 0), F.lit(0))
+        .when(F.size(arr) == 1, F.when(pos(first) < o, F.lit(1)).otherwise(F.lit(0)))
+        .otherwise(F.size(F.filter(arr, lambda x: pos(x) < o)))
+    ).cast("long")
 
 
 # ---- pass 2: flows ----------------------------------------------------------------------------
@@ -220,15 +251,22 @@ def flows(events: DataFrame, life: DataFrame) -> DataFrame:
     df = base.join(life_b, ["run_id", "node"], "left")
     o = F.col("o")
     df = df.select(
-        "run_id", "kind", "node", "peer", "app", "conn_id", "seqno", "bytes", "t", "o",
+        "run_id",
+        "kind",
+        "node",
+        "peer",
+        "app",
+        "conn_id",
+        "seqno",
+        "bytes",
+        "t",
+        "o",
         # An XMIT-REQ is sent by the receiver of the link it asks about.
         F.when(is_deliver | (kind == "xmit_req_tx"), F.col("node")).otherwise(F.col("peer")).alias("dst"),
-        F.when(is_deliver, sender).when(kind == "xmit_req_tx", F.col("peer"))
-        .otherwise(F.col("node")).alias("src"),
+        F.when(is_deliver, sender).when(kind == "xmit_req_tx", F.col("peer")).otherwise(F.col("node")).alias("src"),
         F.when(kind == "send", _count_before(F.col("starts"), o, "o")).alias("starts_at"),
     )
     return df.repartition("run_id", "dst")
-
 
 
 # ---- messages (what latency and heal-to-sync need) ------------------------------------------
@@ -240,21 +278,33 @@ def messages(fl: DataFrame, life: DataFrame) -> DataFrame:
     sender_restarted, or null when it was delivered but never sent (not judged)."""
     is_send = F.col("kind") == "send"
     is_deliver = F.col("kind") == "deliver"
-    m = fl.where(F.col("kind").isin("send", "deliver")).groupBy("run_id", "dst", "src", "app").agg(
-        F.min(F.when(is_send, F.col("o"))).alias("first_o"),
-        F.min(F.when(is_send, F.col("t"))).alias("send_t"),
-        F.max_by(F.col("starts_at"), F.when(is_send, F.col("o"))).alias("starts_at"),
-        F.min(F.when(is_deliver, F.col("t"))).alias("deliver_t"),
+    m = (
+        fl.where(F.col("kind").isin("send", "deliver"))
+        .groupBy("run_id", "dst", "src", "app")
+        .agg(
+            F.min(F.when(is_send, F.col("o"))).alias("first_o"),
+            F.min(F.when(is_send, F.col("t"))).alias("send_t"),
+            F.max_by(F.col("starts_at"), F.when(is_send, F.col("o"))).alias("starts_at"),
+            F.min(F.when(is_deliver, F.col("t"))).alias("deliver_t"),
+        )
     )
-    ls = F.broadcast(life.select("run_id", F.col("node").alias("src"), F.col("dead").alias("src_dead"),
-                                 F.col("starts_total").alias("src_starts")))
+    ls = F.broadcast(
+        life.select(
+            "run_id",
+            F.col("node").alias("src"),
+            F.col("dead").alias("src_dead"),
+            F.col("starts_total").alias("src_starts"),
+        )
+    )
     ld = F.broadcast(life.select("run_id", F.col("node").alias("dst"), F.col("dead").alias("dst_dead")))
     m = m.join(ls, ["run_id", "src"], "left").join(ld, ["run_id", "dst"], "left")
-    status = (F.when(F.col("first_o").isNull(), F.lit(None))
-              .when(_false_if_null(F.col("src_dead")) | _false_if_null(F.col("dst_dead")), F.lit("dead_at_end"))
-              .when(F.coalesce(F.col("src_starts"), F.lit(0)) > F.col("starts_at"), F.lit("sender_restarted"))
-              .when(F.col("deliver_t").isNull(), F.lit("lost"))
-              .otherwise(F.lit("ok")))
+    status = (
+        F.when(F.col("first_o").isNull(), F.lit(None))
+        .when(_false_if_null(F.col("src_dead")) | _false_if_null(F.col("dst_dead")), F.lit("dead_at_end"))
+        .when(F.coalesce(F.col("src_starts"), F.lit(0)) > F.col("starts_at"), F.lit("sender_restarted"))
+        .when(F.col("deliver_t").isNull(), F.lit("lost"))
+        .otherwise(F.lit("ok"))
+    )
     return m.withColumn("status", status)
 
 
@@ -268,29 +318,48 @@ def stuck_rows(fl: DataFrame, life: DataFrame, heal: DataFrame) -> DataFrame:
     link = Window.partitionBy("run_id", "dst", "src")
     running = link.orderBy("o").rowsBetween(Window.unboundedPreceding, 0)
     is_deliver = F.col("kind") == "deliver"
-    rd = rd.select("*", F.sum(is_deliver.cast("long")).over(running).alias("episode"),
-                   F.sum(is_deliver.cast("long")).over(link).alias("delivered"),
-                   F.max(F.when(is_deliver, F.col("t"))).over(link).alias("last_deliver_t"))
+    rd = rd.select(
+        "*",
+        F.sum(is_deliver.cast("long")).over(running).alias("episode"),
+        F.sum(is_deliver.cast("long")).over(link).alias("delivered"),
+        F.max(F.when(is_deliver, F.col("t"))).over(link).alias("last_deliver_t"),
+    )
     is_rt = F.col("kind") == "retransmit"
-    episodes = rd.where(~is_deliver).groupBy("run_id", "dst", "src", "episode").agg(
-        F.sum(is_rt.cast("long")).alias("retransmits"), F.sum((~is_rt).cast("long")).alias("xmit_reqs"),
-        F.min("t").alias("first_t"), F.max("t").alias("last_t"),
-        F.min(F.when(is_rt, F.col("seqno"))).alias("min_seqno"),
-        F.max(F.when(is_rt, F.col("seqno"))).alias("max_seqno"),
-        F.first("delivered").alias("delivered"), F.first("last_deliver_t").alias("last_deliver_t"))
+    episodes = (
+        rd.where(~is_deliver)
+        .groupBy("run_id", "dst", "src", "episode")
+        .agg(
+            F.sum(is_rt.cast("long")).alias("retransmits"),
+            F.sum((~is_rt).cast("long")).alias("xmit_reqs"),
+            F.min("t").alias("first_t"),
+            F.max("t").alias("last_t"),
+            F.min(F.when(is_rt, F.col("seqno"))).alias("min_seqno"),
+            F.max(F.when(is_rt, F.col("seqno"))).alias("max_seqno"),
+            F.first("delivered").alias("delivered"),
+            F.first("last_deliver_t").alias("last_deliver_t"),
+        )
+    )
     dead_s = F.broadcast(life.select("run_id", F.col("node").alias("src"), F.col("dead").alias("src_dead")))
     dead_r = F.broadcast(life.select("run_id", F.col("node").alias("dst"), F.col("dead").alias("dst_dead")))
-    ep = (episodes.join(F.broadcast(heal.select("run_id", "last_heal")), "run_id", "left")
-          .join(dead_s, ["run_id", "src"], "left").join(dead_r, ["run_id", "dst"], "left"))
+    ep = (
+        episodes.join(F.broadcast(heal.select("run_id", "last_heal")), "run_id", "left")
+        .join(dead_s, ["run_id", "src"], "left")
+        .join(dead_r, ["run_id", "dst"], "left")
+    )
     since = F.greatest(F.col("first_t"), F.coalesce(F.col("last_heal"), F.lit(0.0)))
-    is_stuck = ((F.col("episode") == F.col("delivered"))
-                & (F.col("retransmits") + F.col("xmit_reqs") >= STUCK_MIN_RETRANSMITS)
-                & (F.col("last_t") - since >= STUCK_MIN_SECONDS)
-                & ~(_false_if_null(F.col("src_dead")) | _false_if_null(F.col("dst_dead"))))
-    stuck = F.struct("src", "dst", "retransmits", "xmit_reqs", "first_t", "last_t", "min_seqno", "max_seqno",
-                     "last_deliver_t")
+    is_stuck = (
+        (F.col("episode") == F.col("delivered"))
+        & (F.col("retransmits") + F.col("xmit_reqs") >= STUCK_MIN_RETRANSMITS)
+        & (F.col("last_t") - since >= STUCK_MIN_SECONDS)
+        & ~(_false_if_null(F.col("src_dead")) | _false_if_null(F.col("dst_dead")))
+    )
+    stuck = F.struct(
+        "src", "dst", "retransmits", "xmit_reqs", "first_t", "last_t", "min_seqno", "max_seqno", "last_deliver_t"
+    )
     per_dst = ep.groupBy("run_id", "dst").agg(
         F.max(F.col("last_t") - F.col("first_t")).alias("longest_episode_s"),
-        F.sum("retransmits").alias("retransmits"), F.sum("xmit_reqs").alias("xmit_reqs"),
-        F.collect_list(F.when(is_stuck, stuck)).alias("stuck"))
+        F.sum("retransmits").alias("retransmits"),
+        F.sum("xmit_reqs").alias("xmit_reqs"),
+        F.collect_list(F.when(is_stuck, stuck)).alias("stuck"),
+    )
     return _rows(per_dst, "stuck", "dst", "longest_episode_s", "retransmits", "xmit_reqs", "stuck")

@@ -33,14 +33,16 @@ def add_commands(subparsers) -> None:
         "analyze",
         help="judge run directories with the Spark pipeline and write an HTML report",
         description="Ingest run directories (or directories of them; local paths or any Hadoop URI) "
-                    "into a Parquet warehouse, check every run (fifo, no_duplicates, no_loss, "
-                    "windows_synced, stuck retransmission), compute metrics and write an HTML report.",
+        "into a Parquet warehouse, check every run (fifo, no_duplicates, no_loss, "
+        "windows_synced, stuck retransmission), compute metrics and write an HTML report.",
         epilog="Exit codes: 0 every run passed, 1 a run failed, 2 bad input.",
     )
-    analyze.add_argument("run_dirs", nargs="+", metavar="RUN_DIR",
-                         help="a run directory, or a directory holding run directories")
-    analyze.add_argument("--out", default="analysis", metavar="DIR",
-                         help="output directory: warehouse/ and report/ (default: analysis)")
+    analyze.add_argument(
+        "run_dirs", nargs="+", metavar="RUN_DIR", help="a run directory, or a directory holding run directories"
+    )
+    analyze.add_argument(
+        "--out", default="analysis", metavar="DIR", help="output directory: warehouse/ and report/ (default: analysis)"
+    )
     _spark_options(analyze)
     analyze.set_defaults(func=cmd_analyze)
 
@@ -48,29 +50,43 @@ def add_commands(subparsers) -> None:
         "campaign",
         help="run a scenario with many seeds, then analyze the runs",
         description="Run SCENARIO with N consecutive seeds (starting at the scenario's seed, or "
-                    "--first-seed) on a backend, with a progress bar, then analyze every run with "
-                    "the Spark pipeline and write one HTML report for the campaign.",
+        "--first-seed) on a backend, with a progress bar, then analyze every run with "
+        "the Spark pipeline and write one HTML report for the campaign.",
         epilog="Exit codes: 0 every run passed, 1 a run failed, 2 bad input.",
     )
     campaign.add_argument("scenario", metavar="SCENARIO", help="path of the scenario YAML file")
     campaign.add_argument("--runs", type=positive_int, required=True, metavar="N", help="number of seeds to run")
-    campaign.add_argument("--backend", choices=("sim", "local", "docker"), default="sim",
-                          help="where the nodes run (default: sim)")
-    campaign.add_argument("--first-seed", type=non_negative_int, default=None, metavar="S",
-                          help="first seed (default: the scenario's seed)")
-    campaign.add_argument("--out", default=None, metavar="DIR",
-                          help="output directory (default: campaigns/<scenario>-<UTC stamp>)")
-    campaign.add_argument("--no-invariants", action="store_true",
-                          help="sim only: skip check_invariants() after every input (faster)")
+    campaign.add_argument(
+        "--backend", choices=("sim", "local", "docker"), default="sim", help="where the nodes run (default: sim)"
+    )
+    campaign.add_argument(
+        "--first-seed",
+        type=non_negative_int,
+        default=None,
+        metavar="S",
+        help="first seed (default: the scenario's seed)",
+    )
+    campaign.add_argument(
+        "--out", default=None, metavar="DIR", help="output directory (default: campaigns/<scenario>-<UTC stamp>)"
+    )
+    campaign.add_argument(
+        "--no-invariants", action="store_true", help="sim only: skip check_invariants() after every input (faster)"
+    )
     _spark_options(campaign)
     campaign.set_defaults(func=cmd_campaign)
 
 
 def _spark_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--master", default=None, metavar="URL",
-                        help="Spark master (default local[*]; e.g. spark://host:7077, yarn)")
-    parser.add_argument("--timelines", type=non_negative_int, default=None, metavar="N",
-                        help="at most N run timelines in the report (default 24: failing runs first)")
+    parser.add_argument(
+        "--master", default=None, metavar="URL", help="Spark master (default local[*]; e.g. spark://host:7077, yarn)"
+    )
+    parser.add_argument(
+        "--timelines",
+        type=non_negative_int,
+        default=None,
+        metavar="N",
+        help="at most N run timelines in the report (default 24: failing runs first)",
+    )
     parser.add_argument("--quiet", action="store_true", help="no progress output")
 
 
@@ -79,12 +95,27 @@ def _spark_options(parser: argparse.ArgumentParser) -> None:
 
 def cmd_analyze(args: argparse.Namespace) -> int:
     out = Path(args.out)
-    return _analyze(args.run_dirs, out, master=args.master, title=f"splitbrain analysis: {', '.join(args.run_dirs)}",
-                    timelines=args.timelines, quiet=args.quiet)
+    return _analyze(
+        args.run_dirs,
+        out,
+        master=args.master,
+        title=f"splitbrain analysis: {', '.join(args.run_dirs)}",
+        timelines=args.timelines,
+        quiet=args.quiet,
+    )
 
 
-def _analyze(paths: list[str], out: Path, *, master: str | None, title: str, timelines: int | None,
-             quiet: bool, only: list[str] | None = None, extra: dict | None = None) -> int:
+def _analyze(
+    paths: list[str],
+    out: Path,
+    *,
+    master: str | None,
+    title: str,
+    timelines: int | None,
+    quiet: bool,
+    only: list[str] | None = None,
+    extra: dict | None = None,
+) -> int:
     from rich.console import Console
 
     # Progress goes to stderr; the verdict table to stdout, wide enough for run ids when piped.
@@ -108,8 +139,9 @@ def _analyze(paths: list[str], out: Path, *, master: str | None, title: str, tim
             status.update("writing the report")
             extra = dict(extra or {})
             extra["analysis wall time (s)"] = round(time.perf_counter() - t0, 1)
-            page = A.build_report(spark, analysis, str(out / "report"), title=title, extra=extra,
-                                  max_timelines=timelines)
+            page = A.build_report(
+                spark, analysis, str(out / "report"), title=title, extra=extra, max_timelines=timelines
+            )
         except InputError as exc:
             print(f"splitbrain: {exc}", file=sys.stderr)
             return EXIT_BAD_INPUT
@@ -130,8 +162,14 @@ def _print_verdicts(console, analysis, page) -> int:
     for v in shown:
         adv = ", ".join(c["name"] for c in v.advisory if not c["passed"])
         style = {"passed": "green", "vacuous": "yellow"}.get(v.outcome, "red")
-        table.add_row(v.run_id, f"[{style}]{v.outcome}[/{style}]", ", ".join(c["name"] for c in v.deciding) or "",
-                      adv, str(v.quarantined or ""), v.harness_outcome or "")
+        table.add_row(
+            v.run_id,
+            f"[{style}]{v.outcome}[/{style}]",
+            ", ".join(c["name"] for c in v.deciding) or "",
+            adv,
+            str(v.quarantined or ""),
+            v.harness_outcome or "",
+        )
     out.print(table)
     failed = [v for v in verdicts if v.outcome != "passed"]
     for v in failed[:10]:
@@ -142,10 +180,12 @@ def _print_verdicts(console, analysis, page) -> int:
             print(f"  {v.run_id}: error: {v.error}")
     ing = analysis.ingest
     quarantined = sum(v.quarantined for v in verdicts)
-    print(f"{len(verdicts) - len(failed)}/{len(verdicts)} run(s) passed"
-          + (f", {quarantined} line(s) quarantined" if quarantined else "")
-          + (f" ({len(ing.skipped)} already in the warehouse)" if ing and ing.skipped else "")
-          + f"; report: {page}")
+    print(
+        f"{len(verdicts) - len(failed)}/{len(verdicts)} run(s) passed"
+        + (f", {quarantined} line(s) quarantined" if quarantined else "")
+        + (f" ({len(ing.skipped)} already in the warehouse)" if ing and ing.skipped else "")
+        + f"; report: {page}"
+    )
     return EXIT_FAILED if failed else EXIT_OK
 
 
@@ -165,17 +205,34 @@ def cmd_campaign(args: argparse.Namespace) -> int:
     first = scenario.seed if args.first_seed is None else args.first_seed
     seeds = range(first, first + args.runs)
     t0 = time.perf_counter()
-    code, run_ids, counts = _run_seeds(scenario, seeds, args.backend, runs_dir,
-                                       {"check_invariants": False} if args.no_invariants else {},
-                                       quiet=args.quiet)
+    code, run_ids, counts = _run_seeds(
+        scenario,
+        seeds,
+        args.backend,
+        runs_dir,
+        {"check_invariants": False} if args.no_invariants else {},
+        quiet=args.quiet,
+    )
     if code is not None:
         return code
     run_wall = time.perf_counter() - t0
-    extra = {"scenario": scenario.name, "backend": args.backend, "seeds": f"{seeds.start}..{seeds.stop - 1}",
-             "runs wall time (s)": round(run_wall, 1), **{f"harness {k}": v for k, v in counts.items()}}
-    code = _analyze([str(runs_dir)], out, master=args.master, only=run_ids, extra=extra, quiet=args.quiet,
-                    title=f"splitbrain campaign: {scenario.name} x {args.runs} ({args.backend})",
-                    timelines=args.timelines)
+    extra = {
+        "scenario": scenario.name,
+        "backend": args.backend,
+        "seeds": f"{seeds.start}..{seeds.stop - 1}",
+        "runs wall time (s)": round(run_wall, 1),
+        **{f"harness {k}": v for k, v in counts.items()},
+    }
+    code = _analyze(
+        [str(runs_dir)],
+        out,
+        master=args.master,
+        only=run_ids,
+        extra=extra,
+        quiet=args.quiet,
+        title=f"splitbrain campaign: {scenario.name} x {args.runs} ({args.backend})",
+        timelines=args.timelines,
+    )
     if code in (EXIT_OK, EXIT_FAILED):
         print(f"campaign: {args.runs} run(s) in {run_wall:.1f} s, total {time.perf_counter() - t0:.1f} s")
     return code
@@ -197,8 +254,14 @@ def _run_seeds(scenario, seeds: range, backend: str, runs_dir: Path, sim_options
 
     counts = {"passed": 0, "failed": 0, "error": 0}
     run_ids: list[str] = []
-    columns = (TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-               TextColumn("{task.fields[tally]}"), TimeElapsedColumn(), TimeRemainingColumn())
+    columns = (
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("{task.fields[tally]}"),
+        TimeElapsedColumn(),
+        TimeRemainingColumn(),
+    )
     with Progress(*columns, transient=False, disable=quiet) as progress:
         task = progress.add_task(f"{scenario.name} on {backend}", total=len(seeds), tally="")
         for seed in seeds:
@@ -222,9 +285,12 @@ def _run_seeds(scenario, seeds: range, backend: str, runs_dir: Path, sim_options
                 if note:
                     run_ids.append(Path(note.split(":", 1)[1].strip()).name)
                 progress.console.print(f"[red]seed {seed}: {type(exc).__name__}: {exc}[/red]")
-            progress.update(task, advance=1,
-                            tally=f"[green]{counts['passed']} passed[/green] [red]{counts['failed']} failed"
-                                  f"[/red]" + (f" {counts['error']} errors" if counts["error"] else ""))
+            progress.update(
+                task,
+                advance=1,
+                tally=f"[green]{counts['passed']} passed[/green] [red]{counts['failed']} failed"
+                f"[/red]" + (f" {counts['error']} errors" if counts["error"] else ""),
+            )
     return None, run_ids, counts
 
 

@@ -207,8 +207,9 @@ def _runs_under(fs: _FS, pattern: str, one: bool) -> list[RunSource]:
 
     def entry(run_path) -> dict:
         key = run_path.toUri().toString()
-        return by_dir.setdefault(key, {"name": run_path.getName(), "events": [], "timeline": None,
-                                       "scenario": None, "verdict": None})
+        return by_dir.setdefault(
+            key, {"name": run_path.getName(), "events": [], "timeline": None, "scenario": None, "verdict": None}
+        )
 
     for st in fs.glob(f"{pattern}/nodes"):
         entry(st.getPath().getParent())
@@ -226,9 +227,16 @@ def _runs_under(fs: _FS, pattern: str, one: bool) -> list[RunSource]:
                     run[name.split(".")[0]] = _readable(p)
     runs = []
     for uri, info in sorted(by_dir.items()):
-        runs.append(RunSource(run_id=info["name"], uri=uri,
-                              event_files=tuple(sorted(info["events"], key=lambda x: x[1])),
-                              timeline=info["timeline"], scenario=info["scenario"], verdict=info["verdict"]))
+        runs.append(
+            RunSource(
+                run_id=info["name"],
+                uri=uri,
+                event_files=tuple(sorted(info["events"], key=lambda x: x[1])),
+                timeline=info["timeline"],
+                scenario=info["scenario"],
+                verdict=info["verdict"],
+            )
+        )
     return runs
 
 
@@ -251,10 +259,12 @@ def read_lines(spark: SparkSession, runs: list[RunSource]) -> DataFrame:
             files.append((run.timeline, run.run_id, "timeline.jsonl", file_key(None)))
     if not files:
         return spark.createDataFrame([], "value string, run_id string, src string, file_key string, line long")
-    raw = (spark.read.text([f[0] for f in files])
-           .select("value", F.col("_metadata.file_path").alias("path"),
-                   F.col("_metadata.file_block_start").alias("block"),
-                   F.monotonically_increasing_id().alias("mid")))
+    raw = spark.read.text([f[0] for f in files]).select(
+        "value",
+        F.col("_metadata.file_path").alias("path"),
+        F.col("_metadata.file_block_start").alias("block"),
+        F.monotonically_increasing_id().alias("mid"),
+    )
     # One small job: rows per block, so each row's line number is its block's offset in the file
     # plus its position in the block. The same file list gives the same splits and ids again.
     blocks = raw.groupBy("path", "block").agg(F.min("mid").alias("mid0"), F.count("*").alias("n")).collect()
@@ -269,10 +279,11 @@ def read_lines(spark: SparkSession, runs: list[RunSource]) -> DataFrame:
         offsets.append((row["path"], row["block"], row["mid0"], start, run_id, src, known[(run_id, src)]))
         done[row["path"]] = start + row["n"]
     meta = spark.createDataFrame(
-        offsets, "path string, block long, mid0 long, offset long, run_id string, src string, file_key string")
-    return (raw.join(F.broadcast(meta), ["path", "block"])
-            .select("value", "run_id", "src", "file_key",
-                    (F.col("offset") + F.col("mid") - F.col("mid0") + 1).alias("line")))
+        offsets, "path string, block long, mid0 long, offset long, run_id string, src string, file_key string"
+    )
+    return raw.join(F.broadcast(meta), ["path", "block"]).select(
+        "value", "run_id", "src", "file_key", (F.col("offset") + F.col("mid") - F.col("mid0") + 1).alias("line")
+    )
 
 
 _FILE_RE = re.compile(r"/([^/]+)/(nodes/([^/]+)/events\.jsonl|timeline\.jsonl|scenario\.yaml|verdict\.json)$")
@@ -300,14 +311,17 @@ def parse_events(lines: DataFrame) -> DataFrame:
     # The skeleton (string values blanked out) is what the structural rules look at. A line with
     # no backslash and exactly one '{' and one '}' needs none: no string in it can hold a quote,
     # a brace or a key, so the patterns of pipeline.schema read the line itself the same way.
-    braces = (F.length(value) - F.length(F.replace(value, F.lit("{"), F.lit(""))),
-              F.length(value) - F.length(F.replace(value, F.lit("}"), F.lit(""))))
+    braces = (
+        F.length(value) - F.length(F.replace(value, F.lit("{"), F.lit(""))),
+        F.length(value) - F.length(F.replace(value, F.lit("}"), F.lit(""))),
+    )
     plain = (F.instr(value, "\\") == 0) & (braces[0] == 1) & (braces[1] == 1)
     df = lines.select(
         "*",
         value.rlike(S.BLANK_RE).alias("blank"),
         F.from_json(value, parsed_schema, _JSON_OPTIONS).alias("e"),
-        F.when(plain, value).otherwise(F.regexp_replace(value, S.STRING_TOKEN_RE, S.SKELETON_REPLACEMENT))
+        F.when(plain, value)
+        .otherwise(F.regexp_replace(value, S.STRING_TOKEN_RE, S.SKELETON_REPLACEMENT))
         .alias("_skel"),
     )
     skel = F.col("_skel")
@@ -327,8 +341,13 @@ def parse_events(lines: DataFrame) -> DataFrame:
     # string field holding something else, or a list field (whose elements need a look). Only a
     # flagged line pays for the per-field checks.
     corrupt = e["_corrupt"].isNotNull()
-    suspicious = (corrupt | skel.rlike(S.NULL_VALUE_RE) | skel.rlike(S.STR_FIELD_NOT_STRING_RE)
-                  | e["ranges"].isNotNull() | e["members"].isNotNull())
+    suspicious = (
+        corrupt
+        | skel.rlike(S.NULL_VALUE_RE)
+        | skel.rlike(S.STR_FIELD_NOT_STRING_RE)
+        | e["ranges"].isNotNull()
+        | e["members"].isNotNull()
+    )
     field_bad = None
     for name, kind in S.FIELD_TYPES.items():
         if name in ("v", "t"):
@@ -359,8 +378,9 @@ def parse_events(lines: DataFrame) -> DataFrame:
         .when((F.instr(value, "\\") > 0) & skel.rlike(S.ESCAPED_KEY_RE), F.lit(S.REASON_NOT_JSON))
         # A record Spark could not fully type is either not JSON or has a field of another type:
         # parsing it again with no fields at all tells the two apart (only such records pay).
-        .when(corrupt & F.from_json(value, _SYNTAX_ONLY, _JSON_OPTIONS)["_corrupt"].isNotNull(),
-              F.lit(S.REASON_NOT_JSON))
+        .when(
+            corrupt & F.from_json(value, _SYNTAX_ONLY, _JSON_OPTIONS)["_corrupt"].isNotNull(), F.lit(S.REASON_NOT_JSON)
+        )
         .when(F.size(keys) != F.size(F.array_distinct(keys)), F.concat(F.lit("duplicate field "), q(dup_key)))
         .when(bad_t, F.lit(S.REASON_BAD_T))
     )
@@ -375,12 +395,19 @@ def parse_events(lines: DataFrame) -> DataFrame:
         .when(F.col("_field_bad").isNotNull(), F.col("_field_bad"))
     )
     app = e["app"]
-    app_ok = (app.rlike(S.APP_OK_RE) & app_int(F.substring_index(app, ":", -1)).isNotNull()
-              & app_int(F.substring_index(F.substring_index(app, ":", -2), ":", 1)).isNotNull())
-    reason = reason.when((e["kind"] == "deliver") & app.isNotNull() & ~app_ok,
-                         F.concat(F.lit("malformed app id "), q(app)))
+    app_ok = (
+        app.rlike(S.APP_OK_RE)
+        & app_int(F.substring_index(app, ":", -1)).isNotNull()
+        & app_int(F.substring_index(F.substring_index(app, ":", -2), ":", 1)).isNotNull()
+    )
+    reason = reason.when(
+        (e["kind"] == "deliver") & app.isNotNull() & ~app_ok, F.concat(F.lit("malformed app id "), q(app))
+    )
     out = df.select(
-        "run_id", "src", "file_key", "line",
+        "run_id",
+        "src",
+        "file_key",
+        "line",
         *[e[f.name].alias(f.name) for f in S.EVENT_SCHEMA_V1.fields],
         reason.alias("bad"),
         "blank",
@@ -412,19 +439,28 @@ def events_of(parsed: DataFrame) -> DataFrame:
 def quarantine_of(parsed: DataFrame) -> DataFrame:
     """The rows of parse_events that are not events, with their reason and (cut) raw line."""
     return parsed.where(F.col("bad").isNotNull()).select(
-        "src", "file_key", "line", F.col("bad").alias("reason"), F.substring("raw", 1, S.RAW_MAX_CHARS).alias("raw"),
-        "run_id")
+        "src",
+        "file_key",
+        "line",
+        F.col("bad").alias("reason"),
+        F.substring("raw", 1, S.RAW_MAX_CHARS).alias("raw"),
+        "run_id",
+    )
 
 
 # ---- run metadata -----------------------------------------------------------------------------
 
 
-def run_metadata(run: RunSource, scenario_text: str | None, verdict_text: str | None,
-                 now: str) -> dict:
+def run_metadata(run: RunSource, scenario_text: str | None, verdict_text: str | None, now: str) -> dict:
     """The runs-table row of one run, from its scenario.yaml and verdict.json (either may be absent)."""
     row: dict[str, Any] = {f.name: None for f in S.RUNS_SCHEMA.fields}
-    row.update(run_id=run.run_id, source=run.uri, schema_version=S.EVENT_SCHEMA_VERSION,
-               event_files=len(run.event_files), ingested_at=now)
+    row.update(
+        run_id=run.run_id,
+        source=run.uri,
+        schema_version=S.EVENT_SCHEMA_VERSION,
+        event_files=len(run.event_files),
+        ingested_at=now,
+    )
     problems = []
     checks = list(ALL_CHECKS)
     expect = "pass"
@@ -443,12 +479,15 @@ def run_metadata(run: RunSource, scenario_text: str | None, verdict_text: str | 
             if isinstance(nodes, int):
                 nodes = [_letters(i) for i in range(nodes)]
             row.update(
-                scenario=_str(scen.get("name")), protocol=_str(protocol), transport=_str(scen.get("transport")),
+                scenario=_str(scen.get("name")),
+                protocol=_str(protocol),
+                transport=_str(scen.get("transport")),
                 seed=scen.get("seed") if isinstance(scen.get("seed"), int) else None,
                 resync=_variant(protocol, config),
                 nodes=[str(n) for n in nodes] if isinstance(nodes, list) else None,
                 fault_types=fault_types(scen.get("schedule") or []),
-                duration=_float(scen.get("duration")), settle=_float(scen.get("settle")),
+                duration=_float(scen.get("duration")),
+                settle=_float(scen.get("settle")),
                 recovery_bound=_float(scen.get("recovery_bound")),
                 config_json=json.dumps(config, sort_keys=True),
             )
@@ -460,10 +499,12 @@ def run_metadata(run: RunSource, scenario_text: str | None, verdict_text: str | 
         try:
             verdict = json.loads(verdict_text)
             stats = verdict.get("stats") if isinstance(verdict.get("stats"), dict) else {}
-            row.update(harness_outcome=_str(verdict.get("outcome")),
-                       harness_failed=[str(x) for x in verdict.get("failed") or []],
-                       backend=_str(verdict.get("backend")),
-                       origin_t=0.0 if verdict.get("backend") == "sim" else _float(stats.get("origin_t")))
+            row.update(
+                harness_outcome=_str(verdict.get("outcome")),
+                harness_failed=[str(x) for x in verdict.get("failed") or []],
+                backend=_str(verdict.get("backend")),
+                origin_t=0.0 if verdict.get("backend") == "sim" else _float(stats.get("origin_t")),
+            )
             if row["seed"] is None and isinstance(verdict.get("seed"), int):
                 row["seed"] = verdict["seed"]
         except Exception as exc:
@@ -506,8 +547,7 @@ def _read_small_files(spark: SparkSession, uris: list[str]) -> dict[tuple[str, s
     """(run id, file name) -> text of scenario.yaml / verdict.json files, in one Spark job."""
     if not uris:
         return {}
-    rows = (spark.read.text(uris, wholetext=True)
-            .select(F.col("_metadata.file_path").alias("path"), "value").collect())
+    rows = spark.read.text(uris, wholetext=True).select(F.col("_metadata.file_path").alias("path"), "value").collect()
     return {_run_and_src(r["path"]): r["value"] for r in rows}
 
 
@@ -516,8 +556,13 @@ def _read_small_files(spark: SparkSession, uris: list[str]) -> dict[tuple[str, s
 
 def warehouse_paths(warehouse: str) -> dict[str, str]:
     base = normalize_uri(warehouse)
-    return {"events": f"{base}/{EVENTS_DIR}", "quarantine": f"{base}/{QUARANTINE_DIR}",
-            "runs": f"{base}/{RUNS_DIR}", "marker": f"{base}/{SCHEMA_MARKER}", "base": base}
+    return {
+        "events": f"{base}/{EVENTS_DIR}",
+        "quarantine": f"{base}/{QUARANTINE_DIR}",
+        "runs": f"{base}/{RUNS_DIR}",
+        "marker": f"{base}/{SCHEMA_MARKER}",
+        "base": base,
+    }
 
 
 def _check_marker(fs: _FS, paths: dict) -> None:
@@ -526,8 +571,9 @@ def _check_marker(fs: _FS, paths: dict) -> None:
     if found is None:
         fs.write_text(paths["marker"], expected + "\n")
     elif found.strip() != expected:
-        raise InputError(f"{paths['base']}: warehouse holds {found.strip()!r}, this pipeline writes "
-                         f"{expected!r}; use another --out")
+        raise InputError(
+            f"{paths['base']}: warehouse holds {found.strip()!r}, this pipeline writes {expected!r}; use another --out"
+        )
 
 
 def ingested_run_ids(spark: SparkSession, warehouse: str) -> set[str]:
@@ -585,23 +631,38 @@ def ingest(spark: SparkSession, paths: list[str], warehouse: str, only: list[str
 
     parsed = parse_events(read_lines(spark, new)).persist()
     try:
-        counts = {r["run_id"]: (r["events"], r["quarantined"]) for r in parsed.groupBy("run_id").agg(
-            F.sum(F.when(~F.col("blank") & F.col("bad").isNull(), 1).otherwise(0)).alias("events"),
-            F.sum(F.when(F.col("bad").isNotNull(), 1).otherwise(0)).alias("quarantined"),
-        ).collect()}
-        (events_of(parsed)
-         .write.mode("overwrite").option("partitionOverwriteMode", "dynamic")
-         .partitionBy("run_id").parquet(wh["events"]))
+        counts = {
+            r["run_id"]: (r["events"], r["quarantined"])
+            for r in parsed.groupBy("run_id")
+            .agg(
+                F.sum(F.when(~F.col("blank") & F.col("bad").isNull(), 1).otherwise(0)).alias("events"),
+                F.sum(F.when(F.col("bad").isNotNull(), 1).otherwise(0)).alias("quarantined"),
+            )
+            .collect()
+        }
+        (
+            events_of(parsed)
+            .write.mode("overwrite")
+            .option("partitionOverwriteMode", "dynamic")
+            .partitionBy("run_id")
+            .parquet(wh["events"])
+        )
         if any(q for _, q in counts.values()):
-            (quarantine_of(parsed).write.mode("overwrite").option("partitionOverwriteMode", "dynamic")
-             .partitionBy("run_id").parquet(wh["quarantine"]))
+            (
+                quarantine_of(parsed)
+                .write.mode("overwrite")
+                .option("partitionOverwriteMode", "dynamic")
+                .partitionBy("run_id")
+                .parquet(wh["quarantine"])
+            )
     finally:
         parsed.unpersist()
 
     texts = _read_small_files(spark, [u for r in new for u in (r.scenario, r.verdict) if u])
     now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-    rows = [run_metadata(r, texts.get((r.run_id, "scenario.yaml")), texts.get((r.run_id, "verdict.json")), now)
-            for r in new]
+    rows = [
+        run_metadata(r, texts.get((r.run_id, "scenario.yaml")), texts.get((r.run_id, "verdict.json")), now) for r in new
+    ]
     # The runs row is the commit: written last, in one file per ingest call.
     spark.createDataFrame(rows, S.RUNS_SCHEMA).coalesce(1).write.mode("append").parquet(wh["runs"])
     result.ingested = [r.run_id for r in new]

@@ -48,16 +48,19 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     lines = [json.dumps(v.to_dict(), default=str) for v in analysis.verdicts]
     if args.verdicts:
-        spark.createDataFrame([(line,) for line in lines], "value string").coalesce(1) \
-            .write.mode("overwrite").text(args.verdicts)
+        spark.createDataFrame([(line,) for line in lines], "value string").coalesce(1).write.mode("overwrite").text(
+            args.verdicts
+        )
     if args.json:
         with open(args.json, "w", encoding="utf-8") as out:
             json.dump([v.to_dict() for v in analysis.verdicts], out, indent=1, default=str)
     if args.report:
         A.build_report(spark, analysis, args.report, title="splitbrain analysis (spark-submit)")
     failed = [v.run_id for v in analysis.verdicts if v.outcome != "passed"]
-    print(f"{len(analysis.verdicts) - len(failed)}/{len(analysis.verdicts)} run(s) passed"
-          + (f"; failed: {', '.join(failed[:20])}" if failed else ""))
+    print(
+        f"{len(analysis.verdicts) - len(failed)}/{len(analysis.verdicts)} run(s) passed"
+        + (f"; failed: {', '.join(failed[:20])}" if failed else "")
+    )
     return 1 if failed else 0
 
 

@@ -49,9 +49,11 @@ def judge_runs(events: DataFrame, plans: dict[str, tuple[list[str], float]]) -> 
         evs = [{k: v for k, v in zip(fields, r[1:]) if v is not None} for r in ordered]
         return run_id, judge_events(evs, names, bound)
 
-    keyed = (events.where(events.run_id.isin(list(plans)))
-             .select("run_id", "seq", *fields).rdd
-             .map(lambda r: (r[0], tuple(r[1:]))))
+    keyed = (
+        events.where(events.run_id.isin(list(plans)))
+        .select("run_id", "seq", *fields)
+        .rdd.map(lambda r: (r[0], tuple(r[1:])))
+    )
     try:
         return dict(keyed.groupByKey().map(judge).collect())
     finally:

@@ -36,25 +36,44 @@ LAT_MIN_S = 1e-5
 
 
 def kind_counts(summ: DataFrame) -> DataFrame:
-    return _rows(summ.groupBy("run_id", "kind").agg(
-        F.sum("n").alias("n"), F.sum("lines").alias("lines"), F.sum("bytes_sum").alias("bytes_sum"),
-        F.max("max_t").alias("max_t"), F.min("min_t").alias("min_t")),
-        "kinds", "kind", "n", "lines", "bytes_sum", "max_t", "min_t")
+    return _rows(
+        summ.groupBy("run_id", "kind").agg(
+            F.sum("n").alias("n"),
+            F.sum("lines").alias("lines"),
+            F.sum("bytes_sum").alias("bytes_sum"),
+            F.max("max_t").alias("max_t"),
+            F.min("min_t").alias("min_t"),
+        ),
+        "kinds",
+        "kind",
+        "n",
+        "lines",
+        "bytes_sum",
+        "max_t",
+        "min_t",
+    )
 
 
 def latency(msgs: DataFrame) -> DataFrame:
     lat = msgs.where(F.col("send_t").isNotNull() & F.col("deliver_t").isNotNull()).select(
-        "run_id", "dst", (F.col("deliver_t") - F.col("send_t")).alias("lat"))
+        "run_id", "dst", (F.col("deliver_t") - F.col("send_t")).alias("lat")
+    )
     per_run = lat.groupBy("run_id").agg(
-        F.count("*").alias("lat_n"), F.avg("lat").alias("lat_mean"), F.max("lat").alias("lat_max"),
-        F.percentile_approx("lat", list(PERCENTILES), 10000).alias("lat_p"))
+        F.count("*").alias("lat_n"),
+        F.avg("lat").alias("lat_mean"),
+        F.max("lat").alias("lat_max"),
+        F.percentile_approx("lat", list(PERCENTILES), 10000).alias("lat_p"),
+    )
     clamped = F.greatest(F.col("lat"), F.lit(LAT_MIN_S))
-    hist = lat.groupBy("run_id", "dst", F.floor(F.log10(clamped) * LAT_BINS_PER_DECADE).cast("long").alias("bin")) \
-        .agg(F.count("*").alias("n"))
-    return union_rows([
-        _rows(per_run, "latency", "lat_n", "lat_mean", "lat_max", "lat_p"),
-        _rows(hist, "lat_hist", "dst", "bin", "n"),
-    ])
+    hist = lat.groupBy("run_id", "dst", F.floor(F.log10(clamped) * LAT_BINS_PER_DECADE).cast("long").alias("bin")).agg(
+        F.count("*").alias("n")
+    )
+    return union_rows(
+        [
+            _rows(per_run, "latency", "lat_n", "lat_mean", "lat_max", "lat_p"),
+            _rows(hist, "lat_hist", "dst", "bin", "n"),
+        ]
+    )
 
 
 def bin_edges(b: int) -> tuple[float, float]:
@@ -66,30 +85,45 @@ def heal_to_sync(heal: DataFrame, msgs: DataFrame) -> DataFrame:
     heal_times = heal.select("run_id", F.explode(F.array_distinct("heal_ts")).alias("heal_t"))
     judged = msgs.where(F.col("status").isin("ok", "lost") & F.col("send_t").isNotNull())
     backlog = judged.join(F.broadcast(heal_times), "run_id").where(
-        (F.col("send_t") < F.col("heal_t"))
-        & (F.col("deliver_t").isNull() | (F.col("deliver_t") >= F.col("heal_t"))))
+        (F.col("send_t") < F.col("heal_t")) & (F.col("deliver_t").isNull() | (F.col("deliver_t") >= F.col("heal_t")))
+    )
     per_link = backlog.groupBy("run_id", "dst", "src", "heal_t").agg(
         F.count("*").alias("backlog"),
         F.sum(F.col("deliver_t").isNull().cast("long")).alias("undelivered"),
-        (F.max("deliver_t") - F.col("heal_t")).alias("catch_up_s"))
-    return union_rows([
-        _rows(heal_times, "heal", "heal_t"),
-        _rows(per_link, "heal_sync", "heal_t", "src", "dst", "backlog", "undelivered", "catch_up_s"),
-    ])
+        (F.max("deliver_t") - F.col("heal_t")).alias("catch_up_s"),
+    )
+    return union_rows(
+        [
+            _rows(heal_times, "heal", "heal_t"),
+            _rows(per_link, "heal_sync", "heal_t", "src", "dst", "backlog", "undelivered", "catch_up_s"),
+        ]
+    )
 
 
 def blocked(summ: DataFrame) -> DataFrame:
     """MCAST: per node, the time between each block and the next unblock (or the end of the run)."""
-    per_node = (summ.where(F.col("kind").isin("block", "unblock")).groupBy("run_id", "node")
-                .agg(F.array_sort(F.flatten(F.collect_list("bu"))).alias("bu")))
-    spans = F.transform("bu", lambda x, i: F.when(
-        x["kind"] == "block", F.struct(x["t"].alias("t"), F.get(F.col("bu"), i + 1)["t"].alias("next_t"))))
+    per_node = (
+        summ.where(F.col("kind").isin("block", "unblock"))
+        .groupBy("run_id", "node")
+        .agg(F.array_sort(F.flatten(F.collect_list("bu"))).alias("bu"))
+    )
+    spans = F.transform(
+        "bu",
+        lambda x, i: F.when(
+            x["kind"] == "block", F.struct(x["t"].alias("t"), F.get(F.col("bu"), i + 1)["t"].alias("next_t"))
+        ),
+    )
     per_node = per_node.select("run_id", "node", F.filter(spans, lambda s: s.isNotNull()).alias("spans"))
-    return _rows(per_node, "blocked", "node",
-                 F.size("spans").cast("long").alias("blocks"),
-                 F.aggregate("spans", F.lit(0.0), lambda acc, s: acc + F.coalesce(s["next_t"] - s["t"], F.lit(0.0)))
-                 .alias("blocked_s"),
-                 F.array_max(F.transform("spans", lambda s: F.when(s["next_t"].isNull(), s["t"]))).alias("open_since"))
+    return _rows(
+        per_node,
+        "blocked",
+        "node",
+        F.size("spans").cast("long").alias("blocks"),
+        F.aggregate("spans", F.lit(0.0), lambda acc, s: acc + F.coalesce(s["next_t"] - s["t"], F.lit(0.0))).alias(
+            "blocked_s"
+        ),
+        F.array_max(F.transform("spans", lambda s: F.when(s["next_t"].isNull(), s["t"]))).alias("open_since"),
+    )
 
 
 def metric_rows(summ: DataFrame, heal: DataFrame, fl: DataFrame, msgs: DataFrame) -> DataFrame:
@@ -97,7 +131,6 @@ def metric_rows(summ: DataFrame, heal: DataFrame, fl: DataFrame, msgs: DataFrame
 
 
 # ---- per-run dict -----------------------------------------------------------------------------
-
 
 
 def run_metrics(parts: dict) -> dict:
@@ -115,17 +148,24 @@ def run_metrics(parts: dict) -> dict:
     for name, kind in (("data", "send"), *overhead_kinds.items()):
         sent = count.get(kind, 0)
         size = kinds[kind]["bytes_sum"] if kind in kinds else None
-        overhead[name] = {"messages": sent, "per_delivered": per_delivered(sent),
-                          "bytes": size, "bytes_per_delivered": per_delivered(size)}
+        overhead[name] = {
+            "messages": sent,
+            "per_delivered": per_delivered(sent),
+            "bytes": size,
+            "bytes_per_delivered": per_delivered(size),
+        }
     # Everything but the first transmission of DATA: retransmissions and control messages.
-    overhead["total_bytes_per_delivered"] = per_delivered(
-        sum(overhead[name]["bytes"] or 0 for name in overhead_kinds))
+    overhead["total_bytes_per_delivered"] = per_delivered(sum(overhead[name]["bytes"] or 0 for name in overhead_kinds))
     lat = parts.get("latency", [None])[0]
     latency = None
     if lat is not None:
         p = lat["lat_p"] or [None] * len(PERCENTILES)
-        latency = {"n": lat["lat_n"], "mean_s": lat["lat_mean"], "max_s": lat["lat_max"],
-                   **{f"p{int(q * 100)}_s": v for q, v in zip(PERCENTILES, p)}}
+        latency = {
+            "n": lat["lat_n"],
+            "mean_s": lat["lat_mean"],
+            "max_s": lat["lat_max"],
+            **{f"p{int(q * 100)}_s": v for q, v in zip(PERCENTILES, p)},
+        }
     bins: dict[int, int] = {}
     for r in parts.get("lat_hist", []):
         bins[r["bin"]] = bins.get(r["bin"], 0) + r["n"]
@@ -138,14 +178,21 @@ def run_metrics(parts: dict) -> dict:
         links = sorted(by_heal.get(h, []), key=lambda r: (r["src"], r["dst"]))
         never = [f"{r['src']}->{r['dst']}" for r in links if r["undelivered"]]
         times = [r["catch_up_s"] for r in links if not r["undelivered"] and r["catch_up_s"] is not None]
-        heals.append({
-            "t": h,
-            "links": {f"{r['src']}->{r['dst']}": {"backlog": r["backlog"], "undelivered": r["undelivered"],
-                                                   "catch_up_s": None if r["undelivered"] else r["catch_up_s"]}
-                      for r in links},
-            "sync_s": None if never else max(times, default=0.0),
-            "never_synced": never,
-        })
+        heals.append(
+            {
+                "t": h,
+                "links": {
+                    f"{r['src']}->{r['dst']}": {
+                        "backlog": r["backlog"],
+                        "undelivered": r["undelivered"],
+                        "catch_up_s": None if r["undelivered"] else r["catch_up_s"],
+                    }
+                    for r in links
+                },
+                "sync_s": None if never else max(times, default=0.0),
+                "never_synced": never,
+            }
+        )
     blocked_s = 0.0
     blocks = 0
     for r in parts.get("blocked", []):

@@ -37,8 +37,13 @@ MAX_MATRIX_RUNS = 60
 MAX_TIMELINES = 24
 MAX_LINKS_PER_TIMELINE = 12
 FAULT_COLORS = {
-    "partition": "#d62728", "loss": "#ff7f0e", "delay": "#bcbd22", "duplicate": "#9467bd",
-    "reorder": "#8c564b", "drop": "#e377c2", "pause": "#7f7f7f",
+    "partition": "#d62728",
+    "loss": "#ff7f0e",
+    "delay": "#bcbd22",
+    "duplicate": "#9467bd",
+    "reorder": "#8c564b",
+    "drop": "#e377c2",
+    "pause": "#7f7f7f",
 }
 INSTANT_FAULTS = ("kill", "restart", "view", "sync", "heal", "resume")
 PASS, FAIL, WARN, NA = "#4caf50", "#e53935", "#ffb300", "#d0d0d0"
@@ -175,17 +180,33 @@ def plot_timeline(tl: RunTimeline, verdict: RunVerdict | None, path: Path) -> Pa
     height = max(head_h + panel_h * n + foot_h, head_h + 4.4)  # room for the legend on one panel
     fig, grid = plt.subplots(n, 1, figsize=(15, height), sharex=True, squeeze=False)
     axes = [row[0] for row in grid]
-    fig.subplots_adjust(top=1 - head_h / height, bottom=foot_h / height, left=0.055, right=0.82,
-                        hspace=0.42)
+    fig.subplots_adjust(top=1 - head_h / height, bottom=foot_h / height, left=0.055, right=0.82, hspace=0.42)
     outcome = verdict.outcome.upper() if verdict else "?"
     scen = verdict.meta.get("scenario") if verdict else None
-    title = f"{tl.run_id}  —  {outcome}" + (f"  (scenario {scen or '-: no scenario.yaml'}, expect {verdict.expect})"
-                                           if verdict else "")
-    fig.text(0.01, 1 - 0.12 / height, title, fontsize=12, fontweight="bold", ha="left", va="top",
-             color=FAIL if outcome == "FAILED" else "black")
+    title = f"{tl.run_id}  —  {outcome}" + (
+        f"  (scenario {scen or '-: no scenario.yaml'}, expect {verdict.expect})" if verdict else ""
+    )
+    fig.text(
+        0.01,
+        1 - 0.12 / height,
+        title,
+        fontsize=12,
+        fontweight="bold",
+        ha="left",
+        va="top",
+        color=FAIL if outcome == "FAILED" else "black",
+    )
     if wrapped:
-        fig.text(0.01, 1 - 0.45 / height, "\n".join(wrapped), fontsize=8.5, va="top", ha="left",
-                 family="monospace", color="#5d1010")
+        fig.text(
+            0.01,
+            1 - 0.45 / height,
+            "\n".join(wrapped),
+            fontsize=8.5,
+            va="top",
+            ha="left",
+            family="monospace",
+            color="#5d1010",
+        )
     legend_faults: dict[str, Patch] = {}
     for ax, link in zip(axes, links):
         src, dst = link
@@ -199,8 +220,16 @@ def plot_timeline(tl: RunTimeline, verdict: RunVerdict | None, path: Path) -> Pa
         for node in (src, dst):
             for t0, t1 in _down_spans(tl.rare, node, tl.end_t):
                 ax.axvspan(t0, t1, facecolor="none", edgecolor="#444", hatch="///", lw=0)
-                ax.text((t0 + t1) / 2, 0.97, f"{node} down", transform=ax.get_xaxis_transform(),
-                        ha="center", va="top", fontsize=8, color="#333")
+                ax.text(
+                    (t0 + t1) / 2,
+                    0.97,
+                    f"{node} down",
+                    transform=ax.get_xaxis_transform(),
+                    ha="center",
+                    va="top",
+                    fontsize=8,
+                    color="#333",
+                )
         for t, fault, detail in instants:
             if fault == "view" or not ({src, dst} & _mentions(detail, nodes) or not _mentions(detail, nodes)):
                 continue
@@ -211,23 +240,51 @@ def plot_timeline(tl: RunTimeline, verdict: RunVerdict | None, path: Path) -> Pa
         if s.delivered:
             ax.plot(*zip(*s.delivered), ".", ms=2.5, color="tab:green", label="delivered")
         if s.acked:
-            ax.step(*zip(*s.acked), where="post", lw=1.2, marker="_", ms=7, color="#1b5e20",
-                    label="acked (send window low)")
+            ax.step(
+                *zip(*s.acked), where="post", lw=1.2, marker="_", ms=7, color="#1b5e20", label="acked (send window low)"
+            )
         if s.retransmitted:
             ax.plot(*zip(*s.retransmitted), "x", ms=4, color="tab:orange", label="retransmitted")
         if s.xmit_reqs:
-            ax.plot([t for t, _ in s.xmit_reqs], [0.02] * len(s.xmit_reqs), "|", ms=9, color="tab:purple",
-                    transform=ax.get_xaxis_transform(), label="XMIT-REQ")
+            ax.plot(
+                [t for t, _ in s.xmit_reqs],
+                [0.02] * len(s.xmit_reqs),
+                "|",
+                ms=9,
+                color="tab:purple",
+                transform=ax.get_xaxis_transform(),
+                label="XMIT-REQ",
+            )
         if s.lost:
-            ax.plot([m[0] for m in s.lost], [m[1] for m in s.lost], "X", ms=8, color=FAIL, mec="black",
-                    mew=0.5, label="sent, never delivered")
+            ax.plot(
+                [m[0] for m in s.lost],
+                [m[1] for m in s.lost],
+                "X",
+                ms=8,
+                color=FAIL,
+                mec="black",
+                mew=0.5,
+                label="sent, never delivered",
+            )
         if s.again:
-            ax.plot([m[0] for m in s.again], [m[1] for m in s.again], "D", ms=6, color=WARN, mec="black",
-                    mew=0.5, label="delivered again")
+            ax.plot(
+                [m[0] for m in s.again],
+                [m[1] for m in s.again],
+                "D",
+                ms=6,
+                color=WARN,
+                mec="black",
+                mew=0.5,
+                label="delivered again",
+            )
         _mark_rare(ax, tl, src, dst)
         notes = _link_notes(verdict, key)
-        ax.set_title(f"{src} \u2192 {dst}" + (f"   [{', '.join(notes)}]" if notes else ""), loc="left",
-                     fontsize=10, color=FAIL if notes else "black")
+        ax.set_title(
+            f"{src} \u2192 {dst}" + (f"   [{', '.join(notes)}]" if notes else ""),
+            loc="left",
+            fontsize=10,
+            color=FAIL if notes else "black",
+        )
         ax.set_ylabel("seqno")
         ax.grid(alpha=0.25)
         ax.margins(x=0.01)
@@ -270,33 +327,72 @@ def _mark_rare(ax, tl: RunTimeline, src: str, dst: str) -> None:
             ax.axvline(e["t"], color="tab:cyan", ls="--", lw=1, label=once("resync (sync_tx)"))
             if e["t"] - last_sync_label[0] > min_gap:  # one label per burst of resync messages
                 last_sync_label[0] = e["t"]
-                ax.text(e["t"], 0.97, " sync", transform=ax.get_xaxis_transform(), fontsize=7.5,
-                        color="#006064", va="top")
+                ax.text(
+                    e["t"], 0.97, " sync", transform=ax.get_xaxis_transform(), fontsize=7.5, color="#006064", va="top"
+                )
         elif kind == "first_seqno_tx":
             ax.axvline(e["t"], color="tab:olive", ls=":", lw=1, label=once("first_seqno_tx"))
-        elif kind == "conn_state" and node == dst and e.get("side") == "recv" and \
-                str(e.get("reason") or "").startswith("new_window"):
+        elif (
+            kind == "conn_state"
+            and node == dst
+            and e.get("side") == "recv"
+            and str(e.get("reason") or "").startswith("new_window")
+        ):
             y = e.get("low") or 0
-            ax.plot([e["t"]], [y], "^", ms=8, color="tab:cyan", mec="black", mew=0.5,
-                    label=once("new receive window"))
-            ax.annotate(f"conn {e.get('conn_id')}", (e["t"], y), textcoords="offset points", xytext=(4, 4),
-                        fontsize=7)
+            ax.plot([e["t"]], [y], "^", ms=8, color="tab:cyan", mec="black", mew=0.5, label=once("new receive window"))
+            ax.annotate(f"conn {e.get('conn_id')}", (e["t"], y), textcoords="offset points", xytext=(4, 4), fontsize=7)
         elif kind == "drop" and node == dst and e.get("seqno") is not None:
-            ax.plot([e["t"]], [e["seqno"]], "s", ms=3, mfc="none", mew=0.6, color="#777", alpha=0.6,
-                    label=once("dropped at receiver"))
+            ax.plot(
+                [e["t"]],
+                [e["seqno"]],
+                "s",
+                ms=3,
+                mfc="none",
+                mew=0.6,
+                color="#777",
+                alpha=0.6,
+                label=once("dropped at receiver"),
+            )
         elif kind == "window" and e.get("final"):
             if node == src and e.get("side") == "send":
-                ax.plot([end, end], [e.get("low") or 0, e.get("high") or 0], "-", lw=6, color="tab:blue",
-                        alpha=0.5, solid_capstyle="butt", label=once("final send window (HA..HS)"))
-                ax.annotate(f"send HA={e.get('low')} HS={e.get('high')} conn {e.get('conn_id')}",
-                            (end, e.get("high") or 0), textcoords="offset points", xytext=(-6, 6), ha="right",
-                            fontsize=7.5, color="tab:blue")
+                ax.plot(
+                    [end, end],
+                    [e.get("low") or 0, e.get("high") or 0],
+                    "-",
+                    lw=6,
+                    color="tab:blue",
+                    alpha=0.5,
+                    solid_capstyle="butt",
+                    label=once("final send window (HA..HS)"),
+                )
+                ax.annotate(
+                    f"send HA={e.get('low')} HS={e.get('high')} conn {e.get('conn_id')}",
+                    (end, e.get("high") or 0),
+                    textcoords="offset points",
+                    xytext=(-6, 6),
+                    ha="right",
+                    fontsize=7.5,
+                    color="tab:blue",
+                )
             elif node == dst and e.get("side") == "recv":
-                ax.plot([end], [e.get("low") or 0], "_", ms=18, mew=3, color="tab:green",
-                        label=once("final recv window (delivered)"))
-                ax.annotate(f"recv delivered={e.get('low')} conn {e.get('conn_id')}", (end, e.get("low") or 0),
-                            textcoords="offset points", xytext=(-6, -11), ha="right", fontsize=7.5,
-                            color="tab:green")
+                ax.plot(
+                    [end],
+                    [e.get("low") or 0],
+                    "_",
+                    ms=18,
+                    mew=3,
+                    color="tab:green",
+                    label=once("final recv window (delivered)"),
+                )
+                ax.annotate(
+                    f"recv delivered={e.get('low')} conn {e.get('conn_id')}",
+                    (end, e.get("low") or 0),
+                    textcoords="offset points",
+                    xytext=(-6, -11),
+                    ha="right",
+                    fontsize=7.5,
+                    color="tab:green",
+                )
 
 
 # ---- campaign plots ---------------------------------------------------------------------------
@@ -323,16 +419,28 @@ def plot_matrix(verdicts: list[RunVerdict], path: Path) -> Path:
                 elif name in by:
                     expected_fail = v.expect == f"fail:{name}"
                     ok = by[name]["passed"] != expected_fail
-                    row.append((PASS if ok else FAIL, ("fail*" if expected_fail and not by[name]["passed"]
-                                                       else "pass" if by[name]["passed"] else "FAIL")))
+                    row.append(
+                        (
+                            PASS if ok else FAIL,
+                            (
+                                "fail*"
+                                if expected_fail and not by[name]["passed"]
+                                else "pass"
+                                if by[name]["passed"]
+                                else "FAIL"
+                            ),
+                        )
+                    )
                 elif name in adv:
                     row.append((PASS if adv[name]["passed"] else WARN, "ok" if adv[name]["passed"] else "stuck"))
                 else:
                     row.append((NA, "-"))
             row.append((PASS if v.outcome == "passed" else WARN if v.outcome == "vacuous" else FAIL, v.outcome))
             cells.append(row)
-        footnote = ("fail* = failed as the scenario expects (expect: {fail: check}); nothing = the check judged "
-                    "nothing (vacuous: no pass); stuck = advisory only")
+        footnote = (
+            "fail* = failed as the scenario expects (expect: {fail: check}); nothing = the check judged "
+            "nothing (vacuous: no pass); stuck = advisory only"
+        )
     else:
         by_scen: dict[str, list[RunVerdict]] = {}
         for v in verdicts:
@@ -356,19 +464,32 @@ def plot_matrix(verdicts: list[RunVerdict], path: Path) -> Path:
                     row.append((WARN, f"nothing x{nothing}") if nothing else (NA, "-"))
                     continue
                 frac = bad / total
-                row.append((PASS if frac == 0 else WARN if frac < 0.5 else FAIL,
-                            f"{bad}/{total}" + (f" +{nothing} nothing" if nothing else "")))
+                row.append(
+                    (
+                        PASS if frac == 0 else WARN if frac < 0.5 else FAIL,
+                        f"{bad}/{total}" + (f" +{nothing} nothing" if nothing else ""),
+                    )
+                )
             cells.append(row)
-        footnote = ("cells: runs failing the check / runs it judged something in; +N nothing = runs in which "
-                    "it judged nothing (outcome: vacuous runs)")
+        footnote = (
+            "cells: runs failing the check / runs it judged something in; +N nothing = runs in which "
+            "it judged nothing (outcome: vacuous runs)"
+        )
     fig_h = 1.2 + 0.32 * len(rows)
     fig_w = max(7, 2.2 + 1.45 * len(cols) + 0.075 * max(len(r) for r in rows))
     fig, ax = plt.subplots(figsize=(fig_w, fig_h))
     for i, row in enumerate(cells):
         for j, (color, text) in enumerate(row):
             ax.add_patch(plt.Rectangle((j, i), 1, 1, facecolor=color, edgecolor="white", lw=2))
-            ax.text(j + 0.5, i + 0.5, text, ha="center", va="center", fontsize=8,
-                    color="white" if color in (PASS, FAIL) else "black")
+            ax.text(
+                j + 0.5,
+                i + 0.5,
+                text,
+                ha="center",
+                va="center",
+                fontsize=8,
+                color="white" if color in (PASS, FAIL) else "black",
+            )
     ax.set_xlim(0, len(cols))
     ax.set_ylim(len(rows), 0)
     ax.set_xticks([j + 0.5 for j in range(len(cols))])
@@ -387,15 +508,20 @@ def plot_matrix(verdicts: list[RunVerdict], path: Path) -> Path:
 
 
 def plot_pass_rates(summary: dict, path: Path) -> Path:
-    panels = [("by_scenario", "scenario"), ("by_protocol", "protocol"), ("by_resync", "resync"),
-              ("by_fault_type", "fault_type")]
+    panels = [
+        ("by_scenario", "scenario"),
+        ("by_protocol", "protocol"),
+        ("by_resync", "resync"),
+        ("by_fault_type", "fault_type"),
+    ]
     fig, axes = plt.subplots(1, 4, figsize=(16, 1.0 + 0.35 * max([4] + [len(summary.get(k, [])) for k, _ in panels])))
     for ax, (key, col) in zip(axes, panels):
         rows = summary.get(key, [])
         labels = [str(r[col]) for r in rows]
         rates = [100.0 * r["pass_rate"] for r in rows]
-        ax.barh(range(len(rows)), rates, height=0.6,
-                color=[PASS if x == 100 else WARN if x >= 50 else FAIL for x in rates])
+        ax.barh(
+            range(len(rows)), rates, height=0.6, color=[PASS if x == 100 else WARN if x >= 50 else FAIL for x in rates]
+        )
         for i, r in enumerate(rows):
             ax.text(min(rates[i], 100) + 1, i, f"{r['passed']}/{r['runs']}", va="center", fontsize=8)
         ax.set_yticks(range(len(rows)))
@@ -475,19 +601,25 @@ OVERHEAD_MAX_PANELS = 6
 
 def plot_overhead(verdicts: list[RunVerdict], path: Path) -> Path | None:
     groups = _by_scenario(verdicts)
-    shown = [(key, kind) for key, kind in protocols.overhead_kinds().items()
-             if any((v.metrics.get("overhead") or {}).get(key, {}).get("messages") for v in verdicts)]
+    shown = [
+        (key, kind)
+        for key, kind in protocols.overhead_kinds().items()
+        if any((v.metrics.get("overhead") or {}).get(key, {}).get("messages") for v in verdicts)
+    ]
     shown = shown[:OVERHEAD_MAX_PANELS] or [("acks", "ack_tx")]
-    fig, axes = plt.subplots(1, len(shown), figsize=(16, 0.8 + 0.45 * max(3, len(groups))), sharey=True,
-                             squeeze=False)
+    fig, axes = plt.subplots(1, len(shown), figsize=(16, 0.8 + 0.45 * max(3, len(groups))), sharey=True, squeeze=False)
     axes = axes[0]
     any_data = False
     for ax, (key, label) in zip(axes, shown):
         data, names = [], []
         for scen, vs in groups.items():
-            vals = [v.metrics["overhead"][key]["per_delivered"] for v in vs
-                    if v.metrics.get("overhead") and key in v.metrics["overhead"]
-                    and v.metrics["overhead"][key]["per_delivered"] is not None]
+            vals = [
+                v.metrics["overhead"][key]["per_delivered"]
+                for v in vs
+                if v.metrics.get("overhead")
+                and key in v.metrics["overhead"]
+                and v.metrics["overhead"][key]["per_delivered"] is not None
+            ]
             data.append(vals or [math.nan])
             names.append(scen)
             any_data |= bool(vals)
@@ -520,8 +652,14 @@ def plot_heal_sync(verdicts: list[RunVerdict], path: Path) -> Path | None:
     fig, ax = plt.subplots(figsize=(10, 1.2 + 0.5 * max(2, len(names))))
     _hbox(ax, data)
     for i, vals in enumerate(data, start=1):  # the points too: a campaign may have few heals
-        ax.scatter(vals, [i + 0.25 * ((k * 0.618) % 1 - 0.5) for k in range(len(vals))], s=8, alpha=0.5,
-                   color="tab:blue", zorder=3)
+        ax.scatter(
+            vals,
+            [i + 0.25 * ((k * 0.618) % 1 - 0.5) for k in range(len(vals))],
+            s=8,
+            alpha=0.5,
+            color="tab:blue",
+            zorder=3,
+        )
     ax.set_yticks(range(1, len(names) + 1))
     ax.set_yticklabels([f"{n}  (never synced: {k})" if k else n for n, k in zip(names, never)], fontsize=8)
     ax.set_xlabel("time from a heal until every message sent before it was delivered (s)")
@@ -564,25 +702,36 @@ def _fmt(x):
     return x
 
 
-def write_report(out_dir: str | os.PathLike, verdicts: list[RunVerdict], summary: dict,
-                 timelines: dict[str, RunTimeline], *, title: str, quarantine: list[dict] | None = None,
-                 extra: dict | None = None) -> Path:
+def write_report(
+    out_dir: str | os.PathLike,
+    verdicts: list[RunVerdict],
+    summary: dict,
+    timelines: dict[str, RunTimeline],
+    *,
+    title: str,
+    quarantine: list[dict] | None = None,
+    extra: dict | None = None,
+) -> Path:
     """Write <out_dir>/index.html and its PNGs; returns the page's path."""
     out = Path(out_dir)
     img = out / "img"
     img.mkdir(parents=True, exist_ok=True)
     by_id = {v.run_id: v for v in verdicts}
-    parts = [f"<!doctype html><html><head><meta charset='utf-8'><title>{_e(title)}</title>"
-             f"<style>{_CSS}</style></head><body><h1>{_e(title)}</h1>"]
+    parts = [
+        f"<!doctype html><html><head><meta charset='utf-8'><title>{_e(title)}</title>"
+        f"<style>{_CSS}</style></head><body><h1>{_e(title)}</h1>"
+    ]
     passed = sum(1 for v in verdicts if v.outcome == "passed")
     vacuous = sum(1 for v in verdicts if v.outcome == "vacuous")
     quarantined = sum(v.quarantined for v in verdicts)
     disagree = [v for v in verdicts if v.agrees_with_harness is False]
-    parts.append(f"<p><b>{len(verdicts)}</b> run(s): <span class='passed'>{passed} passed</span>, "
-                 f"<span class='failed'>{len(verdicts) - passed - vacuous} failed</span>, "
-                 f"<span class='vacuous'>{vacuous} vacuous</span> (a check judged nothing). "
-                 f"Quarantined lines: <b>{quarantined}</b>. "
-                 f"Runs where the harness's own verdict.json disagrees: <b>{len(disagree)}</b>.</p>")
+    parts.append(
+        f"<p><b>{len(verdicts)}</b> run(s): <span class='passed'>{passed} passed</span>, "
+        f"<span class='failed'>{len(verdicts) - passed - vacuous} failed</span>, "
+        f"<span class='vacuous'>{vacuous} vacuous</span> (a check judged nothing). "
+        f"Quarantined lines: <b>{quarantined}</b>. "
+        f"Runs where the harness's own verdict.json disagrees: <b>{len(disagree)}</b>.</p>"
+    )
     if extra:
         parts.append("<p class='muted'>" + " · ".join(f"{_e(k)}: {_e(_fmt(v))}" for k, v in extra.items()) + "</p>")
     parts.append("<h2>Pass/fail matrix</h2>")
@@ -590,66 +739,88 @@ def write_report(out_dir: str | os.PathLike, verdicts: list[RunVerdict], summary
     if summary:
         parts.append("<h2>Pass rates</h2>")
         parts.append(f"<img src='img/{plot_pass_rates(summary, img / 'pass_rates.png').name}'>")
-        for key, col in (("by_scenario", "scenario"), ("by_protocol", "protocol"), ("by_resync", "resync"),
-                         ("by_fault_type", "fault_type")):
+        for key, col in (
+            ("by_scenario", "scenario"),
+            ("by_protocol", "protocol"),
+            ("by_resync", "resync"),
+            ("by_fault_type", "fault_type"),
+        ):
             parts.append(_table(summary.get(key, []), [col, "runs", "passed", "pass_rate"]))
         if summary.get("check_failures"):
-            parts.append("<p>Failing checks per scenario:</p>" + _table(summary["check_failures"],
-                                                                        ["scenario", "check", "runs"]))
+            parts.append(
+                "<p>Failing checks per scenario:</p>" + _table(summary["check_failures"], ["scenario", "check", "runs"])
+            )
     parts.append("<h2>Latency, overhead, heal to sync</h2>")
-    for name, fn in (("latency.png", plot_latency), ("overhead.png", plot_overhead),
-                     ("heal_sync.png", plot_heal_sync)):
+    for name, fn in (("latency.png", plot_latency), ("overhead.png", plot_overhead), ("heal_sync.png", plot_heal_sync)):
         p = fn(verdicts, img / name)
         if p is not None:
             parts.append(f"<p><img src='img/{p.name}'></p>")
-    parts.append("<p class='muted'>Overhead counts the messages each node logged sending ("
-                 + ", ".join(protocols.overhead_kinds().values()) + ") divided by the deliveries of the "
-                 "run; the runs table gives their bytes per delivered message. "
-                 "Bytes are DATA payloads and the protocol headers of control messages (frame and transport "
-                 "headers not counted).</p>")
+    parts.append(
+        "<p class='muted'>Overhead counts the messages each node logged sending ("
+        + ", ".join(protocols.overhead_kinds().values())
+        + ") divided by the deliveries of the "
+        "run; the runs table gives their bytes per delivered message. "
+        "Bytes are DATA payloads and the protocol headers of control messages (frame and transport "
+        "headers not counted).</p>"
+    )
     if timelines:
-        parts.append("<h2>Timelines</h2><p class='muted'>One panel per link (sender \u2192 receiver): dots are the "
-                     "highest seqno sent (blue) and delivered (green) per time slice, the dark step is the highest "
-                     "acked, orange crosses are retransmissions, purple ticks XMIT-REQs; red X marks sends never "
-                     "delivered, yellow diamonds repeated deliveries; shaded bands are faults, hatched bands a node "
-                     "down, dashed cyan lines resync messages (sync_tx), triangles new receive windows; the bars at "
-                     "the right edge are the final windows.</p>")
+        parts.append(
+            "<h2>Timelines</h2><p class='muted'>One panel per link (sender \u2192 receiver): dots are the "
+            "highest seqno sent (blue) and delivered (green) per time slice, the dark step is the highest "
+            "acked, orange crosses are retransmissions, purple ticks XMIT-REQs; red X marks sends never "
+            "delivered, yellow diamonds repeated deliveries; shaded bands are faults, hatched bands a node "
+            "down, dashed cyan lines resync messages (sync_tx), triangles new receive windows; the bars at "
+            "the right edge are the final windows.</p>"
+        )
         for run_id, tl in timelines.items():
             safe = re.sub(r"[^A-Za-z0-9_.-]", "_", run_id)
             p = plot_timeline(tl, by_id.get(run_id), img / f"timeline-{safe}.png")
             v = by_id.get(run_id)
-            parts.append(f"<h3 id='{_e(safe)}'>{_e(run_id)} <span class='{_e(v.outcome if v else '')}'>"
-                         f"{_e(v.outcome if v else '')}</span></h3><img src='img/{p.name}'>")
+            parts.append(
+                f"<h3 id='{_e(safe)}'>{_e(run_id)} <span class='{_e(v.outcome if v else '')}'>"
+                f"{_e(v.outcome if v else '')}</span></h3><img src='img/{p.name}'>"
+            )
     parts.append("<h2>Runs</h2>")
-    parts.append("<table><tr><th>run</th><th>scenario</th><th>seed</th><th>backend</th><th>outcome</th>"
-                 "<th>harness</th><th>checks</th><th>advisory</th><th>events</th><th>quarantined</th>"
-                 "<th>p99 latency (s)</th><th>overhead bytes / delivered</th></tr>")
+    parts.append(
+        "<table><tr><th>run</th><th>scenario</th><th>seed</th><th>backend</th><th>outcome</th>"
+        "<th>harness</th><th>checks</th><th>advisory</th><th>events</th><th>quarantined</th>"
+        "<th>p99 latency (s)</th><th>overhead bytes / delivered</th></tr>"
+    )
     for v in verdicts:
         safe = re.sub(r"[^A-Za-z0-9_.-]", "_", v.run_id)
         name = f"<a href='#{_e(safe)}'>{_e(v.run_id)}</a>" if v.run_id in timelines else _e(v.run_id)
-        checks = "<br>".join(f"<span class='{_check_class(c)}'>{_e(c['name'])}</span>: "
-                             f"{_e(c['explanation'])}" for c in v.checks)
+        checks = "<br>".join(
+            f"<span class='{_check_class(c)}'>{_e(c['name'])}</span>: {_e(c['explanation'])}" for c in v.checks
+        )
         if v.error:
             checks = f"<span class='error'>{_e(v.error)}</span><br>" + checks
-        adv = "<br>".join(f"<span class='{'passed' if c['passed'] else 'warn'}'>{_e(c['name'])}</span>"
-                          + ("" if c["passed"] else f": {_e(c['explanation'])}") for c in v.advisory)
+        adv = "<br>".join(
+            f"<span class='{'passed' if c['passed'] else 'warn'}'>{_e(c['name'])}</span>"
+            + ("" if c["passed"] else f": {_e(c['explanation'])}")
+            for c in v.advisory
+        )
         lat = (v.metrics.get("latency") or {}).get("p99_s")
         overhead = (v.metrics.get("overhead") or {}).get("total_bytes_per_delivered")
-        parts.append(f"<tr><td>{name}</td><td>{_e(v.meta.get('scenario'))}</td><td>{_e(v.meta.get('seed'))}</td>"
-                     f"<td>{_e(v.meta.get('backend'))}</td><td class='{_e(v.outcome)}'>{_e(v.outcome)}</td>"
-                     f"<td>{_e(v.harness_outcome)}</td><td>{checks}</td><td>{adv}</td>"
-                     f"<td>{_e(v.metrics.get('events'))}</td><td>{_e(v.quarantined)}</td>"
-                     f"<td>{_e(_fmt(lat))}</td><td>{_e(_fmt(overhead))}</td></tr>")
+        parts.append(
+            f"<tr><td>{name}</td><td>{_e(v.meta.get('scenario'))}</td><td>{_e(v.meta.get('seed'))}</td>"
+            f"<td>{_e(v.meta.get('backend'))}</td><td class='{_e(v.outcome)}'>{_e(v.outcome)}</td>"
+            f"<td>{_e(v.harness_outcome)}</td><td>{checks}</td><td>{adv}</td>"
+            f"<td>{_e(v.metrics.get('events'))}</td><td>{_e(v.quarantined)}</td>"
+            f"<td>{_e(_fmt(lat))}</td><td>{_e(_fmt(overhead))}</td></tr>"
+        )
     parts.append("</table>")
     if quarantine:
         parts.append(f"<h2>Quarantined lines (first {len(quarantine)})</h2>")
         parts.append(_table(quarantine, ["run_id", "src", "line", "reason", "raw"]))
-    parts.append("<p class='muted'>verdicts.json next to this page holds every verdict, check detail and "
-                 "metric.</p></body></html>")
+    parts.append(
+        "<p class='muted'>verdicts.json next to this page holds every verdict, check detail and "
+        "metric.</p></body></html>"
+    )
     page = out / "index.html"
     page.write_text("\n".join(parts), encoding="utf-8")
-    (out / "verdicts.json").write_text(json.dumps([v.to_dict() for v in verdicts], indent=1, default=str),
-                                       encoding="utf-8")
+    (out / "verdicts.json").write_text(
+        json.dumps([v.to_dict() for v in verdicts], indent=1, default=str), encoding="utf-8"
+    )
     return page
 
 

@@ -49,7 +49,6 @@ EVENT_SCHEMA_VERSION = 3  # 2: fault links, error events, runs' recovery_bound; 
 EVENT_VERSION = 1  # the "v" every event of this schema carries
 
 
-
 def event_kinds() -> tuple[str, ...]:
     """Every kind node/ knows now: the core kinds and each registered protocol's (node/protocols.py),
     read at call time so a protocol registered after import (a test's toy) counts too."""
@@ -72,13 +71,16 @@ FIELDS = tuple(FIELD_TYPES)
 STR_FIELDS = tuple(name for name, kind in FIELD_TYPES.items() if kind == STR)
 
 _SPARK_TYPES = {
-    INT: T.LongType(), FLOAT: T.DoubleType(), STR: T.StringType(), BOOL: T.BooleanType(),
-    RANGES: T.ArrayType(T.ArrayType(T.LongType())), STRLIST: T.ArrayType(T.StringType()),
+    INT: T.LongType(),
+    FLOAT: T.DoubleType(),
+    STR: T.StringType(),
+    BOOL: T.BooleanType(),
+    RANGES: T.ArrayType(T.ArrayType(T.LongType())),
+    STRLIST: T.ArrayType(T.StringType()),
 }
 
 # The event as parsed from JSON: every field nullable, because optional fields are absent.
-EVENT_SCHEMA_V1 = T.StructType([T.StructField(name, _SPARK_TYPES[kind], True)
-                                for name, kind in FIELD_TYPES.items()])
+EVENT_SCHEMA_V1 = T.StructType([T.StructField(name, _SPARK_TYPES[kind], True) for name, kind in FIELD_TYPES.items()])
 
 # Columns ingest adds to every event: which run, which file (relative to the run directory),
 # the file's position in harness.eventlog.read_run's merge order, and the 1-based line number.
@@ -97,39 +99,44 @@ RUN_ID = T.StructField("run_id", T.StringType(), False)
 EVENTS_TABLE_SCHEMA = T.StructType(PROVENANCE_FIELDS + [SEQ] + list(EVENT_SCHEMA_V1.fields) + [RUN_ID])
 
 RAW_MAX_CHARS = 2000
-QUARANTINE_SCHEMA = T.StructType(PROVENANCE_FIELDS + [
-    T.StructField("reason", T.StringType(), False),
-    T.StructField("raw", T.StringType(), True),  # the line, cut at RAW_MAX_CHARS
-    RUN_ID,
-])
+QUARANTINE_SCHEMA = T.StructType(
+    PROVENANCE_FIELDS
+    + [
+        T.StructField("reason", T.StringType(), False),
+        T.StructField("raw", T.StringType(), True),  # the line, cut at RAW_MAX_CHARS
+        RUN_ID,
+    ]
+)
 
-RUNS_SCHEMA = T.StructType([
-    T.StructField("run_id", T.StringType(), False),
-    T.StructField("source", T.StringType(), False),  # the run directory's URI
-    T.StructField("schema_version", T.IntegerType(), False),
-    T.StructField("scenario", T.StringType(), True),
-    T.StructField("protocol", T.StringType(), True),
-    T.StructField("transport", T.StringType(), True),
-    T.StructField("seed", T.LongType(), True),
-    T.StructField("backend", T.StringType(), True),
-    T.StructField("expect", T.StringType(), True),  # "pass" or "fail:<check>"
-    T.StructField("checks", T.ArrayType(T.StringType()), True),
-    T.StructField("resync", T.StringType(), True),
-    T.StructField("nodes", T.ArrayType(T.StringType()), True),
-    T.StructField("fault_types", T.ArrayType(T.StringType()), True),
-    T.StructField("duration", T.DoubleType(), True),
-    T.StructField("settle", T.DoubleType(), True),
-    T.StructField("recovery_bound", T.DoubleType(), True),  # no_loss' bound (scenario.yaml)
-    T.StructField("config_json", T.StringType(), True),
-    T.StructField("harness_outcome", T.StringType(), True),  # verdict.json "outcome"
-    T.StructField("harness_failed", T.ArrayType(T.StringType()), True),
-    # The event clock's reading at scenario time 0 (verdict.json stats; 0 on the simulator, whose
-    # clock is scenario time): events at t happened at scenario time t - origin_t.
-    T.StructField("origin_t", T.DoubleType(), True),
-    T.StructField("event_files", T.IntegerType(), False),
-    T.StructField("metadata_error", T.StringType(), True),
-    T.StructField("ingested_at", T.StringType(), False),
-])
+RUNS_SCHEMA = T.StructType(
+    [
+        T.StructField("run_id", T.StringType(), False),
+        T.StructField("source", T.StringType(), False),  # the run directory's URI
+        T.StructField("schema_version", T.IntegerType(), False),
+        T.StructField("scenario", T.StringType(), True),
+        T.StructField("protocol", T.StringType(), True),
+        T.StructField("transport", T.StringType(), True),
+        T.StructField("seed", T.LongType(), True),
+        T.StructField("backend", T.StringType(), True),
+        T.StructField("expect", T.StringType(), True),  # "pass" or "fail:<check>"
+        T.StructField("checks", T.ArrayType(T.StringType()), True),
+        T.StructField("resync", T.StringType(), True),
+        T.StructField("nodes", T.ArrayType(T.StringType()), True),
+        T.StructField("fault_types", T.ArrayType(T.StringType()), True),
+        T.StructField("duration", T.DoubleType(), True),
+        T.StructField("settle", T.DoubleType(), True),
+        T.StructField("recovery_bound", T.DoubleType(), True),  # no_loss' bound (scenario.yaml)
+        T.StructField("config_json", T.StringType(), True),
+        T.StructField("harness_outcome", T.StringType(), True),  # verdict.json "outcome"
+        T.StructField("harness_failed", T.ArrayType(T.StringType()), True),
+        # The event clock's reading at scenario time 0 (verdict.json stats; 0 on the simulator, whose
+        # clock is scenario time): events at t happened at scenario time t - origin_t.
+        T.StructField("origin_t", T.DoubleType(), True),
+        T.StructField("event_files", T.IntegerType(), False),
+        T.StructField("metadata_error", T.StringType(), True),
+        T.StructField("ingested_at", T.StringType(), False),
+    ]
+)
 
 # ---- the line rules, shared by Spark (as SQL regexes) and the Python reference -----------------
 
@@ -204,8 +211,7 @@ def _fits(kind: str, value) -> bool:
     if kind == BOOL:
         return isinstance(value, bool)
     if kind == RANGES:
-        return isinstance(value, list) and all(
-            isinstance(r, list) and all(_fits(INT, x) for x in r) for r in value)
+        return isinstance(value, list) and all(isinstance(r, list) and all(_fits(INT, x) for x in r) for r in value)
     if kind == STRLIST:
         return isinstance(value, list) and all(isinstance(x, str) for x in value)
     raise AssertionError(kind)

@@ -45,7 +45,7 @@ QUIET_CONF = {
 
 def local_cores(master: str) -> int:
     """The number of cores of a local master string: local, local[4], local[*], local[2,3]."""
-    inside = master[master.find("[") + 1:master.find("]")] if "[" in master else "1"
+    inside = master[master.find("[") + 1 : master.find("]")] if "[" in master else "1"
     first = inside.split(",")[0].strip()
     return (os.cpu_count() or 1) if first == "*" else max(1, int(first))
 
@@ -78,9 +78,14 @@ def prepare_environment(master: str | None) -> None:
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
 
 
-def get_spark(master: str | None = None, *, app_name: str = APP_NAME,
-              driver_memory: str = DEFAULT_DRIVER_MEMORY,
-              shuffle_partitions: int | None = None, extra_conf: dict | None = None):
+def get_spark(
+    master: str | None = None,
+    *,
+    app_name: str = APP_NAME,
+    driver_memory: str = DEFAULT_DRIVER_MEMORY,
+    shuffle_partitions: int | None = None,
+    extra_conf: dict | None = None,
+):
     """The active SparkSession, or a new one on `master` (default local[*]) with quiet settings."""
     from pyspark.sql import SparkSession
 

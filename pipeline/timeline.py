@@ -53,37 +53,85 @@ def timeline_data(events: DataFrame, run_ids: list[str], end_times: dict | None 
     out = {rid: RunTimeline(run_id=rid, end_t=ends.get(rid) or 0.0) for rid in run_ids}
     widths = [(rid, max((ends.get(rid) or 0.0) / TIME_BINS, 1e-6)) for rid in run_ids]
     width = spark.createDataFrame(widths, "run_id string, width double")
-    data = ev.where(F.col("kind").isin("send", "deliver", "ack_rx", "retransmit", "xmit_req_tx")
-                    & F.col("peer").isNotNull()).join(F.broadcast(width), "run_id")
+    data = ev.where(
+        F.col("kind").isin("send", "deliver", "ack_rx", "retransmit", "xmit_req_tx") & F.col("peer").isNotNull()
+    ).join(F.broadcast(width), "run_id")
     is_rx = F.col("kind").isin("deliver", "xmit_req_tx")
-    data = data.select("run_id", "kind", "seqno",
-                       F.when(is_rx, F.col("peer")).otherwise(F.col("node")).alias("src"),
-                       F.when(is_rx, F.col("node")).otherwise(F.col("peer")).alias("dst"),
-                       F.floor(F.col("t") / F.col("width")).alias("bin"), "width")
+    data = data.select(
+        "run_id",
+        "kind",
+        "seqno",
+        F.when(is_rx, F.col("peer")).otherwise(F.col("node")).alias("src"),
+        F.when(is_rx, F.col("node")).otherwise(F.col("peer")).alias("dst"),
+        F.floor(F.col("t") / F.col("width")).alias("bin"),
+        "width",
+    )
     bins = data.groupBy("run_id", "src", "dst", "kind", "bin").agg(
-        F.max("seqno").alias("seqno"), F.count("*").alias("n"), F.first("width").alias("width"))
+        F.max("seqno").alias("seqno"), F.count("*").alias("n"), F.first("width").alias("width")
+    )
     # Sends never delivered on their link, and deliveries of an app id the receiver had already.
     sends = ev.where((F.col("kind") == "send") & F.col("app").isNotNull() & F.col("peer").isNotNull()).select(
-        "run_id", F.col("node").alias("src"), F.col("peer").alias("dst"), "app", "t", "seqno")
+        "run_id", F.col("node").alias("src"), F.col("peer").alias("dst"), "app", "t", "seqno"
+    )
     delivers = ev.where((F.col("kind") == "deliver") & F.col("app").isNotNull()).select(
-        "run_id", F.coalesce(F.col("peer"), F.regexp_extract("app", r"(?s)^(.*):([^:]*):([^:]*)$", 1)).alias("src"),
-        F.col("node").alias("dst"), "app", "t", "seqno", "file_key", "line")
+        "run_id",
+        F.coalesce(F.col("peer"), F.regexp_extract("app", r"(?s)^(.*):([^:]*):([^:]*)$", 1)).alias("src"),
+        F.col("node").alias("dst"),
+        "app",
+        "t",
+        "seqno",
+        "file_key",
+        "line",
+    )
     lost = sends.join(delivers.select("run_id", "src", "dst", "app"), ["run_id", "src", "dst", "app"], "left_anti")
     w = Window.partitionBy("run_id", "dst", "src", "app").orderBy("t", "file_key", "line")
     again = delivers.withColumn("_k", F.row_number().over(w)).where(F.col("_k") > 1).drop("_k", "file_key", "line")
-    marks = (lost.withColumn("what", F.lit("lost")).unionByName(again.withColumn("what", F.lit("again")))
-             .withColumn("_rn", F.row_number().over(Window.partitionBy("run_id", "what").orderBy("t")))
-             .where(F.col("_rn") <= MARKS).drop("_rn"))
-    rare = (ev.where(F.col("kind").isin(*protocols.rare_event_kinds()))
-            .select("run_id", "t", "node", "proto", "kind", "peer", "seqno", "conn_id", "type", "reason", "phase",
-                    "side", "state", "low", "high", "final", "members", "view_id", "fault", "detail", "incarnation",
-                    "file_key", "line")
-            .withColumn("_rn", F.row_number().over(Window.partitionBy("run_id").orderBy("t", "file_key", "line")))
-            .where(F.col("_rn") <= 20 * MARKS).drop("_rn", "file_key", "line")
-            .withColumn("what", F.lit("rare")))
+    marks = (
+        lost.withColumn("what", F.lit("lost"))
+        .unionByName(again.withColumn("what", F.lit("again")))
+        .withColumn("_rn", F.row_number().over(Window.partitionBy("run_id", "what").orderBy("t")))
+        .where(F.col("_rn") <= MARKS)
+        .drop("_rn")
+    )
+    rare = (
+        ev.where(F.col("kind").isin(*protocols.rare_event_kinds()))
+        .select(
+            "run_id",
+            "t",
+            "node",
+            "proto",
+            "kind",
+            "peer",
+            "seqno",
+            "conn_id",
+            "type",
+            "reason",
+            "phase",
+            "side",
+            "state",
+            "low",
+            "high",
+            "final",
+            "members",
+            "view_id",
+            "fault",
+            "detail",
+            "incarnation",
+            "file_key",
+            "line",
+        )
+        .withColumn("_rn", F.row_number().over(Window.partitionBy("run_id").orderBy("t", "file_key", "line")))
+        .where(F.col("_rn") <= 20 * MARKS)
+        .drop("_rn", "file_key", "line")
+        .withColumn("what", F.lit("rare"))
+    )
     series_of = {"send": "sent", "deliver": "delivered", "ack_rx": "acked", "retransmit": "retransmitted"}
-    rows = (bins.withColumn("what", F.lit("bin"))
-            .unionByName(marks, allowMissingColumns=True).unionByName(rare, allowMissingColumns=True).collect())
+    rows = (
+        bins.withColumn("what", F.lit("bin"))
+        .unionByName(marks, allowMissingColumns=True)
+        .unionByName(rare, allowMissingColumns=True)
+        .collect()
+    )
     for r in rows:
         tl = out[r["run_id"]]
         what = r["what"]

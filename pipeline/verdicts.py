@@ -43,26 +43,40 @@ def _sum(parts: dict, part: str, col: str) -> int:
 
 def stuck_retransmission(parts: dict) -> dict:
     stuck = [
-        {"link": _link(r["src"], r["dst"]), "retransmits": r["retransmits"], "xmit_reqs": r["xmit_reqs"],
-         "first_t": r["first_t"],
-         "last_t": r["last_t"], "seqnos": [r["min_seqno"], r["max_seqno"]], "last_deliver_t": r["last_deliver_t"]}
-        for r in sorted((x for row in parts.get("stuck", []) for x in row["stuck"] or []),
-                        key=lambda r: (r["first_t"], r["src"], r["dst"]))
+        {
+            "link": _link(r["src"], r["dst"]),
+            "retransmits": r["retransmits"],
+            "xmit_reqs": r["xmit_reqs"],
+            "first_t": r["first_t"],
+            "last_t": r["last_t"],
+            "seqnos": [r["min_seqno"], r["max_seqno"]],
+            "last_deliver_t": r["last_deliver_t"],
+        }
+        for r in sorted(
+            (x for row in parts.get("stuck", []) for x in row["stuck"] or []),
+            key=lambda r: (r["first_t"], r["src"], r["dst"]),
+        )
     ]
     per_dst = parts.get("stuck", [])
     longest = [r["longest_episode_s"] for r in per_dst if r["longest_episode_s"] is not None]
-    details = {"stuck": stuck, "retransmits": _sum(parts, "stuck", "retransmits"),
-               "xmit_reqs": _sum(parts, "stuck", "xmit_reqs"),
-               "longest_episode_s": max(longest, default=None),
-               "min_retransmits": STUCK_MIN_RETRANSMITS, "min_seconds": STUCK_MIN_SECONDS}
+    details = {
+        "stuck": stuck,
+        "retransmits": _sum(parts, "stuck", "retransmits"),
+        "xmit_reqs": _sum(parts, "stuck", "xmit_reqs"),
+        "longest_episode_s": max(longest, default=None),
+        "min_retransmits": STUCK_MIN_RETRANSMITS,
+        "min_seconds": STUCK_MIN_SECONDS,
+    }
     if not stuck:
         explanation = "no link kept retransmitting or asking for retransmission without delivery progress"
         return H.CheckResult("stuck_retransmission", True, explanation, details).to_dict()
-    text = [f"{s['link']}: {s['retransmits']} retransmit(s) and {s['xmit_reqs']} XMIT-REQ(s) from "
-            f"t={s['first_t']:.3f} to t={s['last_t']:.3f} without a delivery, last delivery on this link "
-            f"{_fmt_t(s['last_deliver_t'])}" for s in stuck]
-    return H.CheckResult("stuck_retransmission", False, "retransmission stuck: " + "; ".join(text),
-                         details).to_dict()
+    text = [
+        f"{s['link']}: {s['retransmits']} retransmit(s) and {s['xmit_reqs']} XMIT-REQ(s) from "
+        f"t={s['first_t']:.3f} to t={s['last_t']:.3f} without a delivery, last delivery on this link "
+        f"{_fmt_t(s['last_deliver_t'])}"
+        for s in stuck
+    ]
+    return H.CheckResult("stuck_retransmission", False, "retransmission stuck: " + "; ".join(text), details).to_dict()
 
 
 ADVISORY_BUILDERS = {"stuck_retransmission": stuck_retransmission}
@@ -105,11 +119,19 @@ class RunVerdict:
         return self.harness_outcome == self.outcome
 
     def to_dict(self) -> dict:
-        return {"run_id": self.run_id, "outcome": self.outcome, "expect": self.expect,
-                "checks": self.checks, "failed": [c["name"] for c in self.deciding],
-                "advisory": self.advisory, "quarantined": self.quarantined,
-                "harness_outcome": self.harness_outcome, "error": self.error,
-                "meta": self.meta, "metrics": self.metrics}
+        return {
+            "run_id": self.run_id,
+            "outcome": self.outcome,
+            "expect": self.expect,
+            "checks": self.checks,
+            "failed": [c["name"] for c in self.deciding],
+            "advisory": self.advisory,
+            "quarantined": self.quarantined,
+            "harness_outcome": self.harness_outcome,
+            "error": self.error,
+            "meta": self.meta,
+            "metrics": self.metrics,
+        }
 
 
 def judge(run_id: str, meta: dict, parts: dict, results: list[dict], quarantined: int = 0) -> RunVerdict:
@@ -119,8 +141,15 @@ def judge(run_id: str, meta: dict, parts: dict, results: list[dict], quarantined
     names = list(meta.get("checks") or H.CHECKS)
     unknown = [n for n in names if n not in H.CHECKS]
     advisory = [b(parts) for b in ADVISORY_BUILDERS.values()]
-    common: dict[str, Any] = dict(run_id=run_id, expect=expect, checks=results, advisory=advisory,
-                                  quarantined=quarantined, harness_outcome=meta.get("harness_outcome"), meta=meta)
+    common: dict[str, Any] = dict(
+        run_id=run_id,
+        expect=expect,
+        checks=results,
+        advisory=advisory,
+        quarantined=quarantined,
+        harness_outcome=meta.get("harness_outcome"),
+        meta=meta,
+    )
     if meta.get("event_files") == 0:
         return RunVerdict(outcome="error", error="no nodes/*/events.jsonl in the run directory", **common)
     if unknown:

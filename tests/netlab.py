@@ -19,8 +19,14 @@ from node.unicast3 import PROTO_ID, Unicast3
 
 
 class Net:
-    def __init__(self, names=("A", "B"), config: dict | None = None, seed: int = 1, latency: float = 0.001,
-                 protocol: str = "unicast3"):
+    def __init__(
+        self,
+        names=("A", "B"),
+        config: dict | None = None,
+        seed: int = 1,
+        latency: float = 0.001,
+        protocol: str = "unicast3",
+    ):
         self.protocol = protocol
         self.now = 0.0
         self.latency = latency
@@ -117,8 +123,11 @@ class Net:
         for name, stack in self.stacks.items():
             for layer in stack.layers:
                 out.extend(f"{name} {why}" for why in layer.busy())
-                out.extend(f"{name} send to {w.peer}: HA={w.low} HS={w.high}" for w in layer.windows()
-                           if w.side == "send" and w.low != w.high)
+                out.extend(
+                    f"{name} send to {w.peer}: HA={w.low} HS={w.high}"
+                    for w in layer.windows()
+                    if w.side == "send" and w.low != w.high
+                )
         return out
 
     def _next_timer(self):
@@ -143,14 +152,20 @@ class Net:
         for dest, msgs in by_dest.items():
             if (name, dest) in self.blocked:
                 continue
-            heapq.heappush(self._queue, (self.now + self.latency, next(self._order), dest,
-                                         wire.encode_frame(name, msgs)))
+            heapq.heappush(
+                self._queue, (self.now + self.latency, next(self._order), dest, wire.encode_frame(name, msgs))
+            )
 
     # ---- queries ------------------------------------------------------------------------------
 
     def kinds(self, kind: str, node: str | None = None, **match) -> list[dict]:
-        return [e for e in self.events if e["kind"] == kind and (node is None or e["node"] == node)
-                and all(e.get(k) == v for k, v in match.items())]
+        return [
+            e
+            for e in self.events
+            if e["kind"] == kind
+            and (node is None or e["node"] == node)
+            and all(e.get(k) == v for k, v in match.items())
+        ]
 
     def final_events(self) -> list[dict]:
         """All events plus each node's final window snapshot (what the checkers read)."""

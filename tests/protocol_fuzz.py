@@ -51,8 +51,15 @@ class FuzzStats:
 
 
 class ProtocolFuzzer:
-    def __init__(self, protocol: str, seed: int, config: Mapping[str, Any] | None = None,
-                 max_pending: int = 1024, max_work: int = 2048, send_cap: int = 64) -> None:
+    def __init__(
+        self,
+        protocol: str,
+        seed: int,
+        config: Mapping[str, Any] | None = None,
+        max_pending: int = 1024,
+        max_work: int = 2048,
+        send_cap: int = 64,
+    ) -> None:
         """`max_pending` is the receive-window bound to enforce: pass the protocol's configured
         limit (its default is far above what random seqnos fill in a CI run); `max_work` bounds
         the messages plus events of one input; `send_cap` the application's unacked sends."""
@@ -85,8 +92,17 @@ class ProtocolFuzzer:
         rng = self.rng
         self.now += rng.random() * 0.05
         roll = rng.random()
-        kind = ("receive" if roll < 0.8 else "timer" if roll < 0.9 else "send" if roll < 0.97
-                else "view" if roll < 0.985 else "sync")
+        kind = (
+            "receive"
+            if roll < 0.8
+            else "timer"
+            if roll < 0.9
+            else "send"
+            if roll < 0.97
+            else "view"
+            if roll < 0.985
+            else "sync"
+        )
         self.stats.inputs += 1
         self.stats.kinds[kind] += 1
         try:
@@ -95,8 +111,9 @@ class ProtocolFuzzer:
             self._drain()
             self._check_bounds()
         except Exception as exc:
-            raise FuzzCrash(f"seed {self.seed}, input {self.stats.inputs} ({kind}) at t={self.now:.3f}: "
-                            f"{type(exc).__name__}: {exc}") from exc
+            raise FuzzCrash(
+                f"seed {self.seed}, input {self.stats.inputs} ({kind}) at t={self.now:.3f}: {type(exc).__name__}: {exc}"
+            ) from exc
 
     # ---- inputs -------------------------------------------------------------------------------
 
@@ -178,11 +195,15 @@ class ProtocolFuzzer:
                 if w.side == "recv":
                     self.stats.max_pending = max(self.stats.max_pending, w.pending)
                     if w.pending > self.max_pending:
-                        raise AssertionError(f"{layer.proto}: recv window for {w.peer} holds {w.pending} "
-                                             f"messages (bound {self.max_pending})")
+                        raise AssertionError(
+                            f"{layer.proto}: recv window for {w.peer} holds {w.pending} "
+                            f"messages (bound {self.max_pending})"
+                        )
                 elif w.pending > self.app_sent[w.peer]:
-                    raise AssertionError(f"{layer.proto}: send window to {w.peer} keeps {w.pending} messages, "
-                                         f"{self.app_sent[w.peer]} were sent")
+                    raise AssertionError(
+                        f"{layer.proto}: send window to {w.peer} keeps {w.pending} messages, "
+                        f"{self.app_sent[w.peer]} were sent"
+                    )
             if len(layer.busy()) > 2 * len(PEERS):
                 raise AssertionError(f"{layer.proto}: busy with {layer.busy()}")
 

@@ -13,14 +13,30 @@ from harness.scenario import parse_scenario
 from harness.sim import simulate
 
 
-def run(schedule: list, *, config: dict | None = None, workload: list | None = None, duration: float = 10,
-        settle: float = 5, checks: list | None = None, seed: int = 0):
-    scenario = parse_scenario({
-        "name": "strict", "protocol": "unicast3", "nodes": ["A", "B"], "config": config or {},
-        "workload": workload or [{"from": "A", "to": "B", "rate": 100, "count": 500}],
-        "schedule": schedule, "duration": duration, "settle": settle,
-        "checks": checks or ["fifo", "no_duplicates", "no_loss", "windows_synced"], "seed": seed,
-    })
+def run(
+    schedule: list,
+    *,
+    config: dict | None = None,
+    workload: list | None = None,
+    duration: float = 10,
+    settle: float = 5,
+    checks: list | None = None,
+    seed: int = 0,
+):
+    scenario = parse_scenario(
+        {
+            "name": "strict",
+            "protocol": "unicast3",
+            "nodes": ["A", "B"],
+            "config": config or {},
+            "workload": workload or [{"from": "A", "to": "B", "rate": 100, "count": 500}],
+            "schedule": schedule,
+            "duration": duration,
+            "settle": settle,
+            "checks": checks or ["fifo", "no_duplicates", "no_loss", "windows_synced"],
+            "seed": seed,
+        }
+    )
     result = simulate(scenario)
     verdict = judge(scenario, result.all_events(), seed=scenario.seed, backend="sim", stats=result.stats)
     return {c.name: c for c in verdict.checks}, verdict
@@ -37,8 +53,9 @@ def test_broken_protocol_loses_messages_under_loss():
     assert verdict.outcome == "failed"
 
 
-@pytest.mark.parametrize("late", [{"at": 9.9, "kill": "B"}, {"at": 9.9, "restart": "A"}],
-                         ids=["kill-receiver", "restart-sender"])
+@pytest.mark.parametrize(
+    "late", [{"at": 9.9, "kill": "B"}, {"at": 9.9, "restart": "A"}], ids=["kill-receiver", "restart-sender"]
+)
 def test_late_death_after_the_heal_excuses_nothing(late):
     """Same broken run, plus a kill of B (or restart of A) 4.9 s after the heal: the messages lost
     before were owed (B was up and reachable longer than the recovery bound) and no_loss fails."""
@@ -50,8 +67,9 @@ def test_late_death_after_the_heal_excuses_nothing(late):
     assert verdict.outcome == "failed"
 
 
-@pytest.mark.parametrize("late", [{"at": 9.9, "kill": "B"}, {"at": 9.9, "restart": "A"}],
-                         ids=["kill-receiver", "restart-sender"])
+@pytest.mark.parametrize(
+    "late", [{"at": 9.9, "kill": "B"}, {"at": 9.9, "restart": "A"}], ids=["kill-receiver", "restart-sender"]
+)
 def test_late_death_passes_with_the_correct_protocol(late):
     """The unbroken protocol under the same schedule loses nothing that was owed, and says what it excused."""
     checks, _verdict = run(LOSSY + [late])
@@ -62,8 +80,13 @@ def test_late_death_passes_with_the_correct_protocol(late):
 
 def test_reaped_fault_free_run_passes():
     """Fault-free, 10 messages, windows reaped after 1 s idle and 1 s closing: every check passes."""
-    checks, verdict = run([], config={"conn_expiry_timeout": 1.0, "conn_close_timeout": 1.0},
-                          workload=[{"from": "A", "to": "B", "rate": 10, "count": 10}], duration=2, settle=8)
+    checks, verdict = run(
+        [],
+        config={"conn_expiry_timeout": 1.0, "conn_close_timeout": 1.0},
+        workload=[{"from": "A", "to": "B", "rate": 10, "count": 10}],
+        duration=2,
+        settle=8,
+    )
     assert verdict.passed, {n: c.explanation for n, c in checks.items()}
 
 
@@ -80,5 +103,7 @@ def test_everything_lost_is_not_a_pass():
 def test_summary_says_how_much_each_check_judged():
     """A clean run's summary line names the number of deliveries, owed messages and pairs judged."""
     _checks, verdict = run([])
-    assert verdict.summary() == ("PASSED (5/5 checks passed; judged: fifo 500, no_duplicates 500, no_loss 500 owed, "
-                                 "windows_synced 1 pairs, no_errors " + str(verdict.checks[-1].judged) + " events)")
+    assert verdict.summary() == (
+        "PASSED (5/5 checks passed; judged: fifo 500, no_duplicates 500, no_loss 500 owed, "
+        "windows_synced 1 pairs, no_errors " + str(verdict.checks[-1].judged) + " events)"
+    )

@@ -19,11 +19,18 @@ local_only = pytest.mark.skipif(not LocalBackend().check()[0], reason="local bac
 
 def tiny(tmp_path: Path, **over) -> Path:
     """A one-second, two-node scenario with one short partition."""
-    data = {"name": "tiny", "protocol": "unicast3", "nodes": ["A", "B"], "duration": 1.0, "settle": 3,
-            "config": {"xmit_interval": 0.1},
-            "workload": [{"from": "A", "to": "B", "rate": 50, "count": 40}],
-            "schedule": [{"at": 0.2, "partition": {"from": "A", "to": "B"}}, {"at": 0.5, "heal": 0}],
-            "checks": ["fifo", "no_duplicates", "no_loss", "windows_synced"], "seed": 3}
+    data = {
+        "name": "tiny",
+        "protocol": "unicast3",
+        "nodes": ["A", "B"],
+        "duration": 1.0,
+        "settle": 3,
+        "config": {"xmit_interval": 0.1},
+        "workload": [{"from": "A", "to": "B", "rate": 50, "count": 40}],
+        "schedule": [{"at": 0.2, "partition": {"from": "A", "to": "B"}}, {"at": 0.5, "heal": 0}],
+        "checks": ["fifo", "no_duplicates", "no_loss", "windows_synced"],
+        "seed": 3,
+    }
     data.update(over)
     path = tmp_path / "tiny.yaml"
     path.write_text(yaml.safe_dump(data))
@@ -68,11 +75,14 @@ def test_seed_flag_names_the_run(tmp_path, capsys):
     assert yaml.safe_load((run_dir / "scenario.yaml").read_text())["seed"] == 11
 
 
-@pytest.mark.parametrize("argv_tail, message", [
-    (["--backend", "sim", "--injector", "iptables"], "injector"),
-    (["--backend", "local", "--no-invariants"], "--no-invariants is for --backend sim only"),
-    (["--max-steps", "5"], "--max-steps is for --backend sim only"),
-])
+@pytest.mark.parametrize(
+    "argv_tail, message",
+    [
+        (["--backend", "sim", "--injector", "iptables"], "injector"),
+        (["--backend", "local", "--no-invariants"], "--no-invariants is for --backend sim only"),
+        (["--max-steps", "5"], "--max-steps is for --backend sim only"),
+    ],
+)
 def test_bad_flags_exit_2(tmp_path, capsys, argv_tail, message):
     """Flags that do not fit the backend exit 2 with a message naming the problem."""
     assert main(["run", str(tiny(tmp_path))] + argv_tail) == 2
@@ -100,8 +110,16 @@ def test_doctor_says_what_and_why(capsys):
     assert main(["doctor"]) == 0
     lines = capsys.readouterr().out.splitlines()
     names = [line.split(":", 1)[0] for line in lines]
-    assert names == ["python", "backend sim", "backend local", "backend docker", "iptables", "tc netem",
-                     "toxiproxy-server", "spark pipeline"]
+    assert names == [
+        "python",
+        "backend sim",
+        "backend local",
+        "backend docker",
+        "iptables",
+        "tc netem",
+        "toxiproxy-server",
+        "spark pipeline",
+    ]
     assert lines[1].startswith("backend sim: yes")
     assert lines[7].startswith("spark pipeline: yes (pyspark ") and "java" in lines[7]  # test extra + Java 17
     assert lines[3].startswith(("backend docker: yes", "backend docker: no ("))
@@ -123,9 +141,19 @@ def test_node_command_passes_through(tmp_path, capsys):
     assert "bind" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("argv", [["--help"], ["run", "--help"], ["doctor", "--help"], ["analyze", "--help"],
-                                  ["campaign", "--help"], ["clean", "--help"], ["schema", "--help"],
-                                  ["protocols", "--help"]])
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["--help"],
+        ["run", "--help"],
+        ["doctor", "--help"],
+        ["analyze", "--help"],
+        ["campaign", "--help"],
+        ["clean", "--help"],
+        ["schema", "--help"],
+        ["protocols", "--help"],
+    ],
+)
 def test_help_everywhere(argv, capsys):
     """--help on the command and each subcommand exits 0 with a usage line."""
     with pytest.raises(SystemExit) as exc:
@@ -136,8 +164,15 @@ def test_help_everywhere(argv, capsys):
 
 def test_progress_display_plain_and_terminal():
     """Not a terminal: a plain line per step and at most one status line per interval; a terminal: rich."""
-    p = Progress(t=1.5, end=8, phase="running", sent=120, delivered=118,
-                 faults=("#0 partition A -> B (one-way)",), nodes={"A": "running", "B": "paused"})
+    p = Progress(
+        t=1.5,
+        end=8,
+        phase="running",
+        sent=120,
+        delivered=118,
+        faults=("#0 partition A -> B (one-way)",),
+        nodes={"A": "running", "B": "paused"},
+    )
     plain = io.StringIO()
     display = ProgressDisplay("s", "local", stream=plain)
     display(p)
@@ -145,8 +180,11 @@ def test_progress_display_plain_and_terminal():
     display(Progress(**{**p.__dict__, "note": "heal #0"}))
     display.close()
     lines = plain.getvalue().splitlines()
-    assert lines == ["  s [local] running t=  1.5/8s | sent 120 delivered 118 | faults: #0 partition A -> B "
-                     "(one-way) | nodes: B paused", "  t=  1.5s heal #0"]
+    assert lines == [
+        "  s [local] running t=  1.5/8s | sent 120 delivered 118 | faults: #0 partition A -> B "
+        "(one-way) | nodes: B paused",
+        "  t=  1.5s heal #0",
+    ]
 
     class Tty(io.StringIO):
         def isatty(self):

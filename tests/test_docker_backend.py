@@ -59,8 +59,9 @@ def nothing_left(client, cluster_id: str) -> None:
     label = f"{LABEL_CLUSTER}={cluster_id}"
     containers = client.containers.list(all=True, filters={"label": label})
     networks = client.networks.list(filters={"label": label})
-    assert not containers and not networks, (f"left behind by {cluster_id}: containers "
-                                             f"{[c.name for c in containers]}, networks {[n.name for n in networks]}")
+    assert not containers and not networks, (
+        f"left behind by {cluster_id}: containers {[c.name for c in containers]}, networks {[n.name for n in networks]}"
+    )
 
 
 def read_events(path: Path) -> list[dict]:
@@ -113,8 +114,9 @@ def test_cluster_lifecycle_names_labels_addresses_and_files(docker_backend, tmp_
         cluster.pause("B")
         assert client.containers.get(f"{cluster.cluster_id}-B-1").status == "paused"
         cluster.resume("B")
-        eventually(lambda: cluster.admin("B").delivered()["total"] >= 200, timeout=DEADLINE_S,
-                   what="B to deliver 200 messages")
+        eventually(
+            lambda: cluster.admin("B").delivered()["total"] >= 200, timeout=DEADLINE_S, what="B to deliver 200 messages"
+        )
 
         # Graceful stop writes final windows and node_stop itself; restart gets a new container.
         cluster.stop("B")
@@ -154,9 +156,17 @@ def test_remote_style_options_archive_published_exec(docker_backend, tmp_path):
     published ports, iptables through `docker exec -u root`; the smoke scenario passes."""
     from harness.rundir import run_scenario
 
-    outcome = run_scenario(load_scenario(ROOT / "scenarios" / "smoke.yaml"), backend="docker", out=tmp_path,
-                           backend_options={"client": docker_backend.client, "events": "archive",
-                                            "admin": "published", "iptables_runner": "exec"})
+    outcome = run_scenario(
+        load_scenario(ROOT / "scenarios" / "smoke.yaml"),
+        backend="docker",
+        out=tmp_path,
+        backend_options={
+            "client": docker_backend.client,
+            "events": "archive",
+            "admin": "published",
+            "iptables_runner": "exec",
+        },
+    )
     assert outcome.verdict.passed, outcome.verdict.to_dict()
     timeline = read_events(outcome.run_dir / "timeline.jsonl")
     assert "[iptables: 1 DROP rule(s) at B]" in timeline[0]["detail"]
@@ -194,10 +204,20 @@ def test_iptables_rules_are_exact_and_follow_a_restart(docker_backend, tmp_path)
     from harness.backends.injectors import IptablesInjector
     from harness.scenario import parse_scenario
 
-    sc = parse_scenario({"name": "rules", "protocol": "unicast3", "nodes": 3, "duration": 1, "workload": [],
-                         "schedule": [{"at": 0, "partition": {"from": "A", "to": "B"}},
-                                      {"at": 0, "loss": {"link": "C->B", "p": 0.3}},
-                                      {"at": 0, "partition": [["A"], ["C"]]}]})
+    sc = parse_scenario(
+        {
+            "name": "rules",
+            "protocol": "unicast3",
+            "nodes": 3,
+            "duration": 1,
+            "workload": [],
+            "schedule": [
+                {"at": 0, "partition": {"from": "A", "to": "B"}},
+                {"at": 0, "loss": {"link": "C->B", "p": 0.3}},
+                {"at": 0, "partition": [["A"], ["C"]]},
+            ],
+        }
+    )
     cluster = docker_backend.create_cluster(sc, tmp_path, seed=1)
     with cluster:
         cluster.start()
@@ -223,10 +243,21 @@ def test_ctrl_c_during_a_docker_run_removes_every_container(docker_backend, tmp_
     """SIGINT to `splitbrain run --backend docker` once its nodes are up: exit 130, the run
     directory holds what exists, and no container or network of that process is left."""
     client = docker_backend.client
-    cmd = [sys.executable, "-m", "harness.cli", "run", str(ROOT / "scenarios" / "steady.yaml"), "--backend", "docker",
-           "--out", str(tmp_path), "--no-progress"]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
-                            stdin=subprocess.DEVNULL)
+    cmd = [
+        sys.executable,
+        "-m",
+        "harness.cli",
+        "run",
+        str(ROOT / "scenarios" / "steady.yaml"),
+        "--backend",
+        "docker",
+        "--out",
+        str(tmp_path),
+        "--no-progress",
+    ]
+    proc = subprocess.Popen(
+        cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT, stdin=subprocess.DEVNULL
+    )
     mine = f"{LABEL_OWNER}"
 
     def up() -> bool:
@@ -234,8 +265,11 @@ def test_ctrl_c_during_a_docker_run_removes_every_container(docker_backend, tmp_
             out, err = proc.communicate()
             # Not AssertionError: eventually() would retry that; this has to fail at once.
             raise RuntimeError(f"splitbrain exited ({proc.returncode}) early:\n{out}\n{err}")
-        found = [c for c in client.containers.list(filters={"label": "splitbrain.role=node"})
-                 if c.labels.get(mine, "").split(":")[1:2] == [str(proc.pid)]]
+        found = [
+            c
+            for c in client.containers.list(filters={"label": "splitbrain.role=node"})
+            if c.labels.get(mine, "").split(":")[1:2] == [str(proc.pid)]
+        ]
         return len(found) == 3
 
     try:
@@ -271,8 +305,12 @@ def test_keep_and_clean(docker_backend, tmp_path):
 
     # A leftover of a harness that died: a network and a (never started) container, owner pid gone.
     dead_id = "sb" + os.urandom(4).hex()
-    labels = {"splitbrain": "1", LABEL_CLUSTER: dead_id, LABEL_OWNER: f"{socket.gethostname()}:999999999:1",
-              "splitbrain.role": "node"}
+    labels = {
+        "splitbrain": "1",
+        LABEL_CLUSTER: dead_id,
+        LABEL_OWNER: f"{socket.gethostname()}:999999999:1",
+        "splitbrain.role": "node",
+    }
     net = client.networks.create(dead_id, driver="bridge", labels=labels)
     client.containers.create(docker_backend.ensure_image(), name=f"{dead_id}-A-1", labels=labels, network=net.name)
     try:
@@ -283,8 +321,13 @@ def test_keep_and_clean(docker_backend, tmp_path):
         assert any(line.startswith(f"kept {cluster.cluster_id}: its owner still runs") for line in lines), lines
         nothing_left(client, dead_id)
         # The CLI, for one cluster.
-        cli = subprocess.run([sys.executable, "-m", "harness.cli", "clean", "--cluster", cluster.cluster_id],
-                             capture_output=True, text=True, timeout=120, cwd=ROOT)
+        cli = subprocess.run(
+            [sys.executable, "-m", "harness.cli", "clean", "--cluster", cluster.cluster_id],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            cwd=ROOT,
+        )
         assert cli.returncode == 0 and "removed 1 cluster(s)" in cli.stdout, cli.stdout + cli.stderr
     finally:
         for cid in (dead_id, cluster.cluster_id):

@@ -25,8 +25,15 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def scenario(transport="tcp", schedule=(), **extra):
-    data = {"name": "t", "protocol": "unicast3", "transport": transport, "nodes": 2, "duration": 3,
-            "workload": [{"from": "A", "to": "B", "rate": 10, "count": 5}], "schedule": list(schedule)}
+    data = {
+        "name": "t",
+        "protocol": "unicast3",
+        "transport": transport,
+        "nodes": 2,
+        "duration": 3,
+        "workload": [{"from": "A", "to": "B", "rate": 10, "count": 5}],
+        "schedule": list(schedule),
+    }
     data.update(extra)
     return parse_scenario(data)
 
@@ -35,15 +42,18 @@ def scenario(transport="tcp", schedule=(), **extra):
 
 
 def test_toxic_steps_parse_and_round_trip():
-    sc = scenario(schedule=[
-        {"at": 1, "toxic": {"link": "A->B", "type": "latency", "latency": 40, "jitter": 10}},
-        {"at": 1, "toxic": {"link": "A<->B", "type": "jitter", "jitter": 5}},
-        {"at": 1, "toxic": {"link": "*", "type": "slicer", "average_size": 32, "size_variation": 8, "delay": 100}},
-        {"at": 2, "toxic": {"link": "B->A", "type": "reset_peer", "timeout": 100, "toxicity": 0.5}},
-        {"at": 2, "toxic": {"link": "A->B", "type": "down"}},
-        {"at": 3, "heal": 0},
-        {"at": 3, "heal": "all"},
-    ], injector="toxiproxy")
+    sc = scenario(
+        schedule=[
+            {"at": 1, "toxic": {"link": "A->B", "type": "latency", "latency": 40, "jitter": 10}},
+            {"at": 1, "toxic": {"link": "A<->B", "type": "jitter", "jitter": 5}},
+            {"at": 1, "toxic": {"link": "*", "type": "slicer", "average_size": 32, "size_variation": 8, "delay": 100}},
+            {"at": 2, "toxic": {"link": "B->A", "type": "reset_peer", "timeout": 100, "toxicity": 0.5}},
+            {"at": 2, "toxic": {"link": "A->B", "type": "down"}},
+            {"at": 3, "heal": 0},
+            {"at": 3, "heal": "all"},
+        ],
+        injector="toxiproxy",
+    )
     toxics = [s for s in sc.schedule if s.kind == "toxic"]
     assert [t.params.type for t in toxics] == ["latency", "jitter", "slicer", "reset_peer", "down"]
     assert toxics[1].params.attrs == {"jitter": 5, "latency": 5}
@@ -54,17 +64,23 @@ def test_toxic_steps_parse_and_round_trip():
     assert "injector" not in scenario(schedule=[]).to_dict()
 
 
-@pytest.mark.parametrize("step, message", [
-    ({"link": "A->B"}, r"schedule\[0\]\.toxic\.type: missing \(one of: latency, jitter"),
-    ({"link": "A->B", "type": "netem"}, r"schedule\[0\]\.toxic\.type: must be one of latency"),
-    ({"link": "A->B", "type": "latency", "rate": 5}, r"schedule\[0\]\.toxic\.rate: unknown key"),
-    ({"link": "A->B", "type": "latency", "latency": -1}, r"toxic\.latency: must not be negative"),
-    ({"link": "A->B", "type": "latency", "latency": 1.5}, r"toxic\.latency: must be an integer"),
-    ({"link": "A->B", "type": "slicer", "average_size": 8, "size_variation": 8}, r"size_variation: must be smaller"),
-    ({"link": "A->B", "type": "bandwidth"}, r"toxic\.rate: must be greater than 0"),
-    ({"link": "A->B", "type": "down", "toxicity": 0.5}, r"toxic\.toxicity: down disables"),
-    ({"link": "A->C", "type": "down"}, r"toxic\.link: unknown node 'C'"),
-])
+@pytest.mark.parametrize(
+    "step, message",
+    [
+        ({"link": "A->B"}, r"schedule\[0\]\.toxic\.type: missing \(one of: latency, jitter"),
+        ({"link": "A->B", "type": "netem"}, r"schedule\[0\]\.toxic\.type: must be one of latency"),
+        ({"link": "A->B", "type": "latency", "rate": 5}, r"schedule\[0\]\.toxic\.rate: unknown key"),
+        ({"link": "A->B", "type": "latency", "latency": -1}, r"toxic\.latency: must not be negative"),
+        ({"link": "A->B", "type": "latency", "latency": 1.5}, r"toxic\.latency: must be an integer"),
+        (
+            {"link": "A->B", "type": "slicer", "average_size": 8, "size_variation": 8},
+            r"size_variation: must be smaller",
+        ),
+        ({"link": "A->B", "type": "bandwidth"}, r"toxic\.rate: must be greater than 0"),
+        ({"link": "A->B", "type": "down", "toxicity": 0.5}, r"toxic\.toxicity: down disables"),
+        ({"link": "A->C", "type": "down"}, r"toxic\.link: unknown node 'C'"),
+    ],
+)
 def test_bad_toxic_steps_name_their_field(step, message):
     with pytest.raises(ScenarioError, match=message):
         scenario(schedule=[{"at": 1, "toxic": step}])
@@ -84,8 +100,11 @@ def test_toxic_steps_need_tcp_and_injectors_are_checked():
 def test_check_backend_refuses_what_a_backend_cannot_do():
     toxic = scenario(schedule=[{"at": 1, "toxic": {"link": "A->B", "type": "timeout", "timeout": 0}}])
     for backend in ("sim", "local"):
-        with pytest.raises(ScenarioError, match=rf"schedule\[0\]\.toxic: needs the docker backend with transport "
-                                                rf"tcp \(backend {backend}"):
+        with pytest.raises(
+            ScenarioError,
+            match=rf"schedule\[0\]\.toxic: needs the docker backend with transport "
+            rf"tcp \(backend {backend}",
+        ):
             check_backend(toxic, backend)
     check_backend(toxic, "docker")
     # The scenario's injector key is a docker preference: sim and local run the file anyway.
@@ -104,8 +123,12 @@ def test_run_scenario_and_cli_refuse_toxics_off_docker(tmp_path):
             run_scenario(toxic, backend=backend, out=tmp_path)
     assert not list(tmp_path.iterdir()), "nothing is written for a refused scenario"
     path = ROOT / "scenarios" / "docker" / "tcp-reset-peer.yaml"
-    proc = subprocess.run([sys.executable, "-m", "harness.cli", "run", str(path),
-                           "--backend", "sim", "--out", str(tmp_path)], capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-m", "harness.cli", "run", str(path), "--backend", "sim", "--out", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 2
     assert "tcp-reset-peer.yaml: schedule[0].toxic: needs the docker backend with transport tcp" in proc.stderr
 
@@ -182,10 +205,16 @@ class Recorder:
             return Result(tuple(argv), 0, "iptables v1.8.9 (nf_tables)\n", "")
         if argv[0].endswith("-save"):
             return Result(tuple(argv), 0, "", "")
-        words = argv[argv.index("-t") + 2:]
+        words = argv[argv.index("-t") + 2 :]
         if words == ["-S"]:
-            return Result(tuple(argv), 0, "".join(f"-A {c} " + " ".join(
-                f'"{w}"' if " " in w else w for w in spec) + "\n" for c, spec in self.rules), "")
+            return Result(
+                tuple(argv),
+                0,
+                "".join(
+                    f"-A {c} " + " ".join(f'"{w}"' if " " in w else w for w in spec) + "\n" for c, spec in self.rules
+                ),
+                "",
+            )
         op, chain, *spec = words
         if op == "-I":
             self.rules.insert(0, (chain, spec))
@@ -228,18 +257,47 @@ class FakeDockerCluster:
 def test_iptables_injector_rules_heal_and_restart():
     from harness.backends.injectors import IptablesInjector
 
-    sc = parse_scenario({"name": "r", "protocol": "unicast3", "nodes": 3, "duration": 1, "workload": [],
-                         "schedule": [{"at": 0, "partition": {"from": "A", "to": ["B", "C"]}},
-                                      {"at": 0, "loss": {"link": "C->B", "p": 0.25}}]})
+    sc = parse_scenario(
+        {
+            "name": "r",
+            "protocol": "unicast3",
+            "nodes": 3,
+            "duration": 1,
+            "workload": [],
+            "schedule": [
+                {"at": 0, "partition": {"from": "A", "to": ["B", "C"]}},
+                {"at": 0, "loss": {"link": "C->B", "p": 0.25}},
+            ],
+        }
+    )
     cluster = FakeDockerCluster("ABC")
     injector = IptablesInjector(cluster)
     assert injector.apply(sc.schedule[0]) == "iptables: 2 DROP rule(s) at B,C"
     injector.apply(sc.schedule[1])
     b = cluster.namespaces["B"].rules
-    assert b[0] == ("INPUT", ["-s", "198.18.5.12", "-m", "statistic", "--mode", "random", "--probability", "0.250000",
-                              "-m", "comment", "--comment", "splitbrain:sbfeedbeef:s1", "-j", "DROP"])
-    assert b[1] == ("INPUT", ["-s", "198.18.5.10", "-m", "comment", "--comment", "splitbrain:sbfeedbeef:s0",
-                              "-j", "DROP"])
+    assert b[0] == (
+        "INPUT",
+        [
+            "-s",
+            "198.18.5.12",
+            "-m",
+            "statistic",
+            "--mode",
+            "random",
+            "--probability",
+            "0.250000",
+            "-m",
+            "comment",
+            "--comment",
+            "splitbrain:sbfeedbeef:s1",
+            "-j",
+            "DROP",
+        ],
+    )
+    assert b[1] == (
+        "INPUT",
+        ["-s", "198.18.5.10", "-m", "comment", "--comment", "splitbrain:sbfeedbeef:s0", "-j", "DROP"],
+    )
     assert cluster.namespaces["A"].rules == []
     assert injector.remove(0) and not injector.remove(0)
     assert [r[1][-3] for r in cluster.namespaces["B"].rules] == ["splitbrain:sbfeedbeef:s1"]
@@ -247,14 +305,24 @@ def test_iptables_injector_rules_heal_and_restart():
     # A dead receiver gets its rules when it comes back, in its new namespace.
     cluster.handles["B"].state = NodeState.DEAD
     cluster.restart("B")
-    step = parse_scenario({"name": "r", "protocol": "unicast3", "nodes": 3, "duration": 1, "workload": [],
-                           "schedule": [{"at": 0, "partition": {"from": "C", "to": "B"}}]}).schedule[0]
+    step = parse_scenario(
+        {
+            "name": "r",
+            "protocol": "unicast3",
+            "nodes": 3,
+            "duration": 1,
+            "workload": [],
+            "schedule": [{"at": 0, "partition": {"from": "C", "to": "B"}}],
+        }
+    ).schedule[0]
     step = type(step)(at=0, kind=step.kind, params=step.params, index=5, source_index=5)
     assert "B later (not running now)" in injector.apply(step)
     cluster.handles["B"].state = NodeState.RUNNING
     injector.node_restarted("B")
-    assert sorted(r[1][-3] for r in cluster.namespaces["B"].rules) == ["splitbrain:sbfeedbeef:s1",
-                                                                      "splitbrain:sbfeedbeef:s5"]
+    assert sorted(r[1][-3] for r in cluster.namespaces["B"].rules) == [
+        "splitbrain:sbfeedbeef:s1",
+        "splitbrain:sbfeedbeef:s5",
+    ]
     assert injector.close() == [1, 5]
     assert all(ns.rules == [] for ns in cluster.namespaces.values())
 
@@ -280,12 +348,18 @@ def test_toxiproxy_injector_puts_a_link_on_both_streams_that_can_carry_it():
     cluster.proxies = {("A", "B"): ("A-to-B", 21000), ("B", "A"): ("B-to-A", 21001)}
     injector = ToxiproxyInjector(cluster, partitions=True)
     injector.api = Api()
-    sc = scenario(schedule=[{"at": 1, "partition": {"from": "A", "to": "B"}},
-                            {"at": 1, "toxic": {"link": "A->B", "type": "jitter", "jitter": 7}},
-                            {"at": 1, "toxic": {"link": "B->A", "type": "down"}}])
+    sc = scenario(
+        schedule=[
+            {"at": 1, "partition": {"from": "A", "to": "B"}},
+            {"at": 1, "toxic": {"link": "A->B", "type": "jitter", "jitter": 7}},
+            {"at": 1, "toxic": {"link": "B->A", "type": "down"}},
+        ]
+    )
     assert injector.apply(sc.schedule[0]) == "toxiproxy: blackhole (timeout 0) on 2 proxy stream(s)"
-    assert calls == [("add", "A-to-B", "s0-upstream", "timeout", "upstream", {"timeout": 0}),
-                     ("add", "B-to-A", "s0-downstream", "timeout", "downstream", {"timeout": 0})]
+    assert calls == [
+        ("add", "A-to-B", "s0-upstream", "timeout", "upstream", {"timeout": 0}),
+        ("add", "B-to-A", "s0-downstream", "timeout", "downstream", {"timeout": 0}),
+    ]
     calls.clear()
     injector.apply(sc.schedule[1])
     assert {c[3] for c in calls} == {"latency"} and calls[0][5] == {"jitter": 7, "latency": 7}

@@ -33,8 +33,9 @@ from harness.scenario import load_scenario
 from tests.leaks import processes_naming
 
 # The plugin is registered as a pytest11 entry point once installed; before that, ask for it here.
-pytest_plugins = ([] if any(ep.value == "harness.plugin" for ep in entry_points(group="pytest11"))
-                  else ["harness.plugin"])
+pytest_plugins = (
+    [] if any(ep.value == "harness.plugin" for ep in entry_points(group="pytest11")) else ["harness.plugin"]
+)
 
 pytestmark = [pytest.mark.docker, pytest.mark.timeout(900)]
 
@@ -68,8 +69,9 @@ def runs(docker_backend, tmp_path_factory):
         key = (name, backend)
         if key not in done:
             options = {"client": docker_backend.client} if backend == "docker" else None
-            done[key] = run_scenario(load_scenario(scenario_path(name)), backend=backend, out=out,
-                                     backend_options=options)
+            done[key] = run_scenario(
+                load_scenario(scenario_path(name)), backend=backend, out=out, backend_options=options
+            )
         return done[key]
 
     return run
@@ -101,8 +103,11 @@ def fault_window(outcome, fault: str) -> tuple[float, float, str]:
 
 
 def deliveries(outcome, receiver: str, sender: str) -> list[float]:
-    return [e["t"] for e in events_of(outcome, receiver)
-            if e["kind"] == "deliver" and e.get("peer") == sender and "app" in e]
+    return [
+        e["t"]
+        for e in events_of(outcome, receiver)
+        if e["kind"] == "deliver" and e.get("peer") == sender and "app" in e
+    ]
 
 
 def count(outcome, node: str, kind: str) -> int:
@@ -114,8 +119,12 @@ def nodes_of(outcome) -> tuple[str, ...]:
 
 
 def no_fault_layer_drops(outcome) -> bool:
-    return not any(e["kind"] == "drop" for n in nodes_of(outcome) for e in events_of(outcome, n)
-                   if "fault" in str(e.get("reason", "")))
+    return not any(
+        e["kind"] == "drop"
+        for n in nodes_of(outcome)
+        for e in events_of(outcome, n)
+        if "fault" in str(e.get("reason", ""))
+    )
 
 
 # ---- iptables over UDP ----------------------------------------------------------------------------
@@ -133,8 +142,9 @@ def test_one_way_split_and_heal_passes_with_iptables(runs):
     assert not crossing, f"{len(crossing)} deliveries A->B during the partition\n{explain(outcome)}"
     assert deliveries(outcome, "B", "C"), "C->B kept flowing"
     assert no_fault_layer_drops(outcome), "the node fault layer dropped something: iptables was not used"
-    assert any(e["kind"] in ("sync_tx", "sync_rx") and e["t"] > off for e in events_of(outcome, "B")), \
+    assert any(e["kind"] in ("sync_tx", "sync_rx") and e["t"] > off for e in events_of(outcome, "B")), (
         f"no resync after the heal\n{explain(outcome)}"
+    )
 
 
 def test_two_way_split_and_heal_passes_with_iptables(runs):
@@ -176,10 +186,14 @@ def test_latency_and_slicer_toxics_keep_order_over_tcp(runs):
     on, off, detail = fault_window(outcome, "toxic")
     assert "[toxiproxy: latency on 4 proxy stream(s)]" in detail
     sent = {e["app"]: e["t"] for e in events_of(outcome, "A") if e["kind"] == "send" and "app" in e}
-    lat = [e["t"] - sent[e["app"]] for e in events_of(outcome, "B")
-           if e["kind"] == "deliver" and e.get("app") in sent and on + 0.5 < sent[e["app"]] < off - 0.5]
-    assert lat and statistics.median(lat) > 0.03, \
+    lat = [
+        e["t"] - sent[e["app"]]
+        for e in events_of(outcome, "B")
+        if e["kind"] == "deliver" and e.get("app") in sent and on + 0.5 < sent[e["app"]] < off - 0.5
+    ]
+    assert lat and statistics.median(lat) > 0.03, (
         f"the latency toxic did not act (median {statistics.median(lat):.3f}s)"
+    )
 
 
 def test_reset_peer_and_timeout_toxics_recover_every_message_over_tcp(runs):
@@ -232,8 +246,9 @@ def test_same_verdict_on_sim_local_and_docker(runs, name):
     for backend in ("sim", "local", "docker"):
         outcome = runs(name, backend)
         verdicts[backend] = (outcome.verdict.outcome, tuple((c.name, c.passed) for c in outcome.verdict.checks))
-    assert verdicts["sim"] == verdicts["local"] == verdicts["docker"], \
-        "\n".join(f"{b}: {v}" for b, v in verdicts.items())
+    assert verdicts["sim"] == verdicts["local"] == verdicts["docker"], "\n".join(
+        f"{b}: {v}" for b, v in verdicts.items()
+    )
     assert verdicts["docker"][0] == "passed"
 
 
@@ -275,12 +290,15 @@ def test_twenty_runs_leave_nothing_behind(docker_backend, tmp_path):
     ours = [cid for cid, info in leftovers(client).items() if info["owner"] == mine]
     assert not ours, f"clusters left: {ours}"
     assert iptables_tagged_rules() == rules_before, "splitbrain iptables rules left on the host"
+
     # The engine deletes a removed container's namespace file in a garbage-collection pass that
     # runs once a minute: wait for it (namespaces of containers that still exist, another
     # session's, do not count).
     def namespaces_left() -> set[str]:
-        in_use = {os.path.basename((c.attrs.get("NetworkSettings") or {}).get("SandboxKey") or "")
-                  for c in client.containers.list(all=True)}
+        in_use = {
+            os.path.basename((c.attrs.get("NetworkSettings") or {}).get("SandboxKey") or "")
+            for c in client.containers.list(all=True)
+        }
         return docker_netns() - netns_before - in_use
 
     deadline = time.monotonic() + 150
@@ -288,5 +306,7 @@ def test_twenty_runs_leave_nothing_behind(docker_backend, tmp_path):
         time.sleep(2)
     assert not namespaces_left(), f"network namespaces left: {namespaces_left()}"
     assert not processes_naming(str(tmp_path)), "node processes left"
-    print(f"20 runs: local {statistics.mean(walls['local']):.1f} s, docker {statistics.mean(walls['docker']):.1f} s "
-          f"per run (mean wall)")
+    print(
+        f"20 runs: local {statistics.mean(walls['local']):.1f} s, docker {statistics.mean(walls['docker']):.1f} s "
+        f"per run (mean wall)"
+    )

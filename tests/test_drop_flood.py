@@ -39,15 +39,18 @@ def test_first_drop_logs_at_once_the_rest_once_a_second():
 def test_keys_are_reason_and_source():
     """Each (reason, source) has its own window and its own lines."""
     agg = DropAggregator("B")
-    logged = [agg.drop(1.0, key, peer, 1, reason=key) for key in ("malformed", "wrong_dest")
-              for peer in (None, "A")]
+    logged = [agg.drop(1.0, key, peer, 1, reason=key) for key in ("malformed", "wrong_dest") for peer in (None, "A")]
     assert all(ev is not None for ev in logged)
     for key in ("malformed", "wrong_dest"):
         for peer in (None, "A"):
             assert agg.drop(1.5, key, peer, 1, reason=key) is None
     lines = agg.on_timer(2.0)
     assert sorted((ev["reason"], ev.get("peer", ""), ev["count"]) for ev in lines) == [
-        ("malformed", "", 1), ("malformed", "A", 1), ("wrong_dest", "", 1), ("wrong_dest", "A", 1)]
+        ("malformed", "", 1),
+        ("malformed", "A", 1),
+        ("wrong_dest", "", 1),
+        ("wrong_dest", "A", 1),
+    ]
 
 
 def test_a_late_timer_loses_no_count_and_flush_logs_what_is_pending():

@@ -68,6 +68,7 @@ def test_time_window():
 
 def test_probability_is_seeded_and_close_to_p():
     """p=0.3 drops about 30 % of 5000 messages, identically for the same seed."""
+
     def run():
         fl = layer_with(p=0.3)
         return passed_up(fl.up([data(i) for i in range(5000)], 0.0))
@@ -113,9 +114,17 @@ def test_remove_and_clear_rules():
         fl.remove_rule(rid)
 
 
-@pytest.mark.parametrize("kw, field", [({"p": 2}, "p"), ({"direction": "sideways"}, "direction"),
-                                        ({"action": "delay"}, "delay_s"), ({"count": 0}, "count"),
-                                        ({"seqnos": (5, 1)}, "seqnos"), ({"action": "melt"}, "action")])
+@pytest.mark.parametrize(
+    "kw, field",
+    [
+        ({"p": 2}, "p"),
+        ({"direction": "sideways"}, "direction"),
+        ({"action": "delay"}, "delay_s"),
+        ({"count": 0}, "count"),
+        ({"seqnos": (5, 1)}, "seqnos"),
+        ({"action": "melt"}, "action"),
+    ],
+)
 def test_bad_rules_name_the_field(kw, field):
     """A malformed rule is refused with the field named, as a key callers need not parse."""
     with pytest.raises(SettingError, match=f"^{field}: ") as info:

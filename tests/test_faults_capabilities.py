@@ -7,8 +7,21 @@ import shutil
 from faults import capabilities as caps
 from faults.netns import can_make_namespaces, leftover_namespaces
 
-EXPECTED = {"netns", "iptables", "iptables-statistic", "netem", "tbf", "htb", "nfqueue", "nft", "docker",
-            "docker-compose", "node-image", "toxiproxy-server", "toxiproxy-compatible"}
+EXPECTED = {
+    "netns",
+    "iptables",
+    "iptables-statistic",
+    "netem",
+    "tbf",
+    "htb",
+    "nfqueue",
+    "nft",
+    "docker",
+    "docker-compose",
+    "node-image",
+    "toxiproxy-server",
+    "toxiproxy-compatible",
+}
 
 
 def test_every_injector_has_a_row_and_every_no_a_reason():

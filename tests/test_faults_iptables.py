@@ -49,7 +49,7 @@ def hosts(a: str, b: str, c: str | None = None) -> list[Host]:
 def test_tag_format_and_validation():
     """Tags are splitbrain:<run>:<fault>; ids that iptables would mangle are refused."""
     assert tag("run-1", "partition1") == "splitbrain:run-1:partition1"
-    for bad in ("", "a b", "x:y", "quote\"", "a" * 65):
+    for bad in ("", "a b", "x:y", 'quote"', "a" * 65):
         with pytest.raises(ValueError):
             tag(bad, "f")
         with pytest.raises(ValueError):
@@ -60,22 +60,28 @@ def test_rules_parse_iptables_save_quoting():
     """`iptables -S` quotes comments; Rule.comment reads them back."""
 
     def fake(argv, *, input=None, timeout_s=None):
-        out = ("-P INPUT ACCEPT\n"
-               '-A INPUT -s 198.18.0.1/32 -m comment --comment "splitbrain:r:p1" -j DROP\n'
-               "-A INPUT -s 198.18.0.9/32 -j ACCEPT\n")
+        out = (
+            "-P INPUT ACCEPT\n"
+            '-A INPUT -s 198.18.0.1/32 -m comment --comment "splitbrain:r:p1" -j DROP\n'
+            "-A INPUT -s 198.18.0.9/32 -j ACCEPT\n"
+        )
         return Result(tuple(argv), 0, out, "")
 
     rules = Iptables(fake, binary="iptables").rules()
-    assert rules[0] == Rule("INPUT", ("-s", "198.18.0.1/32", "-m", "comment", "--comment", "splitbrain:r:p1",
-                                      "-j", "DROP"))
+    assert rules[0] == Rule(
+        "INPUT", ("-s", "198.18.0.1/32", "-m", "comment", "--comment", "splitbrain:r:p1", "-j", "DROP")
+    )
     assert rules[0].comment == "splitbrain:r:p1" and rules[1].comment is None
     assert [r.comment for r in Iptables(fake, binary="iptables").tagged("splitbrain:r:")] == ["splitbrain:r:p1"]
 
 
 def test_flavour_detection_from_version_text():
     """`iptables --version` decides nft vs legacy; old versions that say neither are legacy."""
-    answers = {"iptables v1.8.9 (nf_tables)\n": "nft", "iptables v1.8.9 (legacy)\n": "legacy",
-               "iptables v1.6.1\n": "legacy"}
+    answers = {
+        "iptables v1.8.9 (nf_tables)\n": "nft",
+        "iptables v1.8.9 (legacy)\n": "legacy",
+        "iptables v1.6.1\n": "legacy",
+    }
     for text, expected in answers.items():
         assert flavour_of(lambda argv, **kw: Result(tuple(argv), 0, text, "")) == expected  # noqa: B023 - called here
 
@@ -89,6 +95,7 @@ def test_choose_binary_follows_the_backend_already_in_use():
                 return Result(tuple(argv), 0, "iptables v1.8.9 (nf_tables)\n", "")
             has = nft_rules if argv[0] == "iptables-nft-save" else legacy_rules
             return Result(tuple(argv), 0, "*filter\n" + ("-A INPUT -j DROP\n" if has else "") + "COMMIT\n", "")
+
         return run
 
     assert choose_binary(runner_with(False, False))[0] == "iptables"

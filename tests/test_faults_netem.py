@@ -97,7 +97,15 @@ def test_netem_args_speak_the_vocabulary():
     assert netem_args(delay_ms=50, jitter_ms=10) == ["delay", "50ms", "10ms"]
     assert netem_args(loss=0.2) == ["loss", "random", "20%"]
     assert netem_args(duplicate=0.01, reorder=0.25, reorder_gap=5) == [
-        "delay", "1ms", "duplicate", "1%", "reorder", "25%", "gap", "5"]
+        "delay",
+        "1ms",
+        "duplicate",
+        "1%",
+        "reorder",
+        "25%",
+        "gap",
+        "5",
+    ]
     with pytest.raises(ValueError):
         netem_args()
     with pytest.raises(ValueError):
@@ -189,8 +197,26 @@ def test_htb_limits_one_destination_only(trio):
 def test_cleanup_removes_only_our_qdiscs(trio):
     """cleanup deletes root qdiscs with our handle and leaves a foreign one alone."""
     lab, a, b, c = trio
-    lab.run(a, ["tc", "qdisc", "add", "dev", "veth1", "root", "handle", "77:", "tbf", "rate", "50mbit",
-                "burst", "32kbit", "latency", "100ms"]).check()
+    lab.run(
+        a,
+        [
+            "tc",
+            "qdisc",
+            "add",
+            "dev",
+            "veth1",
+            "root",
+            "handle",
+            "77:",
+            "tbf",
+            "rate",
+            "50mbit",
+            "burst",
+            "32kbit",
+            "latency",
+            "100ms",
+        ],
+    ).check()
     Shaper(netns(a), "veth0").bandwidth("20mbit")
     assert netem.cleanup(netns(a)) == ["veth0"]
     shown = lab.run(a, ["tc", "qdisc", "show"]).stdout

@@ -117,6 +117,10 @@ def test_queue_bypass_keeps_traffic_flowing_when_the_delayer_dies(pair):
 
 def test_delayer_rejects_bad_arguments():
     """The delayer's exit code 2 and message for nonsense (jitter larger than the delay)."""
-    proc = subprocess.run([sys.executable, "-m", "faults.delayer", "--queue", "1", "--delay-ms", "5",
-                           "--jitter-ms", "10"], capture_output=True, text=True, timeout=30)
+    proc = subprocess.run(
+        [sys.executable, "-m", "faults.delayer", "--queue", "1", "--delay-ms", "5", "--jitter-ms", "10"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
     assert proc.returncode == 2 and "jitter" in proc.stderr

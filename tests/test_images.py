@@ -84,8 +84,13 @@ def docker_client():
 def node_image(docker_client):
     """Build the base and node images when missing or stale; the current tag."""
     started = time.monotonic()
-    proc = subprocess.run([sys.executable, str(ROOT / "ci" / "images"), "all"], capture_output=True, text=True,
-                          timeout=BUILD_TIMEOUT_S, stdin=subprocess.DEVNULL)
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "ci" / "images"), "all"],
+        capture_output=True,
+        text=True,
+        timeout=BUILD_TIMEOUT_S,
+        stdin=subprocess.DEVNULL,
+    )
     assert proc.returncode == 0, f"ci/images all failed:\n{proc.stdout[-4000:]}\n{proc.stderr[-2000:]}"
     tag = f"{ci_images.NODE_REPO}:{ci_images.content_hash()}"
     return {"tag": tag, "build_s": time.monotonic() - started, "log": proc.stdout}
@@ -117,8 +122,9 @@ def wait_healthy(containers, timeout_s: float = HEALTHY_TIMEOUT_S) -> dict:
             break
         time.sleep(0.5)
     tails = {c.name: c.logs(tail=15).decode(errors="replace") for c in containers}
-    pytest.fail(f"not all healthy within {timeout_s} s: {states}\n"
-                + "\n".join(f"--- {n}\n{t}" for n, t in tails.items()))
+    pytest.fail(
+        f"not all healthy within {timeout_s} s: {states}\n" + "\n".join(f"--- {n}\n{t}" for n, t in tails.items())
+    )
 
 
 # ---- content hash (no engine needed) -------------------------------------------------------------------------
@@ -163,17 +169,20 @@ def test_compose_config_validates():
         pytest.skip("neither `docker compose` nor docker-compose is installed")
     env = dict(os.environ, SPLITBRAIN_NET="198.18.77", SPLITBRAIN_ADMIN_TOKEN="compose-test")
     for files in (["-f", str(ROOT / "docker-compose.yml")], COMPOSE_FILES):
-        proc = subprocess.run([*compose, *files, "config"], capture_output=True, text=True, timeout=60, env=env,
-                              cwd=ROOT)
+        proc = subprocess.run(
+            [*compose, *files, "config"], capture_output=True, text=True, timeout=60, env=env, cwd=ROOT
+        )
         assert proc.returncode == 0, proc.stderr
         assert "node-a" in proc.stdout and "toxiproxy" in proc.stdout
-    merged = subprocess.run([*compose, *COMPOSE_FILES, "config"], capture_output=True, text=True, timeout=60,
-                            env=env, cwd=ROOT).stdout
+    merged = subprocess.run(
+        [*compose, *COMPOSE_FILES, "config"], capture_output=True, text=True, timeout=60, env=env, cwd=ROOT
+    ).stdout
     assert "ghcr.io/shopify/toxiproxy" not in merged and "faults.toxiproxy" in merged
     # No default token: without one the compose file says which variable to set.
     env.pop("SPLITBRAIN_ADMIN_TOKEN")
-    unset = subprocess.run([*compose, *COMPOSE_FILES, "config"], capture_output=True, text=True, timeout=60,
-                           env=env, cwd=ROOT)
+    unset = subprocess.run(
+        [*compose, *COMPOSE_FILES, "config"], capture_output=True, text=True, timeout=60, env=env, cwd=ROOT
+    )
     assert unset.returncode != 0 and "set SPLITBRAIN_ADMIN_TOKEN" in unset.stderr, unset.stderr
 
 
@@ -190,11 +199,17 @@ def test_image_builds_or_is_current(docker_client, node_image):
     config = image.attrs["Config"]
     assert config["User"] == "splitbrain" and config["Entrypoint"] == ["python", "-m", "node"]
     assert "Healthcheck" in config
-    again = subprocess.run([sys.executable, str(ROOT / "ci" / "images"), "node"], capture_output=True, text=True,
-                           timeout=120, stdin=subprocess.DEVNULL)
+    again = subprocess.run(
+        [sys.executable, str(ROOT / "ci" / "images"), "node"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        stdin=subprocess.DEVNULL,
+    )
     assert again.returncode == 0 and "node image is current" in again.stdout, again.stdout
-    status = subprocess.run([sys.executable, str(ROOT / "ci" / "images"), "status"], capture_output=True, text=True,
-                            timeout=60)
+    status = subprocess.run(
+        [sys.executable, str(ROOT / "ci" / "images"), "status"], capture_output=True, text=True, timeout=60
+    )
     assert status.stdout.count("current") >= 2, status.stdout
     print(f"image build (or check) took {node_image['build_s']:.1f} s")
 
@@ -214,27 +229,50 @@ def test_container_starts_healthy_unprivileged_with_root_faults(docker_client, n
         import docker
 
         network = docker_client.networks.create(
-            test_id, driver="bridge", labels={"splitbrain": "test", "splitbrain.test": test_id},
-            ipam=docker.types.IPAMConfig(pool_configs=[docker.types.IPAMPool(subnet=f"{net_prefix}.0/24")]))
+            test_id,
+            driver="bridge",
+            labels={"splitbrain": "test", "splitbrain.test": test_id},
+            ipam=docker.types.IPAMConfig(pool_configs=[docker.types.IPAMPool(subnet=f"{net_prefix}.0/24")]),
+        )
         container = docker_client.containers.create(
-            node_image["tag"], name=test_id, labels={"splitbrain": "test", "splitbrain.test": test_id},
-            cap_add=["NET_ADMIN"], init=True, network=network.name,
-            environment={"SPLITBRAIN_NAME": "A", "SPLITBRAIN_BIND": "0.0.0.0:7800",
-                         "SPLITBRAIN_ADMIN": "0.0.0.0:7900", "SPLITBRAIN_EVENTS": "/var/lib/splitbrain/events/A.jsonl",
-                         "SPLITBRAIN_PEERS": f"B={net_prefix}.99:7800", "SPLITBRAIN_ADMIN_TOKEN": test_id})
+            node_image["tag"],
+            name=test_id,
+            labels={"splitbrain": "test", "splitbrain.test": test_id},
+            cap_add=["NET_ADMIN"],
+            init=True,
+            network=network.name,
+            environment={
+                "SPLITBRAIN_NAME": "A",
+                "SPLITBRAIN_BIND": "0.0.0.0:7800",
+                "SPLITBRAIN_ADMIN": "0.0.0.0:7900",
+                "SPLITBRAIN_EVENTS": "/var/lib/splitbrain/events/A.jsonl",
+                "SPLITBRAIN_PEERS": f"B={net_prefix}.99:7800",
+                "SPLITBRAIN_ADMIN_TOKEN": test_id,
+            },
+        )
         container.start()
         wait_healthy([container])
         code, out = container.exec_run(["id", "-u"])
         assert code == 0 and out.decode().strip() == "10001"
-        code, out = container.exec_run(["python", "-c", "import urllib.request as u, json; "
-                                        "print(json.load(u.urlopen('http://127.0.0.1:7900/health'))['node'])"])
+        code, out = container.exec_run(
+            [
+                "python",
+                "-c",
+                "import urllib.request as u, json; print(json.load(u.urlopen('http://127.0.0.1:7900/health'))['node'])",
+            ]
+        )
         assert code == 0 and out.decode().strip() == "A", out
         container.reload()
         address = container.attrs["NetworkSettings"]["Networks"][network.name]["IPAddress"]
         assert address.startswith(net_prefix + ".")
         # B is a peer that does not exist: the rule is what is checked here, not delivery.
-        faults = IptablesFaults([Host("A", address, docker_exec(container.name)),
-                                 Host("B", f"{net_prefix}.99", docker_exec(container.name))], run_id=test_id)
+        faults = IptablesFaults(
+            [
+                Host("A", address, docker_exec(container.name)),
+                Host("B", f"{net_prefix}.99", docker_exec(container.name)),
+            ],
+            run_id=test_id,
+        )
         try:
             faults.partition("B", "A", one_way=True)
             assert len(Host("A", "127.0.0.1", docker_exec(container.name)).iptables.tagged()) == 1
@@ -259,14 +297,27 @@ def test_compose_up_local_brings_a_healthy_cluster_and_down_removes_it(docker_cl
         pytest.skip("neither `docker compose` nor docker-compose is installed")
     project = unique("sbcompose")
     api_port = free_port()
-    env = dict(os.environ, SPLITBRAIN_NET=f"198.18.{random.randint(100, 250)}", SPLITBRAIN_TOXIPROXY_PORT=str(api_port),
-               SPLITBRAIN_NODE_IMAGE=node_image["tag"], COMPOSE_PROJECT_NAME=project, SPLITBRAIN_ADMIN_TOKEN=project)
+    env = dict(
+        os.environ,
+        SPLITBRAIN_NET=f"198.18.{random.randint(100, 250)}",
+        SPLITBRAIN_TOXIPROXY_PORT=str(api_port),
+        SPLITBRAIN_NODE_IMAGE=node_image["tag"],
+        COMPOSE_PROJECT_NAME=project,
+        SPLITBRAIN_ADMIN_TOKEN=project,
+    )
     base = [*compose, "-p", project, *COMPOSE_FILES]
     label = f"com.docker.compose.project={project}"
     try:
         started = time.monotonic()
-        up = subprocess.run([*base, "up", "-d", "--no-build"], capture_output=True, text=True, timeout=300, env=env,
-                            cwd=ROOT, stdin=subprocess.DEVNULL)
+        up = subprocess.run(
+            [*base, "up", "-d", "--no-build"],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            env=env,
+            cwd=ROOT,
+            stdin=subprocess.DEVNULL,
+        )
         assert up.returncode == 0, up.stderr
         containers = docker_client.containers.list(all=True, filters={"label": label})
         services = sorted(c.labels["com.docker.compose.service"] for c in containers)
@@ -282,14 +333,25 @@ def test_compose_up_local_brings_a_healthy_cluster_and_down_removes_it(docker_cl
         with urllib.request.urlopen(f"http://127.0.0.1:{admin['HostPort']}/health", timeout=5) as resp:
             assert json.load(resp)["node"] == "A"
         # The token from the environment is in force: a mutating request without it is refused.
-        view = urllib.request.Request(f"http://127.0.0.1:{admin['HostPort']}/view", data=b'{"members": ["A"]}',
-                                      method="POST", headers={"Content-Type": "application/json"})
+        view = urllib.request.Request(
+            f"http://127.0.0.1:{admin['HostPort']}/view",
+            data=b'{"members": ["A"]}',
+            method="POST",
+            headers={"Content-Type": "application/json"},
+        )
         with pytest.raises(urllib.error.HTTPError) as refused:
             urllib.request.urlopen(view, timeout=5)
         assert refused.value.code == 401
     finally:
-        down = subprocess.run([*base, "down", "-v", "--remove-orphans", "-t", "5"], capture_output=True, text=True,
-                              timeout=180, env=env, cwd=ROOT, stdin=subprocess.DEVNULL)
+        down = subprocess.run(
+            [*base, "down", "-v", "--remove-orphans", "-t", "5"],
+            capture_output=True,
+            text=True,
+            timeout=180,
+            env=env,
+            cwd=ROOT,
+            stdin=subprocess.DEVNULL,
+        )
         leftovers = docker_client.containers.list(all=True, filters={"label": label})
         for c in leftovers:
             c.remove(force=True)

@@ -34,8 +34,12 @@ def _never_runs_on_import(test: ast.expr) -> bool:
         return True
     if isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING":
         return True
-    return (isinstance(test, ast.Compare) and isinstance(test.left, ast.Name) and test.left.id == "__name__"
-            and any(isinstance(c, ast.Constant) and c.value == "__main__" for c in test.comparators))
+    return (
+        isinstance(test, ast.Compare)
+        and isinstance(test.left, ast.Name)
+        and test.left.id == "__name__"
+        and any(isinstance(c, ast.Constant) and c.value == "__main__" for c in test.comparators)
+    )
 
 
 def import_time_imports(body: list[ast.stmt]):
@@ -70,12 +74,13 @@ def imported_modules(name: str, path: Path, modules: dict[str, Path]) -> set[str
                 # A relative import counts from the package holding this module.
                 base = name.split(".")
                 drop = stmt.level - 1 if is_package else stmt.level
-                base = base[:len(base) - drop] if drop else base
+                base = base[: len(base) - drop] if drop else base
                 package = ".".join(base + ([stmt.module] if stmt.module else []))
             else:
                 package = stmt.module or ""
-            targets = [f"{package}.{alias.name}" if f"{package}.{alias.name}" in modules else package
-                       for alias in stmt.names]
+            targets = [
+                f"{package}.{alias.name}" if f"{package}.{alias.name}" in modules else package for alias in stmt.names
+            ]
         found.update(t for t in targets if t in modules and t != name)
     return found
 
@@ -97,7 +102,7 @@ def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
                 stack.pop()
             elif colour[child] == GREY:
                 path = [n for n, _ in stack]
-                return path[path.index(child):] + [child]
+                return path[path.index(child) :] + [child]
             elif colour[child] == WHITE:
                 colour[child] = GREY
                 stack.append((child, iter(sorted(graph[child]))))
@@ -116,13 +121,15 @@ def test_the_graph_sees_cycles():
     """A cycle, including one through a relative import and a class body, is reported with its path."""
     assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": set()}) == ["a", "b", "c", "a"]
     assert find_cycle({"a": {"b"}, "b": set()}) is None
-    tree = ast.parse("from typing import TYPE_CHECKING\n"
-                     "import x\n"
-                     "if TYPE_CHECKING:\n    import y\n"
-                     "try:\n    import z\nexcept ImportError:\n    import w\n"
-                     "class C:\n    import v\n"
-                     "def f():\n    import u\n"
-                     "if __name__ == '__main__':\n    import t\n")
+    tree = ast.parse(
+        "from typing import TYPE_CHECKING\n"
+        "import x\n"
+        "if TYPE_CHECKING:\n    import y\n"
+        "try:\n    import z\nexcept ImportError:\n    import w\n"
+        "class C:\n    import v\n"
+        "def f():\n    import u\n"
+        "if __name__ == '__main__':\n    import t\n"
+    )
     names = {a.name for s in import_time_imports(tree.body) if isinstance(s, ast.Import) for a in s.names}
     assert names == {"x", "z", "w", "v"}
 

@@ -5,7 +5,6 @@ window for A is closed and recreated at A's lowest unacked seqno (11); 12 is los
 ack(15) reaches A and purges 11-15; B asks for 12 forever.
 """
 
-
 from harness.checks import run_checks
 from node.faultlayer import FaultLayer, FaultRule
 from node.layer import ViewChange
@@ -20,7 +19,8 @@ def jgrp1875(resync: str) -> Net:
     net.run_until_quiet(1.0)  # 1-10 delivered and acked: HA=10
     # The ack for 11-15 leaves B but reaches A only 4 s later.
     net.stacks["A"].layer(FaultLayer).add_rule(
-        FaultRule(direction="up", peer="B", types=frozenset({"ACK"}), action="delay", delay_s=4.0, count=1))
+        FaultRule(direction="up", peer="B", types=frozenset({"ACK"}), action="delay", delay_s=4.0, count=1)
+    )
     t0 = net.now
     net.send("A", "B", 5)
     net.run(0.05)

@@ -29,8 +29,15 @@ DEADLINE_S = 30.0
 
 
 def scenario(nodes=3, **extra):
-    data = {"name": "life", "protocol": "unicast3", "nodes": nodes, "duration": 2, "settle": 1,
-            "config": {"xmit_interval": 0.2}, "workload": [{"from": "A", "to": "B", "rate": 50, "count": 20}]}
+    data = {
+        "name": "life",
+        "protocol": "unicast3",
+        "nodes": nodes,
+        "duration": 2,
+        "settle": 1,
+        "config": {"xmit_interval": 0.2},
+        "workload": [{"from": "A", "to": "B", "rate": 50, "count": 20}],
+    }
     data.update(extra)
     return parse_scenario(data)
 
@@ -41,8 +48,9 @@ def process_state(pid: int) -> str:
 
 def lifecycle_events(path: Path) -> list[tuple]:
     events = [json.loads(line) for line in path.read_text().splitlines()]
-    return [(e["kind"], e.get("incarnation"), e.get("reason")) for e in events
-            if e["kind"] in ("node_start", "node_stop")]
+    return [
+        (e["kind"], e.get("incarnation"), e.get("reason")) for e in events if e["kind"] in ("node_start", "node_stop")
+    ]
 
 
 def test_lifecycle_kill_restart_pause_resume(tmp_path):
@@ -78,11 +86,9 @@ def test_lifecycle_kill_restart_pause_resume(tmp_path):
 
         b = cluster.pids()["B"]
         cluster.pause("B")
-        eventually(lambda: process_state(b) == "T", timeout=DEADLINE_S, interval=0.05,
-                   what="B to be stopped (SIGSTOP)")
+        eventually(lambda: process_state(b) == "T", timeout=DEADLINE_S, interval=0.05, what="B to be stopped (SIGSTOP)")
         cluster.resume("B")
-        eventually(lambda: process_state(b) != "T", timeout=DEADLINE_S, interval=0.05,
-                   what="B to run again (SIGCONT)")
+        eventually(lambda: process_state(b) != "T", timeout=DEADLINE_S, interval=0.05, what="B to run again (SIGCONT)")
         assert cluster.admin("B").health()["status"] == "ok"
         assert len(processes_naming(str(run_dir))) == 3
 
@@ -91,9 +97,15 @@ def test_lifecycle_kill_restart_pause_resume(tmp_path):
     assert cluster.exit_codes["A"] == [0] and cluster.exit_codes["C"][-1] == 0
     # The killed incarnation's node_stop was written by the harness; the others by the nodes.
     assert lifecycle_events(run_dir / "nodes" / "C" / "events.jsonl") == [
-        ("node_start", 1, None), ("node_stop", 1, "kill"), ("node_start", 2, None), ("node_stop", 2, "stop")]
+        ("node_start", 1, None),
+        ("node_stop", 1, "kill"),
+        ("node_start", 2, None),
+        ("node_stop", 2, "stop"),
+    ]
     assert lifecycle_events(run_dir / "nodes" / "B" / "events.jsonl") == [
-        ("node_start", 1, None), ("node_stop", 1, "stop")]
+        ("node_start", 1, None),
+        ("node_stop", 1, "stop"),
+    ]
     for name in "ABC":
         files = sorted(p.name for p in (run_dir / "nodes" / name).iterdir())
         assert files == ["events.jsonl", "node.log", "node.yaml"], files
@@ -160,5 +172,7 @@ def test_address_in_use_retries_on_another_subnet(tmp_path):
     assert processes_naming(str(run_dir)) == []
     assert "Address already in use" in (run_dir / "nodes" / "A" / "node.log").read_text()
     # Only the successful attempt's incarnation is in the log.
-    assert lifecycle_events(run_dir / "nodes" / "A" / "events.jsonl") == [("node_start", 1, None),
-                                                                       ("node_stop", 1, "stop")]
+    assert lifecycle_events(run_dir / "nodes" / "A" / "events.jsonl") == [
+        ("node_start", 1, None),
+        ("node_stop", 1, "stop"),
+    ]

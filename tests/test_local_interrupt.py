@@ -47,14 +47,31 @@ def test_interrupt_tears_down_and_writes_the_run_directory(tmp_path, sig, code):
     """steady.yaml on local, interrupted mid-run: exit 130/143, no node left, partial run dir written."""
     out = tmp_path / "runs"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "harness.cli", "run", str(ROOT / "scenarios" / "steady.yaml"), "--backend", "local",
-         "--out", str(out), "--no-progress"],
-        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        [
+            sys.executable,
+            "-m",
+            "harness.cli",
+            "run",
+            str(ROOT / "scenarios" / "steady.yaml"),
+            "--backend",
+            "local",
+            "--out",
+            str(out),
+            "--no-progress",
+        ],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         wait_for(lambda: all_nodes_up(out, "ABC"), "all three nodes to be up", proc)
         # Let traffic flow a little, so there is something to collect.
-        wait_for(lambda: any(p.stat().st_size > 2000 for p in out.glob("*/nodes/*/events-inc1.jsonl")),
-                 "events to be written", proc)
+        wait_for(
+            lambda: any(p.stat().st_size > 2000 for p in out.glob("*/nodes/*/events-inc1.jsonl")),
+            "events to be written",
+            proc,
+        )
         proc.send_signal(sig)
         stdout, stderr = proc.communicate(timeout=DEADLINE_S)
     finally:
@@ -82,8 +99,21 @@ def test_harness_killed_with_sigkill_takes_its_nodes_along(tmp_path):
     """steady.yaml on local, harness killed -9 (no handler can run): the kernel kills every node."""
     out = tmp_path / "runs"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "harness.cli", "run", str(ROOT / "scenarios" / "steady.yaml"), "--out", str(out),
-         "--no-progress"], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        [
+            sys.executable,
+            "-m",
+            "harness.cli",
+            "run",
+            str(ROOT / "scenarios" / "steady.yaml"),
+            "--out",
+            str(out),
+            "--no-progress",
+        ],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         wait_for(lambda: all_nodes_up(out, "ABC"), "all three nodes to be up", proc)
         (run_dir,) = out.iterdir()

@@ -37,7 +37,8 @@ def test_same_verdict_on_sim_and_local(path, tmp_path):
     settle = local.result.stats["settle"]
     assert local_verdict == sim_verdict, (
         f"sim {sim_verdict} vs local {local_verdict}; local explanations {explanations}; "
-        f"live settle: {settle['message']}; run dir {local.run_dir}")
+        f"live settle: {settle['message']}; run dir {local.run_dir}"
+    )
     assert sim_verdict[0] == "passed", f"{path.name} does not give its expected outcome on sim"
     # The live checks agree with the final ones: a passing scenario settles, a reproduced bug does not.
     assert settle["ok"] == (scenario.expect_fail is None), settle

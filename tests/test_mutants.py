@@ -104,8 +104,9 @@ def test_chaos_set_is_deterministic_valid_and_varied():
 @pytest.mark.skipif(not mt.admin_sync_available(), reason="the scenario model has no admin sync step yet")
 def test_admin_syncs_in_sync_mode_and_the_unmutated_protocol_passes_them():
     """With the admin SYNC step, sync-mode schedules get some, and they break nothing."""
-    with_syncs = [seed for seed in range(30)
-                  if any("sync" in st for st in mt.chaos_scenario(seed, resync="sync")["schedule"])]
+    with_syncs = [
+        seed for seed in range(30) if any("sync" in st for st in mt.chaos_scenario(seed, resync="sync")["schedule"])
+    ]
     assert with_syncs
     assert not any("sync" in st for st in mt.chaos_scenario(with_syncs[0], resync="timestamp")["schedule"])
     for seed in with_syncs[:6]:
@@ -129,8 +130,13 @@ def test_a_simulator_crash_kills_but_is_reported_as_a_crash(monkeypatch):
 
 def test_remove_steps_renumbers_heals():
     """Removing a step removes its heals and renumbers the other heals."""
-    steps = [{"at": 1.0, "loss": {"link": "*", "p": 0.1}}, {"at": 2.0, "partition": {"from": "A", "to": "B"}},
-             {"at": 3.0, "heal": 1}, {"at": 4.0, "heal": 0}, {"at": 5.0, "heal": "all"}]
+    steps = [
+        {"at": 1.0, "loss": {"link": "*", "p": 0.1}},
+        {"at": 2.0, "partition": {"from": "A", "to": "B"}},
+        {"at": 3.0, "heal": 1},
+        {"at": 4.0, "heal": 0},
+        {"at": 5.0, "heal": "all"},
+    ]
     assert mt.remove_steps(steps, {0}) == [steps[1], {"at": 3.0, "heal": 0}, steps[4]]
     assert mt.remove_steps(steps, {1}) == [steps[0], {"at": 4.0, "heal": 0}, steps[4]]
 
@@ -157,15 +163,30 @@ def test_shrinker_returns_a_smaller_schedule_that_still_kills():
 def test_cli_all_killed_exits_0_and_writes_json(tmp_path, capsys):
     """Every selected mutant killed and no baseline failure: exit 0, the table and the JSON say so."""
     out = tmp_path / "m.json"
-    code = main(["mutants", "--seeds", "1", "--mutant", "first_window_skips_first", "--mutant",
-                 "deliver_in_arrival_order", "--no-shrink", "--quiet", "--json", str(out)])
+    code = main(
+        [
+            "mutants",
+            "--seeds",
+            "1",
+            "--mutant",
+            "first_window_skips_first",
+            "--mutant",
+            "deliver_in_arrival_order",
+            "--no-shrink",
+            "--quiet",
+            "--json",
+            str(out),
+        ]
+    )
     text = capsys.readouterr().out
     assert code == 0, text
     assert "mutation score 2/2" in text and "0 failures" in text
     doc = json.loads(out.read_text())
     assert doc["killed"] == 2 and doc["total"] == 2 and doc["baseline"]["failures"] == []
-    assert {m["name"]: m["kill_seed"] for m in doc["mutants"]} == {"first_window_skips_first": 0,
-                                                                  "deliver_in_arrival_order": 0}
+    assert {m["name"]: m["kill_seed"] for m in doc["mutants"]} == {
+        "first_window_skips_first": 0,
+        "deliver_in_arrival_order": 0,
+    }
 
 
 def test_cli_survivor_exits_1(capsys):
@@ -185,20 +206,25 @@ def test_cli_noop_mutant_survives(monkeypatch, capsys):
 
 def test_cli_scenario_files_and_shrink(tmp_path, capsys):
     """SCENARIO files replace the generated set; the killing schedule is shrunk in the table."""
-    code = main(["mutants", "scenarios/one-way-split-resync.yaml", "--seeds", "1", "--mutant",
-                 "sync_ok_sends_ha", "--quiet"])
+    code = main(
+        ["mutants", "scenarios/one-way-split-resync.yaml", "--seeds", "1", "--mutant", "sync_ok_sends_ha", "--quiet"]
+    )
     text = capsys.readouterr().out
     assert code == 0, text
     assert "one-way-split-resync.yaml" in text and "steps" in text and "view" in text
 
 
-@pytest.mark.parametrize("argv,message", [
-    (["--mutant", "no_such_bug"], "unknown mutant"),
-    (["--seeds", "0"], "--seeds"),
-    (["no/such/file.yaml"], "not found"),
-    (["scenarios/jgrp-1875-first-seqno.yaml"], "reproduces a bug"),
-    (["--generated"], "--generated"),
-] + ([] if mt.admin_sync_available() else [(["--admin-sync", "on"], "no admin sync step")]))
+@pytest.mark.parametrize(
+    "argv,message",
+    [
+        (["--mutant", "no_such_bug"], "unknown mutant"),
+        (["--seeds", "0"], "--seeds"),
+        (["no/such/file.yaml"], "not found"),
+        (["scenarios/jgrp-1875-first-seqno.yaml"], "reproduces a bug"),
+        (["--generated"], "--generated"),
+    ]
+    + ([] if mt.admin_sync_available() else [(["--admin-sync", "on"], "no admin sync step")]),
+)
 def test_cli_bad_input_exits_2(argv, message, capsys):
     """Bad flags, unknown mutants and unusable scenario files exit 2 and say why."""
     with pytest.raises(SystemExit) if argv == ["--seeds", "0"] else _no_raise() as exc:

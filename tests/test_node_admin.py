@@ -46,8 +46,9 @@ async def test_health_and_state(pair):
     assert body["uptime_s"] >= 0
     status, state = await api.call("GET", "/state", token=None)
     assert status == 200
-    assert {"node", "incarnation", "protocol", "transport", "now", "view", "unicast3", "faults",
-            "streams"} <= set(state)
+    assert {"node", "incarnation", "protocol", "transport", "now", "view", "unicast3", "faults", "streams"} <= set(
+        state
+    )
     assert state["view"] is None and state["protocol"] == "unicast3" and state["transport"] == "udp"
     assert set(state["unicast3"]) == {"send", "recv", "syncing", "counters"}
 
@@ -68,12 +69,12 @@ async def test_send_streams_delivered(pair):
     def all_delivered():
         got = b.delivered.to_dict()["delivered"].get("A", {})
         return [got.get(k, {}).get("count") for k in ("0", "1", "9", "10")] == [300, 40, 5, 5]
+
     await wait_until(all_delivered, 20, what="streams 0, 1, 9 and 10 delivered")
     _, d10 = await api_b.call("GET", "/delivered", token=None)
     assert (d10["delivered"]["A"]["10"]["first"], d10["delivered"]["A"]["10"]["last"]) == (101, 105)
     _, d = await api_b.call("GET", "/delivered", token=None)
-    assert d["delivered"]["A"]["0"] == {"count": 300, "first": 1, "last": 300, "order_violations": 0,
-                                        "duplicates": 0}
+    assert d["delivered"]["A"]["0"] == {"count": 300, "first": 1, "last": 300, "order_violations": 0, "duplicates": 0}
     assert d["total"] == 350
     _, streams = await api_a.call("GET", "/streams", token=None)
     by_id = {s["stream"]: s for s in streams["streams"]}
@@ -84,23 +85,26 @@ async def test_send_streams_delivered(pair):
     assert len(state["streams"]) == 4
 
 
-@pytest.mark.parametrize("body, field", [
-    ({"to": "Z", "count": 1}, "to"),
-    ({"to": [], "count": 1}, "to"),
-    ({"count": 1}, "to"),
-    ({"to": "B"}, "count"),
-    ({"to": "B", "count": 1, "duration": 1}, "count"),
-    ({"to": "B", "count": 0}, "count"),
-    ({"to": "B", "count": "many"}, "count"),
-    ({"to": "B", "duration": -1}, "duration"),
-    ({"to": "B", "count": 1, "rate": -5}, "rate"),
-    ({"to": "B", "count": 1, "size": 10**6}, "size"),
-    ({"to": "B", "count": 1, "stream": -1}, "stream"),
-    ({"to": "B", "count": 1, "stream": 10**300}, "stream"),
-    ({"to": "B", "count": 1, "colour": "red"}, "colour"),
-    ({"to": "B", "count": 1, "first_n": 0}, "first_n"),
-    ({"to": "B", "count": 1, "first_n": "1"}, "first_n"),
-])
+@pytest.mark.parametrize(
+    "body, field",
+    [
+        ({"to": "Z", "count": 1}, "to"),
+        ({"to": [], "count": 1}, "to"),
+        ({"count": 1}, "to"),
+        ({"to": "B"}, "count"),
+        ({"to": "B", "count": 1, "duration": 1}, "count"),
+        ({"to": "B", "count": 0}, "count"),
+        ({"to": "B", "count": "many"}, "count"),
+        ({"to": "B", "duration": -1}, "duration"),
+        ({"to": "B", "count": 1, "rate": -5}, "rate"),
+        ({"to": "B", "count": 1, "size": 10**6}, "size"),
+        ({"to": "B", "count": 1, "stream": -1}, "stream"),
+        ({"to": "B", "count": 1, "stream": 10**300}, "stream"),
+        ({"to": "B", "count": 1, "colour": "red"}, "colour"),
+        ({"to": "B", "count": 1, "first_n": 0}, "first_n"),
+        ({"to": "B", "count": 1, "first_n": "1"}, "first_n"),
+    ],
+)
 async def test_send_errors_name_the_field(pair, body, field):
     """A bad /send field gets 400 with the field named; the node keeps running."""
     (api, _), _ = pair
@@ -131,9 +135,15 @@ async def test_bad_json_and_non_object_bodies(pair):
 async def test_mutating_endpoints_need_the_token(pair):
     """Every POST and DELETE without (or with a wrong) X-Splitbrain-Token gets 401."""
     (api, _), _ = pair
-    calls = [("POST", "/send", {"to": "B", "count": 1}), ("POST", "/sync/B", {}),
-             ("POST", "/view", {"members": ["A", "B"]}), ("POST", "/faults", {"action": "drop"}),
-             ("DELETE", "/faults", None), ("DELETE", "/faults/1", None), ("POST", "/config", {"xmit_interval": 1})]
+    calls = [
+        ("POST", "/send", {"to": "B", "count": 1}),
+        ("POST", "/sync/B", {}),
+        ("POST", "/view", {"members": ["A", "B"]}),
+        ("POST", "/faults", {"action": "drop"}),
+        ("DELETE", "/faults", None),
+        ("DELETE", "/faults/1", None),
+        ("POST", "/config", {"xmit_interval": 1}),
+    ]
     for method, path, body in calls:
         for token in (None, "wrong"):
             status, out = await api.call(method, path, body, token=token)
@@ -178,8 +188,13 @@ async def test_view(pair):
     assert await api.call("POST", "/view", {"members": ["A", "B"]}) == (200, {"view_id": 8})
     _, state = await api.call("GET", "/state", token=None)
     assert state["view"] == {"members": ["A", "B"], "view_id": 8}
-    for body, field in (({"members": "A"}, "members"), ({}, "members"), ({"members": ["A", "A"]}, "members"),
-                        ({"members": ["A"], "view_id": "x"}, "view_id"), ({"members": ["A"], "x": 1}, "x")):
+    for body, field in (
+        ({"members": "A"}, "members"),
+        ({}, "members"),
+        ({"members": ["A", "A"]}, "members"),
+        ({"members": ["A"], "view_id": "x"}, "view_id"),
+        ({"members": ["A"], "x": 1}, "x"),
+    ):
         status, out = await api.call("POST", "/view", body)
         assert status == 400 and out["field"] == field
 
@@ -187,8 +202,20 @@ async def test_view(pair):
 async def test_faults_crud(pair):
     """POST /faults -> 201 {id}; GET lists it with matched/acted; DELETE one (204, 404), DELETE all."""
     (api, _), (a, _) = pair
-    rule = {"direction": "down", "peer": "B", "types": ["DATA"], "p": 0.5, "count": 3, "after": 1,
-            "seqnos": [1, 10], "start": 0, "until": 1e9, "action": "delay", "delay_s": 0.01, "jitter_s": 0.01}
+    rule = {
+        "direction": "down",
+        "peer": "B",
+        "types": ["DATA"],
+        "p": 0.5,
+        "count": 3,
+        "after": 1,
+        "seqnos": [1, 10],
+        "start": 0,
+        "until": 1e9,
+        "action": "delay",
+        "delay_s": 0.01,
+        "jitter_s": 0.01,
+    }
     status, out = await api.call("POST", "/faults", rule)
     assert status == 201 and out == {"id": 1}
     status, out = await api.call("POST", "/faults", {"action": "drop", "types": ["ACK"]})
@@ -205,22 +232,25 @@ async def test_faults_crud(pair):
     assert (await api.call("GET", "/faults", token=None))[1] == {"rules": {}}
 
 
-@pytest.mark.parametrize("body, field", [
-    ({"direction": "sideways"}, "direction"),
-    ({"action": "explode"}, "action"),
-    ({"p": 2}, "p"),
-    ({"p": "half"}, "p"),
-    ({"types": ["DATUM"]}, "types"),
-    ({"types": "DATA,ACK"}, "types"),
-    ({"count": 0}, "count"),
-    ({"after": -1}, "after"),
-    ({"seqnos": [5, 1]}, "seqnos"),
-    ({"seqnos": [1]}, "seqnos"),
-    ({"action": "delay"}, "delay_s"),
-    ({"peer": "Z"}, "peer"),
-    ({"start": "soon"}, "start"),
-    ({"size": 3}, "size"),
-])
+@pytest.mark.parametrize(
+    "body, field",
+    [
+        ({"direction": "sideways"}, "direction"),
+        ({"action": "explode"}, "action"),
+        ({"p": 2}, "p"),
+        ({"p": "half"}, "p"),
+        ({"types": ["DATUM"]}, "types"),
+        ({"types": "DATA,ACK"}, "types"),
+        ({"count": 0}, "count"),
+        ({"after": -1}, "after"),
+        ({"seqnos": [5, 1]}, "seqnos"),
+        ({"seqnos": [1]}, "seqnos"),
+        ({"action": "delay"}, "delay_s"),
+        ({"peer": "Z"}, "peer"),
+        ({"start": "soon"}, "start"),
+        ({"size": 3}, "size"),
+    ],
+)
 async def test_fault_errors_name_the_field(pair, body, field):
     """A bad fault rule gets 400 naming the field."""
     (api, _), _ = pair
@@ -234,8 +264,11 @@ async def test_config(pair):
     status, out = await api.call("POST", "/config", {"xmit_interval": 0.2})
     assert status == 200 and out["config"]["xmit_interval"] == 0.2
     assert a.stack.layer(Unicast3).config.xmit_interval == 0.2
-    for body, field in (({"xmit_interval": 0}, "xmit_interval"), ({"xmit_interval": "x"}, "xmit_interval"),
-                        ({"nonsense": 1}, "nonsense")):
+    for body, field in (
+        ({"xmit_interval": 0}, "xmit_interval"),
+        ({"xmit_interval": "x"}, "xmit_interval"),
+        ({"nonsense": 1}, "nonsense"),
+    ):
         status, out = await api.call("POST", "/config", body)
         assert status == 400 and out["field"] == field
     assert (await api.call("POST", "/config", {}))[0] == 400
@@ -254,8 +287,14 @@ async def test_metrics(pair):
     data_in = re.search(r'splitbrain_messages_total\{direction="in",type="DATA"\} (\d+)\.0', text)
     assert data_in and int(data_in.group(1)) >= 50, text
     assert 'splitbrain_delivered_total{sender="A"} 50.0' in text
-    for name in ("splitbrain_frames_total", "splitbrain_bytes_total", "splitbrain_malformed_frames_total",
-                 "splitbrain_retransmissions_total", "splitbrain_syncs_total", "splitbrain_recv_window_messages"):
+    for name in (
+        "splitbrain_frames_total",
+        "splitbrain_bytes_total",
+        "splitbrain_malformed_frames_total",
+        "splitbrain_retransmissions_total",
+        "splitbrain_syncs_total",
+        "splitbrain_recv_window_messages",
+    ):
         assert name in text
     _, text = await api_a.call("GET", "/metrics", token=None)
     assert 'splitbrain_send_window_messages{peer="B"}' in text
@@ -283,11 +322,13 @@ async def test_fault_rules_via_the_api_and_the_protocol_recovers(tmp_path, trans
     configs = pair_configs(tmp_path, transport, protocol_config=FAST, token=TOKEN)
     async with NodeGroup(configs) as (a, b), aiohttp.ClientSession() as session:
         api_a, api_b = Api(session, a), Api(session, b)
-        status, drop = await api_b.call("POST", "/faults", {"direction": "up", "peer": "A", "types": ["DATA"],
-                                                            "after": 10, "count": 15})
+        status, drop = await api_b.call(
+            "POST", "/faults", {"direction": "up", "peer": "A", "types": ["DATA"], "after": 10, "count": 15}
+        )
         assert status == 201
-        status, delay = await api_a.call("POST", "/faults", {"direction": "down", "types": ["DATA"], "p": 0.3,
-                                                             "action": "delay", "delay_s": 0.02})
+        status, delay = await api_a.call(
+            "POST", "/faults", {"direction": "down", "types": ["DATA"], "p": 0.3, "action": "delay", "delay_s": 0.02}
+        )
         assert status == 201
         status, acks = await api_a.call("POST", "/faults", {"types": ["ACK"], "count": 2})
         assert status == 201
@@ -296,6 +337,7 @@ async def test_fault_rules_via_the_api_and_the_protocol_recovers(tmp_path, trans
         def delivered():
             stats = b.delivered.to_dict()["delivered"].get("A", {}).get("0", {})
             return stats if stats.get("count") == 500 else None
+
         stats = await wait_until(delivered, 30, what="500 delivered despite the rules")
         assert stats["order_violations"] == 0 and stats["duplicates"] == 0
         _, rules_b = await api_b.call("GET", "/faults", token=None)

@@ -18,9 +18,12 @@ from node.unicast3 import PROTO_ID, MsgType, U3Header
 from node.wire import decode_frame, split_into_frames
 
 
-@given(sender=st.text(st.characters(blacklist_characters=":", blacklist_categories=("Cs",)), min_size=1,
-                      max_size=20),
-       stream=st.integers(0, 10**6), n=st.integers(1, 10**12), size=st.integers(0, 300))
+@given(
+    sender=st.text(st.characters(blacklist_characters=":", blacklist_categories=("Cs",)), min_size=1, max_size=20),
+    stream=st.integers(0, 10**6),
+    n=st.integers(1, 10**12),
+    size=st.integers(0, 300),
+)
 def test_make_payload_is_app_payload(sender, stream, n, size):
     """The stream's fast payload builder produces exactly node.message.app_payload."""
     try:
@@ -54,8 +57,10 @@ def test_stream_stats_match_a_model(ns):
 
 
 @settings(max_examples=200)
-@given(st.lists(st.tuples(st.sampled_from(["A:0", "A:1", "B:0"]), st.integers(1, 40)), max_size=150),
-       st.lists(st.integers(1, 20), min_size=1, max_size=10))
+@given(
+    st.lists(st.tuples(st.sampled_from(["A:0", "A:1", "B:0"]), st.integers(1, 40)), max_size=150),
+    st.lists(st.integers(1, 20), min_size=1, max_size=10),
+)
 def test_delivered_batches_match_one_by_one(items, cuts):
     """Recording runs of a batch at once gives the same stats as adding every n one by one."""
     msgs = [Message("x", "y", app_payload(key.split(":")[0], int(key.split(":")[1]), n, 20)) for key, n in items]
@@ -63,7 +68,7 @@ def test_delivered_batches_match_one_by_one(items, cuts):
     i = 0
     for k in range(len(msgs)):
         size = cuts[k % len(cuts)]
-        d.add_batch(msgs[i:i + size], 1.0)
+        d.add_batch(msgs[i : i + size], 1.0)
         i += size
         if i >= len(msgs):
             break
@@ -94,8 +99,7 @@ def test_delivered_parses_app_ids_and_samples():
     d.add_batch(msgs, 1.5)
     out = d.to_dict()
     assert out["total"] == 131
-    assert out["delivered"]["A"]["3"] == {"count": 129, "first": 1, "last": 129, "order_violations": 0,
-                                          "duplicates": 0}
+    assert out["delivered"]["A"]["3"] == {"count": 129, "first": 1, "last": 129, "order_violations": 0, "duplicates": 0}
     assert out["delivered"]["C"]["0"]["count"] == 1
     assert d.samples()["A"]["3"] == [[64, 1.5], [128, 1.5]]
 
@@ -129,17 +133,32 @@ shared_t = 1.25  # one float object, as the events of one input share their `now
 def events(draw):
     kind = draw(st.sampled_from(["send", "deliver", "ack_tx", "window"]))
     if kind in ("send", "deliver"):
-        ev = {"v": 1, "t": draw(st.one_of(floats, st.just(shared_t))), "node": draw(st.sampled_from(["A", "B", "%s"])),
-              "proto": "unicast3", "kind": kind, "peer": draw(names), "seqno": draw(st.integers(0, 2**63)),
-              "conn_id": draw(st.sampled_from([1, 2, 2**32])), "bytes": draw(st.integers(0, 10**6))}
+        ev = {
+            "v": 1,
+            "t": draw(st.one_of(floats, st.just(shared_t))),
+            "node": draw(st.sampled_from(["A", "B", "%s"])),
+            "proto": "unicast3",
+            "kind": kind,
+            "peer": draw(names),
+            "seqno": draw(st.integers(0, 2**63)),
+            "conn_id": draw(st.sampled_from([1, 2, 2**32])),
+            "bytes": draw(st.integers(0, 10**6)),
+        }
         if draw(st.booleans()):
             ev["app"] = draw(st.text(max_size=12))
         if draw(st.integers(0, 9)) == 0:
             # A value of the wrong type must fall back to the json encoder, never be formatted.
             ev[draw(st.sampled_from(sorted(ev)))] = draw(odd)
         return ev
-    return make_event(draw(floats), draw(names), "unicast3", kind, peer=draw(names),
-                      seqno=draw(st.integers(0, 100)), final=draw(st.booleans()) or None)
+    return make_event(
+        draw(floats),
+        draw(names),
+        "unicast3",
+        kind,
+        peer=draw(names),
+        seqno=draw(st.integers(0, 100)),
+        final=draw(st.booleans()) or None,
+    )
 
 
 @settings(max_examples=500)
@@ -280,8 +299,7 @@ def test_gc_policy_turns_automatic_collection_off_and_back_on():
 
 
 @settings(max_examples=60)
-@given(st.lists(st.tuples(st.sampled_from(["B", "C"]), st.integers(0, 50)), min_size=1, max_size=40),
-       st.booleans())
+@given(st.lists(st.tuples(st.sampled_from(["B", "C"]), st.integers(0, 50)), min_size=1, max_size=40), st.booleans())
 def test_stack_send_batch_equals_send_one_by_one(sends, with_rule):
     """Stack.send_batch (used by the runtime) has exactly the effect of send() per message, with
     the fault layer routed around when it has no rules and used when it has one."""

@@ -81,8 +81,11 @@ def test_sigkill_writes_nothing_more_but_keeps_what_was_flushed(tmp_path):
         b.start()
         a.client().post("/send", {"to": "B", "count": 300, "rate": 0})
         wait_for(lambda: stats_of(b.client(), "A", 0).get("count") == 300, 30, what="300 at B")
-        wait_for(lambda: sum(1 for ev in read_events(cfg_b["events"]) if ev["kind"] == "deliver") == 300, 5,
-                 what="deliver events flushed")
+        wait_for(
+            lambda: sum(1 for ev in read_events(cfg_b["events"]) if ev["kind"] == "deliver") == 300,
+            5,
+            what="deliver events flushed",
+        )
         b.proc.send_signal(signal.SIGKILL)
         b.proc.wait(10)
         assert b.proc.returncode == -signal.SIGKILL
@@ -106,8 +109,9 @@ def test_restart_appends_to_the_log_with_a_new_incarnation(tmp_path):
         assert b.stop() == 0
         b2 = NodeProcess({**cfg_b, "incarnation": 1}, tmp_path / "run2").start()
         a.client().post("/send", {"to": "B", "count": 100, "rate": 0, "stream": 1})
-        stats = wait_for(lambda: (s := stats_of(b2.client(), "A", 1)).get("count") == 100 and s, 30,
-                         what="stream 1 at the new B")
+        stats = wait_for(
+            lambda: (s := stats_of(b2.client(), "A", 1)).get("count") == 100 and s, 30, what="stream 1 at the new B"
+        )
         assert stats["order_violations"] == 0 and stats["duplicates"] == 0
         assert b2.client().get("/health")["incarnation"] == 1
     finally:
@@ -132,11 +136,14 @@ def _valid_frames(rng: random.Random) -> list[bytes]:
     frames += wire.split_into_frames("A", out, 1500)
     conn = out[0].headers[PROTO_ID].conn_id
     controls = [
-        U3Header(MsgType.ACK, 5, conn), U3Header(MsgType.ACK, 10**6, conn + 1),
+        U3Header(MsgType.ACK, 5, conn),
+        U3Header(MsgType.ACK, 10**6, conn + 1),
         U3Header(MsgType.XMIT_REQ, conn_id=conn, ranges=((1, 3), (7, 9))),
         U3Header(MsgType.XMIT_REQ, conn_id=0, ranges=((1, 2**40),)),
-        U3Header(MsgType.SYNC, conn_id=conn), U3Header(MsgType.SYNC_OK, 4, conn, prev_conn_id=conn - 1),
-        U3Header(MsgType.SYNC_ACK, conn_id=conn), U3Header(MsgType.CLOSE, conn_id=conn),
+        U3Header(MsgType.SYNC, conn_id=conn),
+        U3Header(MsgType.SYNC_OK, 4, conn, prev_conn_id=conn - 1),
+        U3Header(MsgType.SYNC_ACK, conn_id=conn),
+        U3Header(MsgType.CLOSE, conn_id=conn),
         U3Header(MsgType.SEND_FIRST_SEQNO, conn_id=conn, timestamp=3),
     ]
     frames += [wire.encode_frame("A", [Message("A", "B", b"", {PROTO_ID: h})]) for h in controls]
@@ -156,7 +163,7 @@ def _mutate(rng: random.Random, frame: bytes) -> bytes:
         data += bytes(rng.randrange(256) for _ in range(rng.randrange(1, 16)))
     elif choice == 3 and len(data) > 8:
         i = rng.randrange(len(data) - 4)
-        data[i:i + 4] = rng.choice([b"\xff\xff\xff\xff", b"\x00\x00\x00\x00", b"\x7f\xff\xff\xff"])
+        data[i : i + 4] = rng.choice([b"\xff\xff\xff\xff", b"\x00\x00\x00\x00", b"\x7f\xff\xff\xff"])
     elif choice == 4:
         # Rename the frame's source or destination (same length) to something unknown.
         data = bytearray(frame.replace(b"\x01A\x01B", b"\x01Q\x01B", 1).replace(b"\x01B\x01A", b"\x01B\x01Z", 1))
@@ -190,13 +197,19 @@ def test_fuzzed_udp_input_is_counted_and_the_node_keeps_delivering(tmp_path):
                     cb.get("/health")  # pace the fuzzer by the node's own speed
         assert cb.get("/health")["status"] == "ok"
         metrics = cb.get("/metrics")
-        malformed = next(float(line.split()[-1]) for line in metrics.splitlines()
-                         if line.startswith("splitbrain_malformed_frames_total"))
+        malformed = next(
+            float(line.split()[-1])
+            for line in metrics.splitlines()
+            if line.startswith("splitbrain_malformed_frames_total")
+        )
         assert malformed > 100, metrics
         a.start()
         a.client().post("/send", {"to": "B", "count": 2000, "rate": 0, "stream": 77})
-        stats = wait_for(lambda: (s := stats_of(cb, "A", 77)).get("count") == 2000 and s, 30,
-                         what="stream 77 delivered after the fuzzing")
+        stats = wait_for(
+            lambda: (s := stats_of(cb, "A", 77)).get("count") == 2000 and s,
+            30,
+            what="stream 77 delivered after the fuzzing",
+        )
         assert stats == {"count": 2000, "first": 1, "last": 2000, "order_violations": 0, "duplicates": 0}
         assert b.stop() == 0, b.stderr_tail()
     finally:

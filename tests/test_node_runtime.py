@@ -27,8 +27,13 @@ def windows_synced(sender, receiver) -> bool:
     """The sender's window to the receiver and the receiver's window for it agree (via state())."""
     send = sender.state()["unicast3"]["send"].get(receiver.name)
     recv = receiver.state()["unicast3"]["recv"].get(sender.name)
-    return bool(send and recv and send["conn_id"] == recv["conn_id"]
-                and send["ha"] == send["hs"] == recv["delivered"] and send["unacked"] == 0)
+    return bool(
+        send
+        and recv
+        and send["conn_id"] == recv["conn_id"]
+        and send["ha"] == send["hs"] == recv["delivered"]
+        and send["unacked"] == 0
+    )
 
 
 def stream_stats(node, sender: str, stream: int) -> dict:
@@ -39,6 +44,7 @@ def complete(node, sender: str, stream: int, count: int):
     def check():
         stats = stream_stats(node, sender, stream)
         return stats if stats.get("count", 0) >= count else None
+
     return check
 
 
@@ -93,8 +99,11 @@ async def test_event_log_is_flushed_while_running(tmp_path):
         a.start_stream("B", count=10, rate=0)
         await wait_until(complete(b, "A", 0, 10), 20, what="10 delivered")
         path = tmp_path / "B" / "events.jsonl"
-        await wait_until(lambda: sum(1 for ev in read_events(path) if ev["kind"] == "deliver") == 10, 2,
-                         what="deliver events on disk")
+        await wait_until(
+            lambda: sum(1 for ev in read_events(path) if ev["kind"] == "deliver") == 10,
+            2,
+            what="deliver events on disk",
+        )
 
 
 @pytest.mark.parametrize("transport", ["udp", "tcp"])
@@ -104,8 +113,11 @@ async def test_fault_rules_drop_and_delay_and_the_protocol_recovers(tmp_path, tr
     async with NodeGroup(configs) as (a, b):
         drop = b.add_fault(FaultRule(direction="up", peer="A", types=frozenset({"DATA"}), after=5, count=20))
         drop_acks = a.add_fault(FaultRule(direction="up", types=frozenset({"ACK"}), count=3))
-        delay = b.add_fault(FaultRule(direction="up", peer="A", types=frozenset({"DATA"}), p=0.2,
-                                      action="delay", delay_s=0.03, jitter_s=0.02))
+        delay = b.add_fault(
+            FaultRule(
+                direction="up", peer="A", types=frozenset({"DATA"}), p=0.2, action="delay", delay_s=0.03, jitter_s=0.02
+            )
+        )
         a.start_stream("B", count=400, rate=2000)
         stats = await wait_until(complete(b, "A", 0, 400), 30, what="400 delivered despite faults")
         assert stats["order_violations"] == 0 and stats["duplicates"] == 0 and stats["last"] == 400
@@ -125,16 +137,20 @@ async def test_tcp_connection_killed_mid_stream_reconnects_and_recovers(tmp_path
     async with NodeGroup(configs) as (a, b):
         a.start_stream("B", count=6000, rate=3000, size=300)
         for at in (1000, 3000):
-            await wait_until(lambda: stream_stats(b, "A", 0).get("count", 0) >= at,  # noqa: B023 - awaited here
-                             20, what=f"{at} delivered")
+            await wait_until(
+                lambda: stream_stats(b, "A", 0).get("count", 0) >= at,  # noqa: B023 - awaited here
+                20,
+                what=f"{at} delivered",
+            )
             assert b.transport.drop_connections() >= 1
         stats = await wait_until(complete(b, "A", 0, 6000), 40, what="all 6000 delivered after reconnects")
         assert stats == {"count": 6000, "first": 1, "last": 6000, "order_violations": 0, "duplicates": 0}
         assert a.transport.stats.connections_lost + b.transport.stats.connections_lost >= 2
         assert a.transport.stats.connects + b.transport.stats.connects >= 3
         await wait_until(lambda: windows_synced(a, b), 10, what="windows in sync")
-        await wait_until(lambda: len(a.transport.conns) == 1 and len(b.transport.conns) == 1, 10,
-                         what="one connection per pair")
+        await wait_until(
+            lambda: len(a.transport.conns) == 1 and len(b.transport.conns) == 1, 10, what="one connection per pair"
+        )
 
 
 async def test_tcp_simultaneous_connect_settles_on_one_connection(tmp_path):
@@ -150,6 +166,7 @@ async def test_tcp_simultaneous_connect_settles_on_one_connection(tmp_path):
             ca, cb = a.transport.conns.get("B"), b.transport.conns.get("A")
             live = [c for c in a.transport._all | b.transport._all if not c.closed]
             return ca is not None and cb is not None and ca.outgoing and not cb.outgoing and len(live) == 2
+
         await wait_until(settled, 10, what="A's outgoing connection used by both, the other closed")
 
 

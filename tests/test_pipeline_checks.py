@@ -38,8 +38,9 @@ def send(t, x, y, n, conn=1, stream=0):
 
 
 def deliver(t, y, x, n, conn=1, stream=0):
-    return make_event(t, y, "unicast3", "deliver", peer=x, seqno=n + 1, conn_id=conn, app=f"{x}:{stream}:{n}",
-                      bytes=100)
+    return make_event(
+        t, y, "unicast3", "deliver", peer=x, seqno=n + 1, conn_id=conn, app=f"{x}:{stream}:{n}", bytes=100
+    )
 
 
 def ack_rx(t, x, y, seqno, conn=1):
@@ -47,13 +48,24 @@ def ack_rx(t, x, y, seqno, conn=1):
 
 
 def window(node, peer, side, low, high, conn=1, t=END):
-    return make_event(t, node, "unicast3", "window", peer=peer, side=side, conn_id=conn, low=low, high=high,
-                      state="OPEN", final=True)
+    return make_event(
+        t, node, "unicast3", "window", peer=peer, side=side, conn_id=conn, low=low, high=high, state="OPEN", final=True
+    )
 
 
 def new_window(t, node, peer, conn=1, low=0):
-    return make_event(t, node, "unicast3", "conn_state", peer=peer, side="recv", state="OPEN", conn_id=conn,
-                      low=low, reason="new_window:first")
+    return make_event(
+        t,
+        node,
+        "unicast3",
+        "conn_state",
+        peer=peer,
+        side="recv",
+        state="OPEN",
+        conn_id=conn,
+        low=low,
+        reason="new_window:first",
+    )
 
 
 def retransmit(t, x, y, seqno, conn=1):
@@ -65,8 +77,7 @@ def fault(t, kind, name, detail="#0 partition A -> B (one-way)", links=None):
 
 
 def conn_state(t, node, peer, side, state, reason, conn=1):
-    return make_event(t, node, "unicast3", "conn_state", peer=peer, side=side, state=state, conn_id=conn,
-                      reason=reason)
+    return make_event(t, node, "unicast3", "conn_state", peer=peer, side=side, state=state, conn_id=conn, reason=reason)
 
 
 def bad_frames(t, node, count, reason="malformed frame: truncated"):
@@ -86,8 +97,11 @@ def clean(count=5, deliver_order=None, extra=()):
         evs.append(send(1.0 + n * 0.1, "A", "B", n))
     for i, n in enumerate(order):
         evs.append(deliver(1.05 + i * 0.1, "B", "A", n))
-    evs += [ack_rx(1.0 + count * 0.1, "A", "B", count), window("A", "B", "send", count, count),
-            window("B", "A", "recv", count, count)]
+    evs += [
+        ack_rx(1.0 + count * 0.1, "A", "B", count),
+        window("A", "B", "send", count, count),
+        window("B", "A", "recv", count, count),
+    ]
     return evs + list(extra)
 
 
@@ -98,13 +112,20 @@ def redelivered(acked_seqno):
     evs = [start(0.0, "A"), start(0.0, "B"), new_window(0.5, "B", "A")]
     evs += [send(1.0 + n * 0.1, "A", "B", n) for n in range(5)]
     evs += [deliver(1.05 + n * 0.1, "B", "A", n) for n in range(5)]
-    evs += [ack_rx(1.6, "A", "B", acked_seqno),
-            stop(2.0, "B"), start(2.1, "B", incarnation=1), new_window(2.2, "B", "A", conn=2, low=3),
-            deliver(2.3, "B", "A", 3, conn=2), deliver(2.4, "B", "A", 4, conn=2),
-            conn_state(3.0, "B", "A", "recv", "CLOSED", "close_timeout", conn=2),
-            new_window(3.5, "B", "A", conn=3, low=4), deliver(3.6, "B", "A", 4, conn=3),
-            ack_rx(3.7, "A", "B", 5, conn=3),
-            window("A", "B", "send", 5, 5, conn=3), window("B", "A", "recv", 5, 5, conn=3)]
+    evs += [
+        ack_rx(1.6, "A", "B", acked_seqno),
+        stop(2.0, "B"),
+        start(2.1, "B", incarnation=1),
+        new_window(2.2, "B", "A", conn=2, low=3),
+        deliver(2.3, "B", "A", 3, conn=2),
+        deliver(2.4, "B", "A", 4, conn=2),
+        conn_state(3.0, "B", "A", "recv", "CLOSED", "close_timeout", conn=2),
+        new_window(3.5, "B", "A", conn=3, low=4),
+        deliver(3.6, "B", "A", 4, conn=3),
+        ack_rx(3.7, "A", "B", 5, conn=3),
+        window("A", "B", "send", 5, 5, conn=3),
+        window("B", "A", "recv", 5, 5, conn=3),
+    ]
     return evs
 
 
@@ -112,25 +133,42 @@ def late_kill():
     """A->B cut from 0.5 to 2.0 (a heal); A sent A:0:2..6 during the cut, and A:0:7 at 5.0; B is
     killed at 8.0 having delivered none of them: 6 s of connection after the heal owe A:0:2..6
     (sent before 8.0 - 4.5), A:0:7 is excused (receiver dead at the end)."""
-    evs = [start(0.0, "A"), start(0.0, "B"), new_window(0.1, "B", "A"),
-           send(0.2, "A", "B", 0), send(0.3, "A", "B", 1), deliver(0.25, "B", "A", 0), deliver(0.35, "B", "A", 1),
-           fault(0.5, "fault_on", "partition", links=["A->B"])]
+    evs = [
+        start(0.0, "A"),
+        start(0.0, "B"),
+        new_window(0.1, "B", "A"),
+        send(0.2, "A", "B", 0),
+        send(0.3, "A", "B", 1),
+        deliver(0.25, "B", "A", 0),
+        deliver(0.35, "B", "A", 1),
+        fault(0.5, "fault_on", "partition", links=["A->B"]),
+    ]
     evs += [send(1.0 + (n - 2) * 0.1, "A", "B", n) for n in range(2, 7)]
-    evs += [fault(2.0, "fault_off", "partition", detail="#0 partition A -> B (one-way) (by #1 heal)",
-                  links=["A->B"]),
-            send(5.0, "A", "B", 7), stop(8.0, "B"), window("A", "B", "send", 2, 8)]
+    evs += [
+        fault(2.0, "fault_off", "partition", detail="#0 partition A -> B (one-way) (by #1 heal)", links=["A->B"]),
+        send(5.0, "A", "B", 7),
+        stop(8.0, "B"),
+        window("A", "B", "send", 2, 8),
+    ]
     return evs
 
 
 def reaped():
     """A fault-free run whose windows the protocol reaped at the end (A's send window and B's
     receive window CLOSED by close_timeout): no final window is owed, and the pair is in sync."""
-    evs = [start(0.0, "A"), start(0.0, "B"), conn_state(0.4, "A", "B", "send", "OPEN", "created"),
-           new_window(0.5, "B", "A")]
+    evs = [
+        start(0.0, "A"),
+        start(0.0, "B"),
+        conn_state(0.4, "A", "B", "send", "OPEN", "created"),
+        new_window(0.5, "B", "A"),
+    ]
     evs += [send(1.0 + n * 0.1, "A", "B", n) for n in range(5)]
     evs += [deliver(1.05 + n * 0.1, "B", "A", n) for n in range(5)]
-    evs += [ack_rx(1.6, "A", "B", 5), conn_state(6.0, "A", "B", "send", "CLOSED", "close_timeout"),
-            conn_state(6.1, "B", "A", "recv", "CLOSED", "close_timeout")]
+    evs += [
+        ack_rx(1.6, "A", "B", 5),
+        conn_state(6.0, "A", "B", "send", "CLOSED", "close_timeout"),
+        conn_state(6.1, "B", "A", "recv", "CLOSED", "close_timeout"),
+    ]
     # No graceful stops at the end: windows_synced exempts a node stopped gracefully from
     # reporting final windows, and this run must show that reaped windows are not expected.
     return evs
@@ -201,23 +239,31 @@ PLANTED = {
     # B never delivers A:0:3, yet its window claims 5 (a protocol that lost it silently).
     "missing": dict(events=clean(deliver_order=[0, 1, 2, 4])),
     # Acks stop at 3: A's send window never catches up with B's receive window.
-    "never_synced": dict(events=[e for e in clean() if e["kind"] not in ("ack_rx", "window")]
-                         + [ack_rx(1.3, "A", "B", 3), window("A", "B", "send", 3, 5), window("B", "A", "recv", 5, 5)]),
+    "never_synced": dict(
+        events=[e for e in clean() if e["kind"] not in ("ack_rx", "window")]
+        + [ack_rx(1.3, "A", "B", 3), window("A", "B", "send", 3, 5), window("B", "A", "recv", 5, 5)]
+    ),
     # A SIGKILLed node's torn last line, and one line that is not JSON at all.
-    "malformed": dict(events=clean(), raw={"B": ['this is not json', '{"v":1,"t":9.9,"node":"B","pro']}),
+    "malformed": dict(events=clean(), raw={"B": ["this is not json", '{"v":1,"t":9.9,"node":"B","pro']}),
     # A keeps retransmitting to B for 6 s after the heal and B never delivers again.
-    "stuck": dict(events=clean(count=3) + [send(2.0, "A", "B", 3), fault(1.5, "fault_off", "partition")]
-                  + [retransmit(2.5 + 0.3 * i, "A", "B", 4) for i in range(20)]
-                  + [window("A", "B", "send", 3, 4, t=END + 0.1)]),
+    "stuck": dict(
+        events=clean(count=3)
+        + [send(2.0, "A", "B", 3), fault(1.5, "fault_off", "partition")]
+        + [retransmit(2.5 + 0.3 * i, "A", "B", 4) for i in range(20)]
+        + [window("A", "B", "send", 3, 4, t=END + 0.1)]
+    ),
     # B delivers A:0:2 again after a SYNC re-keyed its window (a new conn_id, no discard).
-    "dup_across_rekey": dict(events=clean(deliver_order=[0, 1, 2])
-                             + [conn_state(1.36, "B", "A", "recv", "OPEN", "sync: re-keyed", conn=2)]
-                             + [deliver(1.4 + i * 0.1, "B", "A", n, conn=2) for i, n in enumerate((2, 3, 4))]),
+    "dup_across_rekey": dict(
+        events=clean(deliver_order=[0, 1, 2])
+        + [conn_state(1.36, "B", "A", "recv", "OPEN", "sync: re-keyed", conn=2)]
+        + [deliver(1.4 + i * 0.1, "B", "A", n, conn=2) for i, n in enumerate((2, 3, 4))]
+    ),
     # The same across a window the protocol replaced (CLOSED "replaced" is no discard).
-    "dup_across_replaced": dict(events=clean(deliver_order=[0, 1, 2])
-                                + [conn_state(1.36, "B", "A", "recv", "CLOSED", "replaced"),
-                                   new_window(1.37, "B", "A", conn=2, low=2)]
-                                + [deliver(1.4 + i * 0.1, "B", "A", n, conn=2) for i, n in enumerate((2, 3, 4))]),
+    "dup_across_replaced": dict(
+        events=clean(deliver_order=[0, 1, 2])
+        + [conn_state(1.36, "B", "A", "recv", "CLOSED", "replaced"), new_window(1.37, "B", "A", conn=2, low=2)]
+        + [deliver(1.4 + i * 0.1, "B", "A", n, conn=2) for i, n in enumerate((2, 3, 4))]
+    ),
     # Redeliveries of unacked messages after a restart and after a reaped window: excused.
     "redelivered_unacked": dict(events=redelivered(acked_seqno=3)),
     # The same, but A had seen everything acked: the redeliveries are duplicates.
@@ -229,14 +275,21 @@ PLANTED = {
     # Windows reaped by the protocol in a run without faults.
     "reaped": dict(events=reaped()),
     # A clean transfer while B drops a flood of bad frames, logged aggregated: 1 + 900 + 99 drops.
-    "flooded": dict(events=clean(extra=[bad_frames(0.2, "B", 1), bad_frames(1.2, "B", 900),
-                                        bad_frames(2.2, "B", 99)])),
+    "flooded": dict(events=clean(extra=[bad_frames(0.2, "B", 1), bad_frames(1.2, "B", 900), bad_frames(2.2, "B", 99)])),
     # A clean transfer with one exception inside B's stack.
     "error": dict(events=clean(extra=[error(1.2, "B")])),
     # The recovery bound comes from scenario.yaml.
-    "bound_from_scenario": dict(events=[start(0.0, "A"), start(0.0, "B"), send(1.0, "A", "B", 0),
-                                        send(1.1, "A", "B", 1), deliver(1.15, "B", "A", 1), stop(3.0, "B")],
-                                scenario=BOUND_SCENARIO),
+    "bound_from_scenario": dict(
+        events=[
+            start(0.0, "A"),
+            start(0.0, "B"),
+            send(1.0, "A", "B", 0),
+            send(1.1, "A", "B", 1),
+            deliver(1.15, "B", "A", 1),
+            stop(3.0, "B"),
+        ],
+        scenario=BOUND_SCENARIO,
+    ),
 }
 
 
@@ -391,8 +444,9 @@ def test_redelivery_of_acked_messages_after_a_discard_fails(judged):
     assert _failed(v) == ["no_duplicates"]
     dup = _check(v, "no_duplicates")
     assert dup["details"]["duplicates"] == 3 and dup["details"]["redelivered_after_reset"] == 0
-    assert dup["details"]["first"][0]["why"] == ("its window was discarded in between, but the sender had "
-                                                 "seen it acked")
+    assert dup["details"]["first"][0]["why"] == (
+        "its window was discarded in between, but the sender had seen it acked"
+    )
     assert v.checks == python_checks(root / "redelivered_acked")
 
 
@@ -406,8 +460,12 @@ def test_late_kill_after_a_heal_leaves_owed_messages_lost(judged):
     assert not loss["vacuous"] and loss["judged"] == 7
     assert loss["details"]["lost"]["A->B"]["count"] == 5
     assert loss["details"]["lost"]["A->B"]["first"] == [f"A:0:{n}" for n in range(2, 7)]
-    assert loss["details"]["excused"] == {"sender_lost_window": 0, "receiver_dead": 1, "cut_at_end": 0,
-                                          "too_little_time": 0}
+    assert loss["details"]["excused"] == {
+        "sender_lost_window": 0,
+        "receiver_dead": 1,
+        "cut_at_end": 0,
+        "too_little_time": 0,
+    }
     assert _check(v, "windows_synced")["vacuous"]
     assert v.checks == python_checks(root / "late_kill")
 
@@ -432,8 +490,13 @@ def test_reaped_fault_free_run_passes_windows_synced(judged):
     assert v.outcome == "passed" and _failed(v) == []
     ws = _check(v, "windows_synced")
     assert ws["explanation"] == "1 pair(s) in sync (no heal in this run)"
-    assert ws["details"]["pairs"]["A->B"] == {"synced": True, "problem": None, "send": None, "recv": None,
-                                              "sync_time": None}
+    assert ws["details"]["pairs"]["A->B"] == {
+        "synced": True,
+        "problem": None,
+        "send": None,
+        "recv": None,
+        "sync_time": None,
+    }
     assert ws["details"]["last_heal_t"] is None and ws["details"]["not_reported"] == []
     assert v.checks == python_checks(root / "reaped")
 
@@ -445,8 +508,9 @@ def test_error_event_fails_no_errors(judged):
     assert _failed(v) == ["no_errors"]
     err = _check(v, "no_errors")
     assert err["details"]["errors"] == 1
-    assert err["details"]["first"] == [{"node": "B", "t": 1.2, "reason": "KeyError: 7",
-                                        "detail": "unicast3/protocol.py:412 _deliver: table[seqno]"}]
+    assert err["details"]["first"] == [
+        {"node": "B", "t": 1.2, "reason": "KeyError: 7", "detail": "unicast3/protocol.py:412 _deliver: table[seqno]"}
+    ]
     assert err["explanation"] == "1 internal error(s) in the protocol stack; first at B t=1.200: KeyError: 7"
     assert v.checks == python_checks(root / "error")
 
@@ -487,8 +551,9 @@ def random_log(rng: random.Random) -> list[dict]:
     delivered: set[tuple[str, str]] = set()
     for node in NODES:
         if rng.random() < 0.9:
-            evs.append(make_event(0.0, node, "node", "node_start",
-                                  **({"incarnation": 0} if rng.random() < 0.7 else {})))
+            evs.append(
+                make_event(0.0, node, "node", "node_start", **({"incarnation": 0} if rng.random() < 0.7 else {}))
+            )
     if not any(ev["node"] in NODES for ev in evs):
         evs.append(make_event(0.0, "A", "node", "node_start"))  # a run directory needs a node log
     for _ in range(rng.randint(0, 3) if rng.random() < 0.08 else rng.randint(20, 120)):
@@ -501,8 +566,11 @@ def random_log(rng: random.Random) -> list[dict]:
             n = apps[(x, y)]
             apps[(x, y)] += 1
             sent.append((x, y, n, stream))
-            evs.append(make_event(t, x, "unicast3", "send", peer=y, seqno=n + 1, conn_id=conn,
-                                  app=f"{x}:{stream}:{n}", bytes=100))
+            evs.append(
+                make_event(
+                    t, x, "unicast3", "send", peer=y, seqno=n + 1, conn_id=conn, app=f"{x}:{stream}:{n}", bytes=100
+                )
+            )
         elif r < 0.6 and sent:
             sx, sy, n, st = rng.choice(sent[-8:])
             if tidy and (sy, f"{sx}:{st}:{n}") in delivered:
@@ -510,18 +578,32 @@ def random_log(rng: random.Random) -> list[dict]:
             delivered.add((sy, f"{sx}:{st}:{n}"))
             peer = rng.choice((sx, sx, sx, None, ""))
             fields = {"peer": peer} if peer is not None else {}
-            evs.append(make_event(t, sy, "unicast3", "deliver", seqno=n + 1, conn_id=conn,
-                                  app=f"{sx}:{st}:{n}", **fields))
+            evs.append(
+                make_event(t, sy, "unicast3", "deliver", seqno=n + 1, conn_id=conn, app=f"{sx}:{st}:{n}", **fields)
+            )
         elif r < 0.66:
-            state, reason = rng.choice((("OPEN", "new_window:first"), ("OPEN", "sync: re-keyed"),
-                                        ("CLOSED", "close_rx"), ("CLOSED", "close_timeout"), ("CLOSED", "replaced")))
-            evs.append(make_event(t, y, "unicast3", "conn_state", peer=x, side="recv", state=state,
-                                  conn_id=conn, reason=reason))
+            state, reason = rng.choice(
+                (
+                    ("OPEN", "new_window:first"),
+                    ("OPEN", "sync: re-keyed"),
+                    ("CLOSED", "close_rx"),
+                    ("CLOSED", "close_timeout"),
+                    ("CLOSED", "replaced"),
+                )
+            )
+            evs.append(
+                make_event(
+                    t, y, "unicast3", "conn_state", peer=x, side="recv", state=state, conn_id=conn, reason=reason
+                )
+            )
         elif r < 0.68:
             # A send window created, or reaped by the protocol (then no final snapshot is owed).
             state, reason = rng.choice((("OPEN", "created"), ("OPEN", "created"), ("CLOSED", "close_timeout")))
-            evs.append(make_event(t, x, "unicast3", "conn_state", peer=y, side="send", state=state,
-                                  conn_id=conn, reason=reason))
+            evs.append(
+                make_event(
+                    t, x, "unicast3", "conn_state", peer=y, side="send", state=state, conn_id=conn, reason=reason
+                )
+            )
         elif r < 0.69:
             evs.append(make_event(t, x, "unicast3", "error", reason="KeyError: 3", detail="protocol.py:1 f: x"))
         elif r < 0.72:
@@ -536,17 +618,38 @@ def random_log(rng: random.Random) -> list[dict]:
             evs.append(make_event(t, x, "node", kind, **fields))
         elif r < 0.8:
             links = rng.choice((None, [f"{x}->{y}"], [f"{x}->{y}", f"{y}->{x}"]))
-            evs.append(make_event(t, "harness", "harness", rng.choice(("fault_on", "fault_off")),
-                                  fault=rng.choice(("partition", "heal", "loss")), detail="#0 x", links=links))
+            evs.append(
+                make_event(
+                    t,
+                    "harness",
+                    "harness",
+                    rng.choice(("fault_on", "fault_off")),
+                    fault=rng.choice(("partition", "heal", "loss")),
+                    detail="#0 x",
+                    links=links,
+                )
+            )
         elif r < 0.86:
             evs.append(make_event(t, x, "unicast3", "retransmit", peer=y, seqno=rng.randint(1, 5), conn_id=conn))
         elif r < 0.9:
             evs.append(make_event(t, x, "unicast3", "ack_tx", peer=y, seqno=1, conn_id=conn))
         else:
             low = rng.randint(0, 4)
-            evs.append(make_event(t, x, "unicast3", "window", peer=y, side=rng.choice(("send", "recv")),
-                                  conn_id=rng.choice((1, 2, None)), low=low, high=low + rng.choice((0, 0, 1)),
-                                  state="OPEN", final=rng.random() < 0.9))
+            evs.append(
+                make_event(
+                    t,
+                    x,
+                    "unicast3",
+                    "window",
+                    peer=y,
+                    side=rng.choice(("send", "recv")),
+                    conn_id=rng.choice((1, 2, None)),
+                    low=low,
+                    high=low + rng.choice((0, 0, 1)),
+                    state="OPEN",
+                    final=rng.random() < 0.9,
+                )
+            )
     # Lines out of time order within a file are sorted by t (stably), like read_run does.
     if rng.random() < 0.3:
         rng.shuffle(evs)
@@ -586,11 +689,16 @@ def test_random_logs_agree_with_the_python_checkers(judged):
             seen |= {("pair", "reaped") for p in d["pairs"].values() if p["send"] is None}
             seen |= {("pair", "sync_time") for p in d["pairs"].values() if p["sync_time"] is not None}
             seen |= {("windows", "not_reported") for _ in d["not_reported"][:1]}
-    wanted = ({(name, "vacuous") for name in ("fifo", "no_duplicates", "no_loss", "windows_synced")}
-              | {(name, "passed") for name in ("fifo", "no_duplicates", "no_loss", "no_errors")}
-              | {("redelivered", "receiver_restarted"), ("redelivered", "window_closed"),
-                 ("duplicate", "no discard of its window in between"),
-                 ("duplicate", "its window was discarded in between")}
-              | {("excused", why) for why in EXCUSES}
-              | {("pair", "reaped"), ("pair", "sync_time"), ("windows", "not_reported")})
+    wanted = (
+        {(name, "vacuous") for name in ("fifo", "no_duplicates", "no_loss", "windows_synced")}
+        | {(name, "passed") for name in ("fifo", "no_duplicates", "no_loss", "no_errors")}
+        | {
+            ("redelivered", "receiver_restarted"),
+            ("redelivered", "window_closed"),
+            ("duplicate", "no discard of its window in between"),
+            ("duplicate", "its window was discarded in between"),
+        }
+        | {("excused", why) for why in EXCUSES}
+        | {("pair", "reaped"), ("pair", "sync_time"), ("windows", "not_reported")}
+    )
     assert wanted <= seen, sorted(wanted - seen)

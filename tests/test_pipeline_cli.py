@@ -68,8 +68,10 @@ def test_bad_inputs_exit_2(tmp_path, capsys, monkeypatch):
     monkeypatch.setattr(harness.rundir, "AVAILABLE_BACKENDS", ("sim",))
     good = tmp_path / "good.yaml"
     good.write_text(TINY)
-    assert main(["campaign", str(good), "--runs", "1", "--backend", "docker", "--out", str(tmp_path / "d"),
-                 "--quiet"]) == EXIT_BAD_INPUT
+    assert (
+        main(["campaign", str(good), "--runs", "1", "--backend", "docker", "--out", str(tmp_path / "d"), "--quiet"])
+        == EXIT_BAD_INPUT
+    )
     assert "docker is not available" in capsys.readouterr().err
     with pytest.raises(SystemExit) as exc:
         main(["campaign", str(good), "--runs", "0"])

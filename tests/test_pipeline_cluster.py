@@ -46,20 +46,58 @@ def standalone_cluster(tmp_path):
     spark_class = home / "bin" / "spark-class"
     assert spark_class.exists(), f"no spark-class under {home}"
     port, master_ui, worker_ui = _free_port(), _free_port(), _free_port()
-    env = dict(os.environ, SPARK_HOME=str(home), SPARK_LOCAL_IP="127.0.0.1", SPARK_CONF_DIR=str(ROOT / "ci" / "spark"),
-               PYSPARK_PYTHON=sys.executable, SPARK_WORKER_DIR=str(tmp_path / "work"),
-               SPARK_LOG_DIR=str(tmp_path / "logs"), SPARK_NO_DAEMONIZE="1")
+    env = dict(
+        os.environ,
+        SPARK_HOME=str(home),
+        SPARK_LOCAL_IP="127.0.0.1",
+        SPARK_CONF_DIR=str(ROOT / "ci" / "spark"),
+        PYSPARK_PYTHON=sys.executable,
+        SPARK_WORKER_DIR=str(tmp_path / "work"),
+        SPARK_LOG_DIR=str(tmp_path / "logs"),
+        SPARK_NO_DAEMONIZE="1",
+    )
     procs: list[subprocess.Popen] = []
     logs = {name: tmp_path / f"{name}.log" for name in ("master", "worker")}
     try:
-        procs.append(subprocess.Popen(
-            [str(spark_class), "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1", "--port", str(port),
-             "--webui-port", str(master_ui)],
-            env=env, stdout=subprocess.DEVNULL, stderr=logs["master"].open("w"), start_new_session=True))
-        procs.append(subprocess.Popen(
-            [str(spark_class), "org.apache.spark.deploy.worker.Worker", f"spark://127.0.0.1:{port}", "--host",
-             "127.0.0.1", "--cores", "2", "--memory", "1g", "--webui-port", str(worker_ui)],
-            env=env, stdout=subprocess.DEVNULL, stderr=logs["worker"].open("w"), start_new_session=True))
+        procs.append(
+            subprocess.Popen(
+                [
+                    str(spark_class),
+                    "org.apache.spark.deploy.master.Master",
+                    "--host",
+                    "127.0.0.1",
+                    "--port",
+                    str(port),
+                    "--webui-port",
+                    str(master_ui),
+                ],
+                env=env,
+                stdout=subprocess.DEVNULL,
+                stderr=logs["master"].open("w"),
+                start_new_session=True,
+            )
+        )
+        procs.append(
+            subprocess.Popen(
+                [
+                    str(spark_class),
+                    "org.apache.spark.deploy.worker.Worker",
+                    f"spark://127.0.0.1:{port}",
+                    "--host",
+                    "127.0.0.1",
+                    "--cores",
+                    "2",
+                    "--memory",
+                    "1g",
+                    "--webui-port",
+                    str(worker_ui),
+                ],
+                env=env,
+                stdout=subprocess.DEVNULL,
+                stderr=logs["worker"].open("w"),
+                start_new_session=True,
+            )
+        )
         deadline = time.monotonic() + 120
         state: dict = {}
         while time.monotonic() < deadline:
@@ -75,8 +113,7 @@ def standalone_cluster(tmp_path):
                 pass
             time.sleep(0.5)
         else:
-            pytest.fail(f"no worker registered within 120 s (master said {state}); "
-                        f"worker log: {_tail(logs['worker'])}")
+            pytest.fail(f"no worker registered within 120 s (master said {state}); worker log: {_tail(logs['worker'])}")
         yield f"spark://127.0.0.1:{port}", env
     finally:
         for p in reversed(procs):
@@ -105,12 +142,31 @@ def test_spark_submit_on_a_standalone_cluster(standalone_cluster, tmp_path):
     assert outcomes
     submit = Path(env["SPARK_HOME"]) / "bin" / "spark-submit"
     verdicts = tmp_path / "verdicts.json"
-    cmd = [str(submit), "--master", master, "--driver-memory", "1g",
-           "--conf", "spark.driver.host=127.0.0.1", "--conf", "spark.driver.bindAddress=127.0.0.1",
-           "--conf", "spark.executor.memory=512m", "--conf", "spark.ui.enabled=false",
-           "--conf", "spark.sql.shuffle.partitions=2",
-           str(ROOT / "pipeline" / "job.py"), "--warehouse", str(tmp_path / "warehouse"),
-           "--verdicts", f"file://{tmp_path / 'verdicts-out'}", "--json", str(verdicts), str(runs)]
+    cmd = [
+        str(submit),
+        "--master",
+        master,
+        "--driver-memory",
+        "1g",
+        "--conf",
+        "spark.driver.host=127.0.0.1",
+        "--conf",
+        "spark.driver.bindAddress=127.0.0.1",
+        "--conf",
+        "spark.executor.memory=512m",
+        "--conf",
+        "spark.ui.enabled=false",
+        "--conf",
+        "spark.sql.shuffle.partitions=2",
+        str(ROOT / "pipeline" / "job.py"),
+        "--warehouse",
+        str(tmp_path / "warehouse"),
+        "--verdicts",
+        f"file://{tmp_path / 'verdicts-out'}",
+        "--json",
+        str(verdicts),
+        str(runs),
+    ]
     result = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, (result.stdout[-2000:], result.stderr[-4000:])
     got = {v["run_id"]: v for v in json.loads(verdicts.read_text())}

@@ -33,38 +33,72 @@ def test_schema_mirrors_node_events():
 
 GOOD = '{"v":1,"t":1.5,"node":"A","proto":"unicast3","kind":"send","peer":"B","seqno":3,"app":"A:0:2"}'
 LINES = [
-    GOOD, "", "   \t", "not json", "[1,2]", "5", '"x"', "{}", '{"v":1,"t":2,"node":"A"',
-    GOOD + " x", GOOD + GOOD, "{'v':1,'t':1}", GOOD.replace("1.5", "NaN"), GOOD.replace("1.5", "1e400"),
-    GOOD.replace("1.5", '"1.5"'), GOOD.replace("1.5", "true"), GOOD.replace('"t":1.5,', ""),
-    GOOD.replace('"v":1', '"v":2'), GOOD.replace('"v":1', '"v":1.0'), GOOD.replace('"v":1', '"v":true'),
-    GOOD.replace('"v":1,', ""), GOOD.replace('"kind":"send"', '"kind":"sendx"'),
+    GOOD,
+    "",
+    "   \t",
+    "not json",
+    "[1,2]",
+    "5",
+    '"x"',
+    "{}",
+    '{"v":1,"t":2,"node":"A"',
+    GOOD + " x",
+    GOOD + GOOD,
+    "{'v':1,'t':1}",
+    GOOD.replace("1.5", "NaN"),
+    GOOD.replace("1.5", "1e400"),
+    GOOD.replace("1.5", '"1.5"'),
+    GOOD.replace("1.5", "true"),
+    GOOD.replace('"t":1.5,', ""),
+    GOOD.replace('"v":1', '"v":2'),
+    GOOD.replace('"v":1', '"v":1.0'),
+    GOOD.replace('"v":1', '"v":true'),
+    GOOD.replace('"v":1,', ""),
+    GOOD.replace('"kind":"send"', '"kind":"sendx"'),
     GOOD.replace('"kind":"send"', '"kind":3'),
-    GOOD.replace('"node":"A"', '"node":7'), GOOD.replace('"peer":"B"', '"peer":5'),
+    GOOD.replace('"node":"A"', '"node":7'),
+    GOOD.replace('"peer":"B"', '"peer":5'),
     GOOD.replace('"peer":"B"', '"peer":null'),
-    GOOD.replace('"seqno":3', '"seqno":"3"'), GOOD.replace('"seqno":3', '"seqno":3.0'),
-    GOOD.replace('"seqno":3', '"seqno":99999999999999999999'), GOOD.replace('"seqno":3', '"seqno":-3'),
-    GOOD[:-1] + ',"extra":1}', GOOD[:-1] + ',"peer":"C"}', GOOD[:-1] + ',"detail":{"a":1}}',
-    GOOD[:-1] + ',"ranges":[[1,2],[3]]}', GOOD[:-1] + ',"ranges":[[1,true]]}', GOOD[:-1] + ',"ranges":[1]}',
-    GOOD[:-1] + ',"ranges":[[1,null]]}', GOOD[:-1] + ',"members":["a","b"]}', GOOD[:-1] + ',"members":["a",1]}',
-    GOOD[:-1] + ',"members":"ab"}', GOOD[:-1] + ',"first":"true"}', GOOD[:-1] + ',"final":null}',
-    GOOD[:-1] + ',"detail":"a}{\\"peer\\":5"}', GOOD[:-1] + ',"a\\"b":1}', GOOD[:-1] + ',"pe\\u0065r":"B"}',
+    GOOD.replace('"seqno":3', '"seqno":"3"'),
+    GOOD.replace('"seqno":3', '"seqno":3.0'),
+    GOOD.replace('"seqno":3', '"seqno":99999999999999999999'),
+    GOOD.replace('"seqno":3', '"seqno":-3'),
+    GOOD[:-1] + ',"extra":1}',
+    GOOD[:-1] + ',"peer":"C"}',
+    GOOD[:-1] + ',"detail":{"a":1}}',
+    GOOD[:-1] + ',"ranges":[[1,2],[3]]}',
+    GOOD[:-1] + ',"ranges":[[1,true]]}',
+    GOOD[:-1] + ',"ranges":[1]}',
+    GOOD[:-1] + ',"ranges":[[1,null]]}',
+    GOOD[:-1] + ',"members":["a","b"]}',
+    GOOD[:-1] + ',"members":["a",1]}',
+    GOOD[:-1] + ',"members":"ab"}',
+    GOOD[:-1] + ',"first":"true"}',
+    GOOD[:-1] + ',"final":null}',
+    GOOD[:-1] + ',"detail":"a}{\\"peer\\":5"}',
+    GOOD[:-1] + ',"a\\"b":1}',
+    GOOD[:-1] + ',"pe\\u0065r":"B"}',
     GOOD[:-1] + ',"detail":"tab\there"}',
     GOOD.replace('"kind":"send"', '"kind":"deliver"'),
     GOOD.replace('"kind":"send"', '"kind":"deliver"').replace("A:0:2", "A:0"),
     GOOD.replace('"kind":"send"', '"kind":"deliver"').replace("A:0:2", "A:x:2"),
     GOOD.replace('"kind":"send"', '"kind":"deliver"').replace("A:0:2", "a:b:0: +1_0 "),
     GOOD.replace('"kind":"send"', '"kind":"deliver"').replace("A:0:2", "A:0:99999999999999999999"),
-    GOOD.replace("A:0:2", "A:x:2"), '  {"v":1 , "t" : 2 , "node" : "A" , "proto":"p","kind":"send"}  ',
+    GOOD.replace("A:0:2", "A:x:2"),
+    '  {"v":1 , "t" : 2 , "node" : "A" , "proto":"p","kind":"send"}  ',
     '{"v":1,"t":3.0,"node":"B","pro{"v":1,"t":6.0,"node":"B","proto":"node","kind":"node_start"}',
-    GOOD.replace('"peer":"B"', '"peer":"\\u00e9\\n"'), GOOD.replace("A:0:2", "A:0:2\\u2028"),
+    GOOD.replace('"peer":"B"', '"peer":"\\u00e9\\n"'),
+    GOOD.replace("A:0:2", "A:0:2\\u2028"),
 ]
 
 
 def _spark_parse(spark, lines):
     from pipeline.ingest import parse_events
 
-    df = spark.createDataFrame([(line, "r", "nodes/A/events.jsonl", "0A", i + 1) for i, line in enumerate(lines)],
-                               "value string, run_id string, src string, file_key string, line long")
+    df = spark.createDataFrame(
+        [(line, "r", "nodes/A/events.jsonl", "0A", i + 1) for i, line in enumerate(lines)],
+        "value string, run_id string, src string, file_key string, line long",
+    )
     return parse_events(df).orderBy("line").collect()
 
 
@@ -77,8 +111,9 @@ def _agree(lines, rows):
             problems.append((line, reason, got))
         elif ev is not None:
             parsed = {k: row[k] for k in S.FIELDS if row[k] is not None}
-            if {k: float(v) if k == "t" else v for k, v in parsed.items()} != \
-                    {k: float(v) if k == "t" else v for k, v in ev.items()}:
+            if {k: float(v) if k == "t" else v for k, v in parsed.items()} != {
+                k: float(v) if k == "t" else v for k, v in ev.items()
+            }:
                 problems.append((line, ev, parsed))
     return problems
 
@@ -89,22 +124,30 @@ def test_quarantine_rules_match_the_python_reference(spark):
     rows = _spark_parse(spark, LINES)
     assert _agree(LINES, rows) == []
     reasons = {S.classify_line(line)[1] for line in LINES}
-    assert {"not a single flat JSON object", "t: missing or not a finite number", "unsupported event version 2",
-            "unknown event kind 'sendx'", "unknown event field 'extra'", "duplicate field 'peer'",
-            "field 'peer' should be str", "field 'seqno' should be int", "malformed app id 'A:0'"} <= reasons
+    assert {
+        "not a single flat JSON object",
+        "t: missing or not a finite number",
+        "unsupported event version 2",
+        "unknown event kind 'sendx'",
+        "unknown event field 'extra'",
+        "duplicate field 'peer'",
+        "field 'peer' should be str",
+        "field 'seqno' should be int",
+        "malformed app id 'A:0'",
+    } <= reasons
 
 
 def _mutate(rng: random.Random, line: str) -> str:
     choice = rng.randrange(6)
     if choice == 0:  # torn at a random byte, as a SIGKILL leaves it
-        return line[:rng.randrange(len(line))]
+        return line[: rng.randrange(len(line))]
     if choice == 1:  # a random character replaced
         i = rng.randrange(len(line))
-        return line[:i] + rng.choice('{}[]":,0a\\ ') + line[i + 1:]
+        return line[:i] + rng.choice('{}[]":,0a\\ ') + line[i + 1 :]
     if choice == 2:  # a value changed type
         ev = json.loads(line)
         key = rng.choice(sorted(ev))
-        ev[key] = rng.choice((None, "x", 1, 1.5, True, [1], {"a": 1}, 2 ** 70))
+        ev[key] = rng.choice((None, "x", 1, 1.5, True, [1], {"a": 1}, 2**70))
         return json.dumps(ev, separators=(",", ":"))
     if choice == 3:  # a field added
         ev = json.loads(line)
@@ -122,9 +165,17 @@ def test_random_corruptions_match_the_python_reference(spark):
     kinds = list(S.EVENT_KINDS)
     lines = []
     for i in range(600):
-        ev = node_events.make_event(round(rng.random() * 10, 3), rng.choice("ABC"), "unicast3", rng.choice(kinds),
-                                    peer=rng.choice("ABC"), seqno=rng.randint(0, 9), app=f"A:{i % 3}:{i}",
-                                    ranges=[[1, 2]] if i % 5 == 0 else None, final=True if i % 7 == 0 else None)
+        ev = node_events.make_event(
+            round(rng.random() * 10, 3),
+            rng.choice("ABC"),
+            "unicast3",
+            rng.choice(kinds),
+            peer=rng.choice("ABC"),
+            seqno=rng.randint(0, 9),
+            app=f"A:{i % 3}:{i}",
+            ranges=[[1, 2]] if i % 5 == 0 else None,
+            final=True if i % 7 == 0 else None,
+        )
         lines.append(_mutate(rng, json.dumps(ev, separators=(",", ":"))))
     rows = _spark_parse(spark, lines)
     assert _agree(lines, rows) == []

@@ -12,39 +12,97 @@ from pipeline.verdicts import RunVerdict
 def _verdict(run_id, scenario, outcome="passed", lost=0, stuck=False):
     checks = [
         {"name": "fifo", "passed": True, "explanation": "10 deliveries in FIFO order", "details": {}},
-        {"name": "no_loss", "passed": not lost,
-         "explanation": f"{lost} message(s) lost: A->B: ..." if lost else "all 10 checked messages delivered",
-         "details": {"lost": {"A->B": {"count": lost, "first": ["A:0:3"], "last_deliver_t": 2.0}} if lost else {}}},
+        {
+            "name": "no_loss",
+            "passed": not lost,
+            "explanation": f"{lost} message(s) lost: A->B: ..." if lost else "all 10 checked messages delivered",
+            "details": {"lost": {"A->B": {"count": lost, "first": ["A:0:3"], "last_deliver_t": 2.0}} if lost else {}},
+        },
     ]
-    advisory = [{"name": "stuck_retransmission", "passed": not stuck, "explanation": "stuck" if stuck else "ok",
-                 "details": {"stuck": [{"link": "A->B"}] if stuck else []}}]
-    metrics = {"events": 40, "delivered": 10, "latency": {"n": 10, "p50_s": 0.01, "p90_s": 0.02, "p99_s": 0.05,
-                                                          "max_s": 0.06, "mean_s": 0.012},
-               "latency_hist": [(-20, 6), (-17, 4)],
-               "overhead": {k: {"messages": 1, "per_delivered": 0.1} for k in
-                            ("acks", "xmit_reqs", "retransmits", "syncs", "first_seqno", "closes", "data")},
-               "heals": [{"t": 5.0, "links": {}, "sync_s": 0.4, "never_synced": []}]}
-    return RunVerdict(run_id=run_id, outcome=outcome, expect="pass", checks=checks, advisory=advisory,
-                      meta={"scenario": scenario, "seed": 1, "backend": "sim"}, metrics=metrics)
+    advisory = [
+        {
+            "name": "stuck_retransmission",
+            "passed": not stuck,
+            "explanation": "stuck" if stuck else "ok",
+            "details": {"stuck": [{"link": "A->B"}] if stuck else []},
+        }
+    ]
+    metrics = {
+        "events": 40,
+        "delivered": 10,
+        "latency": {"n": 10, "p50_s": 0.01, "p90_s": 0.02, "p99_s": 0.05, "max_s": 0.06, "mean_s": 0.012},
+        "latency_hist": [(-20, 6), (-17, 4)],
+        "overhead": {
+            k: {"messages": 1, "per_delivered": 0.1}
+            for k in ("acks", "xmit_reqs", "retransmits", "syncs", "first_seqno", "closes", "data")
+        },
+        "heals": [{"t": 5.0, "links": {}, "sync_s": 0.4, "never_synced": []}],
+    }
+    return RunVerdict(
+        run_id=run_id,
+        outcome=outcome,
+        expect="pass",
+        checks=checks,
+        advisory=advisory,
+        meta={"scenario": scenario, "seed": 1, "backend": "sim"},
+        metrics=metrics,
+    )
 
 
 def _timeline(run_id):
-    link = LinkSeries(sent=[(t / 10, t) for t in range(1, 60)], delivered=[(t / 10 + 0.01, t) for t in range(1, 40)],
-                      acked=[(t / 10 + 0.02, t) for t in range(1, 40, 5)], retransmitted=[(4.5, 40), (5.0, 40)],
-                      xmit_reqs=[(4.6, 1)], lost=[(4.0, 40, "A:0:39")], again=[(3.0, 30, "A:0:29")])
+    link = LinkSeries(
+        sent=[(t / 10, t) for t in range(1, 60)],
+        delivered=[(t / 10 + 0.01, t) for t in range(1, 40)],
+        acked=[(t / 10 + 0.02, t) for t in range(1, 40, 5)],
+        retransmitted=[(4.5, 40), (5.0, 40)],
+        xmit_reqs=[(4.6, 1)],
+        lost=[(4.0, 40, "A:0:39")],
+        again=[(3.0, 30, "A:0:29")],
+    )
     rare = [
         {"t": 2.0, "node": "harness", "kind": "fault_on", "fault": "partition", "detail": "#0 partition A -> B"},
-        {"t": 3.5, "node": "harness", "kind": "fault_off", "fault": "partition",
-         "detail": "#0 partition A -> B (by #1 heal)"},
+        {
+            "t": 3.5,
+            "node": "harness",
+            "kind": "fault_off",
+            "fault": "partition",
+            "detail": "#0 partition A -> B (by #1 heal)",
+        },
         {"t": 3.0, "node": "B", "kind": "node_stop", "reason": "kill"},
         {"t": 3.2, "node": "B", "kind": "node_start"},
         {"t": 3.6, "node": "B", "kind": "sync_tx", "peer": "A", "phase": "sync"},
-        {"t": 3.6, "node": "B", "kind": "conn_state", "peer": "A", "side": "recv", "reason": "new_window:sync",
-         "low": 30, "conn_id": 7},
-        {"t": 6.0, "node": "A", "kind": "window", "peer": "B", "side": "send", "final": True, "low": 39, "high": 59,
-         "conn_id": 7},
-        {"t": 6.0, "node": "B", "kind": "window", "peer": "A", "side": "recv", "final": True, "low": 39, "high": 39,
-         "conn_id": 7},
+        {
+            "t": 3.6,
+            "node": "B",
+            "kind": "conn_state",
+            "peer": "A",
+            "side": "recv",
+            "reason": "new_window:sync",
+            "low": 30,
+            "conn_id": 7,
+        },
+        {
+            "t": 6.0,
+            "node": "A",
+            "kind": "window",
+            "peer": "B",
+            "side": "send",
+            "final": True,
+            "low": 39,
+            "high": 59,
+            "conn_id": 7,
+        },
+        {
+            "t": 6.0,
+            "node": "B",
+            "kind": "window",
+            "peer": "A",
+            "side": "recv",
+            "final": True,
+            "low": 39,
+            "high": 39,
+            "conn_id": 7,
+        },
     ]
     return RunTimeline(run_id=run_id, end_t=6.0, links={("A", "B"): link}, rare=rare)
 
@@ -60,20 +118,37 @@ def test_report_for_a_small_analysis(tmp_path):
     """A few runs: matrix per run, pass rates, latency, overhead, heal-to-sync and one timeline
     per failing run, all linked from index.html; verdicts.json holds every verdict."""
     verdicts = [_verdict("r-ok", "steady"), _verdict("r-bad", "split", "failed", lost=1, stuck=True)]
-    summary = {"runs": 2, "passed": 1,
-               "by_scenario": [{"scenario": "split", "runs": 1, "passed": 0, "pass_rate": 0.0},
-                               {"scenario": "steady", "runs": 1, "passed": 1, "pass_rate": 1.0}],
-               "by_protocol": [{"protocol": "unicast3", "runs": 2, "passed": 1, "pass_rate": 0.5}],
-               "by_resync": [{"resync": "sync", "runs": 2, "passed": 1, "pass_rate": 0.5}],
-               "by_fault_type": [{"fault_type": "none", "runs": 1, "passed": 1, "pass_rate": 1.0}]}
+    summary = {
+        "runs": 2,
+        "passed": 1,
+        "by_scenario": [
+            {"scenario": "split", "runs": 1, "passed": 0, "pass_rate": 0.0},
+            {"scenario": "steady", "runs": 1, "passed": 1, "pass_rate": 1.0},
+        ],
+        "by_protocol": [{"protocol": "unicast3", "runs": 2, "passed": 1, "pass_rate": 0.5}],
+        "by_resync": [{"resync": "sync", "runs": 2, "passed": 1, "pass_rate": 0.5}],
+        "by_fault_type": [{"fault_type": "none", "runs": 1, "passed": 1, "pass_rate": 1.0}],
+    }
     chosen = timeline_runs(verdicts)
     assert chosen[0] == "r-bad"
-    page = write_report(tmp_path, verdicts, summary, {"r-bad": _timeline("r-bad")}, title="t",
-                        quarantine=[{"run_id": "r-bad", "src": "nodes/B/events.jsonl", "line": 7,
-                                     "reason": "not a single flat JSON object", "raw": "{"}])
+    page = write_report(
+        tmp_path,
+        verdicts,
+        summary,
+        {"r-bad": _timeline("r-bad")},
+        title="t",
+        quarantine=[
+            {
+                "run_id": "r-bad",
+                "src": "nodes/B/events.jsonl",
+                "line": 7,
+                "reason": "not a single flat JSON object",
+                "raw": "{",
+            }
+        ],
+    )
     text = page.read_text()
-    for name in ("matrix.png", "pass_rates.png", "latency.png", "overhead.png", "heal_sync.png",
-                 "timeline-r-bad.png"):
+    for name in ("matrix.png", "pass_rates.png", "latency.png", "overhead.png", "heal_sync.png", "timeline-r-bad.png"):
         assert f"img/{name}" in text
         width, height = _png_size(tmp_path / "img" / name)
         assert width > 400 and height > 150
@@ -83,8 +158,9 @@ def test_report_for_a_small_analysis(tmp_path):
 
 def test_big_campaign_matrix_is_per_scenario(tmp_path):
     """More runs than fit in a matrix: one row per scenario with failing/judged counts."""
-    verdicts = [_verdict(f"r{i}", f"s{i % 3}", "failed" if i % 7 == 0 else "passed", lost=int(i % 7 == 0))
-                for i in range(100)]
+    verdicts = [
+        _verdict(f"r{i}", f"s{i % 3}", "failed" if i % 7 == 0 else "passed", lost=int(i % 7 == 0)) for i in range(100)
+    ]
     page = write_report(tmp_path, verdicts, {}, {}, title="big")
     width, height = _png_size(tmp_path / "img" / "matrix.png")
     assert height < 600  # three scenario rows, not a hundred run rows
@@ -94,8 +170,14 @@ def test_big_campaign_matrix_is_per_scenario(tmp_path):
 def test_a_vacuous_run_is_neither_passed_nor_failed_in_the_report(tmp_path):
     """A run whose no_loss judged nothing: counted as vacuous, its check shown in the vacuous colour."""
     v = _verdict("r-empty", "steady", "vacuous")
-    v.checks[1] = {"name": "no_loss", "passed": False, "vacuous": True, "judged": 0,
-                   "explanation": "judged nothing: no message with an application id was sent", "details": {}}
+    v.checks[1] = {
+        "name": "no_loss",
+        "passed": False,
+        "vacuous": True,
+        "judged": 0,
+        "explanation": "judged nothing: no message with an application id was sent",
+        "details": {},
+    }
     text = write_report(tmp_path, [v, _verdict("r-ok", "steady")], {}, {}, title="t").read_text()
     assert "1 passed</span>, <span class='failed'>0 failed</span>, <span class='vacuous'>1 vacuous</span>" in text
     assert "<span class='vacuous'>no_loss</span>: judged nothing" in text
@@ -106,8 +188,14 @@ def test_big_campaign_matrix_counts_vacuous_checks_apart(tmp_path):
     from pipeline.report import plot_matrix
 
     empty = _verdict("r-empty", "steady", "vacuous")
-    empty.checks[1] = {"name": "no_loss", "passed": False, "vacuous": True, "judged": 0,
-                       "explanation": "judged nothing: no message with an application id was sent", "details": {}}
+    empty.checks[1] = {
+        "name": "no_loss",
+        "passed": False,
+        "vacuous": True,
+        "judged": 0,
+        "explanation": "judged nothing: no message with an application id was sent",
+        "details": {},
+    }
     texts = []
 
     import matplotlib.axes

@@ -67,7 +67,7 @@ def test_split_and_heal_in_a_few_lines_on_local(pytester):
     result.assert_outcomes(passed=1)
 
 
-SPLIT_AND_HEAL_SIM_AND_LOCAL = '''
+SPLIT_AND_HEAL_SIM_AND_LOCAL = """
 import time
 
 import pytest
@@ -86,7 +86,7 @@ def test_split_and_heal(splitbrain_cluster, faults):
         # The stream alone lasts 3 s of virtual time; the simulator needs far less of the wall clock.
         assert cluster.now() >= 3.0, cluster.now()
         assert time.perf_counter() - wall0 < cluster.now(), "the simulator ran slower than real time"
-'''
+"""
 
 
 def test_split_and_heal_in_a_few_lines_on_sim_in_virtual_time(pytester):
@@ -108,14 +108,14 @@ def test_split_and_heal_in_a_few_lines_on_docker(pytester):
     result.assert_outcomes(passed=1)
 
 
-FAILS_ON_PURPOSE = '''
+FAILS_ON_PURPOSE = """
 def test_fails(splitbrain_cluster, faults):
     cluster = splitbrain_cluster(nodes=2)
     cluster.send("A", "B", count=20, rate=100)
     cluster.wait_delivered("B", "A", 20)
     faults.partition("A", "B", one_way=False)
     assert False, "on purpose"
-'''
+"""
 
 
 @pytest.mark.parametrize("backend", ["sim", "local"])
@@ -126,8 +126,11 @@ def test_failure_report_has_seed_run_dir_windows_and_timeline(pytester, backend)
     result.assert_outcomes(failed=1)
     out = result.stdout.str()
     assert f"splitbrain: backend {backend}, seed 0 " in out  # the report header
-    assert re.search(rf"splitbrain {backend}: seed 0 -+\nreproduce with: pytest test_fails.py::test_fails "
-                     rf"--splitbrain-seed 0 --splitbrain-backend {backend}\n", out), out
+    assert re.search(
+        rf"splitbrain {backend}: seed 0 -+\nreproduce with: pytest test_fails.py::test_fails "
+        rf"--splitbrain-seed 0 --splitbrain-backend {backend}\n",
+        out,
+    ), out
     assert re.search(rf"splitbrain {backend}: run directory -+\n\S+test_fails", out), out
     assert f"splitbrain {backend}: windows (GET /state)" in out
     # B's window for A: the 20 messages delivered, on the connection A opened.
@@ -140,12 +143,15 @@ def test_failure_report_has_seed_run_dir_windows_and_timeline(pytester, backend)
 def test_the_reproduction_line_replays_a_sim_failure_exactly(pytester):
     """--splitbrain-seed: the header names it, the failure prints the line, and running that line
     gives the same event logs (on sim, where a seed fixes everything)."""
-    pytester.makepyfile(test_fails=FAILS_ON_PURPOSE.replace("nodes=2)", "nodes=2, config={'xmit_interval': 0.2})")
-                        .replace('one_way=False)', 'one_way=False)\n    faults.loss("B->A", 0.5)\n'
-                                 '    cluster.sleep(1)'))
+    pytester.makepyfile(
+        test_fails=FAILS_ON_PURPOSE.replace("nodes=2)", "nodes=2, config={'xmit_interval': 0.2})").replace(
+            "one_way=False)", 'one_way=False)\n    faults.loss("B->A", 0.5)\n    cluster.sleep(1)'
+        )
+    )
     first, second = pytester.path / "first", pytester.path / "second"
-    result = pytester.runpytest_subprocess(*COMMON, "--splitbrain-backend", "sim", "--splitbrain-seed", "7",
-                                           "--splitbrain-runs", str(first), timeout=240)
+    result = pytester.runpytest_subprocess(
+        *COMMON, "--splitbrain-backend", "sim", "--splitbrain-seed", "7", "--splitbrain-runs", str(first), timeout=240
+    )
     result.assert_outcomes(failed=1)
     out = result.stdout.str()
     assert "splitbrain: backend sim, seed 7 " in out
@@ -168,11 +174,13 @@ def test_failed_scenario_run_reports_its_verdict(pytester):
     from pathlib import Path
 
     scenario = Path(__file__).resolve().parents[1] / "scenarios" / "jgrp-1875-first-seqno.yaml"
-    pytester.makepyfile(test_run=f'''
+    pytester.makepyfile(
+        test_run=f"""
 def test_scenario(splitbrain_run):
     outcome = splitbrain_run({str(scenario)!r}, backend="sim")
     assert outcome.verdict.checks[2].passed, "no_loss"
-''')
+"""
+    )
     result = pytester.runpytest_subprocess(*COMMON, timeout=240)
     result.assert_outcomes(failed=1)
     out = result.stdout.str()
@@ -184,7 +192,8 @@ def test_scenario(splitbrain_run):
 
 
 def test_marker_parametrizes_and_marks_docker(pytester):
-    pytester.makepyfile(test_markers='''
+    pytester.makepyfile(
+        test_markers="""
 import pytest
 
 @pytest.mark.splitbrain_backend("local", "docker")
@@ -201,7 +210,8 @@ def test_docker_only(splitbrain_cluster):
 
 def test_default(splitbrain_cluster):
     pass
-''')
+"""
+    )
     result = pytester.runpytest_subprocess(*COMMON, "--collect-only", "-q", timeout=120)
     out = result.stdout.str()
     assert "test_both[local]" in out and "test_both[docker]" in out, out
@@ -215,13 +225,15 @@ def test_default(splitbrain_cluster):
 
 def test_docker_tests_skip_with_the_reason_without_an_engine(pytester, monkeypatch):
     monkeypatch.setenv("DOCKER_HOST", "tcp://127.0.0.1:9")
-    pytester.makepyfile(test_skip='''
+    pytester.makepyfile(
+        test_skip="""
 import pytest
 
 @pytest.mark.splitbrain_backend("docker")
 def test_needs_docker(splitbrain_cluster):
     splitbrain_cluster(2)
-''')
+"""
+    )
     result = pytester.runpytest_subprocess(*COMMON, "-rs", timeout=120)
     result.assert_outcomes(skipped=1)
     assert "splitbrain backend docker unavailable here: no Docker engine reachable" in result.stdout.str()
@@ -233,7 +245,8 @@ def test_xdist_workers_run_docker_clusters_side_by_side(pytester):
     if not ok:
         pytest.skip(f"docker backend unavailable: {why}")
     pytest.importorskip("xdist")
-    pytester.makepyfile(test_par='''
+    pytester.makepyfile(
+        test_par="""
 import json, os
 import pytest
 
@@ -251,7 +264,8 @@ def test_cluster(splitbrain_cluster, faults, n, tmp_path_factory):
     with open(os.path.join(os.environ["SB_RECORDS"], f"{inner.cluster_id}.json"), "w") as f:
         json.dump(record, f)
     cluster.assert_checks()
-''')
+"""
+    )
     records = pytester.path / "records"
     records.mkdir()
     pytester._monkeypatch.setenv("SB_RECORDS", str(records))
@@ -273,8 +287,14 @@ def test_eventually_returns_the_first_truthy_value():
 
 def test_eventually_says_what_it_expected_and_last_saw():
     with pytest.raises(EventuallyTimeout) as info:
-        eventually(lambda: None, timeout=0.2, interval=0.05, what="B to deliver 10",
-                   describe=lambda _v: "B delivered 3", context=lambda: "--- tail of B")
+        eventually(
+            lambda: None,
+            timeout=0.2,
+            interval=0.05,
+            what="B to deliver 10",
+            describe=lambda _v: "B delivered 3",
+            context=lambda: "--- tail of B",
+        )
     message = str(info.value)
     assert message.startswith("expected B to deliver 10 within 0.2s (")
     assert "last seen: B delivered 3" in message and message.endswith("--- tail of B")
@@ -338,8 +358,14 @@ print(sorted(m for m in sys.modules if m.split(".")[0] in ("pytest", "_pytest"))
 
 
 def test_library_imports_without_pytest():
-    result = subprocess.run([sys.executable, "-c", IMPORT_WITHOUT_PYTEST], cwd=ROOT, capture_output=True,
-                            text=True, timeout=120, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    result = subprocess.run(
+        [sys.executable, "-c", IMPORT_WITHOUT_PYTEST],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "[]"
 
@@ -347,8 +373,14 @@ def test_library_imports_without_pytest():
 def test_library_names_are_still_importable_from_the_plugin():
     for name in harness.plugin.__all__:
         assert getattr(harness.plugin, name) is getattr(harness.testlib, name), name
-    assert {"SplitbrainCluster", "FaultController", "Checkers", "cluster_scenario", "eventually",
-            "EventuallyTimeout"} <= set(harness.plugin.__all__)
+    assert {
+        "SplitbrainCluster",
+        "FaultController",
+        "Checkers",
+        "cluster_scenario",
+        "eventually",
+        "EventuallyTimeout",
+    } <= set(harness.plugin.__all__)
 
 
 # ---- the sim backend, without pytest in between ---------------------------------------------------
@@ -393,7 +425,11 @@ def test_sim_cluster_replays_exactly_from_its_seed(tmp_path):
     assert cluster.now() >= 1.3
     timeline = [json.loads(line) for line in first["timeline.jsonl"].decode().splitlines()]
     assert [(ev["t"], ev["kind"], ev["fault"]) for ev in timeline[:4]] == [
-        (0.0, "fault_on", "loss"), (0.0, "fault_on", "drop"), (0.5, "fault_on", "pause"), (1.0, "fault_off", "pause")]
+        (0.0, "fault_on", "loss"),
+        (0.0, "fault_on", "drop"),
+        (0.5, "fault_on", "pause"),
+        (1.0, "fault_off", "pause"),
+    ]
 
 
 def test_sim_cluster_reports_virtual_time_windows_and_deliveries(tmp_path):

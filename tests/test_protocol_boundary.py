@@ -57,8 +57,9 @@ def protocol_mentions(source: str, names: set[str], types: set[str]) -> list[str
                 if parts[0] == "node" and len(parts) > 1 and parts[1] in names:
                     found.append(f"line {line}: imports {module}")
         elif isinstance(node, ast.Name) or isinstance(node, ast.Attribute) or isinstance(node, ast.arg):
-            ident = (node.id if isinstance(node, ast.Name) else node.attr if isinstance(node, ast.Attribute)
-                     else node.arg)
+            ident = (
+                node.id if isinstance(node, ast.Name) else node.attr if isinstance(node, ast.Attribute) else node.arg
+            )
             if name_re and name_re.search(ident.replace("_", " ")):
                 found.append(f"line {line}: identifier {ident}")
         elif isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docs:
@@ -80,18 +81,22 @@ def test_no_module_outside_node_names_a_protocol():
         if found:
             offenders[str(path.relative_to(ROOT))] = found
     assert not offenders, "protocol names outside node/ (use node.protocols or node.views):\n" + "\n".join(
-        f"{path}: {'; '.join(items)}" for path, items in offenders.items())
+        f"{path}: {'; '.join(items)}" for path, items in offenders.items()
+    )
 
 
-@pytest.mark.parametrize("source, expected", [
-    ("from node.unicast3 import Unicast3\n", "imports node.unicast3"),
-    ("import node.unicast3.config\n", "imports node.unicast3.config"),
-    ("from node import unicast3\n", "imports node.unicast3"),
-    ("x = state['unicast3']\n", "string 'unicast3'"),
-    ("def f(u):\n    return u.unicast3_table\n", "identifier unicast3_table"),
-    ("types = ['DATA', 'SYNC_OK']\n", "message type in 'SYNC_OK'"),
-    ("msg = f'awaiting {peer} SEND_FIRST_SEQNO'\n", "message type in"),
-])
+@pytest.mark.parametrize(
+    "source, expected",
+    [
+        ("from node.unicast3 import Unicast3\n", "imports node.unicast3"),
+        ("import node.unicast3.config\n", "imports node.unicast3.config"),
+        ("from node import unicast3\n", "imports node.unicast3"),
+        ("x = state['unicast3']\n", "string 'unicast3'"),
+        ("def f(u):\n    return u.unicast3_table\n", "identifier unicast3_table"),
+        ("types = ['DATA', 'SYNC_OK']\n", "message type in 'SYNC_OK'"),
+        ("msg = f'awaiting {peer} SEND_FIRST_SEQNO'\n", "message type in"),
+    ],
+)
 def test_the_boundary_check_catches(source, expected):
     names, types = _protocol_words()
     found = protocol_mentions(source, names, types)

@@ -28,8 +28,7 @@ def test_every_fuzzable_protocol_survives_hostile_peers(protocol, seed):
 def test_unicast3_fuzzed_in_every_resync_mode_rejects_and_counts(resync, seed):
     """UNICAST3 per resync mode with a 16-seqno receive window: held messages stay within it,
     deliveries happen (the fuzzer gets into the windows), and each drop event has its counter."""
-    fuzzer = ProtocolFuzzer("unicast3", seed, {"resync": resync, "max_recv_window_seqnos": WINDOW},
-                            max_pending=WINDOW)
+    fuzzer = ProtocolFuzzer("unicast3", seed, {"resync": resync, "max_recv_window_seqnos": WINDOW}, max_pending=WINDOW)
     stats = fuzzer.run(INPUTS)
     assert stats.delivered > 0 and 0 < stats.max_pending <= WINDOW
     counters = fuzzer.stack.layer(Unicast3).counters

@@ -115,5 +115,17 @@ def test_unicast3_views_while_a_message_is_missing_and_a_sync_runs():
 
 def test_window_event_has_the_schema_keys():
     ev = Window(peer="B", side="send", conn_id=7, low=1, high=3, state="OPEN").event(1.5, "A", "unicast3", final=True)
-    assert ev == {"v": 1, "t": 1.5, "node": "A", "proto": "unicast3", "kind": "window", "peer": "B", "side": "send",
-                  "conn_id": 7, "low": 1, "high": 3, "state": "OPEN", "final": True}
+    assert ev == {
+        "v": 1,
+        "t": 1.5,
+        "node": "A",
+        "proto": "unicast3",
+        "kind": "window",
+        "peer": "B",
+        "side": "send",
+        "conn_id": 7,
+        "low": 1,
+        "high": 3,
+        "state": "OPEN",
+        "final": True,
+    }

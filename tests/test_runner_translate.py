@@ -133,8 +133,15 @@ class FakeCluster:
 
 
 def _scenario(schedule, nodes=("A", "B", "C"), **extra):
-    data = {"name": "t", "protocol": "unicast3", "nodes": list(nodes), "duration": 10, "settle": 1,
-            "workload": [{"from": "A", "to": "B", "rate": 10, "count": 5}], "schedule": schedule}
+    data = {
+        "name": "t",
+        "protocol": "unicast3",
+        "nodes": list(nodes),
+        "duration": 10,
+        "settle": 1,
+        "workload": [{"from": "A", "to": "B", "rate": 10, "count": 5}],
+        "schedule": schedule,
+    }
     data.update(extra)
     return parse_scenario(data)
 
@@ -165,38 +172,76 @@ def test_two_way_partition_cuts_every_link_between_groups():
     """partition [[A, B], [C]]: C drops from A and B; A and B drop from C; A<->B untouched."""
     sc = _scenario([{"at": 1, "partition": [["A", "B"], ["C"]]}])
     assert _specs(network_rules(sc.schedule[0])) == [
-        ("A", "C", "drop"), ("B", "C", "drop"), ("C", "A", "drop"), ("C", "B", "drop")]
+        ("A", "C", "drop"),
+        ("B", "C", "drop"),
+        ("C", "A", "drop"),
+        ("C", "B", "drop"),
+    ]
 
 
 def test_loss_delay_duplicate_reorder_expand_links():
     """loss on "*" is a rule per directed link; delay +-jitter becomes [ms-j, ms+j]; reorder holds up to ms."""
-    sc = _scenario([
-        {"at": 1, "loss": {"link": "*", "p": 0.25}},
-        {"at": 1, "delay": {"link": "A<->B", "ms": 30, "jitter_ms": 10}},
-        {"at": 1, "duplicate": {"link": "B->C", "p": 0.5}},
-        {"at": 1, "reorder": {"link": "C->A", "p": 0.3, "ms": 20}},
-    ])
+    sc = _scenario(
+        [
+            {"at": 1, "loss": {"link": "*", "p": 0.25}},
+            {"at": 1, "delay": {"link": "A<->B", "ms": 30, "jitter_ms": 10}},
+            {"at": 1, "duplicate": {"link": "B->C", "p": 0.5}},
+            {"at": 1, "reorder": {"link": "C->A", "p": 0.3, "ms": 20}},
+        ]
+    )
     loss, delay, dup, reorder = (network_rules(s) for s in sc.schedule)
     assert len(loss) == 6 and all(r.spec["p"] == 0.25 and r.spec["action"] == "drop" for r in loss)
     assert {(r.node, r.spec["peer"]) for r in loss} == {(b, a) for a in "ABC" for b in "ABC" if a != b}
     assert _specs(delay) == [("A", "B", "delay"), ("B", "A", "delay")]
     assert delay[0].spec["delay_s"] == pytest.approx(0.020) and delay[0].spec["jitter_s"] == pytest.approx(0.020)
     assert dup[0].node == "C" and dup[0].spec == {"direction": "up", "peer": "B", "action": "duplicate", "p": 0.5}
-    assert reorder[0].spec == {"direction": "up", "peer": "C", "action": "delay", "p": 0.3, "delay_s": 0.0,
-                               "jitter_s": 0.02}
+    assert reorder[0].spec == {
+        "direction": "up",
+        "peer": "C",
+        "action": "delay",
+        "p": 0.3,
+        "delay_s": 0.0,
+        "jitter_s": 0.02,
+    }
     assert all(r.last for r in delay + dup + reorder) and not any(r.last for r in loss)
 
 
 def test_drop_step_is_the_rule_as_written_with_until_on_the_run_clock():
     """drop with types, seqnos, count, after, until and action delay maps field by field."""
-    sc = _scenario([{"at": 1, "drop": {"at": "A", "from": "B", "type": ["ACK"], "seqnos": [3, 9], "count": 2,
-                                       "after": 1, "p": 0.5, "until": 4.5, "action": "delay",
-                                       "delay_ms": 250}}])
+    sc = _scenario(
+        [
+            {
+                "at": 1,
+                "drop": {
+                    "at": "A",
+                    "from": "B",
+                    "type": ["ACK"],
+                    "seqnos": [3, 9],
+                    "count": 2,
+                    "after": 1,
+                    "p": 0.5,
+                    "until": 4.5,
+                    "action": "delay",
+                    "delay_ms": 250,
+                },
+            }
+        ]
+    )
     rule = drop_rule(sc.schedule[0], origin=100.0)
     assert rule.node == "A" and not rule.network
-    assert rule.spec == {"direction": "up", "action": "delay", "peer": "B", "types": ["ACK"], "p": 0.5,
-                         "count": 2, "after": 1, "seqnos": [3, 9], "until": 104.5, "delay_s": 0.25,
-                         "jitter_s": 0.0}
+    assert rule.spec == {
+        "direction": "up",
+        "action": "delay",
+        "peer": "B",
+        "types": ["ACK"],
+        "p": 0.5,
+        "count": 2,
+        "after": 1,
+        "seqnos": [3, 9],
+        "until": 104.5,
+        "delay_s": 0.25,
+        "jitter_s": 0.0,
+    }
 
 
 # ---- the fault book ---------------------------------------------------------------------------
@@ -204,11 +249,13 @@ def test_drop_step_is_the_rule_as_written_with_until_on_the_run_clock():
 
 def test_heal_removes_exactly_the_rules_of_its_step():
     """heal: 0 deletes the partition's rules and leaves the loss rule of step 1 in place."""
-    sc = _scenario([
-        {"at": 1, "partition": {"from": "A", "to": "B"}},
-        {"at": 2, "loss": {"link": "C->B", "p": 0.1}},
-        {"at": 3, "heal": 0},
-    ])
+    sc = _scenario(
+        [
+            {"at": 1, "partition": {"from": "A", "to": "B"}},
+            {"at": 2, "loss": {"link": "C->B", "p": 0.1}},
+            {"at": 3, "heal": 0},
+        ]
+    )
     run, cluster = _run(sc)
     b = cluster.admins["B"]
     assert list(b.rules.values()) == [{"direction": "up", "peer": "C", "action": "drop", "p": 0.1}]
@@ -218,11 +265,13 @@ def test_heal_removes_exactly_the_rules_of_its_step():
 
 def test_heal_all_removes_everything_and_timeline_uses_the_run_clock():
     """heal: all leaves no rule anywhere; every timeline t is on the run clock (origin + at)."""
-    sc = _scenario([
-        {"at": 1, "partition": [["A"], ["B", "C"]]},
-        {"at": 2, "drop": {"at": "C", "type": "DATA", "count": 1}},
-        {"at": 3, "heal": "all"},
-    ])
+    sc = _scenario(
+        [
+            {"at": 1, "partition": [["A"], ["B", "C"]]},
+            {"at": 2, "drop": {"at": "C", "type": "DATA", "count": 1}},
+            {"at": 3, "heal": "all"},
+        ]
+    )
     run, cluster = _run(sc)
     assert all(not a.rules for a in cluster.admins.values())
     ons = [e for e in run.timeline if e["kind"] == "fault_on"]
@@ -233,10 +282,12 @@ def test_heal_all_removes_everything_and_timeline_uses_the_run_clock():
 
 def test_holding_rules_stay_after_later_drop_rules():
     """A partition added after a delay at the same node is evaluated first (the delay is re-added)."""
-    sc = _scenario([
-        {"at": 1, "delay": {"link": "A->B", "ms": 50}},
-        {"at": 2, "partition": {"from": "C", "to": "B"}},
-    ])
+    sc = _scenario(
+        [
+            {"at": 1, "delay": {"link": "A->B", "ms": 50}},
+            {"at": 2, "partition": {"from": "C", "to": "B"}},
+        ]
+    )
     run, cluster = _run(sc)
     actions = [r["action"] for r in cluster.admins["B"].rules.values()]
     assert actions == ["drop", "delay"]
@@ -244,30 +295,35 @@ def test_holding_rules_stay_after_later_drop_rules():
 
 def test_paused_node_gets_its_requests_after_resume_in_order():
     """A view, a drop and a heal aimed at a paused node wait for its resume, then go in order."""
-    sc = _scenario([
-        {"at": 1, "partition": {"from": "A", "to": "B"}},
-        {"at": 2, "pause": "B"},
-        {"at": 3, "view": {"at": "B", "members": ["B", "C"]}},
-        {"at": 3.5, "drop": {"at": "B", "from": "C", "type": "ACK"}},
-        {"at": 4, "heal": 0},
-        {"at": 5, "resume": "B"},
-    ])
+    sc = _scenario(
+        [
+            {"at": 1, "partition": {"from": "A", "to": "B"}},
+            {"at": 2, "pause": "B"},
+            {"at": 3, "view": {"at": "B", "members": ["B", "C"]}},
+            {"at": 3.5, "drop": {"at": "B", "from": "C", "type": "ACK"}},
+            {"at": 4, "heal": 0},
+            {"at": 5, "resume": "B"},
+        ]
+    )
     run, cluster = _run(sc)
     b_calls = [(round(t - run.origin, 2), what) for t, node, what in cluster.calls if node == "B"]
     # initial view, the partition rule, then all of the deferred work at 5.0, in schedule order
     assert b_calls == [(-0.0, "view"), (1.0, "add_fault"), (5.0, "view"), (5.0, "add_fault"), (5.0, "remove_fault")]
     assert list(cluster.admins["B"].rules.values()) == [
-        {"direction": "up", "action": "drop", "peer": "C", "types": ["ACK"]}]
+        {"direction": "up", "action": "drop", "peer": "C", "types": ["ACK"]}
+    ]
     assert cluster.admins["B"].views[-1] == (["B", "C"], 2)
 
 
 def test_restart_reinstalls_network_faults_but_not_drop_rules():
     """After restart: B again drops from A (the partition is the network's), the drop step is gone."""
-    sc = _scenario([
-        {"at": 1, "partition": {"from": "A", "to": "B"}},
-        {"at": 1, "drop": {"at": "B", "from": "C", "type": "ACK"}},
-        {"at": 2, "restart": "B"},
-    ])
+    sc = _scenario(
+        [
+            {"at": 1, "partition": {"from": "A", "to": "B"}},
+            {"at": 1, "drop": {"at": "B", "from": "C", "type": "ACK"}},
+            {"at": 2, "restart": "B"},
+        ]
+    )
     run, cluster = _run(sc)
     assert list(cluster.admins["B"].rules.values()) == [{"direction": "up", "peer": "A", "action": "drop"}]
     # The restarted node gets the initial view again, with the next view id (as in the simulator).
@@ -276,8 +332,10 @@ def test_restart_reinstalls_network_faults_but_not_drop_rules():
 
 def test_kill_drops_pending_requests_and_restart_resumes_the_stream():
     """A stream whose sender is dead at its start is picked up, with what is left, on restart."""
-    sc = _scenario([{"at": 1, "kill": "A"}, {"at": 3, "restart": "A"}],
-                   workload=[{"from": "A", "to": "B", "rate": 10, "duration": 6, "start": 2}])
+    sc = _scenario(
+        [{"at": 1, "kill": "A"}, {"at": 3, "restart": "A"}],
+        workload=[{"from": "A", "to": "B", "rate": 10, "duration": 6, "start": 2}],
+    )
     run, cluster = _run(sc)
     (send,) = cluster.admins["A"].sends
     # 60 slots from t=2; 10 were due before the restart at t=3, so app ids go on at n = 11.
@@ -286,8 +344,14 @@ def test_kill_drops_pending_requests_and_restart_resumes_the_stream():
 
 def test_sync_step_calls_the_admin_operation_and_waits_for_a_paused_node():
     """A sync step is B's POST /sync/A; at a paused node it waits for the resume, like a view."""
-    sc = _scenario([{"at": 1, "sync": {"at": "B", "peer": "A"}}, {"at": 2, "pause": "C"},
-                    {"at": 3, "sync": {"at": "C", "peer": "A"}}, {"at": 4, "resume": "C"}])
+    sc = _scenario(
+        [
+            {"at": 1, "sync": {"at": "B", "peer": "A"}},
+            {"at": 2, "pause": "C"},
+            {"at": 3, "sync": {"at": "C", "peer": "A"}},
+            {"at": 4, "resume": "C"},
+        ]
+    )
     run, cluster = _run(sc)
     assert cluster.admins["B"].syncs == ["A"] and cluster.admins["C"].syncs == ["A"]
     assert [e["detail"] for e in run.timeline if e["fault"] == "sync"] == ["#0 sync at B with A", "#2 sync at C with A"]
@@ -339,8 +403,22 @@ def test_fault_book_ignores_rules_already_gone():
 
 def test_drop_step_action_delay_parses_round_trips_and_validates():
     """drop with action: delay + delay_ms parses, describes itself, round-trips; bad combinations name the field."""
-    sc = _scenario([{"at": 1, "drop": {"at": "A", "from": "B", "type": "ACK", "action": "delay", "delay_ms": 4000,
-                                       "jitter_ms": 5, "until": 2}}])
+    sc = _scenario(
+        [
+            {
+                "at": 1,
+                "drop": {
+                    "at": "A",
+                    "from": "B",
+                    "type": "ACK",
+                    "action": "delay",
+                    "delay_ms": 4000,
+                    "jitter_ms": 5,
+                    "until": 2,
+                },
+            }
+        ]
+    )
     drop = sc.schedule[0].params
     assert (drop.action, drop.delay_ms, drop.jitter_ms) == ("delay", 4000.0, 5.0)
     assert "action=delay 4000ms+5ms" in sc.schedule[0].describe()

@@ -8,8 +8,11 @@ import pytest
 FORBIDDEN = {"asyncio", "socket", "time", "random", "threading", "os", "select", "selectors", "subprocess"}
 # Everything in node/ except the asyncio shell (node/runtime/), the daemon entry point and the
 # protocol registry (which reads SPLITBRAIN_PROTOCOLS from the environment; it runs no protocol).
-CORE = [p for p in (pathlib.Path(__file__).parent.parent / "node").rglob("*.py")
-        if "runtime" not in p.parts and p.name not in ("__main__.py", "protocols.py")]
+CORE = [
+    p
+    for p in (pathlib.Path(__file__).parent.parent / "node").rglob("*.py")
+    if "runtime" not in p.parts and p.name not in ("__main__.py", "protocols.py")
+]
 
 
 @pytest.mark.parametrize("path", CORE, ids=lambda p: p.name)

@@ -61,15 +61,29 @@ def test_example_loads(tmp_path):
     assert sc.nodes == ("A", "B", "C")
     assert sc.config == {"xmit_interval": 0.5, "conn_close_timeout": 2.0, "resync": "sync"}
     assert [(s.src, s.dest) for s in sc.streams] == [
-        ("A", "B"), ("A", "B"), ("A", "C"), ("B", "A"), ("B", "C"), ("C", "A"), ("C", "B")]
+        ("A", "B"),
+        ("A", "B"),
+        ("A", "C"),
+        ("B", "A"),
+        ("B", "C"),
+        ("C", "A"),
+        ("C", "B"),
+    ]
     assert [s.index for s in sc.streams] == list(range(7))
     assert sc.streams[0].count == 2000 and sc.streams[1].duration == 5.0 and sc.streams[1].size == 100
     assert [step.kind for step in sc.schedule] == [
-        "partition", "partition", "loss", "delay", "drop", "view", "kill", "heal"]
+        "partition",
+        "partition",
+        "loss",
+        "delay",
+        "drop",
+        "view",
+        "kill",
+        "heal",
+    ]
     one_way, two_way = sc.schedule[0].params, sc.schedule[1].params
     assert one_way.one_way and one_way.links == (("A", "B"),)
-    assert not two_way.one_way and set(two_way.links) == {
-        ("A", "B"), ("A", "C"), ("B", "A"), ("C", "A")}
+    assert not two_way.one_way and set(two_way.links) == {("A", "B"), ("A", "C"), ("B", "A"), ("C", "A")}
     assert sc.schedule[3].params.links == tuple((a, b) for a in "ABC" for b in "ABC" if a != b)
     drop = sc.schedule[4].params
     assert (drop.node, drop.peer, drop.types, drop.count, drop.direction) == ("B", "A", ("ACK",), 3, "up")
@@ -96,8 +110,15 @@ def test_node_count_expands_to_letters():
 
 def test_defaults():
     """transport, config, schedule, settle, checks, expect and seed have defaults."""
-    sc = parse_scenario({"name": "x", "protocol": "unicast3", "nodes": 2, "duration": 1,
-                         "workload": [{"from": "A", "to": "B", "rate": 10, "duration": 1}]})
+    sc = parse_scenario(
+        {
+            "name": "x",
+            "protocol": "unicast3",
+            "nodes": 2,
+            "duration": 1,
+            "workload": [{"from": "A", "to": "B", "rate": 10, "duration": 1}],
+        }
+    )
     assert (sc.transport, sc.config, sc.schedule, sc.settle, sc.expect, sc.seed) == ("udp", {}, (), 5.0, "pass", 0)
     assert sc.checks == ("fifo", "no_duplicates", "no_loss", "no_errors")
     assert sc.end_time == 6.0
@@ -105,11 +126,16 @@ def test_defaults():
 
 def test_schedule_is_sorted_and_heal_index_follows():
     """An unsorted schedule is sorted by time; heal: N names the step as written in the file."""
-    sc = parse_scenario({**example(), "schedule": [
-        {"at": 3.0, "heal": 2},
-        {"at": 1.0, "loss": {"link": "A<->B", "p": 0.5}},
-        {"at": 0.5, "delay": {"link": "B->C", "ms": 5}},
-    ]})
+    sc = parse_scenario(
+        {
+            **example(),
+            "schedule": [
+                {"at": 3.0, "heal": 2},
+                {"at": 1.0, "loss": {"link": "A<->B", "p": 0.5}},
+                {"at": 0.5, "delay": {"link": "B->C", "ms": 5}},
+            ],
+        }
+    )
     assert [s.kind for s in sc.schedule] == ["delay", "loss", "heal"]
     assert sc.schedule[2].params.target == 0  # the delay step, now first
     assert sc.schedule[1].params.links == (("A", "B"), ("B", "A"))
@@ -118,17 +144,41 @@ def test_schedule_is_sorted_and_heal_index_follows():
 
 def test_expect_fail_and_extra_keys():
     """expect: {fail: X} names a listed check; duplicate, reorder and drop options parse."""
-    sc = parse_scenario({**example(), "expect": {"fail": "no_loss"}, "schedule": [
-        {"at": 0, "duplicate": {"link": "*", "p": 0.1}},
-        {"at": 0, "reorder": {"link": "A->*", "p": 0.2, "ms": 15}},
-        {"at": 1, "drop": {"at": "A", "to": "B", "direction": "down", "type": ["DATA", "SYNC_OK"],
-                           "p": 0.5, "after": 2, "seqnos": [5, 9], "until": 4}},
-    ]})
+    sc = parse_scenario(
+        {
+            **example(),
+            "expect": {"fail": "no_loss"},
+            "schedule": [
+                {"at": 0, "duplicate": {"link": "*", "p": 0.1}},
+                {"at": 0, "reorder": {"link": "A->*", "p": 0.2, "ms": 15}},
+                {
+                    "at": 1,
+                    "drop": {
+                        "at": "A",
+                        "to": "B",
+                        "direction": "down",
+                        "type": ["DATA", "SYNC_OK"],
+                        "p": 0.5,
+                        "after": 2,
+                        "seqnos": [5, 9],
+                        "until": 4,
+                    },
+                },
+            ],
+        }
+    )
     assert sc.expect_fail == "no_loss" and sc.expect == {"fail": "no_loss"}
     assert sc.schedule[1].params.links == (("A", "B"), ("A", "C"))
     drop = sc.schedule[2].params
     assert (drop.direction, drop.peer, drop.types, drop.p, drop.after, drop.seqnos, drop.until) == (
-        "down", "B", ("DATA", "SYNC_OK"), 0.5, 2, (5, 9), 4.0)
+        "down",
+        "B",
+        ("DATA", "SYNC_OK"),
+        0.5,
+        2,
+        (5, 9),
+        4.0,
+    )
     assert parse_scenario(sc.to_dict()) == sc
 
 
@@ -202,8 +252,9 @@ BAD = [
 ]
 
 
-@pytest.mark.parametrize("field, value, message", BAD,
-                         ids=[f"{b[0]}={'<removed>' if b[1] is _DELETE else repr(b[1])}" for b in BAD])
+@pytest.mark.parametrize(
+    "field, value, message", BAD, ids=[f"{b[0]}={'<removed>' if b[1] is _DELETE else repr(b[1])}" for b in BAD]
+)
 def test_bad_input_names_the_field(field, value, message):
     """Each kind of bad value raises ScenarioError whose message starts with the field path."""
     with pytest.raises(ScenarioError, match=message):
@@ -246,8 +297,7 @@ def test_shipped_scenarios_load(path):
 
 
 def _deliveries(*apps):
-    return [make_event(float(i), "B", "unicast3", "deliver", peer="A", app=a, conn_id=1)
-            for i, a in enumerate(apps)]
+    return [make_event(float(i), "B", "unicast3", "deliver", peer="A", app=a, conn_id=1) for i, a in enumerate(apps)]
 
 
 def test_outcome_follows_expect():
@@ -279,14 +329,17 @@ class _Echo(Layer):
 
     def up(self, msgs, now):
         from node.layer import Log, Up
-        out = [Log(event=make_event(now, self.name, "echo", "deliver", peer=m.src, app=m.app, conn_id=1))
-               for m in msgs]
+
+        out = [Log(event=make_event(now, self.name, "echo", "deliver", peer=m.src, app=m.app, conn_id=1)) for m in msgs]
         return out + [Up(msgs=msgs)]
 
     def down(self, msg, now):
         from node.layer import Down, Log
-        return [Log(event=make_event(now, self.name, "echo", "send", peer=msg.dest, app=msg.app, conn_id=1)),
-                Down(msg=msg)]
+
+        return [
+            Log(event=make_event(now, self.name, "echo", "send", peer=msg.dest, app=msg.app, conn_id=1)),
+            Down(msg=msg),
+        ]
 
 
 def _echo_factory(name, protocol, config, rng, incarnation):
@@ -294,9 +347,16 @@ def _echo_factory(name, protocol, config, rng, incarnation):
 
 
 def _small(**over):
-    data = {"name": "small", "protocol": "unicast3", "nodes": 2, "duration": 1, "settle": 0.5,
-            "workload": [{"from": "A", "to": "B", "rate": 50, "count": 20}],
-            "checks": ["fifo", "no_duplicates", "no_loss"], "seed": 4}
+    data = {
+        "name": "small",
+        "protocol": "unicast3",
+        "nodes": 2,
+        "duration": 1,
+        "settle": 0.5,
+        "workload": [{"from": "A", "to": "B", "rate": 50, "count": 20}],
+        "checks": ["fifo", "no_duplicates", "no_loss"],
+        "seed": 4,
+    }
     data.update(over)
     return parse_scenario(data)
 
@@ -304,8 +364,9 @@ def _small(**over):
 def test_run_scenario_writes_the_run_directory(tmp_path):
     """A run writes scenario.yaml, one events.jsonl per node, timeline.jsonl and verdict.json."""
     sc = _small(schedule=[{"at": 0.1, "loss": {"link": "A->B", "p": 0.0}}])
-    out = run_scenario(sc, seed=9, out=tmp_path, stamp="20240101T000000",
-                       stack_factory=_echo_factory, codec=IdentityCodec())
+    out = run_scenario(
+        sc, seed=9, out=tmp_path, stamp="20240101T000000", stack_factory=_echo_factory, codec=IdentityCodec()
+    )
     d = out.run_dir
     assert d == tmp_path / "small-9-20240101T000000"
     assert load_scenario(d / "scenario.yaml") == parse_scenario({**sc.to_dict(), "seed": 9})
@@ -401,15 +462,22 @@ def test_cli_protocol_config_error_exits_2(tmp_path, capsys):
 
 
 def _minimal(**extra) -> dict:
-    return {"name": "rb", "protocol": "unicast3", "nodes": 3, "duration": 2,
-            "workload": [{"from": "A", "to": "B", "rate": 10, "count": 5}], **extra}
+    return {
+        "name": "rb",
+        "protocol": "unicast3",
+        "nodes": 3,
+        "duration": 2,
+        "workload": [{"from": "A", "to": "B", "rate": 10, "count": 5}],
+        **extra,
+    }
 
 
 def test_recovery_bound_comes_from_the_protocol_timers():
     """No recovery_bound: 8 x xmit_interval + ack_min_interval (+ sync_min_interval for timestamp)."""
     assert parse_scenario(_minimal()).recovery_bound == pytest.approx(4.5)
-    assert parse_scenario(_minimal(config={"xmit_interval": 0.2, "ack_min_interval": 0.1})).recovery_bound == \
-        pytest.approx(1.7)
+    assert parse_scenario(
+        _minimal(config={"xmit_interval": 0.2, "ack_min_interval": 0.1})
+    ).recovery_bound == pytest.approx(1.7)
     assert parse_scenario(_minimal(config={"resync": "timestamp"})).recovery_bound == pytest.approx(6.5)
 
 
@@ -419,12 +487,15 @@ def test_recovery_bound_can_be_set_and_round_trips():
     assert sc.recovery_bound == 2.5 and parse_scenario(sc.to_dict()) == sc
 
 
-@pytest.mark.parametrize("extra, path", [
-    ({"recovery_bound": 0}, "recovery_bound"),
-    ({"recovery_bound": "soon"}, "recovery_bound"),
-    ({"config": {"xmit_interval": -1}}, "config.xmit_interval"),
-    ({"config": {"colour": 1}}, "config.colour"),
-])
+@pytest.mark.parametrize(
+    "extra, path",
+    [
+        ({"recovery_bound": 0}, "recovery_bound"),
+        ({"recovery_bound": "soon"}, "recovery_bound"),
+        ({"config": {"xmit_interval": -1}}, "config.xmit_interval"),
+        ({"config": {"colour": 1}}, "config.colour"),
+    ],
+)
 def test_bad_recovery_bound_or_protocol_setting_names_the_field(extra, path):
     """A bad bound, or a protocol setting the protocol refuses, is reported at load time by its path."""
     with pytest.raises(ScenarioError) as info:
@@ -432,17 +503,20 @@ def test_bad_recovery_bound_or_protocol_setting_names_the_field(extra, path):
     assert info.value.path == path
 
 
-@pytest.mark.parametrize("step, links", [
-    ({"at": 1, "partition": {"from": "A", "to": "B"}}, ["A->B"]),
-    ({"at": 1, "partition": [["A"], ["B", "C"]]}, ["A->B", "A->C", "B->A", "C->A"]),
-    ({"at": 1, "loss": {"link": "A->B", "p": 1.0}}, ["A->B"]),
-    ({"at": 1, "loss": {"link": "A->B", "p": 0.5}}, []),
-    ({"at": 1, "pause": "C"}, ["A->C", "B->C", "C->A", "C->B"]),
-    ({"at": 1, "drop": {"at": "B", "from": "A", "type": "SYNC"}}, ["A->B", "B->A"]),
-    ({"at": 1, "drop": {"at": "B", "from": "A", "type": "SYNC", "count": 3}}, []),
-    ({"at": 1, "delay": {"link": "*", "ms": 50}}, []),
-    ({"at": 1, "kill": "A"}, []),
-])
+@pytest.mark.parametrize(
+    "step, links",
+    [
+        ({"at": 1, "partition": {"from": "A", "to": "B"}}, ["A->B"]),
+        ({"at": 1, "partition": [["A"], ["B", "C"]]}, ["A->B", "A->C", "B->A", "C->A"]),
+        ({"at": 1, "loss": {"link": "A->B", "p": 1.0}}, ["A->B"]),
+        ({"at": 1, "loss": {"link": "A->B", "p": 0.5}}, []),
+        ({"at": 1, "pause": "C"}, ["A->C", "B->C", "C->A", "C->B"]),
+        ({"at": 1, "drop": {"at": "B", "from": "A", "type": "SYNC"}}, ["A->B", "B->A"]),
+        ({"at": 1, "drop": {"at": "B", "from": "A", "type": "SYNC", "count": 3}}, []),
+        ({"at": 1, "delay": {"link": "*", "ms": 50}}, []),
+        ({"at": 1, "kill": "A"}, []),
+    ],
+)
 def test_cut_links_names_what_a_fault_cuts(step, links):
     """Partitions, pauses, total loss and unbounded drops cut links; bounded or partial faults do not."""
     sc = parse_scenario(_minimal(schedule=[step]))
@@ -452,12 +526,15 @@ def test_cut_links_names_what_a_fault_cuts(step, links):
 # ---- the sync step (the SYNC admin operation) -------------------------------------------------
 
 
-@pytest.mark.parametrize("step, path, words", [
-    ({"at": 1, "sync": {"at": "B", "peer": "B"}}, "schedule[0].sync.peer", "cannot sync with itself"),
-    ({"at": 1, "sync": {"at": "B", "peer": "Z"}}, "schedule[0].sync.peer", "Z"),
-    ({"at": 1, "sync": {"at": "B"}}, "schedule[0].sync.peer", "missing"),
-    ({"at": 1, "sync": {"at": "B", "peer": "A", "nonce": 3}}, "schedule[0].sync.nonce", ""),
-])
+@pytest.mark.parametrize(
+    "step, path, words",
+    [
+        ({"at": 1, "sync": {"at": "B", "peer": "B"}}, "schedule[0].sync.peer", "cannot sync with itself"),
+        ({"at": 1, "sync": {"at": "B", "peer": "Z"}}, "schedule[0].sync.peer", "Z"),
+        ({"at": 1, "sync": {"at": "B"}}, "schedule[0].sync.peer", "missing"),
+        ({"at": 1, "sync": {"at": "B", "peer": "A", "nonce": 3}}, "schedule[0].sync.nonce", ""),
+    ],
+)
 def test_sync_step_errors_name_the_field(step, path, words):
     """A bad sync step names its field."""
     with pytest.raises(ScenarioError) as info:
@@ -482,8 +559,11 @@ def test_admin_sync_scenario_resyncs_live_connections_and_loses_nothing():
     result = simulate(sc)
     verdict = judge(sc, result.all_events(), seed=sc.seed, backend="sim", stats=result.stats)
     assert verdict.passed, verdict.summary()
-    syncs = [(e["node"], e["peer"], e["t"]) for e in result.all_events()
-             if e["kind"] == "sync_tx" and e["phase"] == "sync" and e["t"] in (1.0, 3.05, 4.0)]
+    syncs = [
+        (e["node"], e["peer"], e["t"])
+        for e in result.all_events()
+        if e["kind"] == "sync_tx" and e["phase"] == "sync" and e["t"] in (1.0, 3.05, 4.0)
+    ]
     assert {(n, p, t) for n, p, t in syncs} == {("B", "A", 1.0), ("B", "A", 3.05), ("C", "A", 4.0), ("A", "C", 4.0)}
     rekeys = [e for e in result.all_events() if e["kind"] == "conn_state" and e.get("reason") == "sync: re-keyed"]
     assert len(rekeys) >= 4

@@ -58,8 +58,12 @@ def _broken() -> dict:
     data = yaml.safe_load((SCENARIOS / "steady.yaml").read_text())
     data["seed"] = -1
     data["workload"][0]["rate"] = 0
-    data["schedule"] = [{"at": 1, "loss": {"link": "A->B", "p": 2}}, {"at": 2, "kill": "Q"},
-                        {"at": 3, "pause": "B"}, {"at": 4, "pause": "B"}]
+    data["schedule"] = [
+        {"at": 1, "loss": {"link": "A->B", "p": 2}},
+        {"at": 2, "kill": "Q"},
+        {"at": 3, "pause": "B"},
+        {"at": 4, "pause": "B"},
+    ]
     return data
 
 
@@ -84,8 +88,10 @@ def test_problems_of_the_schedule_as_a_whole_come_together():
     data["workload"][0]["rate"] = 10
     with pytest.raises(ScenarioError) as info:
         parse_scenario(data)
-    assert info.value.problems == [("schedule[1].kill", "A is already dead at 2"),
-                                   ("schedule[2].resume", "B is running at 3, not paused")]
+    assert info.value.problems == [
+        ("schedule[1].kill", "A is already dead at 2"),
+        ("schedule[2].resume", "B is running at 3, not paused"),
+    ]
 
 
 def test_cli_prints_every_problem_and_exits_2(tmp_path, capsys):
@@ -94,20 +100,27 @@ def test_cli_prints_every_problem_and_exits_2(tmp_path, capsys):
     path.write_text(yaml.safe_dump(_broken()))
     assert main(["run", str(path), "--backend", "sim", "--out", str(tmp_path)]) == 2
     lines = capsys.readouterr().err.splitlines()
-    assert lines == [f"splitbrain: {path}: {p}" for p in (
-        "workload[0].rate: must be greater than 0 (messages per second)",
-        "schedule[0].loss.p: must be between 0 and 1",
-        "schedule[1].kill: unknown node 'Q' (nodes: A, B, C)",
-        "seed: must be a non-negative integer, got -1")]
+    assert lines == [
+        f"splitbrain: {path}: {p}"
+        for p in (
+            "workload[0].rate: must be greater than 0 (messages per second)",
+            "schedule[0].loss.p: must be between 0 and 1",
+            "schedule[1].kill: unknown node 'Q' (nodes: A, B, C)",
+            "seed: must be a non-negative integer, got -1",
+        )
+    ]
 
 
-@pytest.mark.parametrize("change, line", [
-    ({"workload": None}, "workload: must be a list, got null"),
-    ({"config": {1: 2}}, "config.1: keys must be strings"),
-    ({"duration": float("inf")}, "duration: must be a number, got float inf"),
-    ({"expect": {"fail": "fifo", "x": 1}}, "expect.x: unknown key (expected one of: fail)"),
-    ({"schedule": ["kill A"]}, "schedule[0]: must be a mapping, got str"),
-])
+@pytest.mark.parametrize(
+    "change, line",
+    [
+        ({"workload": None}, "workload: must be a list, got null"),
+        ({"config": {1: 2}}, "config.1: keys must be strings"),
+        ({"duration": float("inf")}, "duration: must be a number, got float inf"),
+        ({"expect": {"fail": "fifo", "x": 1}}, "expect.x: unknown key (expected one of: fail)"),
+        ({"schedule": ["kill A"]}, "schedule[0]: must be a mapping, got str"),
+    ],
+)
 def test_generic_problems_read_like_the_others(change, line):
     """What pydantic finds by itself (kinds, keys, finiteness) is said in the loader's own words."""
     data = {**yaml.safe_load((SCENARIOS / "steady.yaml").read_text()), **change}

@@ -55,8 +55,9 @@ class PassThrough(Layer):
     def command(self, cmd, now):
         if isinstance(cmd, ViewChange):
             self.views.append(cmd)
-            return [Log(event=make_event(now, self.name, "pass", "view", members=list(cmd.members),
-                                         view_id=cmd.view_id))]
+            return [
+                Log(event=make_event(now, self.name, "pass", "view", members=list(cmd.members), view_id=cmd.view_id))
+            ]
         return []
 
     def next_deadline(self):
@@ -194,8 +195,14 @@ def test_seed_defaults_to_scenario_seed():
 
 def test_events_follow_schema():
     """Every event the harness writes (node lifecycle, timeline) is valid schema-1."""
-    sc = scenario(schedule=[{"at": 0.5, "kill": "B"}, {"at": 0.6, "loss": {"link": "A->B", "p": 0.5}},
-                            {"at": 1.0, "restart": "B"}, {"at": 1.5, "heal": "all"}])
+    sc = scenario(
+        schedule=[
+            {"at": 0.5, "kill": "B"},
+            {"at": 0.6, "loss": {"link": "A->B", "p": 0.5}},
+            {"at": 1.0, "restart": "B"},
+            {"at": 1.5, "heal": "all"},
+        ]
+    )
     _, res, _ = run(sc)
     for ev in res.all_events():
         validate_event(ev)
@@ -207,8 +214,10 @@ def test_events_follow_schema():
 def test_loss_rate_close_to_p():
     """With loss p=0.3 on A->B about 30% of 10000 frames are lost, and only on that link."""
     sc = scenario(
-        workload=[{"from": "A", "to": "B", "rate": 1000, "count": 10000},
-                  {"from": "B", "to": "A", "rate": 100, "count": 500}],
+        workload=[
+            {"from": "A", "to": "B", "rate": 1000, "count": 10000},
+            {"from": "B", "to": "A", "rate": 100, "count": 500},
+        ],
         schedule=[{"at": 0, "loss": {"link": "A->B", "p": 0.3}}],
         duration=10,
     )
@@ -222,8 +231,10 @@ def test_loss_rate_close_to_p():
 def test_blocked_link_delivers_nothing_until_heal():
     """A one-way partition A->B drops every frame A->B while B->A flows; heal restores A->B."""
     sc = scenario(
-        workload=[{"from": "A", "to": "B", "rate": 100, "count": 200},
-                  {"from": "B", "to": "A", "rate": 100, "count": 200}],
+        workload=[
+            {"from": "A", "to": "B", "rate": 100, "count": 200},
+            {"from": "B", "to": "A", "rate": 100, "count": 200},
+        ],
         schedule=[{"at": 0.5, "partition": {"from": "A", "to": "B"}}, {"at": 1.0, "heal": "all"}],
         duration=2.5,
     )
@@ -272,8 +283,10 @@ def test_delay_adds_configured_latency():
     for ev in kinds(res.events["B"], "deliver"):
         assert ev["t"] - sent[ev["app"]] == pytest.approx(0.050)
 
-    sc = scenario(workload=[{"from": "A", "to": "B", "rate": 1000, "count": 1000}],
-                  schedule=[{"at": 0, "delay": {"link": "A->B", "ms": 50, "jitter_ms": 10}}])
+    sc = scenario(
+        workload=[{"from": "A", "to": "B", "rate": 1000, "count": 1000}],
+        schedule=[{"at": 0, "delay": {"link": "A->B", "ms": 50, "jitter_ms": 10}}],
+    )
     _, res, _ = run(sc)
     sent = sent_times(res)
     delivered = kinds(res.events["B"], "deliver")
@@ -293,8 +306,10 @@ def test_duplication_duplicates():
     assert len(apps) == 200 and len(set(apps)) == 100
     assert res.stats["frames_duplicated"] == 100
 
-    sc = scenario(workload=[{"from": "A", "to": "B", "rate": 1000, "count": 1000}],
-                  schedule=[{"at": 0, "duplicate": {"link": "A->B", "p": 0.5}}])
+    sc = scenario(
+        workload=[{"from": "A", "to": "B", "rate": 1000, "count": 1000}],
+        schedule=[{"at": 0, "duplicate": {"link": "A->B", "p": 0.5}}],
+    )
     _, res, _ = run(sc)
     assert 400 < res.stats["frames_duplicated"] < 600
 
@@ -313,9 +328,11 @@ def test_heal_index_removes_one_fault():
     """heal: N undoes step N only; another fault on the same link stays in force."""
     sc = scenario(
         workload=[{"from": "A", "to": "B", "rate": 100, "count": 200}],
-        schedule=[{"at": 0, "delay": {"link": "A->B", "ms": 20}},
-                  {"at": 0, "loss": {"link": "A->B", "p": 1.0}},
-                  {"at": 1.0, "heal": 1}],
+        schedule=[
+            {"at": 0, "delay": {"link": "A->B", "ms": 20}},
+            {"at": 0, "loss": {"link": "A->B", "p": 1.0}},
+            {"at": 1.0, "heal": 1},
+        ],
         duration=3,
     )
     _, res, _ = run(sc)
@@ -399,8 +416,12 @@ def test_a_flood_of_bad_frames_writes_a_line_a_second_with_exact_counts():
 
 def test_counts_pending_at_a_kill_are_logged_with_the_kill():
     """A node killed in the middle of a flood logs its pending count before node_stop."""
-    sc = scenario(workload=[{"from": "A", "to": "B", "rate": 1000, "duration": 3}], duration=3, settle=1,
-                  schedule=[{"at": 1.5, "kill": "B"}])
+    sc = scenario(
+        workload=[{"from": "A", "to": "B", "rate": 1000, "duration": 3}],
+        duration=3,
+        settle=1,
+        schedule=[{"at": 1.5, "kill": "B"}],
+    )
     _, res, _ = run(sc, codec=Flaky(every=2))
     events = res.events["B"]
     stop = next(i for i, e in enumerate(events) if e["kind"] == "node_stop")
@@ -421,8 +442,9 @@ def test_kill_drops_frames_and_restart_starts_new_incarnation():
     delivered = [e["t"] for e in kinds(res.events["B"], "deliver")]
     assert not [t for t in delivered if 0.3 < t < 0.6]
     assert len(delivered) == 100 - 30
-    life = [(e["kind"], e["t"], e.get("incarnation")) for e in res.events["B"]
-            if e["kind"] in ("node_start", "node_stop")]
+    life = [
+        (e["kind"], e["t"], e.get("incarnation")) for e in res.events["B"] if e["kind"] in ("node_start", "node_stop")
+    ]
     assert life == [("node_start", 0.0, 0), ("node_stop", 0.3, 0), ("node_start", 0.6, 1)]
     assert res.events["B"][1]["kind"] == "view"  # the initial view of the first incarnation
 
@@ -439,8 +461,7 @@ def test_dead_sender_skips_messages_and_numbering_continues():
 
 def test_frames_to_dead_node_are_dropped():
     """Frames in flight to a node that dies are counted as frames_to_dead."""
-    sc = scenario(schedule=[{"at": 0.005, "delay": {"link": "A->B", "ms": 100}},
-                            {"at": 0.5, "kill": "B"}])
+    sc = scenario(schedule=[{"at": 0.005, "delay": {"link": "A->B", "ms": 100}}, {"at": 0.5, "kill": "B"}])
     _, res, _ = run(sc)
     assert res.stats["frames_to_dead"] == 100 - len(kinds(res.events["B"], "deliver"))
     assert res.stats["frames_to_dead"] > 0
@@ -481,13 +502,16 @@ def test_paused_sender_skips_messages():
 def test_view_steps_increment_view_id():
     """Injected views reach the stack as ViewChange with a per-node view id after the initial one."""
     factory = Factory()
-    sc = scenario(nodes=["A", "B", "C"],
-                  schedule=[{"at": 0.5, "view": {"at": "B", "members": ["B", "C"]}},
-                            {"at": 1.0, "view": {"at": "B", "members": ["A", "B", "C"]}}])
+    sc = scenario(
+        nodes=["A", "B", "C"],
+        schedule=[
+            {"at": 0.5, "view": {"at": "B", "members": ["B", "C"]}},
+            {"at": 1.0, "view": {"at": "B", "members": ["A", "B", "C"]}},
+        ],
+    )
     run(sc, factory=factory)
     views = factory.built["B"][0].layers[0].views
-    assert [(v.members, v.view_id) for v in views] == [
-        (("A", "B", "C"), 1), (("B", "C"), 2), (("A", "B", "C"), 3)]
+    assert [(v.members, v.view_id) for v in views] == [(("A", "B", "C"), 1), (("B", "C"), 2), (("A", "B", "C"), 3)]
 
 
 def test_no_initial_view_when_disabled():
@@ -522,9 +546,13 @@ def test_final_window_snapshots_of_live_nodes():
 def test_drop_step_adds_and_heal_removes_rule():
     """A drop step installs a FaultLayer rule (count honoured); heal removes it."""
     factory = Factory(fault_layer=True)
-    sc = scenario(schedule=[{"at": 0.0, "drop": {"at": "B", "from": "A", "type": "APP", "count": 5}},
-                            {"at": 0.5, "drop": {"at": "B", "from": "A", "type": "APP"}},
-                            {"at": 0.8, "heal": 1}])
+    sc = scenario(
+        schedule=[
+            {"at": 0.0, "drop": {"at": "B", "from": "A", "type": "APP", "count": 5}},
+            {"at": 0.5, "drop": {"at": "B", "from": "A", "type": "APP"}},
+            {"at": 0.8, "heal": 1},
+        ]
+    )
     _, res, _ = run(sc, factory=factory)
     delivered = kinds(res.events["B"], "deliver")
     assert len(delivered) == 100 - 5 - 30
@@ -587,8 +615,13 @@ def test_stats_account_for_every_frame():
     _, res, _ = run(_lossy())
     s = res.stats
     assert s["frames_sent"] + s["frames_duplicated"] == (
-        s["frames_delivered"] + s["frames_lost"] + s["frames_blocked"] + s["frames_to_dead"]
-        + s["frames_pause_overflow"] + s["frames_bad"])
+        s["frames_delivered"]
+        + s["frames_lost"]
+        + s["frames_blocked"]
+        + s["frames_to_dead"]
+        + s["frames_pause_overflow"]
+        + s["frames_bad"]
+    )
     assert s["msgs_delivered"] == sum(len(kinds(res.events[n], "deliver")) for n in ("A", "B"))
 
 
@@ -620,8 +653,14 @@ def test_replay_is_independent_of_hash_seed():
     digests = set()
     for hash_seed in ("1", "2"):
         env = {**os.environ, "PYTHONHASHSEED": hash_seed}
-        out = subprocess.run([sys.executable, "-c", _REPLAY, str(tests), str(scenario_file)],
-                             env=env, capture_output=True, text=True, check=True, cwd=tests.parent)
+        out = subprocess.run(
+            [sys.executable, "-c", _REPLAY, str(tests), str(scenario_file)],
+            env=env,
+            capture_output=True,
+            text=True,
+            check=True,
+            cwd=tests.parent,
+        )
         digests.add(out.stdout.strip())
     assert len(digests) == 1
 

@@ -16,8 +16,9 @@ ALL_CHECKS = ["fifo", "no_duplicates", "no_loss", "windows_synced"]
 NODES = ["A", "B", "C"]
 SETTLE = 12  # virtual seconds after the last heal: a few xmit_intervals, a sync and its resends
 
-ci_settings = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow],
-                       derandomize=True, database=None)
+ci_settings = settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow], derandomize=True, database=None
+)
 
 
 def run(scenario: dict, seed: int):
@@ -44,13 +45,18 @@ links = st.sampled_from(["A->B", "B->A", "A<->B", "A->C", "C<->B", "*"])
 )
 @ci_settings
 def test_lossy_duplicating_reordering_network_delivers_exactly_once_in_order(
-        loss, dup, reorder, delay_ms, jitter_ms, resync, seed):
+    loss, dup, reorder, delay_ms, jitter_ms, resync, seed
+):
     """Up to 30 % loss with duplication, reordering and delay: exactly once, in order, in sync."""
     scenario = {
-        "name": "lossy", "nodes": NODES, "config": {"resync": resync},
-        "workload": [{"from": "A", "to": "B", "rate": 100, "count": 150},
-                     {"from": "C", "to": "B", "rate": 50, "count": 60},
-                     {"from": "B", "to": "A", "rate": 30, "count": 40}],
+        "name": "lossy",
+        "nodes": NODES,
+        "config": {"resync": resync},
+        "workload": [
+            {"from": "A", "to": "B", "rate": 100, "count": 150},
+            {"from": "C", "to": "B", "rate": 50, "count": 60},
+            {"from": "B", "to": "A", "rate": 30, "count": 40},
+        ],
         "schedule": [
             {"at": 0.0, "loss": {"link": "*", "p": loss}},
             {"at": 0.0, "duplicate": {"link": "*", "p": dup}},
@@ -58,7 +64,8 @@ def test_lossy_duplicating_reordering_network_delivers_exactly_once_in_order(
             {"at": 0.0, "delay": {"link": "*", "ms": delay_ms, "jitter_ms": jitter_ms}},
             {"at": 3.0, "heal": "all"},
         ],
-        "duration": 3, "settle": SETTLE,
+        "duration": 3,
+        "settle": SETTLE,
     }
     checks = run(scenario, seed)
     assert not failures(checks), (seed, failures(checks))
@@ -94,16 +101,25 @@ def schedule_of(steps) -> list[dict]:
 
 def schedule_scenario(steps, config=None) -> dict:
     return {
-        "name": "schedule", "nodes": NODES, "config": config or {},
-        "workload": [{"from": "A", "to": "B", "rate": 80, "duration": 6},
-                     {"from": "B", "to": "C", "rate": 40, "duration": 6},
-                     {"from": "C", "to": "A", "rate": 40, "duration": 6}],
-        "schedule": schedule_of(steps), "duration": 7.5, "settle": SETTLE,
+        "name": "schedule",
+        "nodes": NODES,
+        "config": config or {},
+        "workload": [
+            {"from": "A", "to": "B", "rate": 80, "duration": 6},
+            {"from": "B", "to": "C", "rate": 40, "duration": 6},
+            {"from": "C", "to": "A", "rate": 40, "duration": 6},
+        ],
+        "schedule": schedule_of(steps),
+        "duration": 7.5,
+        "settle": SETTLE,
     }
 
 
-@given(steps=st.lists(fault_steps(), min_size=1, max_size=5), seed=st.integers(0, 2**32),
-       resync=st.sampled_from(["sync", "timestamp"]))
+@given(
+    steps=st.lists(fault_steps(), min_size=1, max_size=5),
+    seed=st.integers(0, 2**32),
+    resync=st.sampled_from(["sync", "timestamp"]),
+)
 @ci_settings
 def test_generated_fault_schedules_keep_every_property(steps, seed, resync):
     """Generated partitions, heals, loss bursts and typed drops: every check holds after the heal."""
@@ -122,8 +138,13 @@ def test_broken_variant_is_caught_and_shrunk_to_a_few_steps():
     minimal = find(
         st.tuples(st.lists(fault_steps(), min_size=0, max_size=5), st.integers(0, 1000)),
         fails,
-        settings=settings(max_examples=200, deadline=None, derandomize=True, database=None,
-                          suppress_health_check=[HealthCheck.too_slow]),
+        settings=settings(
+            max_examples=200,
+            deadline=None,
+            derandomize=True,
+            database=None,
+            suppress_health_check=[HealthCheck.too_slow],
+        ),
     )
     steps, seed = minimal
     assert len(steps) <= 2, minimal
@@ -133,8 +154,9 @@ def test_broken_variant_is_caught_and_shrunk_to_a_few_steps():
 
 def test_same_seed_replays_bit_for_bit():
     """A seed is a run: the same scenario and seed give identical event logs."""
-    scenario = schedule_scenario([(0.5, 2.0, {"loss": {"link": "*", "p": 0.3}}),
-                                  (1.0, 3.0, {"partition": {"from": "A", "to": "B"}})])
+    scenario = schedule_scenario(
+        [(0.5, 2.0, {"loss": {"link": "*", "p": 0.3}}), (1.0, 3.0, {"partition": {"from": "A", "to": "B"}})]
+    )
     sc = parse_scenario({"protocol": "unicast3", "checks": ALL_CHECKS, "seed": 5, **scenario})
     first, second = Simulation(sc, 5).run(), Simulation(sc, 5).run()
     assert first.all_events() == second.all_events()

@@ -463,11 +463,14 @@ def test_toxic_crud_shapes(api, echo):
         '{"attributes":{"latency":100,"jitter":0},"name":"latency_downstream",'
         '"type":"latency","stream":"downstream","toxicity":1}'
     )
-    up = api.add_toxic(
-        "t", name="cut", type="limit_data", stream="upstream", toxicity=0.5, attributes={"bytes": 10}
-    )
-    assert up == {"attributes": {"bytes": 10}, "name": "cut", "type": "limit_data", "stream": "upstream",
-                  "toxicity": 0.5}
+    up = api.add_toxic("t", name="cut", type="limit_data", stream="upstream", toxicity=0.5, attributes={"bytes": 10})
+    assert up == {
+        "attributes": {"bytes": 10},
+        "name": "cut",
+        "type": "limit_data",
+        "stream": "upstream",
+        "toxicity": 0.5,
+    }
 
     r = api.get("/proxies/t/toxics")
     assert r.status_code == 200
@@ -544,13 +547,22 @@ def test_client_toxics(client, echo):
     """toxiproxy-python toxics: defaults name/stream/toxicity, listing, destroy; reset clears them."""
     proxy = client.create(upstream=echo.address, name="tox")
     proxy.add_toxic(type="latency", attributes={"latency": 5})
-    proxy.add_toxic(type="slicer", stream="upstream", name="slices", toxicity=0.5,
-                    attributes={"average_size": 8, "size_variation": 2, "delay": 10})
+    proxy.add_toxic(
+        type="slicer",
+        stream="upstream",
+        name="slices",
+        toxicity=0.5,
+        attributes={"average_size": 8, "size_variation": 2, "delay": 10},
+    )
     toxics = proxy.toxics()
     assert set(toxics) == {"latency_downstream", "slices"}
     lat = toxics["latency_downstream"]
     assert (lat.type, lat.stream, lat.toxicity, lat.attributes) == (
-        "latency", "downstream", 1, {"latency": 5, "jitter": 0})
+        "latency",
+        "downstream",
+        1,
+        {"latency": 5, "jitter": 0},
+    )
     assert toxics["slices"].attributes == {"average_size": 8, "size_variation": 2, "delay": 10}
     assert proxy.get_toxic("slices").toxicity == 0.5
     assert proxy.destroy_toxic("slices") is True

@@ -164,8 +164,9 @@ def test_go_json_decoding_rules():
         {"NAME": "x", "enabled": None, "rate": 5, "toxicity": 1}, fields, {"enabled": True}, "T", "pkg.T"
     )
     assert out == {"name": "x", "enabled": True, "rate": 5, "toxicity": 1.0}
-    with pytest.raises(gojson.GoJSONError,
-                       match="cannot unmarshal number 1.5 into Go struct field T.rate of type int64"):
+    with pytest.raises(
+        gojson.GoJSONError, match="cannot unmarshal number 1.5 into Go struct field T.rate of type int64"
+    ):
         gojson.decode_struct({"rate": 1.5}, fields, {}, "T", "pkg.T")
     with pytest.raises(gojson.GoJSONError, match="cannot unmarshal array into Go value of type pkg.T"):
         gojson.decode_struct([], fields, {}, "T", "pkg.T")
@@ -291,8 +292,10 @@ def test_stream_stays_intact_while_toxics_change(ours, echo):  # noqa: F811
         sender.start()
         changes = [
             ("add", {"type": "latency", "attributes": {"latency": 20, "jitter": 10}}),
-            ("add", {"type": "slicer", "stream": "upstream",
-                     "attributes": {"average_size": 500, "size_variation": 100}}),
+            (
+                "add",
+                {"type": "slicer", "stream": "upstream", "attributes": {"average_size": 500, "size_variation": 100}},
+            ),
             ("add", {"type": "bandwidth", "attributes": {"rate": 2000}}),
             ("update", ("latency_downstream", {"attributes": {"latency": 5}})),
             ("delete", "slicer_upstream"),
@@ -393,8 +396,9 @@ async def _until(predicate, timeout_s: float = 2.0) -> None:
 def _spec(name, toxic_type, **attributes):
     from faults.toxiproxy.proxy import ToxicSpec, new_toxic_attributes
 
-    return ToxicSpec(name, toxic_type, "downstream", 1.0, {**new_toxic_attributes(toxic_type), **attributes},
-                     "downstream")
+    return ToxicSpec(
+        name, toxic_type, "downstream", 1.0, {**new_toxic_attributes(toxic_type), **attributes}, "downstream"
+    )
 
 
 async def _drain(chan, n: int) -> list[bytes]:

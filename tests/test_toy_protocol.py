@@ -28,10 +28,19 @@ def toy(monkeypatch):
 
 
 def toy_scenario(**extra) -> dict:
-    return {"name": "toy", "protocol": "toy", "nodes": 2, "duration": 2, "settle": 2,
-            "workload": [{"from": "A", "to": "B", "rate": 50, "count": 40},
-                         {"from": "B", "to": "A", "rate": 50, "count": 40}],
-            "checks": ["fifo", "no_duplicates", "no_loss", "windows_synced"], **extra}
+    return {
+        "name": "toy",
+        "protocol": "toy",
+        "nodes": 2,
+        "duration": 2,
+        "settle": 2,
+        "workload": [
+            {"from": "A", "to": "B", "rate": 50, "count": 40},
+            {"from": "B", "to": "A", "rate": 50, "count": 40},
+        ],
+        "checks": ["fifo", "no_duplicates", "no_loss", "windows_synced"],
+        **extra,
+    }
 
 
 # The toy never retransmits: what a one-way partition A->B cuts is lost for good.

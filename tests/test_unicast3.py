@@ -201,8 +201,12 @@ def test_connection_reaping_open_closing_closed_and_close():
     assert "B" not in net.u3("A").send_table
     assert net.kinds("close_tx", "A") and net.kinds("close_rx", "B")
     states = [(e["side"], e["state"], e["reason"]) for e in net.kinds("conn_state", "A")]
-    assert states == [("send", "OPEN", "created"), ("send", "OPEN", "sync: new conn_id"),
-                      ("send", "CLOSING", "expired"), ("send", "CLOSED", "close_timeout")]
+    assert states == [
+        ("send", "OPEN", "created"),
+        ("send", "OPEN", "sync: new conn_id"),
+        ("send", "CLOSING", "expired"),
+        ("send", "CLOSED", "close_timeout"),
+    ]
     # B's receive window was removed by the CLOSE (or its own reaping), never left dangling.
     assert "A" not in net.u3("B").recv_table
 
@@ -314,8 +318,9 @@ def test_stale_ack_during_sync_is_discarded():
     assert net.u3("A").send_table["B"].awaiting_sync_ack
     net.send("A", "B", 2)
     net.run(0.05)
-    assert net.kinds("drop", "A", type="ACK", reason="awaiting SYNC-ACK") or \
-        any("stale conn_id" in e["reason"] for e in net.kinds("drop", "A", type="ACK"))
+    assert net.kinds("drop", "A", type="ACK", reason="awaiting SYNC-ACK") or any(
+        "stale conn_id" in e["reason"] for e in net.kinds("drop", "A", type="ACK")
+    )
     net.drop = None
     net.run_until_quiet(5.0)
     assert net.delivered["B"] == expected("A", 5)
@@ -358,9 +363,14 @@ def test_admin_sync_needs_sync_mode():
 
 @pytest.mark.parametrize(
     "values, field",
-    [({"xmit_interval": 0}, "xmit_interval"), ({"resync": "magic"}, "resync"),
-     ({"ack_threshold": "x"}, "ack_threshold"), ({"conn_close_timeout": -1}, "conn_close_timeout"),
-     ({"bogus": 1}, "bogus"), ({"mutation": "nope"}, "mutation")],
+    [
+        ({"xmit_interval": 0}, "xmit_interval"),
+        ({"resync": "magic"}, "resync"),
+        ({"ack_threshold": "x"}, "ack_threshold"),
+        ({"conn_close_timeout": -1}, "conn_close_timeout"),
+        ({"bogus": 1}, "bogus"),
+        ({"mutation": "nope"}, "mutation"),
+    ],
 )
 def test_bad_config_names_the_key(values, field):
     """A bad UNICAST3 setting raises an error that names the key."""
@@ -371,8 +381,14 @@ def test_bad_config_names_the_key(values, field):
 def test_config_defaults_match_jgroups():
     """Defaults follow JGroups: xmit_interval 0.5 s, ack_threshold 100, expiry 2 min, close 4 min."""
     cfg = Unicast3Config()
-    assert (cfg.xmit_interval, cfg.ack_threshold, cfg.conn_expiry_timeout, cfg.conn_close_timeout,
-            cfg.sync_min_interval, cfg.resync) == (0.5, 100, 120.0, 240.0, 2.0, "sync")
+    assert (
+        cfg.xmit_interval,
+        cfg.ack_threshold,
+        cfg.conn_expiry_timeout,
+        cfg.conn_close_timeout,
+        cfg.sync_min_interval,
+        cfg.resync,
+    ) == (0.5, 100, 120.0, 240.0, 2.0, "sync")
 
 
 def test_conn_close_timeout_zero_never_removes_a_closing_entry():

@@ -130,8 +130,9 @@ def test_every_timer_is_named_and_next_deadline_is_the_earliest():
 # ---- resync strategies -----------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("mode, cls", [("sync", SyncResync), ("timestamp", TimestampResync),
-                                       ("first_seqno", FirstSeqnoResync)])
+@pytest.mark.parametrize(
+    "mode, cls", [("sync", SyncResync), ("timestamp", TimestampResync), ("first_seqno", FirstSeqnoResync)]
+)
 def test_resync_strategy_is_chosen_by_config(mode, cls):
     """config.resync picks one strategy object when the layer is built."""
     u3 = Net(config={"resync": mode}).u3("A")

@@ -11,8 +11,9 @@ from node.unicast3 import PROTO_ID, MsgType, U3Header
 
 seqnos = st.integers(min_value=0, max_value=2**64 - 1)
 conn_ids = st.integers(min_value=0, max_value=2**32 - 1)
-ranges = st.lists(st.tuples(st.integers(0, 2**40), st.integers(0, 2**20)).map(lambda t: (t[0], t[0] + t[1])),
-                  max_size=8).map(tuple)
+ranges = st.lists(
+    st.tuples(st.integers(0, 2**40), st.integers(0, 2**20)).map(lambda t: (t[0], t[0] + t[1])), max_size=8
+).map(tuple)
 
 
 @st.composite
@@ -114,8 +115,9 @@ def test_data_header_is_compact():
 
 def test_split_into_frames_respects_size_and_order():
     """Many messages split into frames under the size bound, in order, each decodable."""
-    msgs = [Message("A", "B", app_payload("A", 0, i, 1000), {PROTO_ID: U3Header(MsgType.DATA, i, 1)})
-            for i in range(1, 200)]
+    msgs = [
+        Message("A", "B", app_payload("A", 0, i, 1000), {PROTO_ID: U3Header(MsgType.DATA, i, 1)}) for i in range(1, 200)
+    ]
     frames = wire.split_into_frames("A", msgs, max_bytes=10_000)
     assert all(len(f) <= 10_000 for f in frames) and len(frames) > 10
     got = [m for f in frames for m in wire.decode_frame(f)[1]]

@@ -50,9 +50,7 @@ def _request_id() -> str:
 
 
 def json_response(value: Any, status: int = 200) -> web.Response:
-    return web.Response(
-        body=gojson.dumps(value).encode(), status=status, headers={"Content-Type": "application/json"}
-    )
+    return web.Response(body=gojson.dumps(value).encode(), status=status, headers={"Content-Type": "application/json"})
 
 
 def error_response(err: ApiError) -> web.Response:
@@ -188,8 +186,12 @@ async def proxy_update(request: web.Request) -> web.Response:
     async with core.lock:
         proxy = core.get(request.match_info["proxy"])
         body = await read_json(request)
-        fields: dict[str, Any] = {"name": proxy.name, "listen": proxy.listen, "upstream": proxy.upstream,
-                                  "enabled": proxy.enabled}
+        fields: dict[str, Any] = {
+            "name": proxy.name,
+            "listen": proxy.listen,
+            "upstream": proxy.upstream,
+            "enabled": proxy.enabled,
+        }
         decode_body(body, PROXY_FIELDS, fields, "Proxy", "toxiproxy.Proxy")
         await proxy.update(fields["listen"], fields["upstream"], fields["enabled"])
         return json_response(proxy.to_json())

@@ -268,9 +268,7 @@ class Proxy:
         try:
             host, port_text = split_host_port(self.upstream)
             port = parse_port(self.upstream, port_text)
-            upstream = await asyncio.wait_for(
-                asyncio.open_connection(host, port, limit=2**16), UPSTREAM_DIAL_TIMEOUT_S
-            )
+            upstream = await asyncio.wait_for(asyncio.open_connection(host, port, limit=2**16), UPSTREAM_DIAL_TIMEOUT_S)
         except (TimeoutError, OSError, ValueError) as exc:
             log.warning("proxy %s: unable to open connection to upstream %s: %s", self.name, self.upstream, exc)
             writer.transport.abort()

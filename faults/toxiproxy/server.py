@@ -1,16 +1,16 @@
 """Running the Toxiproxy-compatible server: in an event loop, in a thread, or as a process.
 
-    # async code (tests, the harness's asyncio parts)
-    server = ToxiproxyServer("127.0.0.1", 0)
-    await server.start()            # server.port is the real port
-    ...
-    await server.stop()
+# async code (tests, the harness's asyncio parts)
+server = ToxiproxyServer("127.0.0.1", 0)
+await server.start()            # server.port is the real port
+...
+await server.stop()
 
-    # sync code: a thread with its own loop
-    with ToxiproxyServer.running("127.0.0.1", 0) as tp:
-        toxiproxy.api.APIConsumer.host, toxiproxy.api.APIConsumer.port = tp.host, tp.port
+# sync code: a thread with its own loop
+with ToxiproxyServer.running("127.0.0.1", 0) as tp:
+    toxiproxy.api.APIConsumer.host, toxiproxy.api.APIConsumer.port = tp.host, tp.port
 
-    # a process: python -m faults.toxiproxy --host 127.0.0.1 --port 8474
+# a process: python -m faults.toxiproxy --host 127.0.0.1 --port 8474
 """
 
 from __future__ import annotations

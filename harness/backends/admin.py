@@ -40,21 +40,30 @@ class AdminClient:
 
     # ---- plumbing -----------------------------------------------------------------------------
 
-    def request(self, method: str, path: str, body: Any = None, *, expect: tuple[int, ...] = (200,),
-                timeout_s: float | None = None) -> Any:
+    def request(
+        self,
+        method: str,
+        path: str,
+        body: Any = None,
+        *,
+        expect: tuple[int, ...] = (200,),
+        timeout_s: float | None = None,
+    ) -> Any:
         headers = {}
         if method in ("POST", "DELETE", "PUT") and self.token:
             headers[TOKEN_HEADER] = self.token
         try:
-            resp = self._session.request(method, self.base_url + path, json=body, headers=headers,
-                                         timeout=timeout_s or self.timeout_s)
+            resp = self._session.request(
+                method, self.base_url + path, json=body, headers=headers, timeout=timeout_s or self.timeout_s
+            )
         except requests.Timeout:
             raise AdminError(self.node, method, path, f"no answer within {timeout_s or self.timeout_s:g}s") from None
         except requests.ConnectionError as exc:
             raise AdminError(self.node, method, path, f"cannot connect to {self.base_url} ({_short(exc)})") from None
         if resp.status_code not in expect:
-            raise AdminError(self.node, method, path,
-                             f"HTTP {resp.status_code}: {resp.text.strip()[:300]}", resp.status_code)
+            raise AdminError(
+                self.node, method, path, f"HTTP {resp.status_code}: {resp.text.strip()[:300]}", resp.status_code
+            )
         if resp.status_code == 204 or not resp.content:
             return None
         try:
@@ -82,9 +91,17 @@ class AdminClient:
     def metrics(self) -> str:
         return self.get("/metrics")
 
-    def send(self, to: str | list[str], *, rate: float, count: int | None = None,
-             duration: float | None = None, size: int = 100, stream: int | None = None,
-             first_n: int = 1) -> dict:
+    def send(
+        self,
+        to: str | list[str],
+        *,
+        rate: float,
+        count: int | None = None,
+        duration: float | None = None,
+        size: int = 100,
+        stream: int | None = None,
+        first_n: int = 1,
+    ) -> dict:
         body: dict[str, Any] = {"to": to, "rate": rate, "size": size}
         if count is not None:
             body["count"] = count

@@ -129,8 +129,15 @@ class Cluster(abc.ABC):
 
     backend_name = "?"
 
-    def __init__(self, scenario: Scenario, run_dir: Path, *, seed: int, epoch: float | None = None,
-                 options: ClusterOptions | None = None):
+    def __init__(
+        self,
+        scenario: Scenario,
+        run_dir: Path,
+        *,
+        seed: int,
+        epoch: float | None = None,
+        options: ClusterOptions | None = None,
+    ):
         self.scenario = scenario
         self.run_dir = Path(run_dir)
         self.seed = seed
@@ -166,8 +173,7 @@ class Cluster(abc.ABC):
         handle = self.node(name)
         client = self._admins.get(name)
         if client is None:
-            client = AdminClient(handle.admin_url, self.token, timeout_s=self.options.admin_timeout_s,
-                                 node=name)
+            client = AdminClient(handle.admin_url, self.token, timeout_s=self.options.admin_timeout_s, node=name)
             self._admins[name] = client
         return client
 
@@ -175,8 +181,9 @@ class Cluster(abc.ABC):
         """A node's seed per incarnation, derived from the run seed (stable across backends)."""
         return random.Random(f"{self.seed}/{name}/{incarnation}").getrandbits(31)
 
-    def node_config(self, name: str, *, bind: str, admin: str, peers: dict[str, str], events: str,
-                    incarnation: int) -> dict:
+    def node_config(
+        self, name: str, *, bind: str, admin: str, peers: dict[str, str], events: str, incarnation: int
+    ) -> dict:
         """The `python -m node` configuration of one incarnation (the node contract)."""
         sc = self.scenario
         return {
@@ -246,8 +253,10 @@ class Cluster(abc.ABC):
             self.exit_codes[name].append(code)
             self._finish(name)
         if stuck:
-            raise NodeStopError(f"node(s) {', '.join(stuck)} did not stop within "
-                                f"{self.options.stop_timeout_s:g}s of SIGTERM and were killed")
+            raise NodeStopError(
+                f"node(s) {', '.join(stuck)} did not stop within "
+                f"{self.options.stop_timeout_s:g}s of SIGTERM and were killed"
+            )
 
     def kill(self, name: str, reason: str = "kill") -> None:
         """Kill a node at once (SIGKILL): it writes nothing more."""
@@ -293,9 +302,12 @@ class Cluster(abc.ABC):
     def _record_stop(self, name: str, reason: str, t: float | None = None) -> None:
         """A node_stop for the current incarnation, written on its behalf (it cannot write one)."""
         handle = self.nodes[name]
-        self._synthetic[name].add(handle.incarnation, make_event(
-            self.now() if t is None else t, name, "node", "node_stop", reason=reason,
-            incarnation=handle.incarnation))
+        self._synthetic[name].add(
+            handle.incarnation,
+            make_event(
+                self.now() if t is None else t, name, "node", "node_stop", reason=reason, incarnation=handle.incarnation
+            ),
+        )
 
     # ---- hooks (implemented by backends) ------------------------------------------------------
 
@@ -484,8 +496,15 @@ class Backend(abc.ABC):
         """Whether this machine can run the backend, and why (or why not)."""
 
     @abc.abstractmethod
-    def create_cluster(self, scenario: Scenario, run_dir: Path, *, seed: int,
-                       epoch: float | None = None, options: ClusterOptions | None = None) -> Cluster:
+    def create_cluster(
+        self,
+        scenario: Scenario,
+        run_dir: Path,
+        *,
+        seed: int,
+        epoch: float | None = None,
+        options: ClusterOptions | None = None,
+    ) -> Cluster:
         """A cluster for a scenario whose nodes write into `run_dir` (not started yet)."""
 
 

@@ -228,11 +228,11 @@ class ToxiproxyClient:
         """A handle on a proxy by name (no request; its methods call the API)."""
         return Proxy(name=name, upstream="", enabled=True, listen="")
 
-    def add_toxic(self, proxy: str, *, name: str, type: str, stream: str, toxicity: float,
-                  attributes: dict) -> None:
+    def add_toxic(self, proxy: str, *, name: str, type: str, stream: str, toxicity: float, attributes: dict) -> None:
         with self.api():
-            self.proxy(proxy).add_toxic(name=name, type=type, stream=stream, toxicity=toxicity,
-                                        attributes=dict(attributes))
+            self.proxy(proxy).add_toxic(
+                name=name, type=type, stream=stream, toxicity=toxicity, attributes=dict(attributes)
+            )
 
     def remove_toxic(self, proxy: str, name: str) -> None:
         with self.api():

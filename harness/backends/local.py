@@ -109,8 +109,14 @@ class LocalBackend(Backend):
 
     name = "local"
 
-    def __init__(self, *, python: str | None = None, protocol_port: int = PROTOCOL_PORT,
-                 admin_port: int = ADMIN_PORT, env: dict[str, str] | None = None):
+    def __init__(
+        self,
+        *,
+        python: str | None = None,
+        protocol_port: int = PROTOCOL_PORT,
+        admin_port: int = ADMIN_PORT,
+        env: dict[str, str] | None = None,
+    ):
         self.python = python or sys.executable
         self.protocol_port = protocol_port
         self.admin_port = admin_port
@@ -128,8 +134,9 @@ class LocalBackend(Backend):
         except OSError as exc:
             problems.append(f"cannot bind 127.0.0.2 ({exc.strerror or exc})")
         try:
-            proc = subprocess.run([self.python, "-m", "node", "--help"], capture_output=True, text=True,
-                                  timeout=60, env=self._env())
+            proc = subprocess.run(
+                [self.python, "-m", "node", "--help"], capture_output=True, text=True, timeout=60, env=self._env()
+            )
             if proc.returncode != 0:
                 tail = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["no output"]
                 problems.append(f"`python -m node --help` exits {proc.returncode}: {tail[0]}")
@@ -139,8 +146,15 @@ class LocalBackend(Backend):
             return False, "; ".join(problems)
         return True, "127.0.0.2 can be bound and `python -m node --help` works"
 
-    def create_cluster(self, scenario: Scenario, run_dir: Path, *, seed: int, epoch: float | None = None,
-                       options: ClusterOptions | None = None) -> LocalCluster:
+    def create_cluster(
+        self,
+        scenario: Scenario,
+        run_dir: Path,
+        *,
+        seed: int,
+        epoch: float | None = None,
+        options: ClusterOptions | None = None,
+    ) -> LocalCluster:
         return LocalCluster(scenario, run_dir, seed=seed, epoch=epoch, options=options, backend=self)
 
     def _env(self) -> dict[str, str]:
@@ -159,8 +173,16 @@ class LocalBackend(Backend):
 class LocalCluster(Cluster):
     backend_name = "local"
 
-    def __init__(self, scenario: Scenario, run_dir: Path, *, seed: int, epoch: float | None,
-                 options: ClusterOptions | None, backend: LocalBackend):
+    def __init__(
+        self,
+        scenario: Scenario,
+        run_dir: Path,
+        *,
+        seed: int,
+        epoch: float | None,
+        options: ClusterOptions | None,
+        backend: LocalBackend,
+    ):
         super().__init__(scenario, run_dir, seed=seed, epoch=epoch, options=options)
         self.backend = backend
         self._env = backend._env()
@@ -174,8 +196,11 @@ class LocalCluster(Cluster):
     def _pick_subnet(self, avoid: Set[tuple[int, int]] = frozenset()) -> tuple[int, int]:
         rng = random.SystemRandom()
         n = len(self.scenario.nodes)
-        ports = ((self.backend.protocol_port, socket.SOCK_DGRAM), (self.backend.protocol_port, socket.SOCK_STREAM),
-                 (self.backend.admin_port, socket.SOCK_STREAM))
+        ports = (
+            (self.backend.protocol_port, socket.SOCK_DGRAM),
+            (self.backend.protocol_port, socket.SOCK_STREAM),
+            (self.backend.admin_port, socket.SOCK_STREAM),
+        )
         for _ in range(100):
             # 127.0.x.x is where everything else on the machine lives; stay clear of it.
             x, y = rng.randint(1, 254), rng.randint(0, 255)
@@ -191,8 +216,11 @@ class LocalCluster(Cluster):
         self._admins = {}
         for i, name in enumerate(self.scenario.nodes):
             ip = node_ip(x, y, i)
-            self.nodes[name] = NodeHandle(name=name, address=f"{ip}:{self.backend.protocol_port}",
-                                          admin_url=f"http://{ip}:{self.backend.admin_port}")
+            self.nodes[name] = NodeHandle(
+                name=name,
+                address=f"{ip}:{self.backend.protocol_port}",
+                admin_url=f"http://{ip}:{self.backend.admin_port}",
+            )
 
     # ---- starting -----------------------------------------------------------------------------
 
@@ -232,21 +260,36 @@ class LocalCluster(Cluster):
         events.unlink(missing_ok=True)
         peers = {p: h.address for p, h in self.nodes.items() if p != name}
         ip = handle.address.rsplit(":", 1)[0]
-        config = self.node_config(name, bind=handle.address, admin=f"{ip}:{self.backend.admin_port}",
-                                  peers=peers, events=str(events), incarnation=incarnation)
+        config = self.node_config(
+            name,
+            bind=handle.address,
+            admin=f"{ip}:{self.backend.admin_port}",
+            peers=peers,
+            events=str(events),
+            incarnation=incarnation,
+        )
         config_path = node_dir / "node.yaml"
         config_path.write_text(yaml.safe_dump(config, sort_keys=False), encoding="utf-8")
         t = self.now()
         with open(node_dir / "node.log", "ab") as log:
-            log.write(f"--- splitbrain: {name} incarnation {incarnation} starting at t={t:.3f} "
-                      f"on {handle.address} (admin {handle.admin_url})\n".encode())
+            log.write(
+                f"--- splitbrain: {name} incarnation {incarnation} starting at t={t:.3f} "
+                f"on {handle.address} (admin {handle.admin_url})\n".encode()
+            )
             log.flush()
             cmd = [self.backend.python, "-m", "node", "--config", str(config_path)]
             # Between fork and the bookkeeping below an interrupt would leave an untracked node.
             with signals_deferred():
-                proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                                        start_new_session=True, preexec_fn=_child_setup, env=self._env,
-                                        close_fds=True)
+                proc = subprocess.Popen(
+                    cmd,
+                    stdin=subprocess.DEVNULL,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,
+                    preexec_fn=_child_setup,
+                    env=self._env,
+                    close_fds=True,
+                )
                 self._procs[name] = proc
                 self._parts[name].append((incarnation, events, t))
                 handle.incarnation = incarnation
@@ -268,23 +311,32 @@ class LocalCluster(Cluster):
             except AdminError as exc:
                 last[0] = str(exc)
                 raise
-            if (not isinstance(reply, dict) or reply.get("status") != "ok"
-                    or reply.get("incarnation") != handle.incarnation):
+            if (
+                not isinstance(reply, dict)
+                or reply.get("status") != "ok"
+                or reply.get("incarnation") != handle.incarnation
+            ):
                 last[0] = f"GET /health answered {reply!r}"
                 raise AdminError(name, "GET", "/health", last[0])
 
         try:
-            for attempt in Retrying(stop=stop_after_delay(timeout), wait=wait_fixed(HEALTH_POLL_S),
-                                    retry=retry_if_exception_type(AdminError), reraise=False):
+            for attempt in Retrying(
+                stop=stop_after_delay(timeout),
+                wait=wait_fixed(HEALTH_POLL_S),
+                retry=retry_if_exception_type(AdminError),
+                reraise=False,
+            ):
                 with attempt:
                     probe()
         except _Exited as exc:
             handle.state = NodeState.DEAD
             tail = self.log_tail(name)
             cls = NodeAddressInUse if any(m in tail for m in _ADDRESS_IN_USE) else NodeStartError
-            raise cls(f"node {name} (incarnation {handle.incarnation}) exited with code {exc.code} "
-                      f"while starting on {handle.address}; tail of {self._node_dir(name) / 'node.log'}:\n"
-                      f"{tail}") from None
+            raise cls(
+                f"node {name} (incarnation {handle.incarnation}) exited with code {exc.code} "
+                f"while starting on {handle.address}; tail of {self._node_dir(name) / 'node.log'}:\n"
+                f"{tail}"
+            ) from None
         except RetryError:
             raise NodeStartError(
                 f"node {name} (incarnation {handle.incarnation}) did not answer GET {handle.admin_url}/health "
@@ -332,9 +384,11 @@ class LocalCluster(Cluster):
             self.exit_codes[name].append(proc.returncode)
             self._record_stop(name, "crashed")
             self._collect(name)
-            raise NodeCrashed(f"node {name} (incarnation {handle.incarnation}) exited unexpectedly with code "
-                              f"{proc.returncode}; tail of {self._node_dir(name) / 'node.log'}:\n"
-                              f"{self.log_tail(name)}")
+            raise NodeCrashed(
+                f"node {name} (incarnation {handle.incarnation}) exited unexpectedly with code "
+                f"{proc.returncode}; tail of {self._node_dir(name) / 'node.log'}:\n"
+                f"{self.log_tail(name)}"
+            )
 
     def pids(self) -> dict[str, int]:
         """Process ids of the current incarnations (for tests and diagnostics)."""

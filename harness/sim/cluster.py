@@ -32,8 +32,22 @@ DEAD = NodeState.DEAD
 
 class SimNode:
     __slots__ = (
-        "name", "state", "stack", "incarnation", "timer_at", "timer_gen", "timer_t", "timer_repeats",
-        "pending", "pending_frames", "events", "view_id", "seed_rng", "links", "drops", "drops_queued",
+        "name",
+        "state",
+        "stack",
+        "incarnation",
+        "timer_at",
+        "timer_gen",
+        "timer_t",
+        "timer_repeats",
+        "pending",
+        "pending_frames",
+        "events",
+        "view_id",
+        "seed_rng",
+        "links",
+        "drops",
+        "drops_queued",
     )
 
     def __init__(self, name: str, seed_rng: random.Random):

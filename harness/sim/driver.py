@@ -44,8 +44,9 @@ class SimBackend:
     def check(self) -> tuple[bool, str]:
         return True, ""
 
-    def create_cluster(self, scenario: Scenario, run_dir: Path, *, seed: int,
-                       options: ClusterOptions | None = None, **sim_options) -> SimCluster:
+    def create_cluster(
+        self, scenario: Scenario, run_dir: Path, *, seed: int, options: ClusterOptions | None = None, **sim_options
+    ) -> SimCluster:
         return SimCluster(scenario, run_dir, seed=seed, options=options, **sim_options)
 
 
@@ -57,8 +58,9 @@ class SimCluster:
     # SplitbrainCluster.start posts no views of its own.
     installs_views = True
 
-    def __init__(self, scenario: Scenario, run_dir: Path, *, seed: int, options: ClusterOptions | None = None,
-                 **sim_options):
+    def __init__(
+        self, scenario: Scenario, run_dir: Path, *, seed: int, options: ClusterOptions | None = None, **sim_options
+    ):
         self.scenario = scenario
         self.run_dir = Path(run_dir)
         self.seed = seed
@@ -78,8 +80,13 @@ class SimCluster:
     def node(self, name: str) -> NodeHandle:
         node = self.sim.nodes[name]
         # Live backends count incarnations from 1, the simulator from 0.
-        return NodeHandle(name=name, address=f"sim:{name}", admin_url=f"sim:{name}",
-                          incarnation=node.incarnation + 1, state=_STATES.get(node.state, NodeState.RUNNING))
+        return NodeHandle(
+            name=name,
+            address=f"sim:{name}",
+            admin_url=f"sim:{name}",
+            incarnation=node.incarnation + 1,
+            state=_STATES.get(node.state, NodeState.RUNNING),
+        )
 
     def sim_node(self, name: str) -> SimNode:
         return self.sim.nodes[name]
@@ -154,17 +161,28 @@ class SimAdmin:
         }
 
     def streams(self) -> list[dict]:
-        return [{"stream": index, "to": ss.dest, "sent": ss.n, "planned": ss.limit, "done": ss.k >= ss.limit}
-                for index, ss in self.cluster.streams[self.name].items()]
+        return [
+            {"stream": index, "to": ss.dest, "sent": ss.n, "planned": ss.limit, "done": ss.k >= ss.limit}
+            for index, ss in self.cluster.streams[self.name].items()
+        ]
 
     def delivered(self) -> dict:
         return {"node": self.name, "delivered": self.cluster.delivered(self.name)}
 
-    def send(self, dest: str, *, rate: float, count: int | None = None, duration: float | None = None,
-             size: int = 100, stream: int = 0) -> dict:
+    def send(
+        self,
+        dest: str,
+        *,
+        rate: float,
+        count: int | None = None,
+        duration: float | None = None,
+        size: int = 100,
+        stream: int = 0,
+    ) -> dict:
         sim = self.cluster.sim
-        spec = Stream(src=self.name, dest=dest, rate=rate, count=count, duration=duration, size=size,
-                      start=sim.now, index=stream)
+        spec = Stream(
+            src=self.name, dest=dest, rate=rate, count=count, duration=duration, size=size, start=sim.now, index=stream
+        )
         self.cluster.streams[self.name][stream] = sim.add_stream(spec)
         return {"stream": stream}
 
@@ -179,7 +197,7 @@ class _Delivered:
 
     def of(self, name: str, events: list[dict]) -> dict:
         counts = self.counts[name]
-        for ev in events[self.seen[name]:]:
+        for ev in events[self.seen[name] :]:
             kind = ev["kind"]
             if kind == "node_start":
                 counts.clear()
@@ -217,4 +235,3 @@ class SimFaults:
     def close(self) -> tuple[list[str], list[str]]:
         """Faults in force end with the simulation; nothing outside it to remove."""
         return [], []
-

@@ -108,9 +108,7 @@ def _default_stack_factory() -> StackFactory:
     try:
         compose = importlib.import_module("node.compose")
     except ImportError as exc:
-        raise SimulationError(
-            f"node.compose is not available ({exc}); pass stack_factory= to Simulation"
-        ) from exc
+        raise SimulationError(f"node.compose is not available ({exc}); pass stack_factory= to Simulation") from exc
     return compose.build_stack
 
 
@@ -145,8 +143,7 @@ def _event_time(ev: dict) -> float:
 
 
 class _StreamState:
-    __slots__ = ("node", "src", "dest", "index", "size", "start", "rate", "tick", "ticks_per_s", "limit",
-                 "k", "n")
+    __slots__ = ("node", "src", "dest", "index", "size", "start", "rate", "tick", "ticks_per_s", "limit", "k", "n")
 
     def __init__(self, stream, node: SimNode, end: float):
         self.node = node
@@ -637,8 +634,7 @@ class Simulation:
         incarnation = node.incarnation + 1
         rng = random.Random(node.seed_rng.getrandbits(64))
         try:
-            stack = self.stack_factory(node.name, self.scenario.protocol, dict(self.scenario.config),
-                                       rng, incarnation)
+            stack = self.stack_factory(node.name, self.scenario.protocol, dict(self.scenario.config), rng, incarnation)
         except ValueError as exc:
             # The protocol validates its own settings and names the key ("xmit_interval: ...").
             raise _config_error(exc) from exc
@@ -656,8 +652,7 @@ class Simulation:
 
     def _stop_node(self, node: SimNode, t: float, reason: str) -> None:
         node.events.extend(node.drops.flush(t))
-        node.events.append(make_event(t, node.name, "node", "node_stop", reason=reason,
-                                      incarnation=node.incarnation))
+        node.events.append(make_event(t, node.name, "node", "node_stop", reason=reason, incarnation=node.incarnation))
         node.stack = None
         node.state = DEAD
         node.cancel_timer()
@@ -686,12 +681,15 @@ class Simulation:
 
     # ---- the schedule -------------------------------------------------------------------------
 
-    def _apply_step(self, step: FaultStep, t: float,
-                    steps: Sequence[FaultStep] | Mapping[int, FaultStep] | None = None) -> list[nemesis.Timeline]:
+    def _apply_step(
+        self, step: FaultStep, t: float, steps: Sequence[FaultStep] | Mapping[int, FaultStep] | None = None
+    ) -> list[nemesis.Timeline]:
         state = nemesis.ClusterState(
-            nodes=self.scenario.nodes, states={name: node.state.value for name, node in self.nodes.items()},
+            nodes=self.scenario.nodes,
+            states={name: node.state.value for name, node in self.nodes.items()},
             active=self.active_steps,
-            steps=self.scenario.schedule if steps is None else steps)
+            steps=self.scenario.schedule if steps is None else steps,
+        )
         ops = nemesis.step_ops(step, state)
         for op in ops:
             self._carry_out[type(op)](op, t)
@@ -750,10 +748,15 @@ class Simulation:
 
     @property
     def _carry_out(self) -> dict:
-        return {nemesis.LinkFault: self._op_link_fault, nemesis.RuleAdd: self._op_rule_add,
-                nemesis.RuleRemove: self._op_rule_remove, nemesis.View: self._op_view,
-                nemesis.AdminSync: self._op_sync, nemesis.Lifecycle: self._op_lifecycle,
-                nemesis.Timeline: self._op_timeline}
+        return {
+            nemesis.LinkFault: self._op_link_fault,
+            nemesis.RuleAdd: self._op_rule_add,
+            nemesis.RuleRemove: self._op_rule_remove,
+            nemesis.View: self._op_view,
+            nemesis.AdminSync: self._op_sync,
+            nemesis.Lifecycle: self._op_lifecycle,
+            nemesis.Timeline: self._op_timeline,
+        }
 
     # ---- in-process fault rules ---------------------------------------------------------------
 

@@ -157,8 +157,14 @@ class AdminServer:
 
     async def health(self, request: web.Request) -> web.Response:
         node = self.node
-        return web.json_response({"status": "ok" if node.running else "stopping", "node": node.name,
-                                  "incarnation": node.incarnation, "uptime_s": node.uptime()})
+        return web.json_response(
+            {
+                "status": "ok" if node.running else "stopping",
+                "node": node.name,
+                "incarnation": node.incarnation,
+                "uptime_s": node.uptime(),
+            }
+        )
 
     async def state(self, request: web.Request) -> web.Response:
         return web.json_response(self.node.state())
@@ -174,9 +180,15 @@ class AdminServer:
 
     async def get_config(self, request: web.Request) -> web.Response:
         node = self.node
-        return web.json_response({"node": node.config.as_dict(), "protocol": node.settings.as_dict(),
-                                  "bind": str(node.bind_address), "admin": str(node.admin_address),
-                                  "epoch": node.epoch})
+        return web.json_response(
+            {
+                "node": node.config.as_dict(),
+                "protocol": node.settings.as_dict(),
+                "bind": str(node.bind_address),
+                "admin": str(node.admin_address),
+                "epoch": node.epoch,
+            }
+        )
 
     async def metrics(self, request: web.Request) -> web.Response:
         return web.Response(body=render(self.node.registry), headers={"Content-Type": CONTENT_TYPE})
@@ -191,9 +203,15 @@ class AdminServer:
         body = await self._body(request, _SEND_FIELDS)
         if "to" not in body:
             raise RequestError("required", "to")
-        s = self.node.start_stream(body["to"], count=body.get("count"), duration=body.get("duration"),
-                                   rate=body.get("rate", 100), size=body.get("size", 100),
-                                   stream=body.get("stream"), first_n=body.get("first_n", 1))
+        s = self.node.start_stream(
+            body["to"],
+            count=body.get("count"),
+            duration=body.get("duration"),
+            rate=body.get("rate", 100),
+            size=body.get("size", 100),
+            stream=body.get("stream"),
+            first_n=body.get("first_n", 1),
+        )
         return web.json_response({"stream": s.stream, "to": list(s.to)}, status=202)
 
     async def sync(self, request: web.Request) -> web.Response:
@@ -266,8 +284,9 @@ def parse_fault_rule(body: dict[str, Any], peers: Container[str]) -> FaultRule:
                 known = protocols.message_types()
                 bad = [t for t in value if t not in known]
                 if bad:
-                    raise RequestError(f"types: unknown message type(s) {', '.join(bad)} "
-                                       f"(known: {', '.join(sorted(known))})", key)
+                    raise RequestError(
+                        f"types: unknown message type(s) {', '.join(bad)} (known: {', '.join(sorted(known))})", key
+                    )
                 value = frozenset(value)
         elif key in ("count", "after"):
             if value is None and key == "count":
@@ -276,8 +295,11 @@ def parse_fault_rule(body: dict[str, Any], peers: Container[str]) -> FaultRule:
                 raise RequestError(f"{key}: expected an integer, got {value!r}", key)
         elif key == "seqnos":
             if value is not None:
-                if (not isinstance(value, list) or len(value) != 2
-                        or not all(isinstance(v, int) and not isinstance(v, bool) for v in value)):
+                if (
+                    not isinstance(value, list)
+                    or len(value) != 2
+                    or not all(isinstance(v, int) and not isinstance(v, bool) for v in value)
+                ):
                     raise RequestError(f"seqnos: expected [lo, hi], got {value!r}", key)
                 value = (value[0], value[1])
         else:  # p, start, until, delay_s, jitter_s: numbers (start/until may be null)

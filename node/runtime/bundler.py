@@ -24,8 +24,15 @@ _ENCODE_ERRORS = (ValueError, OverflowError, struct.error)
 
 
 class Bundler:
-    def __init__(self, local: str, loop: asyncio.AbstractEventLoop, transport: UdpTransport | TcpTransport,
-                 max_bytes: int, enabled: bool = True, on_error: Callable[[str, Exception], None] | None = None):
+    def __init__(
+        self,
+        local: str,
+        loop: asyncio.AbstractEventLoop,
+        transport: UdpTransport | TcpTransport,
+        max_bytes: int,
+        enabled: bool = True,
+        on_error: Callable[[str, Exception], None] | None = None,
+    ):
         self.local = local
         self.loop = loop
         self.transport = transport

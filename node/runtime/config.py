@@ -53,18 +53,18 @@ class Address:
 
 
 def parse_address(key: str, value: object, allow_port_zero: bool = True) -> Address:
-    """"host:port" (IPv6 as "[::1]:port") -> Address; errors name `key`."""
+    """ "host:port" (IPv6 as "[::1]:port") -> Address; errors name `key`."""
     if not isinstance(value, str):
-        raise ConfigError(key, f"expected \"host:port\", got {value!r}")
+        raise ConfigError(key, f'expected "host:port", got {value!r}')
     text = value.strip()
     if text.startswith("["):
         host, sep, port_text = text[1:].partition("]:")
     else:
         host, sep, port_text = text.rpartition(":")
     if not sep or not host or not port_text:
-        raise ConfigError(key, f"expected \"host:port\", got {value!r}")
+        raise ConfigError(key, f'expected "host:port", got {value!r}')
     if ":" in host and not text.startswith("["):
-        raise ConfigError(key, f"write an IPv6 address as \"[addr]:port\", got {value!r}")
+        raise ConfigError(key, f'write an IPv6 address as "[addr]:port", got {value!r}')
     try:
         port = int(port_text)
     except ValueError:
@@ -171,7 +171,7 @@ def env_overrides(env: dict[str, str]) -> tuple[dict[str, str], list[str]]:
     for var, value in env.items():
         if not var.startswith(ENV_PREFIX) or var == protocols.ENV_PROTOCOLS:  # the registry's, not a key
             continue
-        key = var[len(ENV_PREFIX):].lower()
+        key = var[len(ENV_PREFIX) :].lower()
         if key in _KEYS or (key.startswith("config_") and len(key) > len("config_")):
             found[key] = value
         else:
@@ -194,7 +194,7 @@ def _apply_env(values: dict[str, Any], env: dict[str, str]) -> None:
     for key, text in sorted(found.items()):
         if not key.startswith("config_"):
             continue
-        setting = key[len("config_"):]
+        setting = key[len("config_") :]
         protocol = values.get("config")
         if protocol is None:
             protocol = {}
@@ -243,7 +243,7 @@ def _validate(values: dict[str, Any]) -> NodeConfig:
 
     peers_raw = values.get("peers") or {}
     if not isinstance(peers_raw, dict):
-        raise ConfigError("peers", f"expected a mapping name -> \"host:port\", got {peers_raw!r}")
+        raise ConfigError("peers", f'expected a mapping name -> "host:port", got {peers_raw!r}')
     peers = {}
     for peer, addr in peers_raw.items():
         peer_name = _name(f"peers.{peer}", peer)
@@ -285,18 +285,33 @@ def _validate(values: dict[str, Any]) -> NodeConfig:
         raise ConfigError("admin_token", "expected a non-empty string")
     admin_open = _bool("admin_open", values.get("admin_open", False))
     if token is None and not admin_open and not is_loopback(admin.host):
-        raise ConfigError("admin_token", f"required when the admin API listens on {admin.host}, which is not a "
-                          "loopback address: without it anyone who reaches the address may change views, faults "
-                          "and streams (set admin_open: true to allow that on purpose)")
+        raise ConfigError(
+            "admin_token",
+            f"required when the admin API listens on {admin.host}, which is not a "
+            "loopback address: without it anyone who reaches the address may change views, faults "
+            "and streams (set admin_open: true to allow that on purpose)",
+        )
     bundling = _bool("bundling", values.get("bundling", True))
     limit = MAX_FRAME_BYTES if transport == "udp" else MAX_TCP_BUNDLE_BYTES
     bundle_max = _int("bundle_max_bytes", values.get("bundle_max_bytes", 60_000), lowest=MIN_BUNDLE_BYTES)
     if bundle_max > limit:
         raise ConfigError("bundle_max_bytes", f"must be <= {limit} over {transport}, got {bundle_max}")
     return NodeConfig(
-        name=name, bind=bind, admin=admin, transport=transport, protocol=protocol, peers=peers,
-        config=dict(protocol_settings), events=events, event_log=event_log, incarnation=incarnation,
-        seed=seed, epoch=epoch, admin_token=token, admin_open=admin_open, bundling=bundling,
+        name=name,
+        bind=bind,
+        admin=admin,
+        transport=transport,
+        protocol=protocol,
+        peers=peers,
+        config=dict(protocol_settings),
+        events=events,
+        event_log=event_log,
+        incarnation=incarnation,
+        seed=seed,
+        epoch=epoch,
+        admin_token=token,
+        admin_open=admin_open,
+        bundling=bundling,
         bundle_max_bytes=bundle_max,
     )
 

@@ -32,8 +32,13 @@ _UNSET = object()  # no t seen yet (None is a value an event could carry)
 class EventLog:
     """A buffered JSONL writer driven by the event loop (`loop.call_later`), never by a thread."""
 
-    def __init__(self, path: str | os.PathLike[str], loop: asyncio.AbstractEventLoop, flush_interval_s: float = 0.1,
-                 batch_events: int = 4096):
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        loop: asyncio.AbstractEventLoop,
+        flush_interval_s: float = 0.1,
+        batch_events: int = 4096,
+    ):
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._file: FileIO | None = open(self.path, "ab", buffering=0)  # noqa: SIM115 - closed in close()
@@ -109,8 +114,9 @@ class EventLog:
                 append(enc(ev))
                 continue
             v, t, node, proto, kind, peer, seqno, conn_id, nbytes, app = ev.values()
-            same_head = (kind is lkind and peer is lpeer and conn_id == lconn and node is lnode
-                         and proto is lproto and v == lv)
+            same_head = (
+                kind is lkind and peer is lpeer and conn_id == lconn and node is lnode and proto is lproto and v == lv
+            )
             if t is not last_t or not same_head:
                 # Around t, seqno, bytes and app the line is the same for every event of one
                 # (v, node, proto, kind, peer, conn_id), and events of one input share their t.
@@ -143,10 +149,12 @@ class EventLog:
         v, node, proto, kind, peer, conn_id = key
         if type(v) is not int or type(conn_id) is not int or not all(type(x) is str for x in (node, proto, kind, peer)):
             return None
-        parts = ('{"v":%d,"t":' % v,
-                 ',"node":%s,"proto":%s,"kind":%s,"peer":%s,"seqno":' % (
-                     _c_str(node), _c_str(proto), _c_str(kind), _c_str(peer)),
-                 ',"conn_id":%d,"bytes":' % conn_id)
+        parts = (
+            '{"v":%d,"t":' % v,
+            ',"node":%s,"proto":%s,"kind":%s,"peer":%s,"seqno":'
+            % (_c_str(node), _c_str(proto), _c_str(kind), _c_str(peer)),
+            ',"conn_id":%d,"bytes":' % conn_id,
+        )
         if len(self._parts) > 10_000:
             self._parts.clear()
         self._parts[key] = parts

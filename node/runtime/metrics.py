@@ -35,30 +35,38 @@ class NodeCollector:
         windows = [w for layer in node.protocol_layers for w in layer.windows()]
 
         info = InfoMetricFamily(P + "node", "The node's identity")
-        info.add_metric([], {"node": node.name, "incarnation": str(node.incarnation),
-                             "protocol": node.config.protocol, "transport": node.config.transport})
+        info.add_metric(
+            [],
+            {
+                "node": node.name,
+                "incarnation": str(node.incarnation),
+                "protocol": node.config.protocol,
+                "transport": node.config.transport,
+            },
+        )
         yield info
         up = GaugeMetricFamily(P + "uptime_seconds", "Seconds since the node started")
         up.add_metric([], node.uptime())
         yield up
 
-        msgs = CounterMetricFamily(P + "messages", "Protocol messages by type and direction",
-                                   labels=["type", "direction"])
+        msgs = CounterMetricFamily(
+            P + "messages", "Protocol messages by type and direction", labels=["type", "direction"]
+        )
         for key, value in sorted(counters.items()):
             direction, _, mtype = key.partition("_")
             if direction in ("tx", "rx") and mtype.isupper():
                 msgs.add_metric([mtype, "out" if direction == "tx" else "in"], value)
         yield msgs
-        drops = CounterMetricFamily(P + "protocol_drops", "Messages a protocol layer rejected, by message type",
-                                    labels=["type"])
+        drops = CounterMetricFamily(
+            P + "protocol_drops", "Messages a protocol layer rejected, by message type", labels=["type"]
+        )
         for key, value in sorted(counters.items()):
             if key.startswith("dropped_"):
-                drops.add_metric([key[len("dropped_"):]], value)
+                drops.add_metric([key[len("dropped_") :]], value)
         yield drops
         yield _counter("retransmissions", "DATA messages sent again", counters.get("retransmit", 0))
         yield _counter("xmit_reqs", "XMIT-REQs sent", counters.get("xmit_reqs", 0))
-        yield _counter("duplicate_messages_received", "DATA messages received twice",
-                       counters.get("rx_duplicate", 0))
+        yield _counter("duplicate_messages_received", "DATA messages received twice", counters.get("rx_duplicate", 0))
         syncs = CounterMetricFamily(P + "syncs", "Resyncs by outcome", labels=["outcome"])
         for outcome in ("started", "completed", "timed_out"):
             syncs.add_metric([outcome], counters.get(f"syncs_{outcome}", 0))
@@ -66,8 +74,9 @@ class NodeCollector:
 
         assert node.transport is not None, "metrics are served by a started node"
         tstats = node.transport.stats
-        frames = CounterMetricFamily(P + "frames", "Frames (datagrams or TCP frames) by direction",
-                                     labels=["direction"])
+        frames = CounterMetricFamily(
+            P + "frames", "Frames (datagrams or TCP frames) by direction", labels=["direction"]
+        )
         frames.add_metric(["in"], node.rx_stats.frames_in)
         frames.add_metric(["out"], tstats.frames_out)
         yield frames
@@ -76,10 +85,14 @@ class NodeCollector:
         nbytes.add_metric(["out"], tstats.bytes_out)
         yield nbytes
         yield _counter("malformed_frames", "Frames that could not be decoded", node.rx_stats.malformed)
-        yield _counter("stack_errors", "Exceptions raised inside the protocol stack (bugs; error events)",
-                       node.rx_stats.stack_errors)
-        dropped = CounterMetricFamily(P + "dropped_frames", "Frames dropped by the transport",
-                                      labels=["direction", "reason"])
+        yield _counter(
+            "stack_errors",
+            "Exceptions raised inside the protocol stack (bugs; error events)",
+            node.rx_stats.stack_errors,
+        )
+        dropped = CounterMetricFamily(
+            P + "dropped_frames", "Frames dropped by the transport", labels=["direction", "reason"]
+        )
         for reason, value in sorted(node.rx_stats.dropped.items()):
             dropped.add_metric(["in", reason], value)
         dropped.add_metric(["out", "unsendable"], tstats.dropped_out)
@@ -90,13 +103,13 @@ class NodeCollector:
             yield _counter("tcp_connect_failures", "Failed TCP connection attempts", tstats.connect_failures)
             yield _counter("tcp_connections_lost", "TCP connections lost", tstats.connections_lost)
 
-        send_w = GaugeMetricFamily(P + "send_window_messages", "Unacked messages per peer (HS - HA)",
-                                   labels=["peer"])
+        send_w = GaugeMetricFamily(P + "send_window_messages", "Unacked messages per peer (HS - HA)", labels=["peer"])
         for w in sorted((w for w in windows if w.side == "send"), key=lambda w: w.peer):
             send_w.add_metric([w.peer], w.pending)
         yield send_w
-        recv_w = GaugeMetricFamily(P + "recv_window_messages",
-                                   "Messages received but not deliverable yet, per peer", labels=["peer"])
+        recv_w = GaugeMetricFamily(
+            P + "recv_window_messages", "Messages received but not deliverable yet, per peer", labels=["peer"]
+        )
         recv_m = GaugeMetricFamily(P + "recv_window_missing", "Missing seqnos per peer", labels=["peer"])
         for w in sorted((w for w in windows if w.side == "recv"), key=lambda w: w.peer):
             recv_w.add_metric([w.peer], w.pending)
@@ -104,20 +117,23 @@ class NodeCollector:
         yield recv_w
         yield recv_m
 
-        delivered = CounterMetricFamily(P + "delivered", "Messages delivered to the application, per sender",
-                                        labels=["sender"])
+        delivered = CounterMetricFamily(
+            P + "delivered", "Messages delivered to the application, per sender", labels=["sender"]
+        )
         for sender, count in sorted(node.delivered.per_sender_counts().items()):
             delivered.add_metric([sender], count)
         yield delivered
-        sent = CounterMetricFamily(P + "app_sent", "Workload messages handed to the stack, per destination",
-                                   labels=["peer"])
+        sent = CounterMetricFamily(
+            P + "app_sent", "Workload messages handed to the stack, per destination", labels=["peer"]
+        )
         for peer, count in sorted(node.app_sent.items()):
             sent.add_metric([peer], count)
         yield sent
         if node.eventlog is not None:
             yield _counter("events_written", "Events written to the event log", node.eventlog.written)
-        faults = CounterMetricFamily(P + "fault_actions", "Messages the in-process fault layer acted on",
-                                     labels=["action"])
+        faults = CounterMetricFamily(
+            P + "fault_actions", "Messages the in-process fault layer acted on", labels=["action"]
+        )
         for action, value in sorted(node.faults.counters.items()):
             faults.add_metric([action], value)
         yield faults

@@ -172,8 +172,9 @@ class Node:
             cls = UdpTransport if cfg.transport == "udp" else TcpTransport
             transport = self.transport = cls(self.name, cfg.bind, resolved, self.on_frame, self._transport_drop)
             self.bind_address = await transport.start()
-            self.bundler = Bundler(self.name, self.loop, transport, cfg.bundle_max_bytes, cfg.bundling,
-                                   on_error=self._bundle_error)
+            self.bundler = Bundler(
+                self.name, self.loop, transport, cfg.bundle_max_bytes, cfg.bundling, on_error=self._bundle_error
+            )
             from .admin import AdminServer  # aiohttp is imported only by a node that serves
 
             admin = self.admin = AdminServer(self)
@@ -187,8 +188,14 @@ class Node:
         if self.eventlog is not None:
             self.eventlog.start()
         self._rearm()
-        log.info("node %s (incarnation %d) up: %s %s, admin http://%s", self.name, self.incarnation,
-                 cfg.transport, self.bind_address, self.admin_address)
+        log.info(
+            "node %s (incarnation %d) up: %s %s, admin http://%s",
+            self.name,
+            self.incarnation,
+            cfg.transport,
+            self.bind_address,
+            self.admin_address,
+        )
 
     async def stop(self, reason: str = "stop") -> None:
         """Graceful stop: final window snapshots, node_stop, flush the log, close sockets."""
@@ -220,8 +227,9 @@ class Node:
                 events = self.drops.flush(now)
                 for layer in self.stack.layers:
                     events.extend(layer.window_events(now, final=True))
-                events.append(make_event(now, self.name, "node", "node_stop", reason=reason,
-                                         incarnation=self.incarnation))
+                events.append(
+                    make_event(now, self.name, "node", "node_stop", reason=reason, incarnation=self.incarnation)
+                )
                 for ev in events:
                     self._log(ev)
         finally:
@@ -307,9 +315,17 @@ class Node:
         (which the no_errors check fails on) with the last frames of its traceback; the node goes on."""
         self.rx_stats.stack_errors += 1
         log.exception("%s: protocol error on %s input", self.name, where)
-        self._log(make_event(now, self.name, "node", "error", peer=peer,
-                             reason=f"{type(exc).__name__}: {exc} (on {where} input)"[:500],
-                             detail=traceback_tail(exc)))
+        self._log(
+            make_event(
+                now,
+                self.name,
+                "node",
+                "error",
+                peer=peer,
+                reason=f"{type(exc).__name__}: {exc} (on {where} input)"[:500],
+                detail=traceback_tail(exc),
+            )
+        )
 
     # ---- receive path -------------------------------------------------------------------------
 
@@ -398,8 +414,9 @@ class Node:
 
     def _bundle_error(self, dest: str, exc: Exception) -> None:
         log.error("%s: cannot encode frames for %s: %s", self.name, dest, exc)
-        self._log(make_event(self.now(), self.name, "transport", "drop", peer=dest,
-                             reason=f"cannot encode frame: {exc}"))
+        self._log(
+            make_event(self.now(), self.name, "transport", "drop", peer=dest, reason=f"cannot encode frame: {exc}")
+        )
 
     # ---- commands (admin) ---------------------------------------------------------------------
 
@@ -443,8 +460,9 @@ class Node:
 
     def add_fault(self, rule: FaultRule) -> int:
         rule_id = self.faults.add_rule(rule)
-        self._log(make_event(self.now(), self.name, "faults", "fault_on", fault=f"rule {rule_id}",
-                             detail=rule.describe()))
+        self._log(
+            make_event(self.now(), self.name, "faults", "fault_on", fault=f"rule {rule_id}", detail=rule.describe())
+        )
         self._rearm()
         return rule_id
 
@@ -470,7 +488,7 @@ class Node:
         if isinstance(to, str):
             to = [to]
         if not isinstance(to, list) or not to or not all(isinstance(t, str) for t in to):
-            raise RequestError("expected a peer name, a list of peer names or \"all\"", "to")
+            raise RequestError('expected a peer name, a list of peer names or "all"', "to")
         for t in to:
             if t not in self.peers:
                 raise RequestError(f"unknown peer {t!r} (peers: {', '.join(sorted(self.peers)) or 'none'})", "to")
@@ -478,8 +496,16 @@ class Node:
             raise RequestError("a peer is named twice", "to")
         return list(to)
 
-    def start_stream(self, to: Any, count: int | None = None, duration: float | None = None, rate: float = 100.0,
-                     size: int = 100, stream: int | None = None, first_n: int = 1) -> Stream:
+    def start_stream(
+        self,
+        to: Any,
+        count: int | None = None,
+        duration: float | None = None,
+        rate: float = 100.0,
+        size: int = 100,
+        stream: int | None = None,
+        first_n: int = 1,
+    ) -> Stream:
         """Start a workload stream (validated; RequestError names the bad field). `first_n` is the app
         n of its first message: a stream resumed after a restart of its sender goes on numbering
         where the old process left off, so application ids never repeat."""
@@ -490,8 +516,9 @@ class Node:
             raise RequestError("give exactly one of count and duration", "count")
         if count is not None and (isinstance(count, bool) or not isinstance(count, int) or count < 1):
             raise RequestError(f"count: expected an integer >= 1, got {count!r}", "count")
-        if duration is not None and (isinstance(duration, bool) or not isinstance(duration, (int, float))
-                                     or not 0 < duration < float("inf")):
+        if duration is not None and (
+            isinstance(duration, bool) or not isinstance(duration, (int, float)) or not 0 < duration < float("inf")
+        ):
             raise RequestError(f"duration: expected a number of seconds > 0, got {duration!r}", "duration")
         if isinstance(rate, bool) or not isinstance(rate, (int, float)) or not 0 <= rate < float("inf"):
             raise RequestError(f"rate: expected a number of messages per second >= 0, got {rate!r}", "rate")
@@ -508,8 +535,17 @@ class Node:
             raise RequestError(f"stream {stream} exists already", "stream", 409)
         if isinstance(first_n, bool) or not isinstance(first_n, int) or not 1 <= first_n < 2**62:
             raise RequestError(f"first_n: expected an integer >= 1, got {first_n!r}", "first_n")
-        s = Stream(self.name, stream, targets, count, float(duration) if duration is not None else None,
-                   float(rate), size, self.now(), first_n)
+        s = Stream(
+            self.name,
+            stream,
+            targets,
+            count,
+            float(duration) if duration is not None else None,
+            float(rate),
+            size,
+            self.now(),
+            first_n,
+        )
         self.streams[stream] = s
         self._stream_handles[stream] = self.loop.call_soon(self._stream_step, s)
         return s
@@ -648,8 +684,9 @@ class Node:
             "now": self.now(),
             "view": self.view,
             # Protocol-neutral: every window and busy reason, each tagged with its layer.
-            "windows": [{"proto": layer.proto, **w.to_dict()} for layer in self.protocol_layers
-                        for w in layer.windows()],
+            "windows": [
+                {"proto": layer.proto, **w.to_dict()} for layer in self.protocol_layers for w in layer.windows()
+            ],
             "busy": [{"proto": layer.proto, "reason": why} for layer in self.protocol_layers for why in layer.busy()],
             # Each layer's own detail, under its name (for people; code reads the two above).
             **{layer.proto: layer.snapshot() for layer in self.stack.layers},
@@ -667,7 +704,9 @@ class Node:
 def traceback_tail(exc: BaseException, frames: int = 4, limit: int = 1000) -> str:
     """The last few frames of an exception's traceback, one line each, at most `limit` characters."""
     summary = traceback.extract_tb(exc.__traceback__)[-frames:]
-    lines = [f"{f.filename.rsplit('/', 2)[-1] if '/' in f.filename else f.filename}:{f.lineno} {f.name}: {f.line}"
-             for f in summary]
+    lines = [
+        f"{f.filename.rsplit('/', 2)[-1] if '/' in f.filename else f.filename}:{f.lineno} {f.name}: {f.line}"
+        for f in summary
+    ]
     text = " | ".join(lines)
-    return text if len(text) <= limit else "..." + text[-(limit - 3):]
+    return text if len(text) <= limit else "..." + text[-(limit - 3) :]

@@ -97,9 +97,15 @@ async def serve(config: NodeConfig, ready: Callable[[Node], None] | None = None,
 
 
 def _announce(node: Node) -> None:
-    line = {"ready": True, "node": node.name, "incarnation": node.incarnation, "pid": os.getpid(),
-            "bind": str(node.bind_address), "admin": str(node.admin_address),
-            "transport": node.config.transport}
+    line = {
+        "ready": True,
+        "node": node.name,
+        "incarnation": node.incarnation,
+        "pid": os.getpid(),
+        "bind": str(node.bind_address),
+        "admin": str(node.admin_address),
+        "transport": node.config.transport,
+    }
     sys.stdout.write(json.dumps(line) + "\n")
     sys.stdout.flush()
 
@@ -124,17 +130,22 @@ def run(config: NodeConfig, announce: bool = True) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m node", description="Run one splitbrain protocol node.")
-    parser.add_argument("--config", metavar="FILE", help="YAML or TOML node configuration "
-                        "(SPLITBRAIN_<KEY> environment variables override it)")
+    parser.add_argument(
+        "--config",
+        metavar="FILE",
+        help="YAML or TOML node configuration (SPLITBRAIN_<KEY> environment variables override it)",
+    )
     parser.add_argument("--check", action="store_true", help="validate the configuration, print it, exit")
-    parser.add_argument("--log-level", default="INFO",
-                        help="logging level for stderr (default INFO)")
+    parser.add_argument("--log-level", default="INFO", help="logging level for stderr (default INFO)")
     try:
         args = parser.parse_args(argv)
     except SystemExit as exc:
         return EXIT_CONFIG if exc.code else EXIT_OK
-    logging.basicConfig(level=getattr(logging, str(args.log_level).upper(), logging.INFO), stream=sys.stderr,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=getattr(logging, str(args.log_level).upper(), logging.INFO),
+        stream=sys.stderr,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
     _found, unknown = env_overrides(dict(os.environ))
     for var in unknown:
         log.warning("ignoring environment variable %s: no such configuration key", var)
@@ -151,8 +162,11 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_OK
     if config.admin_token is None and not is_loopback(config.admin.host):
         # Only admin_open: true gets here; say it where the operator looks.
-        log.warning("admin API on %s has no admin_token (admin_open: true): anyone who reaches it may change "
-                    "views, faults and streams", config.admin)
+        log.warning(
+            "admin API on %s has no admin_token (admin_open: true): anyone who reaches it may change "
+            "views, faults and streams",
+            config.admin,
+        )
     try:
         return run(config)
     except KeyboardInterrupt:

@@ -75,8 +75,9 @@ class AdminClient:
         self.token = token
         self.timeout = timeout
 
-    def request(self, method: str, path: str, body: Any = None, token: str | None | bool = True,
-                raw: bytes | None = None) -> tuple[int, Any]:
+    def request(
+        self, method: str, path: str, body: Any = None, token: str | None | bool = True, raw: bytes | None = None
+    ) -> tuple[int, Any]:
         data = raw if raw is not None else (json.dumps(body).encode() if body is not None else None)
         req = urllib.request.Request(self.base_url + path, data=data, method=method)
         if data is not None:
@@ -115,8 +116,14 @@ def _decode(data: bytes, content_type: str) -> Any:
 class NodeProcess:
     """`python -m node --config <file>` in a subprocess; `start()` waits for its ready line."""
 
-    def __init__(self, config: dict[str, Any], workdir: str | os.PathLike[str] | None = None,
-                 env: dict[str, Any] | None = None, python: str = sys.executable, extra_args: list[str] | None = None):
+    def __init__(
+        self,
+        config: dict[str, Any],
+        workdir: str | os.PathLike[str] | None = None,
+        env: dict[str, Any] | None = None,
+        python: str = sys.executable,
+        extra_args: list[str] | None = None,
+    ):
         self.config = dict(config)
         self.workdir = Path(workdir or tempfile.mkdtemp(prefix="splitbrain-node-"))
         self.workdir.mkdir(parents=True, exist_ok=True)
@@ -138,7 +145,11 @@ class NodeProcess:
         self._stderr: BinaryIO | None = open(self.stderr_path, "wb")  # noqa: SIM115 - closed in wait()
         self.proc = subprocess.Popen(
             [self.python, *self.extra_args, "-m", "node", "--config", str(self.config_path)],
-            stdout=subprocess.PIPE, stderr=self._stderr, env=env, cwd=root)
+            stdout=subprocess.PIPE,
+            stderr=self._stderr,
+            env=env,
+            cwd=root,
+        )
         line = _readline_with_timeout(self.proc, timeout)
         if not line:
             code = self.proc.poll()
@@ -213,14 +224,16 @@ def _readline_with_timeout(proc: subprocess.Popen[bytes], timeout: float) -> byt
     return out[0] if out else b""
 
 
-def run_python_m_node(args: list[str], env: dict[str, Any] | None = None,
-                      timeout: float = 30.0) -> subprocess.CompletedProcess[str]:
+def run_python_m_node(
+    args: list[str], env: dict[str, Any] | None = None, timeout: float = 30.0
+) -> subprocess.CompletedProcess[str]:
     """Run `python -m node ARGS` to completion (config validation tests)."""
     full_env = dict(os.environ if env is None else env)
     root = str(Path(__file__).resolve().parents[2])
     full_env["PYTHONPATH"] = root + (os.pathsep + full_env["PYTHONPATH"] if full_env.get("PYTHONPATH") else "")
-    return subprocess.run([sys.executable, "-m", "node", *args], capture_output=True, text=True, env=full_env,
-                          timeout=timeout, cwd=root)
+    return subprocess.run(
+        [sys.executable, "-m", "node", *args], capture_output=True, text=True, env=full_env, timeout=timeout, cwd=root
+    )
 
 
 def wait_for(predicate: Callable[[], T], timeout: float = 20.0, interval: float = 0.05, what: str = "condition") -> T:
@@ -238,8 +251,12 @@ def wait_for(predicate: Callable[[], T], timeout: float = 20.0, interval: float 
             return None
         return value
 
-    retrying = tenacity.Retrying(stop=tenacity.stop_after_delay(timeout), wait=tenacity.wait_fixed(interval),
-                                 retry=tenacity.retry_if_result(lambda value: not value), reraise=True)
+    retrying = tenacity.Retrying(
+        stop=tenacity.stop_after_delay(timeout),
+        wait=tenacity.wait_fixed(interval),
+        retry=tenacity.retry_if_result(lambda value: not value),
+        reraise=True,
+    )
     try:
         return retrying(attempt)  # type: ignore[return-value]  # retried until truthy, so never None
     except tenacity.RetryError:
@@ -249,8 +266,9 @@ def wait_for(predicate: Callable[[], T], timeout: float = 20.0, interval: float 
 # ---- in-process nodes (asyncio) ---------------------------------------------------------------
 
 
-async def wait_until(predicate: Callable[[], T], timeout: float = 20.0, interval: float = 0.02,
-                     what: str = "condition") -> T:
+async def wait_until(
+    predicate: Callable[[], T], timeout: float = 20.0, interval: float = 0.02, what: str = "condition"
+) -> T:
     """Async polling with a bound: await until `predicate()` is truthy, else TimeoutError naming
     what was expected and the last value seen."""
     import asyncio
@@ -270,9 +288,15 @@ async def wait_until(predicate: Callable[[], T], timeout: float = 20.0, interval
         raise TimeoutError(f"timed out after {timeout}s waiting for {what}; last seen: {last[0]!r}") from None
 
 
-def pair_configs(workdir: str | os.PathLike[str], transport: str = "udp", names: Sequence[str] = ("A", "B"),
-                 event_log: bool = True, token: str | None = "test-token",
-                 protocol_config: dict[str, Any] | None = None, **extra: Any) -> list[dict[str, Any]]:
+def pair_configs(
+    workdir: str | os.PathLike[str],
+    transport: str = "udp",
+    names: Sequence[str] = ("A", "B"),
+    event_log: bool = True,
+    token: str | None = "test-token",
+    protocol_config: dict[str, Any] | None = None,
+    **extra: Any,
+) -> list[dict[str, Any]]:
     """Configurations of a full mesh of nodes on fresh loopback addresses (free ports picked now)."""
     import time as _time
 
@@ -282,9 +306,16 @@ def pair_configs(workdir: str | os.PathLike[str], transport: str = "udp", names:
     configs = []
     for n in names:
         cfg: dict[str, Any] = {
-               "name": n, "bind": f"{hosts[n]}:{ports[n]}", "admin": f"{hosts[n]}:0", "transport": transport,
-               "peers": {p: f"{hosts[p]}:{ports[p]}" for p in names if p != n}, "epoch": epoch,
-               "event_log": event_log, "config": dict(protocol_config or {}), **extra}
+            "name": n,
+            "bind": f"{hosts[n]}:{ports[n]}",
+            "admin": f"{hosts[n]}:0",
+            "transport": transport,
+            "peers": {p: f"{hosts[p]}:{ports[p]}" for p in names if p != n},
+            "epoch": epoch,
+            "event_log": event_log,
+            "config": dict(protocol_config or {}),
+            **extra,
+        }
         if token is not None:
             cfg["admin_token"] = token
         if event_log:

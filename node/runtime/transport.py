@@ -72,8 +72,7 @@ def _big_buffers(sock: socket.socket) -> tuple[int, int]:
                 sock.setsockopt(socket.SOL_SOCKET, plain, SOCKET_BUFFER_BYTES)
             except OSError:
                 pass
-    return (sock.getsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF),
-            sock.getsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF))
+    return (sock.getsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF), sock.getsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF))
 
 
 async def resolve_peers(peers: dict[str, Address]) -> dict[str, tuple[Any, ...]]:
@@ -90,8 +89,16 @@ async def resolve_peers(peers: dict[str, Address]) -> dict[str, tuple[Any, ...]]
 
 
 class TransportStats:
-    __slots__ = ("frames_out", "bytes_out", "send_errors", "dropped_out", "connects", "connect_failures",
-                 "connections_lost", "stream_errors")
+    __slots__ = (
+        "frames_out",
+        "bytes_out",
+        "send_errors",
+        "dropped_out",
+        "connects",
+        "connect_failures",
+        "connections_lost",
+        "stream_errors",
+    )
 
     def __init__(self) -> None:
         self.frames_out = 0
@@ -128,8 +135,9 @@ class _UdpProtocol(asyncio.DatagramProtocol):
 class UdpTransport:
     kind = "udp"
 
-    def __init__(self, local: str, bind: Address, peers: dict[str, tuple[Any, ...]], on_frame: FrameHandler,
-                 on_drop: DropHandler):
+    def __init__(
+        self, local: str, bind: Address, peers: dict[str, tuple[Any, ...]], on_frame: FrameHandler, on_drop: DropHandler
+    ):
         self.local = local
         self.bind = bind
         self.peers = peers
@@ -260,8 +268,9 @@ class _TcpConn(asyncio.Protocol):
 class TcpTransport:
     kind = "tcp"
 
-    def __init__(self, local: str, bind: Address, peers: dict[str, tuple[Any, ...]], on_frame: FrameHandler,
-                 on_drop: DropHandler):
+    def __init__(
+        self, local: str, bind: Address, peers: dict[str, tuple[Any, ...]], on_frame: FrameHandler, on_drop: DropHandler
+    ):
         self.local = local
         self.bind = bind
         self.peers = peers
@@ -343,11 +352,13 @@ class TcpTransport:
                 try:
                     _, conn = await asyncio.wait_for(
                         loop.create_connection(lambda: _TcpConn(self, peer, True), host, port),
-                        timeout=CONNECT_TIMEOUT_S)
+                        timeout=CONNECT_TIMEOUT_S,
+                    )
                 except (TimeoutError, OSError) as exc:
                     self.stats.connect_failures += 1
-                    log.debug("%s: connect to %s (%s:%s) failed: %s; retry in %.2fs", self.local, peer, host,
-                              port, exc, delay)
+                    log.debug(
+                        "%s: connect to %s (%s:%s) failed: %s; retry in %.2fs", self.local, peer, host, port, exc, delay
+                    )
                     await asyncio.sleep(delay * (0.5 + self._rng.random() / 2))
                     delay = min(delay * 2, BACKOFF_MAX_S)
                     continue

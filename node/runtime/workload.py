@@ -49,12 +49,34 @@ class Stream:
     """One workload stream. Scheduling lives in the node; this object only knows what is due."""
 
     __slots__ = (
-        "stream", "to", "count", "duration", "rate", "size", "sent", "done", "started", "prefix",
-        "stopped_reason", "samples", "blocked", "first_n",
+        "stream",
+        "to",
+        "count",
+        "duration",
+        "rate",
+        "size",
+        "sent",
+        "done",
+        "started",
+        "prefix",
+        "stopped_reason",
+        "samples",
+        "blocked",
+        "first_n",
     )
 
-    def __init__(self, sender: str, stream: int, to: list[str], count: int | None, duration: float | None,
-                 rate: float, size: int, started: float, first_n: int = 1):
+    def __init__(
+        self,
+        sender: str,
+        stream: int,
+        to: list[str],
+        count: int | None,
+        duration: float | None,
+        rate: float,
+        size: int,
+        started: float,
+        first_n: int = 1,
+    ):
         self.stream = stream
         self.to = to
         self.count = count
@@ -109,10 +131,20 @@ class Stream:
         return self.started + self.sent / self.rate
 
     def to_dict(self) -> dict[str, Any]:
-        return {"stream": self.stream, "to": list(self.to), "sent": self.sent, "planned": self.planned,
-                "done": self.done, "rate": self.rate, "size": self.size, "count": self.count,
-                "duration": self.duration, "started": self.started, "blocked": self.blocked,
-                "stopped": self.stopped_reason}
+        return {
+            "stream": self.stream,
+            "to": list(self.to),
+            "sent": self.sent,
+            "planned": self.planned,
+            "done": self.done,
+            "rate": self.rate,
+            "size": self.size,
+            "count": self.count,
+            "duration": self.duration,
+            "started": self.started,
+            "blocked": self.blocked,
+            "stopped": self.stopped_reason,
+        }
 
 
 # ---- delivered bookkeeping --------------------------------------------------------------------
@@ -194,8 +226,13 @@ class StreamStats:
         return list(zip(self._lo, self._hi))
 
     def to_dict(self) -> dict[str, Any]:
-        return {"count": self.count, "first": self.first, "last": self.last,
-                "order_violations": self.order_violations, "duplicates": self.duplicates}
+        return {
+            "count": self.count,
+            "first": self.first,
+            "last": self.last,
+            "order_violations": self.order_violations,
+            "duplicates": self.duplicates,
+        }
 
 
 class Delivered:

@@ -49,8 +49,19 @@ class SenderEntry:
     """Send window to one peer: seqnos HA+1..HS are unacked and kept for retransmission."""
 
     __slots__ = (
-        "peer", "conn_id", "next_seqno", "ha", "msgs", "state", "last_active", "prev_xmit",
-        "awaiting_sync_ack", "sync_started", "prev_conn_id", "last_timestamp", "sync_nonce",
+        "peer",
+        "conn_id",
+        "next_seqno",
+        "ha",
+        "msgs",
+        "state",
+        "last_active",
+        "prev_xmit",
+        "awaiting_sync_ack",
+        "sync_started",
+        "prev_conn_id",
+        "last_timestamp",
+        "sync_nonce",
     )
 
     def __init__(self, peer: str, conn_id: int, now: float):
@@ -83,8 +94,16 @@ class ReceiverEntry:
     """Receive window for one peer: delivered up to `delivered`, holding what came early."""
 
     __slots__ = (
-        "peer", "conn_id", "delivered", "highest", "msgs", "state", "last_active",
-        "ack_pending", "last_ack_tx", "prev_missing",
+        "peer",
+        "conn_id",
+        "delivered",
+        "highest",
+        "msgs",
+        "state",
+        "last_active",
+        "ack_pending",
+        "last_ack_tx",
+        "prev_missing",
     )
 
     def __init__(self, peer: str, conn_id: int, delivered: int, now: float):

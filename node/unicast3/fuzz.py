@@ -92,6 +92,11 @@ def fuzz_header(rng: Rng, sent: Sequence[Any]) -> U3Header:
     if mtype is MsgType.CLOSE:
         return U3Header(mtype, conn_id=conn_id)
     if mtype is MsgType.SYNC_OK:
-        return U3Header(mtype, _value(rng, U64, seqnos), conn_id, prev_conn_id=_value(rng, U32, conn_ids),
-                        nonce=_value(rng, U64, nonces))
+        return U3Header(
+            mtype,
+            _value(rng, U64, seqnos),
+            conn_id,
+            prev_conn_id=_value(rng, U32, conn_ids),
+            nonce=_value(rng, U64, nonces),
+        )
     return U3Header(mtype, conn_id=conn_id, nonce=_value(rng, U64, nonces))  # SYNC, SYNC_ACK

@@ -130,20 +130,32 @@ class Unicast3(Layer):
         """A control message to `dest` and its event; `bytes` is its UNICAST3 header's size on the
         wire (control messages have no payload), so overhead can be measured in bytes."""
         self._count(f"tx_{hdr.type.name}")
-        return [self._log(now, kind, peer=dest, bytes=len(encode_header(hdr)), **fields),
-                Down(msg=Message(self.local, dest, b"", {PROTO_ID: hdr}))]
+        return [
+            self._log(now, kind, peer=dest, bytes=len(encode_header(hdr)), **fields),
+            Down(msg=Message(self.local, dest, b"", {PROTO_ID: hdr})),
+        ]
 
     def _arm(self, now: float) -> None:
         if "xmit" not in self.timers.at:
             self.timers.set("xmit", now + self.config.xmit_interval)
 
-    def _set_state(self, entry: SenderEntry | ReceiverEntry, side: str, cause: str, now: float,
-                   out: list[Action]) -> None:
+    def _set_state(
+        self, entry: SenderEntry | ReceiverEntry, side: str, cause: str, now: float, out: list[Action]
+    ) -> None:
         entry.state = next_state(entry.state, cause)
         entry.last_active = now
         self._reaping_from(entry)
-        out.append(self._log(now, "conn_state", peer=entry.peer, side=side, state=entry.state.name,
-                             conn_id=entry.conn_id, reason=cause))
+        out.append(
+            self._log(
+                now,
+                "conn_state",
+                peer=entry.peer,
+                side=side,
+                state=entry.state.name,
+                conn_id=entry.conn_id,
+                reason=cause,
+            )
+        )
 
     # ---- sending (from the application) -------------------------------------------------------
 
@@ -156,8 +168,11 @@ class Unicast3(Layer):
             entry = SenderEntry(dest, self._new_conn_id(), now)
             self.send_table[dest] = entry
             self._reaping_from(entry)
-            out.append(self._log(now, "conn_state", peer=dest, side="send", state="OPEN",
-                                 conn_id=entry.conn_id, reason="created"))
+            out.append(
+                self._log(
+                    now, "conn_state", peer=dest, side="send", state="OPEN", conn_id=entry.conn_id, reason="created"
+                )
+            )
         elif entry.state is ConnState.CLOSING:
             self._set_state(entry, "send", "send", now, out)
         seqno = entry.next_seqno
@@ -171,11 +186,21 @@ class Unicast3(Layer):
         out.append(Down(msg=msg))
         return out
 
-    def _data_event(self, now: float, kind: str, peer: str, seqno: int, conn_id: int,
-                    msg: Message) -> dict[str, object]:
+    def _data_event(
+        self, now: float, kind: str, peer: str, seqno: int, conn_id: int, msg: Message
+    ) -> dict[str, object]:
         # The hot path of the event log (one per message sent and one per delivery): built directly.
-        ev: dict[str, object] = {"v": EVENT_VERSION, "t": now, "node": self.local, "proto": PROTO, "kind": kind,
-                                 "peer": peer, "seqno": seqno, "conn_id": conn_id, "bytes": len(msg.payload)}
+        ev: dict[str, object] = {
+            "v": EVENT_VERSION,
+            "t": now,
+            "node": self.local,
+            "proto": PROTO,
+            "kind": kind,
+            "peer": peer,
+            "seqno": seqno,
+            "conn_id": conn_id,
+            "bytes": len(msg.payload),
+        }
         app = msg.app
         if app is not None:
             ev["app"] = app
@@ -192,8 +217,16 @@ class Unicast3(Layer):
             stored = stored.with_header(PROTO_ID, replace(hdr, conn_id=conn_id, first=hdr.first or first))
         self._count("retransmit")
         return [
-            self._log(now, "retransmit", peer=entry.peer, seqno=seqno, conn_id=entry.conn_id,
-                      bytes=len(stored.payload), reason=reason, first=first or None),
+            self._log(
+                now,
+                "retransmit",
+                peer=entry.peer,
+                seqno=seqno,
+                conn_id=entry.conn_id,
+                bytes=len(stored.payload),
+                reason=reason,
+                first=first or None,
+            ),
             Down(msg=stored),
         ]
 
@@ -216,8 +249,17 @@ class Unicast3(Layer):
                 else:
                     # Seqnos start at 1 and conn-id 0 means "no connection": a window opened
                     # at seqno 0 would start at -1, which no ACK can carry.
-                    out.append(self._log(now, "drop", peer=msg.src, seqno=hdr.seqno, conn_id=hdr.conn_id,
-                                         type="DATA", reason="seqno or conn_id is zero"))
+                    out.append(
+                        self._log(
+                            now,
+                            "drop",
+                            peer=msg.src,
+                            seqno=hdr.seqno,
+                            conn_id=hdr.conn_id,
+                            type="DATA",
+                            reason="seqno or conn_id is zero",
+                        )
+                    )
             else:
                 out.extend(self._HANDLERS[hdr.type](self, msg.src, hdr, now))
         if data:
@@ -244,14 +286,24 @@ class Unicast3(Layer):
             seqno = hdr.seqno
             if seqno <= entry.delivered or seqno in entry.msgs:
                 self._count("rx_duplicate")
-                out.append(self._log(now, "drop", peer=src, seqno=seqno, conn_id=hdr.conn_id,
-                                     type="DATA", reason="duplicate"))
+                out.append(
+                    self._log(now, "drop", peer=src, seqno=seqno, conn_id=hdr.conn_id, type="DATA", reason="duplicate")
+                )
                 continue
             if self._hold(entry, seqno, msg):
                 self._deliver(entry, now, out, delivered)
             else:
-                out.append(self._log(now, "drop", peer=src, seqno=seqno, conn_id=hdr.conn_id, type="DATA",
-                                     reason="beyond the receive window"))
+                out.append(
+                    self._log(
+                        now,
+                        "drop",
+                        peer=src,
+                        seqno=seqno,
+                        conn_id=hdr.conn_id,
+                        type="DATA",
+                        reason="beyond the receive window",
+                    )
+                )
         if delivered:
             out.append(Up(msgs=delivered))
         entry = self.recv_table.get(src)
@@ -291,22 +343,27 @@ class Unicast3(Layer):
             nxt += 1
         entry.delivered = nxt - 1
 
-    def _usable_entry(self, src: str, msg: Message, hdr: U3Header, now: float,
-                      out: list[Action]) -> ReceiverEntry | None:
+    def _usable_entry(
+        self, src: str, msg: Message, hdr: U3Header, now: float, out: list[Action]
+    ) -> ReceiverEntry | None:
         """The receive window this DATA message belongs to, creating it or starting a resync."""
         entry = self.recv_table.get(src)
         if entry is not None and (entry.conn_id == hdr.conn_id or self._mutant("data_ignores_conn_id")):
             return entry
         return self.resync.unusable_data(src, msg, hdr, entry, now, out)
 
-    def _create_recv(self, src: str, conn_id: int, delivered: int, now: float, out: list[Action],
-                     reason: str) -> ReceiverEntry:
+    def _create_recv(
+        self, src: str, conn_id: int, delivered: int, now: float, out: list[Action], reason: str
+    ) -> ReceiverEntry:
         entry = ReceiverEntry(src, conn_id, delivered, now)
         self.recv_table[src] = entry
         self.resync.window_created(src)
         self._reaping_from(entry)
-        out.append(self._log(now, "conn_state", peer=src, side="recv", state="OPEN", conn_id=conn_id,
-                             low=delivered, reason=reason))
+        out.append(
+            self._log(
+                now, "conn_state", peer=src, side="recv", state="OPEN", conn_id=conn_id, low=delivered, reason=reason
+            )
+        )
         return entry
 
     # ---- acks ---------------------------------------------------------------------------------
@@ -328,8 +385,7 @@ class Unicast3(Layer):
         ts = self.resync.stamp()
         acked = entry.highest if self._mutant("ack_highest_received") else entry.delivered
         hdr = U3Header(MsgType.ACK, acked, entry.conn_id, timestamp=ts)
-        return self._ctrl("ack_tx", entry.peer, now, hdr, seqno=acked, conn_id=entry.conn_id,
-                          timestamp=ts or None)
+        return self._ctrl("ack_tx", entry.peer, now, hdr, seqno=acked, conn_id=entry.conn_id, timestamp=ts or None)
 
     def _on_ack(self, src: str, hdr: U3Header, now: float) -> list[Action]:
         entry = self.send_table.get(src)
@@ -342,8 +398,7 @@ class Unicast3(Layer):
         else:
             reason = self.resync.ack_drop_reason(entry, hdr)
         if entry is None or reason is not None:
-            return [self._log(now, "drop", peer=src, seqno=hdr.seqno, conn_id=hdr.conn_id, type="ACK",
-                              reason=reason)]
+            return [self._log(now, "drop", peer=src, seqno=hdr.seqno, conn_id=hdr.conn_id, type="ACK", reason=reason)]
         out: list[Action] = [self._log(now, "ack_rx", peer=src, seqno=hdr.seqno, conn_id=hdr.conn_id)]
         upto = hdr.seqno + 1 if self._mutant("ack_purges_one_more") else hdr.seqno
         upto = min(upto, entry.hs)
@@ -357,8 +412,11 @@ class Unicast3(Layer):
 
     def _on_xmit_req(self, src: str, hdr: U3Header, now: float) -> list[Action]:
         asked = sum(hi - lo + 1 for lo, hi in hdr.ranges)
-        out: list[Action] = [self._log(now, "xmit_req_rx", peer=src, conn_id=hdr.conn_id,
-                                       ranges=[list(r) for r in hdr.ranges], count=asked)]
+        out: list[Action] = [
+            self._log(
+                now, "xmit_req_rx", peer=src, conn_id=hdr.conn_id, ranges=[list(r) for r in hdr.ranges], count=asked
+            )
+        ]
         entry = self.send_table.get(src)
         if entry is None:
             out.append(self._log(now, "drop", peer=src, type="XMIT_REQ", reason="no send window"))
@@ -371,9 +429,18 @@ class Unicast3(Layer):
             # part of the range outside HA+1..HS, not a loop over what a peer may ask (0..2^64-1).
             for out_lo, out_hi in ((lo, min(hi, entry.ha, lo + budget - 1)), (max(lo, entry.hs + 1), hi)):
                 if out_lo <= out_hi:
-                    out.append(self._log(now, "drop", peer=src, seqno=out_lo, conn_id=entry.conn_id,
-                                         type="XMIT_REQ", ranges=[[out_lo, out_hi]],
-                                         reason="requested seqno not in send window"))
+                    out.append(
+                        self._log(
+                            now,
+                            "drop",
+                            peer=src,
+                            seqno=out_lo,
+                            conn_id=entry.conn_id,
+                            type="XMIT_REQ",
+                            ranges=[[out_lo, out_hi]],
+                            reason="requested seqno not in send window",
+                        )
+                    )
             for seqno in range(max(lo, entry.ha + 1), min(hi, entry.hs, lo + budget - 1) + 1):
                 out.extend(self._resend(entry, seqno, now, "xmit_req"))
             budget -= hi - lo + 1
@@ -421,16 +488,33 @@ class Unicast3(Layer):
             # A delayed or repeated SYNC of a sync already done (or superseded): answering it would
             # re-key a healthy connection for nothing.
             self._count("rx_stale_sync")
-            out.append(self._log(now, "drop", peer=src, type="SYNC", conn_id=hdr.conn_id,
-                                 reason=f"stale SYNC (nonce {hdr.nonce}, newest answered {entry.sync_nonce})"))
+            out.append(
+                self._log(
+                    now,
+                    "drop",
+                    peer=src,
+                    type="SYNC",
+                    conn_id=hdr.conn_id,
+                    reason=f"stale SYNC (nonce {hdr.nonce}, newest answered {entry.sync_nonce})",
+                )
+            )
             return out
         if not entry.awaiting_sync_ack:
             entry.prev_conn_id = entry.conn_id
             entry.conn_id = self._new_conn_id()
             entry.awaiting_sync_ack = True
             entry.prev_xmit = None
-            out.append(self._log(now, "conn_state", peer=src, side="send", state=entry.state.name,
-                                 conn_id=entry.conn_id, reason="sync: new conn_id"))
+            out.append(
+                self._log(
+                    now,
+                    "conn_state",
+                    peer=src,
+                    side="send",
+                    state=entry.state.name,
+                    conn_id=entry.conn_id,
+                    reason="sync: new conn_id",
+                )
+            )
         # A repeated SYNC (ours got lost), or a newer one while the last is unacknowledged, gets
         # the same conn-id: taking another would retire the one the receiver may already use.
         entry.sync_nonce = hdr.nonce
@@ -439,8 +523,9 @@ class Unicast3(Layer):
         out.extend(self._send_sync_ok(src, entry.ha + 1, entry.conn_id, entry.prev_conn_id, hdr.nonce, now))
         return out
 
-    def _send_sync_ok(self, peer: str, low: int, conn_id: int, prev_conn_id: int, nonce: int,
-                      now: float) -> list[Action]:
+    def _send_sync_ok(
+        self, peer: str, low: int, conn_id: int, prev_conn_id: int, nonce: int, now: float
+    ) -> list[Action]:
         if self._mutant("sync_ok_sends_ha") and low > 1:
             low -= 1  # HA, the last acked seqno, where the receiver expects the first to deliver
         hdr = U3Header(MsgType.SYNC_OK, low, conn_id, prev_conn_id=prev_conn_id, nonce=nonce)
@@ -452,10 +537,15 @@ class Unicast3(Layer):
     def _on_sync_ack(self, src: str, hdr: U3Header, now: float) -> list[Action]:
         out: list[Action] = [self._log(now, "sync_rx", peer=src, phase="sync_ack", conn_id=hdr.conn_id)]
         entry = self.send_table.get(src)
-        if (entry is None or not entry.awaiting_sync_ack or entry.conn_id != hdr.conn_id
-                or hdr.nonce != entry.sync_nonce):
-            out.append(self._log(now, "drop", peer=src, type="SYNC_ACK", conn_id=hdr.conn_id,
-                                 reason="no matching sync"))
+        if (
+            entry is None
+            or not entry.awaiting_sync_ack
+            or entry.conn_id != hdr.conn_id
+            or hdr.nonce != entry.sync_nonce
+        ):
+            out.append(
+                self._log(now, "drop", peer=src, type="SYNC_ACK", conn_id=hdr.conn_id, reason="no matching sync")
+            )
             return out
         entry.awaiting_sync_ack = False
         # Get the receiver going at once: its window starts at HA+1 and it learns HS from the
@@ -472,8 +562,16 @@ class Unicast3(Layer):
         out: list[Action] = [self._log(now, "close_rx", peer=src, conn_id=hdr.conn_id)]
         entry = self.recv_table.get(src)
         if entry is None or entry.conn_id != hdr.conn_id:
-            out.append(self._log(now, "drop", peer=src, type="CLOSE", conn_id=hdr.conn_id,
-                                 reason="no receive window with that conn_id"))
+            out.append(
+                self._log(
+                    now,
+                    "drop",
+                    peer=src,
+                    type="CLOSE",
+                    conn_id=hdr.conn_id,
+                    reason="no receive window with that conn_id",
+                )
+            )
             return out
         self._set_state(entry, "recv", "close_rx", now, out)
         self._remove_recv(src)
@@ -558,14 +656,16 @@ class Unicast3(Layer):
             if now >= sync.started + timeout:
                 del self._syncs[peer]
                 self._count("syncs_timed_out")
-                out.append(self._log(now, "sync_timeout", peer=peer, phase="sync_ok",
-                                     reason=f"no SYNC-OK within {timeout}s"))
+                out.append(
+                    self._log(now, "sync_timeout", peer=peer, phase="sync_ok", reason=f"no SYNC-OK within {timeout}s")
+                )
         for peer, entry in self.send_table.items():
             if entry.awaiting_sync_ack and now >= entry.sync_started + timeout:
                 entry.awaiting_sync_ack = False
                 self._count("syncs_timed_out")
-                out.append(self._log(now, "sync_timeout", peer=peer, phase="sync_ack",
-                                     reason=f"no SYNC-ACK within {timeout}s"))
+                out.append(
+                    self._log(now, "sync_timeout", peer=peer, phase="sync_ack", reason=f"no SYNC-ACK within {timeout}s")
+                )
         self._rearm_syncs()
 
     def _sync_started(self, now: float) -> None:
@@ -597,8 +697,11 @@ class Unicast3(Layer):
             if sentry.state is ConnState.CLOSING and now >= sentry.last_active + timeout:
                 self._set_state(sentry, "send", "close_timeout", now, out)
                 del self.send_table[peer]
-                out.extend(self._ctrl("close_tx", peer, now, U3Header(MsgType.CLOSE, conn_id=sentry.conn_id),
-                                      conn_id=sentry.conn_id))
+                out.extend(
+                    self._ctrl(
+                        "close_tx", peer, now, U3Header(MsgType.CLOSE, conn_id=sentry.conn_id), conn_id=sentry.conn_id
+                    )
+                )
         self._rearm_reaping()
 
     def _reaping_from(self, entry: SenderEntry | ReceiverEntry) -> None:
@@ -615,8 +718,10 @@ class Unicast3(Layer):
     def _rearm_reaping(self) -> None:
         cfg = self.config
         entries = self._entries()
-        for name, state, timeout in (("conn_expiry", ConnState.OPEN, cfg.conn_expiry_timeout),
-                                     ("conn_close", ConnState.CLOSING, cfg.conn_close_timeout)):
+        for name, state, timeout in (
+            ("conn_expiry", ConnState.OPEN, cfg.conn_expiry_timeout),
+            ("conn_close", ConnState.CLOSING, cfg.conn_close_timeout),
+        ):
             due = [e.last_active + timeout for _, e in entries if e.state is state] if timeout > 0 else []
             self.timers.set(name, min(due, default=None))
 
@@ -650,16 +755,25 @@ class Unicast3(Layer):
                 ask = ask.truncated(cfg.max_xmit_req_seqnos, MAX_XMIT_RANGES)
                 ranges = ask.ranges()
                 self._count("xmit_reqs")
-                out.extend(self._ctrl("xmit_req_tx", peer, now,
-                                      U3Header(MsgType.XMIT_REQ, conn_id=entry.conn_id, ranges=ranges),
-                                      conn_id=entry.conn_id, ranges=[list(r) for r in ranges], count=ask.count()))
+                out.extend(
+                    self._ctrl(
+                        "xmit_req_tx",
+                        peer,
+                        now,
+                        U3Header(MsgType.XMIT_REQ, conn_id=entry.conn_id, ranges=ranges),
+                        conn_id=entry.conn_id,
+                        ranges=[list(r) for r in ranges],
+                        count=ask.count(),
+                    )
+                )
 
     def _xmit_senders(self, now: float, out: list[Action]) -> None:
         for peer, entry in self.send_table.items():
             if entry.awaiting_sync_ack:
                 # Seed 000: SYNC-OK is resent until SYNC-ACK comes or sync_timeout ends the wait.
-                out.extend(self._send_sync_ok(peer, entry.ha + 1, entry.conn_id, entry.prev_conn_id,
-                                              entry.sync_nonce, now))
+                out.extend(
+                    self._send_sync_ok(peer, entry.ha + 1, entry.conn_id, entry.prev_conn_id, entry.sync_nonce, now)
+                )
             if entry.ha < entry.hs:
                 marks = (entry.ha, entry.hs)
                 if entry.prev_xmit == marks and not self._mutant("no_resend_highest"):
@@ -671,18 +785,30 @@ class Unicast3(Layer):
     # ---- introspection ------------------------------------------------------------------------
 
     def windows(self) -> list[Window]:
-        out = [Window(peer=p, side="send", conn_id=e.conn_id, low=e.ha, high=e.hs, state=e.state.name,
-                      pending=len(e.msgs))
-               for p, e in self.send_table.items()]
-        out.extend(Window(peer=p, side="recv", conn_id=e.conn_id, low=e.delivered, high=e.highest,
-                          state=e.state.name, pending=len(e.msgs), missing=self._missing(e).count())
-                   for p, e in self.recv_table.items())
+        out = [
+            Window(peer=p, side="send", conn_id=e.conn_id, low=e.ha, high=e.hs, state=e.state.name, pending=len(e.msgs))
+            for p, e in self.send_table.items()
+        ]
+        out.extend(
+            Window(
+                peer=p,
+                side="recv",
+                conn_id=e.conn_id,
+                low=e.delivered,
+                high=e.highest,
+                state=e.state.name,
+                pending=len(e.msgs),
+                missing=self._missing(e).count(),
+            )
+            for p, e in self.recv_table.items()
+        )
         return out
 
     def busy(self) -> list[str]:
         out = [f"resyncing with {peer}" for peer in sorted(self._syncs)]
-        out.extend(f"awaiting SYNC-ACK from {peer}" for peer, e in sorted(self.send_table.items())
-                   if e.awaiting_sync_ack)
+        out.extend(
+            f"awaiting SYNC-ACK from {peer}" for peer, e in sorted(self.send_table.items()) if e.awaiting_sync_ack
+        )
         return out
 
     def unacked(self, peer: str) -> int:
@@ -697,13 +823,25 @@ class Unicast3(Layer):
     def snapshot(self) -> dict[str, Any]:
         return {
             "send": {
-                p: {"conn_id": e.conn_id, "ha": e.ha, "hs": e.hs, "state": e.state.name,
-                    "unacked": len(e.msgs), "awaiting_sync_ack": e.awaiting_sync_ack}
+                p: {
+                    "conn_id": e.conn_id,
+                    "ha": e.ha,
+                    "hs": e.hs,
+                    "state": e.state.name,
+                    "unacked": len(e.msgs),
+                    "awaiting_sync_ack": e.awaiting_sync_ack,
+                }
                 for p, e in self.send_table.items()
             },
             "recv": {
-                p: {"conn_id": e.conn_id, "delivered": e.delivered, "highest": e.highest,
-                    "state": e.state.name, "missing": self._missing(e).count(), "held": len(e.msgs)}
+                p: {
+                    "conn_id": e.conn_id,
+                    "delivered": e.delivered,
+                    "highest": e.highest,
+                    "state": e.state.name,
+                    "missing": self._missing(e).count(),
+                    "held": len(e.msgs),
+                }
                 for p, e in self.recv_table.items()
             },
             "syncing": sorted(self._syncs),

@@ -57,8 +57,9 @@ class Resync:
     def __init__(self, u3: Unicast3) -> None:
         self.u3 = u3
 
-    def unusable_data(self, src: str, msg: Message, hdr: U3Header, entry: ReceiverEntry | None,
-                      now: float, out: list[Action]) -> ReceiverEntry | None:
+    def unusable_data(
+        self, src: str, msg: Message, hdr: U3Header, entry: ReceiverEntry | None, now: float, out: list[Action]
+    ) -> ReceiverEntry | None:
         """DATA from `src` with no window for it, or `entry` under another conn-id: the window to
         put it in, or None when it is kept or dropped here."""
         raise NotImplementedError
@@ -84,8 +85,10 @@ class Resync:
     def on_sync_ok(self, src: str, hdr: U3Header, now: float) -> list[Action]:
         u3 = self.u3
         u3._count("rx_stale_sync_ok")
-        return [u3._log(now, "sync_rx", peer=src, phase="sync_ok", seqno=hdr.seqno, conn_id=hdr.conn_id),
-                u3._log(now, "drop", peer=src, type="SYNC_OK", conn_id=hdr.conn_id, reason="no sync in progress")]
+        return [
+            u3._log(now, "sync_rx", peer=src, phase="sync_ok", seqno=hdr.seqno, conn_id=hdr.conn_id),
+            u3._log(now, "drop", peer=src, type="SYNC_OK", conn_id=hdr.conn_id, reason="no sync in progress"),
+        ]
 
     def sync(self, peer: str, now: float) -> list[Action]:
         """The admin operation `sync(peer)`; a local error where this mode has no SYNC."""
@@ -104,14 +107,24 @@ class SyncResync(Resync):
         self._synced_nonce: dict[str, int] = {}  # peer -> nonce of our last completed SYNC
         self._retired: dict[str, list[int]] = {}  # peer -> conn-ids replaced by a sync
 
-    def unusable_data(self, src: str, msg: Message, hdr: U3Header, entry: ReceiverEntry | None,
-                      now: float, out: list[Action]) -> ReceiverEntry | None:
+    def unusable_data(
+        self, src: str, msg: Message, hdr: U3Header, entry: ReceiverEntry | None, now: float, out: list[Action]
+    ) -> ReceiverEntry | None:
         u3 = self.u3
         # A delayed first message of a connection the sender has left must not open a window at
         # its old conn-id, where the receiver would ask forever for seqnos long purged (JGRP-1873).
         if hdr.conn_id in self._retired.get(src, ()):
-            out.append(u3._log(now, "drop", peer=src, seqno=hdr.seqno, conn_id=hdr.conn_id,
-                               type="DATA", reason="stale conn_id (replaced by sync)"))
+            out.append(
+                u3._log(
+                    now,
+                    "drop",
+                    peer=src,
+                    seqno=hdr.seqno,
+                    conn_id=hdr.conn_id,
+                    type="DATA",
+                    reason="stale conn_id (replaced by sync)",
+                )
+            )
             return None
         sync = u3._syncs.get(src)
         if sync is None:
@@ -123,8 +136,17 @@ class SyncResync(Resync):
             u3._count("rx_cached_for_sync")
         else:
             reason = "no receive window" if entry is None else f"conn_id {entry.conn_id} != {hdr.conn_id}"
-            out.append(u3._log(now, "drop", peer=src, seqno=hdr.seqno, conn_id=hdr.conn_id,
-                               type="DATA", reason=f"{reason}, syncing, sync cache full"))
+            out.append(
+                u3._log(
+                    now,
+                    "drop",
+                    peer=src,
+                    seqno=hdr.seqno,
+                    conn_id=hdr.conn_id,
+                    type="DATA",
+                    reason=f"{reason}, syncing, sync cache full",
+                )
+            )
         return None
 
     def sync(self, peer: str, now: float) -> list[Action]:
@@ -154,9 +176,14 @@ class SyncResync(Resync):
         return self._send(peer, sync, now)
 
     def _send(self, peer: str, sync: RecvSync, now: float) -> list[Action]:
-        return self.u3._ctrl("sync_tx", peer, now,
-                             U3Header(MsgType.SYNC, conn_id=sync.conn_seen, nonce=sync.nonce),
-                             phase="sync", conn_id=sync.conn_seen)
+        return self.u3._ctrl(
+            "sync_tx",
+            peer,
+            now,
+            U3Header(MsgType.SYNC, conn_id=sync.conn_seen, nonce=sync.nonce),
+            phase="sync",
+            conn_id=sync.conn_seen,
+        )
 
     def on_sync_ok(self, src: str, hdr: U3Header, now: float) -> list[Action]:
         u3 = self.u3
@@ -175,14 +202,22 @@ class SyncResync(Resync):
                 # An answer to another sync than ours (delayed, or to a SYNC we gave up on): taking
                 # it would set the window back to that sync's low and deliver again.
                 u3._count("rx_stale_sync_ok")
-                out.append(u3._log(now, "drop", peer=src, type="SYNC_OK", conn_id=conn_id,
-                                   reason="no sync in progress" if sync is None else
-                                   f"stale SYNC-OK (nonce {hdr.nonce}, ours {sync.nonce})"))
+                out.append(
+                    u3._log(
+                        now,
+                        "drop",
+                        peer=src,
+                        type="SYNC_OK",
+                        conn_id=conn_id,
+                        reason="no sync in progress"
+                        if sync is None
+                        else f"stale SYNC-OK (nonce {hdr.nonce}, ours {sync.nonce})",
+                    )
+                )
             return out
         del u3._syncs[src]
         if conn_id == 0:
-            out.append(u3._log(now, "sync_timeout", peer=src, phase="sync_ok",
-                               reason="sender has no connection to us"))
+            out.append(u3._log(now, "sync_timeout", peer=src, phase="sync_ok", reason="sender has no connection to us"))
             return out
         if sync.conn_seen and sync.conn_seen not in (conn_id, hdr.prev_conn_id):
             self._retire(src, sync.conn_seen)
@@ -197,8 +232,18 @@ class SyncResync(Resync):
                 entry.highest = max(entry.highest, entry.delivered)
                 for seqno in [s for s in entry.msgs if s <= entry.delivered]:
                     del entry.msgs[seqno]
-            out.append(u3._log(now, "conn_state", peer=src, side="recv", state=entry.state.name,
-                               conn_id=conn_id, low=entry.delivered, reason="sync: re-keyed"))
+            out.append(
+                u3._log(
+                    now,
+                    "conn_state",
+                    peer=src,
+                    side="recv",
+                    state=entry.state.name,
+                    conn_id=conn_id,
+                    low=entry.delivered,
+                    reason="sync: re-keyed",
+                )
+            )
         else:
             if entry is not None:
                 self._retire(src, entry.conn_id)
@@ -218,18 +263,38 @@ class SyncResync(Resync):
             out.extend(u3._maybe_ack(entry, now, batch_size=len(delivered)))
         return out
 
-    def _replay(self, entry: ReceiverEntry, cache: list[Message], conn_ids: tuple[int, int], now: float,
-                out: list[Action]) -> None:
+    def _replay(
+        self, entry: ReceiverEntry, cache: list[Message], conn_ids: tuple[int, int], now: float, out: list[Action]
+    ) -> None:
         for msg in cache:
             hdr = msg.headers[PROTO_ID]
-            if (hdr.conn_id in conn_ids and hdr.seqno > entry.delivered and hdr.seqno not in entry.msgs
-                    and not self.u3._hold(entry, hdr.seqno, msg)):
-                out.append(self.u3._log(now, "drop", peer=entry.peer, seqno=hdr.seqno, conn_id=hdr.conn_id,
-                                        type="DATA", reason="beyond the receive window"))
+            if (
+                hdr.conn_id in conn_ids
+                and hdr.seqno > entry.delivered
+                and hdr.seqno not in entry.msgs
+                and not self.u3._hold(entry, hdr.seqno, msg)
+            ):
+                out.append(
+                    self.u3._log(
+                        now,
+                        "drop",
+                        peer=entry.peer,
+                        seqno=hdr.seqno,
+                        conn_id=hdr.conn_id,
+                        type="DATA",
+                        reason="beyond the receive window",
+                    )
+                )
 
     def _send_sync_ack(self, peer: str, conn_id: int, nonce: int, now: float) -> list[Action]:
-        return self.u3._ctrl("sync_tx", peer, now, U3Header(MsgType.SYNC_ACK, conn_id=conn_id, nonce=nonce),
-                             phase="sync_ack", conn_id=conn_id)
+        return self.u3._ctrl(
+            "sync_tx",
+            peer,
+            now,
+            U3Header(MsgType.SYNC_ACK, conn_id=conn_id, nonce=nonce),
+            phase="sync_ack",
+            conn_id=conn_id,
+        )
 
     def _retire(self, src: str, conn_id: int) -> None:
         retired = self._retired.setdefault(src, [])
@@ -241,8 +306,9 @@ class SyncResync(Resync):
 class _FirstTrue(Resync):
     """The older designs: a first=true message opens a window; otherwise ask for the first seqno."""
 
-    def unusable_data(self, src: str, msg: Message, hdr: U3Header, entry: ReceiverEntry | None,
-                      now: float, out: list[Action]) -> ReceiverEntry | None:
+    def unusable_data(
+        self, src: str, msg: Message, hdr: U3Header, entry: ReceiverEntry | None, now: float, out: list[Action]
+    ) -> ReceiverEntry | None:
         u3 = self.u3
         if hdr.first:
             # A new connection from src starts here.
@@ -250,8 +316,17 @@ class _FirstTrue(Resync):
                 u3._set_state(entry, "recv", "replaced", now, out)
             low = hdr.seqno if u3._mutant("first_window_skips_first") else hdr.seqno - 1
             return u3._create_recv(src, hdr.conn_id, low, now, out, reason="new_window:first")
-        out.append(u3._log(now, "drop", peer=src, seqno=hdr.seqno, conn_id=hdr.conn_id, type="DATA",
-                           reason="no receive window" if entry is None else "conn_id mismatch"))
+        out.append(
+            u3._log(
+                now,
+                "drop",
+                peer=src,
+                seqno=hdr.seqno,
+                conn_id=hdr.conn_id,
+                type="DATA",
+                reason="no receive window" if entry is None else "conn_id mismatch",
+            )
+        )
         self.request_first_seqno(src, now, out)
         return None
 
@@ -260,8 +335,9 @@ class _FirstTrue(Resync):
 
     def _send_first_seqno(self, src: str, now: float) -> list[Action]:
         ts = self.stamp()
-        return self.u3._ctrl("first_seqno_tx", src, now, U3Header(MsgType.SEND_FIRST_SEQNO, timestamp=ts),
-                             timestamp=ts or None)
+        return self.u3._ctrl(
+            "first_seqno_tx", src, now, U3Header(MsgType.SEND_FIRST_SEQNO, timestamp=ts), timestamp=ts or None
+        )
 
 
 class FirstSeqnoResync(_FirstTrue):

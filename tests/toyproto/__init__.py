@@ -59,8 +59,17 @@ class Toy(Layer):
         self.early: dict[str, dict[int, Message]] = {}  # src -> seqno -> message held
 
     def _event(self, now: float, kind: str, peer: str, seqno: int, msg: Message) -> Log:
-        ev = {"v": EVENT_VERSION, "t": now, "node": self.local, "proto": PROTO, "kind": kind, "peer": peer,
-              "seqno": seqno, "conn_id": 0, "bytes": len(msg.payload)}
+        ev = {
+            "v": EVENT_VERSION,
+            "t": now,
+            "node": self.local,
+            "proto": PROTO,
+            "kind": kind,
+            "peer": peer,
+            "seqno": seqno,
+            "conn_id": 0,
+            "bytes": len(msg.payload),
+        }
         if msg.app is not None:
             ev["app"] = msg.app
         return Log(event=ev)
@@ -91,9 +100,18 @@ class Toy(Layer):
     def windows(self) -> list[Window]:
         # No acks: a send window counts as acked up to what was sent.
         out = [Window(peer=p, side="send", conn_id=0, low=n, high=n, state="OPEN") for p, n in self.sent.items()]
-        out += [Window(peer=p, side="recv", conn_id=0, low=n, high=max([n, *self.early.get(p, {})]), state="OPEN",
-                       pending=len(self.early.get(p, {})))
-                for p, n in self.delivered.items()]
+        out += [
+            Window(
+                peer=p,
+                side="recv",
+                conn_id=0,
+                low=n,
+                high=max([n, *self.early.get(p, {})]),
+                state="OPEN",
+                pending=len(self.early.get(p, {})),
+            )
+            for p, n in self.delivered.items()
+        ]
         return out
 
     def snapshot(self) -> dict:

@@ -45,13 +45,25 @@ class DockerBackend(NodeImageMixin, Backend):
 
     name = "docker"
 
-    def __init__(self, *, client=None, image: str | None = None, build: str = "auto", events: str = "auto",
-                 admin: str = "auto", admin_host: str | None = None, iptables_runner: str = "auto",
-                 build_output=None, network_attempts: int = NETWORK_ATTEMPTS):
-        for what, value, allowed in (("build", build, ("auto", "never")),
-                                     ("events", events, ("auto", "bind", "archive")),
-                                     ("admin", admin, ("auto", "direct", "published")),
-                                     ("iptables_runner", iptables_runner, ("auto", "nsenter", "exec"))):
+    def __init__(
+        self,
+        *,
+        client=None,
+        image: str | None = None,
+        build: str = "auto",
+        events: str = "auto",
+        admin: str = "auto",
+        admin_host: str | None = None,
+        iptables_runner: str = "auto",
+        build_output=None,
+        network_attempts: int = NETWORK_ATTEMPTS,
+    ):
+        for what, value, allowed in (
+            ("build", build, ("auto", "never")),
+            ("events", events, ("auto", "bind", "archive")),
+            ("admin", admin, ("auto", "direct", "published")),
+            ("iptables_runner", iptables_runner, ("auto", "nsenter", "exec")),
+        ):
             if value not in allowed:
                 raise ValueError(f"DockerBackend {what}: must be one of {', '.join(allowed)}, got {value!r}")
         self._client = client
@@ -120,6 +132,13 @@ class DockerBackend(NodeImageMixin, Backend):
         where = "local" if self.local_engine else f"remote {client.api.base_url}"
         return self._check_image(client, version, where)
 
-    def create_cluster(self, scenario: Scenario, run_dir: Path, *, seed: int, epoch: float | None = None,
-                       options: ClusterOptions | None = None) -> DockerCluster:
+    def create_cluster(
+        self,
+        scenario: Scenario,
+        run_dir: Path,
+        *,
+        seed: int,
+        epoch: float | None = None,
+        options: ClusterOptions | None = None,
+    ) -> DockerCluster:
         return DockerCluster(scenario, run_dir, seed=seed, epoch=epoch, options=options, backend=self)

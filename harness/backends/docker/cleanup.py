@@ -81,8 +81,16 @@ def leftovers(client=None) -> dict[str, dict]:
         if not cid:
             return None
         owner = labels.get(LABEL_OWNER, "")
-        return found.setdefault(cid, {"owner": owner, "alive": owner_alive(owner) if owner else False,
-                                      "containers": [], "networks": [], "run_dir": labels.get(LABEL_RUN_DIR, "")})
+        return found.setdefault(
+            cid,
+            {
+                "owner": owner,
+                "alive": owner_alive(owner) if owner else False,
+                "containers": [],
+                "networks": [],
+                "run_dir": labels.get(LABEL_RUN_DIR, ""),
+            },
+        )
 
     for container in client.containers.list(all=True, filters={"label": f"{LABEL}=1"}):
         e = entry(container.labels)
@@ -95,8 +103,14 @@ def leftovers(client=None) -> dict[str, dict]:
     return found
 
 
-def clean_leftovers(client=None, *, everything: bool = False, cluster: str | None = None,
-                    dry_run: bool = False, out: Callable[[str], None] = print) -> tuple[int, list[str]]:
+def clean_leftovers(
+    client=None,
+    *,
+    everything: bool = False,
+    cluster: str | None = None,
+    dry_run: bool = False,
+    out: Callable[[str], None] = print,
+) -> tuple[int, list[str]]:
     """Remove the containers and networks of clusters whose harness process is gone (every
     cluster with `everything`, or just `cluster`); returns (clusters removed, problems).
 

@@ -82,12 +82,21 @@ _LIVE_CLUSTERS: weakref.WeakSet[DockerCluster] = weakref.WeakSet()
 class DockerCluster(Cluster):
     backend_name = "docker"
 
-    def __init__(self, scenario: Scenario, run_dir: Path, *, seed: int, epoch: float | None,
-                 options: ClusterOptions | None, backend: DockerBackend):
+    def __init__(
+        self,
+        scenario: Scenario,
+        run_dir: Path,
+        *,
+        seed: int,
+        epoch: float | None,
+        options: ClusterOptions | None,
+        backend: DockerBackend,
+    ):
         super().__init__(scenario, run_dir, seed=seed, epoch=epoch, options=options)
         if len(scenario.nodes) > MAX_NODES:
-            raise BackendError(f"the docker backend runs at most {MAX_NODES} nodes per cluster, "
-                               f"the scenario has {len(scenario.nodes)}")
+            raise BackendError(
+                f"the docker backend runs at most {MAX_NODES} nodes per cluster, the scenario has {len(scenario.nodes)}"
+            )
         self.backend = backend
         self.client = backend.client
         self.cluster_id = "sb" + secrets.token_hex(4)
@@ -124,8 +133,10 @@ class DockerCluster(Cluster):
         if requested == "toxiproxy" and transport != "tcp":
             raise BackendError(f"injector toxiproxy needs transport tcp (the scenario uses {transport})")
         if requested == "iptables" and any(s.kind == "toxic" for s in self.scenario.schedule):
-            raise BackendError("injector iptables cannot tell apart TCP links routed through Toxiproxy, which "
-                               "toxic steps need: use auto, toxiproxy or inprocess")
+            raise BackendError(
+                "injector iptables cannot tell apart TCP links routed through Toxiproxy, which "
+                "toxic steps need: use auto, toxiproxy or inprocess"
+            )
         if requested not in ("inprocess", "iptables", "toxiproxy"):
             raise BackendError(f"unknown injector {requested!r} (inprocess, iptables, toxiproxy)")
         return requested
@@ -135,8 +146,13 @@ class DockerCluster(Cluster):
         return self.injector
 
     def labels(self, role: str, **extra: str) -> dict[str, str]:
-        out = {LABEL: "1", LABEL_CLUSTER: self.cluster_id, LABEL_ROLE: role, LABEL_OWNER: self._owner,
-               LABEL_RUN_DIR: str(self.run_dir)}
+        out = {
+            LABEL: "1",
+            LABEL_CLUSTER: self.cluster_id,
+            LABEL_ROLE: role,
+            LABEL_OWNER: self._owner,
+            LABEL_RUN_DIR: str(self.run_dir),
+        }
         out.update(extra)
         return out
 
@@ -174,8 +190,9 @@ class DockerCluster(Cluster):
         self.timings["start_s"] = time.monotonic() - started
 
     def _create_network(self) -> None:
-        self.network, self.subnet = create_network(self.client, self.network_name, labels=self.labels("network"),
-                                                   attempts=self.backend.network_attempts)
+        self.network, self.subnet = create_network(
+            self.client, self.network_name, labels=self.labels("network"), attempts=self.backend.network_attempts
+        )
         for i, name in enumerate(self.nodes):
             ip = host_address(self.subnet, FIRST_NODE_HOST + i)
             self._ips[name] = ip
@@ -188,11 +205,18 @@ class DockerCluster(Cluster):
         ip = host_address(self.subnet, TOXIPROXY_HOST)
         port = proxies.TOXIPROXY_PORT
         kwargs = dict(
-            image=self.image, entrypoint=["python", "-m", "faults.toxiproxy"],
+            image=self.image,
+            entrypoint=["python", "-m", "faults.toxiproxy"],
             command=["-host", "0.0.0.0", "-port", str(port), "-seed", str(self.seed)],
-            name=f"{self.cluster_id}-toxiproxy", labels=self.labels("toxiproxy"), init=True, detach=True,
-            network=self.network_name, networking_config=endpoint(self.client, self.network_name, ip),
-            environment={"LOG_LEVEL": "WARNING"}, healthcheck={"test": ["NONE"]})
+            name=f"{self.cluster_id}-toxiproxy",
+            labels=self.labels("toxiproxy"),
+            init=True,
+            detach=True,
+            network=self.network_name,
+            networking_config=endpoint(self.client, self.network_name, ip),
+            environment={"LOG_LEVEL": "WARNING"},
+            healthcheck={"test": ["NONE"]},
+        )
         if self.admin_mode == "published":
             kwargs["ports"] = {f"{port}/tcp": ("127.0.0.1" if self.backend.local_engine else "0.0.0.0", None)}
         with signals_deferred():
@@ -204,8 +228,9 @@ class DockerCluster(Cluster):
         else:
             self.toxiproxy_api = (ip, port)
         proxies.wait_until_up(self.toxiproxy, self.toxiproxy_api, self.options.start_timeout_s)
-        self.proxies.update(proxies.create_proxies(self.toxiproxy_api, self._ips,
-                                                   timeout_s=self.options.admin_timeout_s))
+        self.proxies.update(
+            proxies.create_proxies(self.toxiproxy_api, self._ips, timeout_s=self.options.admin_timeout_s)
+        )
 
     def _peers_of(self, name: str) -> dict[str, str]:
         peers = {}
@@ -225,21 +250,33 @@ class DockerCluster(Cluster):
         node_dir = self._node_dir(name)
         ip = self._ips[name]
         events_in_container = f"{CONTAINER_DIR}/events-inc{incarnation}.jsonl"
-        config = self.node_config(name, bind=f"{ip}:{PROTOCOL_PORT}", admin=f"0.0.0.0:{ADMIN_PORT}",
-                                  peers=self._peers_of(name), events=events_in_container, incarnation=incarnation)
+        config = self.node_config(
+            name,
+            bind=f"{ip}:{PROTOCOL_PORT}",
+            admin=f"0.0.0.0:{ADMIN_PORT}",
+            peers=self._peers_of(name),
+            events=events_in_container,
+            incarnation=incarnation,
+        )
         text = yaml.safe_dump(config, sort_keys=False)
         (node_dir / "node.yaml").write_text(text, encoding="utf-8")
         part = node_dir / f"events-inc{incarnation}.jsonl"
         part.unlink(missing_ok=True)
         kwargs = dict(
-            image=self.image, command=["--config", f"{CONTAINER_DIR}/node.yaml"],
+            image=self.image,
+            command=["--config", f"{CONTAINER_DIR}/node.yaml"],
             name=f"{self.cluster_id}-{name}-{incarnation}",
             labels=self.labels("node", **{LABEL_NODE: name, "splitbrain.incarnation": str(incarnation)}),
-            hostname=name.lower().replace("_", "-")[:63], cap_add=["NET_ADMIN"], init=True, detach=True,
-            network=self.network_name, networking_config=endpoint(self.client, self.network_name, ip),
+            hostname=name.lower().replace("_", "-")[:63],
+            cap_add=["NET_ADMIN"],
+            init=True,
+            detach=True,
+            network=self.network_name,
+            networking_config=endpoint(self.client, self.network_name, ip),
             # The harness polls /health itself; the image's HEALTHCHECK would start a Python process
             # in every container every 5 s, which a 2-core CI machine feels.
-            healthcheck={"test": ["NONE"]}, stop_signal="SIGTERM",
+            healthcheck={"test": ["NONE"]},
+            stop_signal="SIGTERM",
         )
         if self.events_mode == "bind":
             # The node runs as the image's unprivileged user: it must be able to write here.
@@ -254,8 +291,9 @@ class DockerCluster(Cluster):
             try:
                 container = self.client.containers.create(**kwargs)
             except docker.errors.APIError as exc:
-                raise NodeStartError(f"node {name} (incarnation {incarnation}): cannot create its container: "
-                                     f"{exc}") from None
+                raise NodeStartError(
+                    f"node {name} (incarnation {incarnation}): cannot create its container: {exc}"
+                ) from None
             self._containers[name] = container
             self._parts[name].append((incarnation, part, t))
             handle.incarnation = incarnation
@@ -267,8 +305,9 @@ class DockerCluster(Cluster):
             container.start()
         except docker.errors.APIError as exc:
             handle.state = NodeState.DEAD
-            raise NodeStartError(f"node {name} (incarnation {incarnation}): its container does not start: "
-                                 f"{exc}") from None
+            raise NodeStartError(
+                f"node {name} (incarnation {incarnation}): its container does not start: {exc}"
+            ) from None
         if self.admin_mode == "published":
             container.reload()
             url = f"http://{self.backend.admin_host}:{self._published_port(container, ADMIN_PORT)}"
@@ -297,8 +336,11 @@ class DockerCluster(Cluster):
         while True:
             try:
                 reply = client.health(timeout_s=2.0)
-                if (isinstance(reply, dict) and reply.get("status") == "ok"
-                        and reply.get("incarnation") == handle.incarnation):
+                if (
+                    isinstance(reply, dict)
+                    and reply.get("status") == "ok"
+                    and reply.get("incarnation") == handle.incarnation
+                ):
                     return
                 last = f"GET /health answered {reply!r}"
             except AdminError as exc:
@@ -316,14 +358,17 @@ class DockerCluster(Cluster):
                     code = (container.attrs.get("State") or {}).get("ExitCode")
                     tail = self.log_tail(name)
                     self._finish(name)
-                    raise NodeStartError(f"node {name} (incarnation {handle.incarnation}) exited with code {code} "
-                                         f"while starting in container {container.name} at {handle.address}; "
-                                         f"its output:\n{tail}")
+                    raise NodeStartError(
+                        f"node {name} (incarnation {handle.incarnation}) exited with code {code} "
+                        f"while starting in container {container.name} at {handle.address}; "
+                        f"its output:\n{tail}"
+                    )
             if now >= deadline:
                 raise NodeStartError(
                     f"node {name} (incarnation {handle.incarnation}) did not answer GET {handle.admin_url}/health "
                     f"within {timeout:g}s (expected status ok and incarnation {handle.incarnation}; last seen: "
-                    f"{last}); container {container.name} output:\n{self.log_tail(name)}")
+                    f"{last}); container {container.name} output:\n{self.log_tail(name)}"
+                )
             time.sleep(HEALTH_POLL_S)
 
     # ---- lifecycle (the hooks Cluster's stop, kill, pause and resume use) ---------------------
@@ -384,8 +429,9 @@ class DockerCluster(Cluster):
         if not alive:
             return
         try:
-            exited = self.client.containers.list(all=True, filters={"label": f"{LABEL_CLUSTER}={self.cluster_id}",
-                                                                    "status": ["exited", "dead"]})
+            exited = self.client.containers.list(
+                all=True, filters={"label": f"{LABEL_CLUSTER}={self.cluster_id}", "status": ["exited", "dead"]}
+            )
         except docker.errors.APIError:
             return  # the engine is busy: ask again next time
         ids = {c.id for c in exited}
@@ -400,18 +446,26 @@ class DockerCluster(Cluster):
             self._record_stop(name, "crashed")
             tail = self.log_tail(name)
             self._finish(name)
-            raise NodeCrashed(f"node {name} (incarnation {handle.incarnation}) exited unexpectedly with code "
-                              f"{code} (container {container.name}); its output:\n{tail}")
+            raise NodeCrashed(
+                f"node {name} (incarnation {handle.incarnation}) exited unexpectedly with code "
+                f"{code} (container {container.name}); its output:\n{tail}"
+            )
 
     def describe(self) -> dict:
         """Where this cluster runs (for verdict.json and failure reports)."""
-        return {"cluster_id": self.cluster_id, "network": self.network_name,
-                "subnet": None if self.subnet is None else str(self.subnet),
-                "image": self.backend.image_name(self.image), "image_id": self.image,
-                "injector": self.injector, "proxied": self.proxied, "events": self.events_mode,
-                "admin": self.admin_mode,
-                "iptables_runner": self.backend.iptables_runner if self.injector == "iptables" else None,
-                "timings_s": {k: round(v, 3) for k, v in self.timings.items()}}
+        return {
+            "cluster_id": self.cluster_id,
+            "network": self.network_name,
+            "subnet": None if self.subnet is None else str(self.subnet),
+            "image": self.backend.image_name(self.image),
+            "image_id": self.image,
+            "injector": self.injector,
+            "proxied": self.proxied,
+            "events": self.events_mode,
+            "admin": self.admin_mode,
+            "iptables_runner": self.backend.iptables_runner if self.injector == "iptables" else None,
+            "timings_s": {k: round(v, 3) for k, v in self.timings.items()},
+        }
 
     def netns_runner(self, name: str):
         """A faults.netns Runner into the network namespace of a node's current container."""
@@ -448,10 +502,13 @@ class DockerCluster(Cluster):
         container = self._containers.get(name)
         handle = self.nodes[name]
         if container is not None and not handle.alive:
-            append_output(container, self._node_dir(name) / "node.log",
-                          f"--- splitbrain: {name} incarnation {handle.incarnation} in container {container.name} "
-                          f"({container.id[:12]}) on {handle.address}, image {self.backend.image_name(self.image)} "
-                          f"({(self.image or '?')[7:19]})\n")
+            append_output(
+                container,
+                self._node_dir(name) / "node.log",
+                f"--- splitbrain: {name} incarnation {handle.incarnation} in container {container.name} "
+                f"({container.id[:12]}) on {handle.address}, image {self.backend.image_name(self.image)} "
+                f"({(self.image or '?')[7:19]})\n",
+            )
             if self.events_mode == "archive":
                 copy_out(container, [part for _incarnation, part, _t in self._parts[name]])
             self._containers.pop(name, None)
@@ -498,8 +555,10 @@ class DockerCluster(Cluster):
                         os.chmod(self._node_dir(name), 0o755)
             finally:
                 if self.keep:
-                    self.problems.append(f"kept: network {self.network_name} and the containers labelled "
-                                         f"{LABEL_CLUSTER}={self.cluster_id} (splitbrain clean removes them)")
+                    self.problems.append(
+                        f"kept: network {self.network_name} and the containers labelled "
+                        f"{LABEL_CLUSTER}={self.cluster_id} (splitbrain clean removes them)"
+                    )
                 else:
                     self.remove_all()
                 _LIVE_CLUSTERS.discard(self)

@@ -128,8 +128,9 @@ class NodeImageMixin:
             try:
                 client.images.get(DEFAULT_IMAGE)
             except docker.errors.ImageNotFound:
-                raise BackendUnavailable(f"{DEFAULT_IMAGE} does not exist and this is no checkout with ci/images "
-                                         f"to build it") from None
+                raise BackendUnavailable(
+                    f"{DEFAULT_IMAGE} does not exist and this is no checkout with ci/images to build it"
+                ) from None
             return DEFAULT_IMAGE
         tag = f"{IMAGE_REPO}:{load_ci_images().content_hash()}"
         try:
@@ -143,16 +144,21 @@ class NodeImageMixin:
 
     def _build(self, tag: str) -> None:
         out = self.build_output if self.build_output is not None else sys.stderr
-        print(f"splitbrain: the node image {tag} is missing or stale: building it with ci/images", file=out,
-              flush=True)
+        print(f"splitbrain: the node image {tag} is missing or stale: building it with ci/images", file=out, flush=True)
         started = time.monotonic()
         env = dict(os.environ)
         base_url = str(self.client.api.base_url)
         if base_url.startswith("tcp://") or base_url.startswith("https://") or base_url.startswith("http://"):
             env.setdefault("DOCKER_HOST", base_url)
-        proc = subprocess.Popen([sys.executable, str(CI_IMAGES), "all"], stdout=subprocess.PIPE,
-                                stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, text=True, env=env,
-                                cwd=str(ROOT))
+        proc = subprocess.Popen(
+            [sys.executable, str(CI_IMAGES), "all"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            text=True,
+            env=env,
+            cwd=str(ROOT),
+        )
         tail: list[str] = []
         try:
             assert proc.stdout is not None
@@ -185,8 +191,12 @@ class NodeImageMixin:
         built = (latest.labels or {}).get("splitbrain.content-hash", "?")
         assert latest.id is not None  # an image on the engine has one
         out = self.build_output if self.build_output is not None else sys.stderr
-        print(f"splitbrain: the sources changed during the build: using {IMAGE_REPO}:{built} "
-              f"({latest.id[7:19]}), built from them a moment ago", file=out, flush=True)
+        print(
+            f"splitbrain: the sources changed during the build: using {IMAGE_REPO}:{built} "
+            f"({latest.id[7:19]}), built from them a moment ago",
+            file=out,
+            flush=True,
+        )
         return latest.id
 
 

@@ -34,7 +34,7 @@ def taken_subnets(client) -> list[ipaddress.IPv4Network | ipaddress.IPv6Network]
     """The subnets a new cluster network must not overlap: every docker network's, and the reserved."""
     taken = list(RESERVED_SUBNETS)
     for net in client.networks.list():
-        for cfg in ((net.attrs.get("IPAM") or {}).get("Config") or []):
+        for cfg in (net.attrs.get("IPAM") or {}).get("Config") or []:
             try:
                 taken.append(ipaddress.ip_network(cfg.get("Subnet", ""), strict=False))
             except ValueError:
@@ -60,8 +60,7 @@ def create_network(client, name: str, *, labels: dict[str, str], attempts: int =
         ipam = IPAMConfig(pool_configs=[IPAMPool(subnet=str(subnet), gateway=gateway)])
         try:
             with signals_deferred():
-                network = client.networks.create(name, driver="bridge", ipam=ipam, check_duplicate=True,
-                                                 labels=labels)
+                network = client.networks.create(name, driver="bridge", ipam=ipam, check_duplicate=True, labels=labels)
         except docker.errors.APIError as exc:
             text = str(exc)
             if "overlap" in text.lower() or "pool" in text.lower() or "in use" in text.lower():
@@ -69,8 +68,7 @@ def create_network(client, name: str, *, labels: dict[str, str], attempts: int =
                 continue  # another cluster took it between our look and our create
             raise BackendError(f"cannot create the cluster network {name}: {exc}") from None
         return network, subnet
-    raise BackendError(f"could not create a network with a free subnet after {attempts} attempts "
-                       f"(last: {last_error})")
+    raise BackendError(f"could not create a network with a free subnet after {attempts} attempts (last: {last_error})")
 
 
 def host_address(subnet: ipaddress.IPv4Network, host: int) -> str:

@@ -37,17 +37,22 @@ def wait_until_up(container, api: tuple[str, int], timeout_s: float) -> None:
             last = type(exc).__name__
         container.reload()
         if container.status in ("exited", "dead"):
-            raise NodeStartError(f"the Toxiproxy container exited with {container.attrs['State'].get('ExitCode')}:"
-                                 f"\n{container_tail(container)}")
+            raise NodeStartError(
+                f"the Toxiproxy container exited with {container.attrs['State'].get('ExitCode')}:"
+                f"\n{container_tail(container)}"
+            )
         if time.monotonic() > deadline:
-            raise NodeStartError(f"the Toxiproxy container did not answer GET /version within "
-                                 f"{timeout_s:g}s (last: {last}):\n{container_tail(container)}")
+            raise NodeStartError(
+                f"the Toxiproxy container did not answer GET /version within "
+                f"{timeout_s:g}s (last: {last}):\n{container_tail(container)}"
+            )
         time.sleep(0.1)
     session.close()
 
 
-def create_proxies(api: tuple[str, int], ips: dict[str, str], *,
-                   timeout_s: float) -> dict[tuple[str, str], tuple[str, int]]:
+def create_proxies(
+    api: tuple[str, int], ips: dict[str, str], *, timeout_s: float
+) -> dict[tuple[str, str], tuple[str, int]]:
     """A proxy `X-to-Y` for every directed link between the nodes of `ips` (name -> address),
     listening on its own port from PROXY_PORT_BASE on; returns (src, dst) -> (proxy name, port)."""
     from ..injectors import ToxiproxyClient  # the toxiproxy client library only when links are proxied
