@@ -29,6 +29,7 @@ from harness.backends.base import ClusterOptions, FaultInjector, NodeHandle, Nod
 from harness.eventlog import write_events
 from harness.scenario import FaultStep, Scenario, Stream
 from node.compose import protocol_layers
+from node.message import parse_app_id
 
 from .cluster import DEAD, PAUSED, SimNode
 from .simulator import Simulation, _StreamState
@@ -202,10 +203,10 @@ class _Delivered:
             if kind == "node_start":
                 counts.clear()
             elif kind == "deliver" and "app" in ev:
-                src, stream, n = ev["app"].rsplit(":", 2)
-                entry = counts.setdefault(src, {}).setdefault(stream, {"count": 0, "last": 0})
+                src, stream, n = parse_app_id(ev["app"])
+                entry = counts.setdefault(src, {}).setdefault(str(stream), {"count": 0, "last": 0})
                 entry["count"] += 1
-                entry["last"] = int(n)
+                entry["last"] = n
         self.seen[name] = len(events)
         return counts
 
