@@ -37,6 +37,10 @@ class Unicast2Config:
     # (scenario #6). True checks it, as JGroups did later; a resync by SEND_FIRST_SEQNO keeps the
     # conn-id, so a stale STABLE after one still purges (JGRP-1873/1875) either way.
     stable_checks_conn_id: bool = False
+    # Seed 001's send rule puts the conn-id on every DATA message. False is the wire its scenario
+    # #6 was written for: only a first=true message carries it ("#2(conn-id=0)"), and a receiver
+    # takes a message without one into whatever window it has for the sender.
+    conn_id_in_every_message: bool = True
     mutation: str | None = None
 
     def __post_init__(self) -> None:

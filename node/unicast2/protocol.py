@@ -16,7 +16,8 @@ says it was delivered. There are no per-message acks: B drives everything.
     with another recv-conn-id -> the old window is replaced the same way; the same conn-id -> NOP
     (the window stays; this prevents duplicate connection establishments) and the message is
     handled as any other;
-  - otherwise: no entry, or another conn-id -> the message is dropped and B sends
+  - otherwise: no entry, or another conn-id (0: none given, see conn_id_in_every_message, takes
+    the window B has) -> the message is dropped and B sends
     SEND_FIRST_SEQNO(conn-id, seqno of that message) to A, at most once per batch.
 - SEND_FIRST_SEQNO at A (seed: "A receives GET_FIRST_SEQNO"): dropped when its conn-id is not
   A's send-conn-id; otherwise A resends the lowest message of its send window with first=true.
@@ -166,7 +167,9 @@ class Unicast2(Layer):
         seqno = entry.next_seqno
         entry.next_seqno = seqno + 1
         entry.last_active = now
-        msg.headers[PROTO_ID] = U2Header(MsgType.DATA, seqno, entry.conn_id, first=seqno == 1)
+        first = seqno == 1
+        conn_id = entry.conn_id if first or self.config.conn_id_in_every_message else 0
+        msg.headers[PROTO_ID] = U2Header(MsgType.DATA, seqno, conn_id, first=first)
         entry.msgs[seqno] = msg
         self._count("tx_DATA")
         out.append(Log(event=self._data_event(now, "send", dest, seqno, entry.conn_id, msg)))
@@ -210,7 +213,9 @@ class Unicast2(Layer):
                 continue
             self._count(f"rx_{hdr.type.name}")
             if hdr.type is MsgType.DATA:
-                if hdr.seqno and hdr.conn_id:
+                # Seqnos start at 1; a first=true message must name its connection (conn-id 0
+                # on any other message means "not given": see conn_id_in_every_message).
+                if hdr.seqno and (hdr.conn_id or not hdr.first):
                     data.append(msg)
                 else:
                     out.append(
@@ -221,7 +226,7 @@ class Unicast2(Layer):
                             seqno=hdr.seqno,
                             conn_id=hdr.conn_id,
                             type="DATA",
-                            reason="seqno or conn_id is zero",
+                            reason="seqno zero, or first without conn_id",
                         )
                     )
             else:
@@ -297,7 +302,7 @@ class Unicast2(Layer):
             # connection it opened; opening a window again would trash what it holds.
             self._count("first_nop")
             return entry
-        if entry is None or hdr.conn_id != entry.conn_id:
+        if entry is None or (hdr.conn_id and hdr.conn_id != entry.conn_id):
             reason = "no receive window" if entry is None else f"conn_id {hdr.conn_id} != recv-conn-id {entry.conn_id}"
             out.append(
                 self._log(now, "drop", peer=src, seqno=hdr.seqno, conn_id=hdr.conn_id, type="DATA", reason=reason)
@@ -420,7 +425,8 @@ class Unicast2(Layer):
         reason = None
         if entry is None:
             reason = "no send window"
-        elif hdr.conn_id != entry.conn_id:
+        elif hdr.conn_id and hdr.conn_id != entry.conn_id:
+            # Conn-id 0: the dropped message carried none, so the receiver cannot name one.
             reason = f"conn_id {hdr.conn_id} != send-conn-id {entry.conn_id}"
         elif entry.ha == entry.hs:
             reason = "nothing unacked"
