@@ -106,7 +106,7 @@ def test_bad_scenario_and_config_exit_2_before_any_process(tmp_path, capsys):
 
 def test_doctor_says_what_and_why(capsys):
     """doctor: python version, sim/local/docker backends, iptables, tc netem, toxiproxy, the Spark
-    pipeline (pyspark + java), each with a reason."""
+    pipeline (pyspark + java), the registered protocols, each with a reason."""
     assert main(["doctor"]) == 0
     lines = capsys.readouterr().out.splitlines()
     names = [line.split(":", 1)[0] for line in lines]
@@ -119,10 +119,12 @@ def test_doctor_says_what_and_why(capsys):
         "tc netem",
         "toxiproxy-server",
         "spark pipeline",
+        "protocols",
     ]
     assert lines[1].startswith("backend sim: yes")
     assert lines[7].startswith("spark pipeline: yes (pyspark ") and "java" in lines[7]  # test extra + Java 17
     assert lines[3].startswith(("backend docker: yes", "backend docker: no ("))
+    assert lines[8].startswith("protocols: unicast3, unicast2") and "registered" in lines[8]
     for line in lines[1:]:
         assert line.endswith(")") and " (" in line, line
     netem = lines[5]
