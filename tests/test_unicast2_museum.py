@@ -58,3 +58,19 @@ def test_stale_stable_evidence_and_conn_id_check(tmp_path):
         assert len(refused) >= 10 and all(e["ranges"] == [[12, 12]] for e in refused)
         purges = [e for e in events if e["kind"] == "ack_rx" and e["node"] == "A"]
         assert purges[-1]["seqno"] == 15  # the stale STABLE's purge, after the resync at 11
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("path", PIECES, ids=lambda p: p.stem)
+def test_same_verdict_on_local_processes(path, tmp_path):
+    """Each UNICAST2 piece gets the simulator's verdict, check by check, on local processes."""
+    from harness.backends.local import LocalBackend
+
+    ok, why = LocalBackend().check()
+    if not ok:
+        pytest.skip(f"local backend unavailable: {why}")
+    scenario = load_scenario(path)
+    sim = run_scenario(scenario, backend="sim", out=tmp_path / "sim")
+    local = run_scenario(scenario, backend="local", out=tmp_path / "local")
+    assert local.verdict.outcome == sim.verdict.outcome == "passed", [c.explanation for c in local.verdict.checks]
+    assert {c.name: c.passed for c in local.verdict.checks} == {c.name: c.passed for c in sim.verdict.checks}
