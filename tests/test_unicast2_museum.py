@@ -74,3 +74,21 @@ def test_same_verdict_on_local_processes(path, tmp_path):
     local = run_scenario(scenario, backend="local", out=tmp_path / "local")
     assert local.verdict.outcome == sim.verdict.outcome == "passed", [c.explanation for c in local.verdict.checks]
     assert {c.name: c.passed for c in local.verdict.checks} == {c.name: c.passed for c in sim.verdict.checks}
+
+
+def test_the_pipeline_flags_the_stuck_retransmission_of_seed_6(spark, tmp_path):
+    """Seed #6's retransmission without progress, as `splitbrain analyze` reports it: the advisory
+    stuck_retransmission fails on A->B for UNICAST2 and passes for the UNICAST3 twin."""
+    from pipeline import analysis as A
+
+    runs = tmp_path / "runs"
+    names = {}
+    for stem in ("unicast2-lost-first-after-reopen", "unicast3-lost-first-after-reopen"):
+        outcome = run_scenario(load_scenario(BUGS / f"{stem}.yaml"), backend="sim", out=runs)
+        names[outcome.run_dir.name] = stem
+    analysis = A.analyze(spark, [str(runs)], str(tmp_path / "warehouse"))
+    stuck = {names[v.run_id]: v.advisory[0] for v in analysis.verdicts}
+    old, twin = stuck["unicast2-lost-first-after-reopen"], stuck["unicast3-lost-first-after-reopen"]
+    assert old["name"] == "stuck_retransmission" and not old["passed"], old
+    assert [s["link"] for s in old["details"]["stuck"]] == ["A->B"] and old["details"]["xmit_reqs"] >= 10
+    assert twin["passed"], twin
