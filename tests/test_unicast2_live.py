@@ -1,9 +1,16 @@
 """`protocol: unicast2` outside the simulator's scenario runner: the pytest plugin's cluster on
-sim and on local processes (real UDP), judged by the same checkers."""
+sim and on local processes (real UDP), and museum pieces on docker, judged by the same checkers."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
+
+from harness.rundir import run_scenario
+from harness.scenario import load_scenario
+
+BUGS = Path(__file__).resolve().parent.parent / "scenarios" / "bugs"
 
 
 @pytest.mark.timeout(180)
@@ -23,3 +30,23 @@ def test_unicast2_asymmetric_split_heals_in_the_plugin(splitbrain_cluster, fault
     faults.view("B", ["A", "B"])
     cluster.wait_settled()
     cluster.assert_checks()
+
+
+@pytest.mark.docker
+@pytest.mark.timeout(600)
+def test_unicast2_museum_pieces_on_docker_get_the_simulator_verdict(tmp_path):
+    """One container per node, the one-way cut as an iptables DROP: seed 001's asymmetric split
+    passes and JGRP-1873/1875's stale STABLE fails no_loss, check by check as on the simulator."""
+    pytest.importorskip("docker")
+    from harness.backends.docker import DockerBackend
+
+    backend = DockerBackend()
+    ok, why = backend.check()
+    if not ok:
+        pytest.skip(f"docker backend unavailable: {why}")
+    for stem in ("unicast2-asymmetric-split", "unicast2-stale-stable"):
+        scenario = load_scenario(BUGS / f"{stem}.yaml")
+        sim = run_scenario(scenario, backend="sim", out=tmp_path / "sim")
+        real = run_scenario(scenario, backend="docker", out=tmp_path / "docker")
+        assert real.verdict.outcome == sim.verdict.outcome == "passed", (stem, real.run_dir)
+        assert {c.name: c.passed for c in real.verdict.checks} == {c.name: c.passed for c in sim.verdict.checks}
