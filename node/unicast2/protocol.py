@@ -9,7 +9,9 @@ says it was delivered. There are no per-message acks: B drives everything.
   messages; B's ReceiverEntry for A holds the recv-conn-id and the receive window (recv_win).
   Conn-ids combine the node's incarnation with a counter (a restarted node never reuses one).
 - Sending (seed: "A sends a message to B"): with no entry for B, A creates one with a new conn-id
-  and seqno 1; every DATA message carries the conn-id, and the first one also first=true.
+  and seqno 1; every DATA message carries the conn-id (only the first one, with
+  `conn_id_in_every_message: false`: the wire of the seed's scenario #6), and the first one also
+  first=true.
 - Receiving (seed: "B receives a message from A"), message by message (a first=true message goes
   first in its batch):
   - first=true: no entry -> a new recv_win at msg.seqno, recv-conn-id = msg.conn-id; an entry
@@ -28,7 +30,8 @@ says it was delivered. There are no per-message acks: B drives everything.
   - stable, every `stable_interval`: B sends STABLE(highest delivered, highest received) for each
     window whose pair changed, and repeats an unchanged one at most `max_stable_msgs` times (as
     JGroups). A purges up to the highest delivered and resends what lies above the highest
-    received: that is how a lost last message comes back.
+    received: that is how a lost last message comes back (while the repeats last: a message
+    lost after them is found when the next one opens a gap).
 - A view without a peer removes both entries for it at once, with their messages (seed #3).
 
 What seed 001 leaves open, taken as written: STABLE has no conn-id rule, so a STABLE of B's old
