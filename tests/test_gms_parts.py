@@ -88,3 +88,38 @@ def test_hostile_gms_messages_are_dropped_and_counted():
         for key, value in getattr(layer, "counters", {}).items():
             counters[key] = counters.get(key, 0) + value
     assert any(k.startswith("dropped_") for k in counters), counters
+
+
+def test_node_config_takes_membership_from_file_or_environment():
+    """`membership` in a node's config or SPLITBRAIN_MEMBERSHIP; GMS settings next to UNICAST3's."""
+    from node.runtime.config import ConfigError, NodeConfig
+
+    base = {"name": "A", "bind": "127.0.0.1:0", "admin": "127.0.0.1:0", "event_log": False}
+    cfg = NodeConfig.from_dict(
+        {**base, "config": {"fd_timeout": 3, "xmit_interval": 0.2}}, {"SPLITBRAIN_MEMBERSHIP": "gms"}
+    )
+    assert cfg.membership == "gms" and cfg.config == {"fd_timeout": 3, "xmit_interval": 0.2}
+    assert NodeConfig.from_dict(base).membership == "static"
+    with pytest.raises(ConfigError) as info:
+        NodeConfig.from_dict({**base, "membership": "paxos"})
+    assert info.value.key == "membership"
+    with pytest.raises(ConfigError) as info:
+        NodeConfig.from_dict({**base, "config": {"fd_timeout": 3}})  # static: UNICAST3 alone
+    assert info.value.key == "config.fd_timeout"
+
+
+def test_scenario_key_membership():
+    """`membership: gms` takes GMS settings in `config:`; static rejects them; bad values are named."""
+    from harness.scenario import ScenarioError, json_schema, parse_scenario
+
+    base = {"name": "m", "protocol": "unicast3", "nodes": 3, "duration": 1, "workload": []}
+    sc = parse_scenario({**base, "membership": "gms", "config": {"fd_timeout": 3}})
+    assert sc.membership == "gms" and sc.to_dict()["membership"] == "gms"
+    assert parse_scenario(sc.to_dict()) == sc
+    with pytest.raises(ScenarioError) as info:
+        parse_scenario({**base, "config": {"fd_timeout": 3}})
+    assert info.value.path == "config.fd_timeout"
+    with pytest.raises(ScenarioError) as info:
+        parse_scenario({**base, "membership": "gossip"})
+    assert info.value.path == "membership"
+    assert json_schema()["properties"]["membership"]["enum"] == ["static", "gms"]
