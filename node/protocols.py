@@ -88,6 +88,13 @@ class ProtocolSpec:
     variant_key: str | None = None
     # Random headers for the protocol-level fuzzer (tests/protocol_fuzz.py); None: not fuzzed.
     fuzz: HeaderFuzzer | None = None
+    # Is this event (as logged by the protocol) a message sent to get a receiver back in step with
+    # a sender: a resync control message, or data resent because a resync asked for it? The
+    # check `resync_traffic` counts them (JGRP-1874); None: the protocol has no resync.
+    resync_traffic: Callable[[Mapping[str, Any]], bool] | None = None
+    # Planted bugs that are old code this project fixed (the bug museum selects them with
+    # `mutation:`); not in the mutant hunt.
+    regressions: Mapping[str, str] = field(default_factory=dict)
 
     def variant(self, settings: Mapping[str, Any]) -> str | None:
         if self.variant_key is None:

@@ -774,6 +774,8 @@ class Unicast3(Layer):
                 out.extend(
                     self._send_sync_ok(peer, entry.ha + 1, entry.conn_id, entry.prev_conn_id, entry.sync_nonce, now)
                 )
+            if entry.state is ConnState.CLOSING and self._mutant("closing_skips_flush"):
+                continue  # JGRP-1586: pending messages of a closing connection are not flushed
             if entry.ha < entry.hs:
                 marks = (entry.ha, entry.hs)
                 if entry.prev_xmit == marks and not self._mutant("no_resend_highest"):
