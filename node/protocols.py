@@ -86,6 +86,8 @@ class ProtocolSpec:
     chaos_drop_types: tuple[str, ...] = ()
     # The setting that names the variant of the protocol, for pass rates per variant (pipeline).
     variant_key: str | None = None
+    # The values of variant_key worth comparing (`splitbrain compare` runs each); () = the default.
+    variants: tuple[str, ...] = ()
     # Random headers for the protocol-level fuzzer (tests/protocol_fuzz.py); None: not fuzzed.
     fuzz: HeaderFuzzer | None = None
     # Is this event (as logged by the protocol) a message sent to get a receiver back in step with

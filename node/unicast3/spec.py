@@ -7,7 +7,7 @@ from typing import Any
 
 from ..layer import Layer
 from ..protocols import ProtocolSpec, Rng
-from .config import MUTATION_RESYNC, MUTATIONS, REGRESSIONS, Unicast3Config
+from .config import MUTATION_RESYNC, MUTATIONS, REGRESSIONS, RESYNC_MODES, Unicast3Config
 from .fuzz import fuzz_header
 from .header import CODEC, MsgType
 from .protocol import Unicast3
@@ -61,6 +61,7 @@ SPEC = ProtocolSpec(
         "CLOSE",
     ),
     variant_key="resync",
+    variants=RESYNC_MODES,
     fuzz=fuzz_header,
     resync_traffic=_resync_traffic,
     regressions=REGRESSIONS,
