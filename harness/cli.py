@@ -543,6 +543,7 @@ def cmd_protocols(args: argparse.Namespace) -> int:
             "event_kinds": dict(spec.event_kinds),
             "default_checks": list(spec.default_checks),
             "mutations": dict(spec.mutations),
+            "regressions": dict(spec.regressions),
         }
         for spec in specs
     ]
@@ -556,6 +557,8 @@ def cmd_protocols(args: argparse.Namespace) -> int:
         print("  event kinds: " + (", ".join(p["event_kinds"]) or "(core kinds only)"))
         print("  default checks: " + ", ".join(p["default_checks"]))
         print(f"  mutants: {len(p['mutations'])}" + (f" ({', '.join(p['mutations'])})" if p["mutations"] else ""))
+        if p["regressions"]:
+            print(f"  regressions (old code for the bug museum): {', '.join(p['regressions'])}")
     return EXIT_OK
 
 

@@ -63,8 +63,13 @@ def on_variant(data: dict, variant: Variant) -> tuple[dict | None, str]:
     if variant.key is not None:
         config[variant.key] = variant.value
     out["config"] = config
+    from harness.scenario import ScenarioError, parse_scenario
+
     try:
         spec.config(config)
+        parse_scenario(out)  # e.g. a sync step the variant refuses
+    except ScenarioError as exc:
+        return None, f"n/a ({exc.path}: {exc.reason})"
     except ValueError as exc:
         return None, f"n/a ({exc})"
     return out, ""

@@ -207,3 +207,14 @@ def test_compare_cli(tmp_path, capsys):
     assert "| last-message-lost | unicast3 resync=sync | 1/1 |" in out
     assert js.exists()
     assert main(["compare", str(tmp_path / "nope.yaml")]) == 2
+
+
+def test_compare_marks_a_step_the_variant_refuses():
+    """The admin sync step needs resync: sync; on the other modes the cell says why it is n/a."""
+    data = _data("sync-bug-a-fixed")
+    for v in variants():
+        scenario, why = on_variant(data, v)
+        if v.value == "sync":
+            assert scenario is not None
+        elif v.key == "resync":
+            assert scenario is None and "sync" in why
