@@ -24,6 +24,9 @@ from dataclasses import dataclass, field
 from node import protocols
 
 
+NA_CHARS = 110  # how much of the reason an n/a cell shows in the table
+
+
 @dataclass(frozen=True)
 class Variant:
     protocol: str
@@ -69,7 +72,7 @@ def on_variant(data: dict, variant: Variant) -> tuple[dict | None, str]:
         spec.config(config)
         parse_scenario(out)  # e.g. a sync step the variant refuses
     except ScenarioError as exc:
-        return None, f"n/a ({exc.path}: {exc.reason})"
+        return None, f"n/a ({exc.reason})"
     except ValueError as exc:
         return None, f"n/a ({exc})"
     return out, ""
@@ -190,7 +193,8 @@ def markdown(vs: list[Variant], table: dict[str, dict[str, Cell]]) -> str:
         for v in vs:
             cell = row[v.label]
             if cell.na:
-                lines.append(f"| {name} | {v.label} | {cell.na} | | | | | |")
+                why = cell.na.removeprefix("n/a (").removesuffix(")")
+                lines.append(f"| {name} | {v.label} | n/a | | | | | {why[:NA_CHARS]} |")
                 continue
             r = cell.row()
 

@@ -218,3 +218,12 @@ def test_compare_marks_a_step_the_variant_refuses():
             assert scenario is not None
         elif v.key == "resync":
             assert scenario is None and "sync" in why
+
+
+@pytest.mark.parametrize("command", ["shrink", "compare"])
+def test_help(command, capsys):
+    """--help on the new commands exits 0 and documents them."""
+    with pytest.raises(SystemExit) as exc:
+        main([command, "--help"])
+    assert exc.value.code == 0
+    assert f"usage: splitbrain {command}" in capsys.readouterr().out

@@ -113,7 +113,8 @@ class Unicast3(Layer):
         return Log(event=make_event(now, self.local, PROTO, kind, **fields))
 
     def _mutant(self, name: str) -> bool:
-        """True when this planted bug (config `mutation`, see config.MUTATIONS) is switched on."""
+        """True when this planted bug (config `mutation`: config.MUTATIONS, or the old code of a
+        fixed bug, config.REGRESSIONS) is switched on."""
         return self.config.mutation == name
 
     def _count(self, key: str, n: int = 1) -> None:
