@@ -23,7 +23,6 @@ from dataclasses import dataclass, field
 
 from node import protocols
 
-
 NA_CHARS = 110  # how much of the reason an n/a cell shows in the table
 
 
