@@ -787,6 +787,73 @@ def no_errors_result(judged: int, count: int, errors: list[dict]) -> CheckResult
     return CheckResult("no_errors", False, explanation, details, judged=judged)
 
 
+# ---- resync_traffic ---------------------------------------------------------------------------
+
+
+def check_resync_traffic(events: list[dict], bound: int | None = None) -> CheckResult:
+    """Between any two nodes, at most `bound` resync messages (JGRP-1874): what each protocol's
+    spec calls resync traffic (`ProtocolSpec.resync_traffic`), counted from the events of messages
+    sent, both directions of a pair together. Judged: the pairs with any resync traffic."""
+    from node import protocols
+
+    predicates: dict[str, Callable | None] = {}
+    pairs: dict[tuple[str, str], dict] = {}
+    for ev in _ordered(events):
+        if _is_harness(ev) or "peer" not in ev:
+            continue
+        proto = ev["proto"]
+        if proto not in predicates:
+            try:
+                predicates[proto] = protocols.get(proto).resync_traffic
+            except ValueError:
+                predicates[proto] = None
+        pred = predicates[proto]
+        if pred is None or not pred(ev):
+            continue
+        a, b = sorted((ev["node"], ev["peer"]))
+        info = pairs.setdefault((a, b), {"messages": 0, "bytes": 0, "by_kind": {}, "first_t": ev["t"]})
+        info["messages"] += 1
+        info["bytes"] += int(ev.get("bytes") or 0)
+        what = ev["kind"] if ev["kind"] != "retransmit" else f"retransmit({ev.get('reason')})"
+        if ev.get("phase"):
+            what = f"{what}:{ev['phase']}"
+        info["by_kind"][what] = info["by_kind"].get(what, 0) + 1
+        info["last_t"] = ev["t"]
+    return resync_traffic_result({f"{a}<->{b}": info for (a, b), info in sorted(pairs.items())}, bound, predicates)
+
+
+def resync_traffic_result(pairs: dict, bound: int | None, predicates: dict | None = None) -> CheckResult:
+    """resync_traffic's verdict from the counts per pair ("A<->B" -> messages, bytes, by_kind...)."""
+    details = {"bound": bound, "pairs": pairs, "messages": sum(p["messages"] for p in pairs.values())}
+    if bound is None:
+        return vacuous_result("resync_traffic", "no resync_bound given (a scenario key)", details)
+    if not pairs:
+        declared = [p for p, pred in (predicates or {}).items() if pred is not None]
+        why = "no resync message was sent" + (
+            f" ({', '.join(sorted(declared))} declare(s) resync traffic)"
+            if declared
+            else " (no protocol in the log declares resync traffic)"
+        )
+        return vacuous_result("resync_traffic", why, details)
+
+    def line(name: str, p: dict) -> str:
+        kinds = ", ".join(f"{k} {n}" for k, n in sorted(p["by_kind"].items()))
+        return (
+            f"{name}: {p['messages']} resync messages ({p['bytes']} B; {kinds}) "
+            f"from {_fmt_t(p['first_t'])} to {_fmt_t(p['last_t'])}"
+        )
+
+    over = {name: p for name, p in pairs.items() if p["messages"] > bound}
+    if over:
+        explanation = f"{len(over)} pair(s) over the bound of {bound} resync messages: " + "; ".join(
+            line(n, p) for n, p in over.items()
+        )
+        return CheckResult("resync_traffic", False, explanation, details, judged=len(pairs))
+    most = max(pairs.items(), key=lambda item: item[1]["messages"])
+    explanation = f"{len(pairs)} pair(s) within {bound} resync messages; most: " + line(*most)
+    return CheckResult("resync_traffic", True, explanation, details, judged=len(pairs))
+
+
 # ---- registry ---------------------------------------------------------------------------------
 
 CHECKS: dict[str, Callable[..., CheckResult]] = {
@@ -796,26 +863,44 @@ CHECKS: dict[str, Callable[..., CheckResult]] = {
     "windows_synced": check_windows_synced,
     "no_errors": check_no_errors,
 }
+# Checks that need a bound from the scenario (check -> its scenario key). They are not in CHECKS,
+# the checks every run may be judged by: without their bound they judge nothing.
+BOUNDED_CHECKS: dict[str, Callable[..., CheckResult]] = {"resync_traffic": check_resync_traffic}
+CHECK_BOUNDS = {"resync_traffic": "resync_bound"}
+KNOWN_CHECKS = (*CHECKS, *BOUNDED_CHECKS)
 
 
 def run_checks(
-    events: list[dict], names: Iterable[str] | None = None, *, recovery_bound_s: float | None = None
+    events: list[dict],
+    names: Iterable[str] | None = None,
+    *,
+    recovery_bound_s: float | None = None,
+    resync_bound: int | None = None,
 ) -> list[CheckResult]:
-    """Run the named checks (all by default) in the given order over one merged event log.
+    """Run the named checks (all of CHECKS by default) in the given order over one merged event log.
 
     `recovery_bound_s` is no_loss' bound (default DEFAULT_RECOVERY_BOUND_S); scenarios resolve
-    theirs from the protocol's timers (Scenario.recovery_bound)."""
+    theirs from the protocol's timers (Scenario.recovery_bound). `resync_bound` is
+    resync_traffic's (the scenario's `resync_bound`; without it that check judges nothing)."""
     names = list(CHECKS) if names is None else list(names)
-    unknown = [n for n in names if n not in CHECKS]
+    unknown = [n for n in names if n not in KNOWN_CHECKS]
     if unknown:
-        raise ValueError(f"unknown check(s) {', '.join(map(repr, unknown))}; known: {', '.join(CHECKS)}")
+        raise ValueError(f"unknown check(s) {', '.join(map(repr, unknown))}; known: {', '.join(KNOWN_CHECKS)}")
     # Sort once here so that each check's own ordering pass is a cheap linear confirmation.
     ordered = _ordered(events)
     bound = DEFAULT_RECOVERY_BOUND_S if recovery_bound_s is None else recovery_bound_s
-    return [check_no_loss(ordered, bound) if name == "no_loss" else CHECKS[name](ordered) for name in names]
+    out = []
+    for name in names:
+        if name == "no_loss":
+            out.append(check_no_loss(ordered, bound))
+        elif name == "resync_traffic":
+            out.append(check_resync_traffic(ordered, resync_bound))
+        else:
+            out.append(CHECKS[name](ordered))
+    return out
 
 
 def judged_summary(results: Iterable[CheckResult]) -> str:
     """One line saying how much each check judged, e.g. "fifo 1800, no_loss 1790 owed"."""
-    unit = {"no_loss": " owed", "windows_synced": " pairs", "no_errors": " events"}
+    unit = {"no_loss": " owed", "windows_synced": " pairs", "no_errors": " events", "resync_traffic": " pairs"}
     return ", ".join(f"{r.name} {'nothing' if r.vacuous else str(r.judged) + unit.get(r.name, '')}" for r in results)

@@ -138,6 +138,51 @@ def build_parser() -> argparse.ArgumentParser:
     protocols_cmd.add_argument("--json", action="store_true", help="print JSON instead of text")
     protocols_cmd.set_defaults(func=cmd_protocols)
 
+    shrink = sub.add_parser(
+        "shrink",
+        help="shrink a failing scenario to the smallest schedule that still fails the same check",
+        description="Run SCENARIO in the simulator; if a check fails (for `expect: {fail: X}`, check X), "
+        "greedily drop schedule steps and streams, halve stream counts, durations and rates and the run's "
+        "duration and settle, keeping each change after which the same check still fails with the same "
+        "seed (and, for a scenario with `config.mutation`, passes without it). Writes the result as a "
+        "scenario file `splitbrain run` accepts and prints the before/after sizes.",
+        epilog="Exit codes: 0 shrunk and written, 1 the run crashed, 2 bad input or the scenario fails no check.",
+    )
+    shrink.add_argument("scenario", metavar="SCENARIO", help="path of the scenario YAML file")
+    shrink.add_argument(
+        "--seed", type=non_negative_int, default=None, metavar="N", help="seed (default: the scenario's seed)"
+    )
+    shrink.add_argument(
+        "--backend", choices=("sim",), default="sim", help="where candidates run: sim only (deterministic, fast)"
+    )
+    shrink.add_argument(
+        "--out", default=None, metavar="FILE", help="where to write the shrunk scenario (default: <name>-shrunk.yaml)"
+    )
+    shrink.add_argument(
+        "--budget", type=positive_int, default=None, metavar="N", help="most simulator runs to spend (default 300)"
+    )
+    shrink.add_argument("--quiet", action="store_true", help="no progress lines, only the result")
+    shrink.set_defaults(func=cmd_shrink)
+
+    compare = sub.add_parser(
+        "compare",
+        help="run scenarios on every registered protocol variant and print a table",
+        description="Run each SCENARIO (default: every file of scenarios/bugs/, the bug museum) in the "
+        "simulator with seeds 1..N on every registered protocol and each of its variants (the values of "
+        "its variant setting, e.g. a resync mode), judged as `expect: pass`, and print per scenario and "
+        "variant: pass rate, resync messages and bytes, time from the last heal to windows in sync, "
+        "retransmissions (means per run).",
+        epilog="Exit codes: 0 table printed, 2 bad input.",
+    )
+    compare.add_argument(
+        "scenarios", metavar="SCENARIO", nargs="*", help="scenario files (default: scenarios/bugs/*.yaml)"
+    )
+    compare.add_argument("--seeds", type=positive_int, default=10, metavar="N", help="seeds 1..N per cell (default 10)")
+    compare.add_argument("--jobs", type=positive_int, default=1, metavar="J", help="worker processes (default 1)")
+    compare.add_argument("--json", default=None, metavar="FILE", help="also write the table as JSON")
+    compare.add_argument("--quiet", action="store_true", help="no progress lines")
+    compare.set_defaults(func=cmd_compare)
+
     # analyze and campaign: the Spark pipeline (pipeline/cli.py imports pyspark only when run).
     from pipeline.cli import add_commands as add_pipeline_commands
 
@@ -240,7 +285,23 @@ def _run_sim(args, path: Path, scenario, seed: int) -> int:
         f"{stats['wall_time_s']:.2f} s wall, {stats['msgs_sent']} msgs sent / "
         f"{stats['msgs_delivered']} delivered, {verdict.summary()}, run dir {outcome.run_dir}"
     )
+    _print_evidence(verdict, outcome.result.all_events())  # type: ignore[union-attr]  # sim: a SimResult
     return _verdict_exit(verdict)
+
+
+def _print_evidence(verdict, events: list[dict]) -> None:
+    """For a reproduced bug, the failure it expected; for any failure or reproduction, what the
+    protocol kept doing at the end and the final windows (harness/evidence.py)."""
+    if verdict.passed and not isinstance(verdict.expect, dict):
+        return
+    if verdict.passed:
+        for check in verdict.checks:
+            if check.name == verdict.expect["fail"]:
+                print(f"  {check.name} failed (as expected): {check.explanation}")
+    from harness.evidence import evidence_lines
+
+    for line in evidence_lines(events):
+        print(f"  evidence: {line}")
 
 
 def _run_live(args, path: Path, scenario, seed: int) -> int:
@@ -289,7 +350,84 @@ def _run_live(args, path: Path, scenario, seed: int) -> int:
     settle = stats.get("settle") or {}
     if settle and not settle.get("ok"):
         print(f"  live: {settle.get('message')}")
+    if not verdict.passed or isinstance(verdict.expect, dict):
+        from harness.eventlog import read_run
+
+        _print_evidence(verdict, read_run(outcome.run_dir))
     return _verdict_exit(verdict)
+
+
+def cmd_shrink(args: argparse.Namespace) -> int:
+    import yaml
+
+    from harness.shrink import DEFAULT_BUDGET, NothingToShrink, shrink_scenario, to_yaml
+
+    path = Path(args.scenario)
+    scenario = load_scenario_arg(args.scenario)
+    if scenario is None:
+        return EXIT_BAD_INPUT
+    data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    seed = scenario.seed if args.seed is None else args.seed
+    out = Path(args.out) if args.out else Path(f"{scenario.name}-shrunk.yaml")
+
+    def progress(line: str) -> None:
+        if not args.quiet:
+            print(f"  {line}", flush=True)
+
+    try:
+        result = shrink_scenario(data, seed, budget=args.budget or DEFAULT_BUDGET, progress=progress)
+    except NothingToShrink as exc:
+        print(f"splitbrain: {path}: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except KeyboardInterrupt as exc:
+        return _interrupted(exc)
+    except Exception as exc:
+        traceback.print_exc()
+        print(f"splitbrain: shrink crashed (seed {seed}): {type(exc).__name__}: {exc}", file=sys.stderr)
+        return EXIT_FAILED
+    out.write_text(to_yaml(result, str(path), seed), encoding="utf-8")
+    b, a = result.before, result.after
+    print(
+        f"{scenario.name} seed={seed}: {result.check} still fails after {result.runs} runs; "
+        f"steps {b['steps']} -> {a['steps']}, streams {b['streams']} -> {a['streams']}, "
+        f"messages {b['messages']} -> {a['messages']}, duration {b['duration']:g} -> {a['duration']:g} s, "
+        f"settle {b['settle']:g} -> {a['settle']:g} s; written to {out}"
+    )
+    return EXIT_OK
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    import json
+
+    import yaml
+
+    from harness.compare import compare, markdown
+
+    paths = [Path(p) for p in args.scenarios] or sorted(Path("scenarios/bugs").glob("*.yaml"))
+    if not paths:
+        print("splitbrain: no scenario files (and no scenarios/bugs/*.yaml here)", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    files = []
+    for path in paths:
+        scenario = load_scenario_arg(str(path))
+        if scenario is None:
+            return EXIT_BAD_INPUT
+        files.append((scenario.name, yaml.safe_load(path.read_text(encoding="utf-8"))))
+
+    def advance(line: str) -> None:
+        if not args.quiet:
+            print(f"  {line}", file=sys.stderr, flush=True)
+
+    try:
+        vs, table = compare(files, range(1, args.seeds + 1), jobs=args.jobs, advance=advance)
+    except KeyboardInterrupt as exc:
+        return _interrupted(exc)
+    print(f"seeds 1..{args.seeds} per cell, simulator, every run judged as expect: pass")
+    print(markdown(vs, table))
+    if args.json:
+        rows = {name: {label: cell.row() for label, cell in row.items()} for name, row in table.items()}
+        Path(args.json).write_text(json.dumps({"seeds": args.seeds, "table": rows}, indent=2) + "\n")
+    return EXIT_OK
 
 
 def _verdict_exit(verdict) -> int:
@@ -405,6 +543,7 @@ def cmd_protocols(args: argparse.Namespace) -> int:
             "event_kinds": dict(spec.event_kinds),
             "default_checks": list(spec.default_checks),
             "mutations": dict(spec.mutations),
+            "regressions": dict(spec.regressions),
         }
         for spec in specs
     ]
@@ -418,6 +557,8 @@ def cmd_protocols(args: argparse.Namespace) -> int:
         print("  event kinds: " + (", ".join(p["event_kinds"]) or "(core kinds only)"))
         print("  default checks: " + ", ".join(p["default_checks"]))
         print(f"  mutants: {len(p['mutations'])}" + (f" ({', '.join(p['mutations'])})" if p["mutations"] else ""))
+        if p["regressions"]:
+            print(f"  regressions (old code for the bug museum): {', '.join(p['regressions'])}")
     return EXIT_OK
 
 

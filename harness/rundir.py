@@ -112,7 +112,14 @@ def judge(scenario: Scenario, events: list[dict], *, seed: int, backend: str, st
     """Run the scenario's checks over a merged event log and decide the outcome."""
     from harness.checks import run_checks
 
-    results = tuple(run_checks(events, list(scenario.checks), recovery_bound_s=scenario.recovery_bound))
+    results = tuple(
+        run_checks(
+            events,
+            list(scenario.checks),
+            recovery_bound_s=scenario.recovery_bound,
+            resync_bound=scenario.resync_bound,
+        )
+    )
     return Verdict(
         outcome=outcome_of(results, scenario.expect_fail),
         expect=scenario.expect,

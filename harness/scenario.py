@@ -478,6 +478,8 @@ class Scenario:
     # no_loss owes a message once sender and receiver were up and connected this long after it
     # was sent; parse_scenario resolves it from the protocol's timers when the file gives none.
     recovery_bound: float | None = None
+    # resync_traffic: the most resync messages between two nodes (None: the check is not listed).
+    resync_bound: int | None = None
 
     @property
     def end_time(self) -> float:
@@ -508,6 +510,7 @@ class Scenario:
             "seed": self.seed,
             **({} if self.injector == "auto" else {"injector": self.injector}),
             **({} if self.recovery_bound is None else {"recovery_bound": self.recovery_bound}),
+            **({} if self.resync_bound is None else {"resync_bound": self.resync_bound}),
         }
 
     def to_yaml(self) -> str:
@@ -555,6 +558,7 @@ def parse_scenario(data: Any) -> Scenario:
         injector=f.injector,
         membership=f.membership,
         recovery_bound=f.recovery_bound,
+        resync_bound=f.resync_bound,
     )
 
 
@@ -1291,7 +1295,7 @@ def _protocol_settings(config: dict | None, info: ValidationInfo) -> dict:
 def _checks(checks: list[str] | None, info: ValidationInfo) -> tuple[str, ...]:
     """Check names against harness.checks (it owns the list); add the checks every run gets. No
     list: the protocol's default checks."""
-    from harness.checks import CHECKS
+    from harness.checks import KNOWN_CHECKS
 
     if checks is None:
         protocol = context(info).get("protocol")
@@ -1300,8 +1304,8 @@ def _checks(checks: list[str] | None, info: ValidationInfo) -> tuple[str, ...]:
     for i, c in enumerate(checks):
         if c in checks[:i]:
             problems.add(f"{c!r} is listed twice", i)
-        elif c not in CHECKS:
-            problems.add(f"unknown check {c!r} (known: {', '.join(CHECKS)})", i)
+        elif c not in KNOWN_CHECKS:
+            problems.add(f"unknown check {c!r} (known: {', '.join(KNOWN_CHECKS)})", i)
     problems.raise_any()
     return tuple(checks) + tuple(c for c in ALWAYS_CHECKS if c not in checks)
 
@@ -1334,6 +1338,18 @@ def _injector_fits(injector: str, info: ValidationInfo) -> str:
 def _recovery_bound(bound: float | None, info: ValidationInfo) -> float | None:
     """The scenario's own bound, or the protocol's from its settings."""
     return context(info).get("recovery_bound") if bound is None else bound
+
+
+def _resync_bound(bound: int | None, info: ValidationInfo) -> int | None:
+    """Given exactly when the resync_traffic check is listed (it is that check's bound)."""
+    checks = context(info).get("checks")
+    if checks is None:
+        return bound
+    if bound is None and "resync_traffic" in checks:
+        raise problem("required by the check resync_traffic (the most resync messages between two nodes)")
+    if bound is not None and "resync_traffic" not in checks:
+        raise problem("only the check resync_traffic uses it, and it is not among the checks")
+    return bound
 
 
 class ScenarioFile(InputModel):
@@ -1374,6 +1390,14 @@ class ScenarioFile(InputModel):
         Annotated[float, Field(gt=0), explain("must be greater than 0 (seconds)")] | None,
         AfterValidator(_recovery_bound),
     ] = Field(None, validate_default=True)
+    resync_bound: Annotated[
+        Annotated[int, Field(ge=1), explain("must be a whole number of messages, at least 1")] | None,
+        AfterValidator(_resync_bound),
+    ] = Field(
+        None,
+        validate_default=True,
+        description="resync_traffic: the most resync messages (both directions) between two nodes",
+    )
 
 
 def _one_or_list(items: tuple[str, ...]) -> Any:

@@ -86,6 +86,8 @@ class ProtocolSpec:
     chaos_drop_types: tuple[str, ...] = ()
     # The setting that names the variant of the protocol, for pass rates per variant (pipeline).
     variant_key: str | None = None
+    # The values of variant_key worth comparing (`splitbrain compare` runs each); () = the default.
+    variants: tuple[str, ...] = ()
     # Random headers for the protocol-level fuzzer (tests/protocol_fuzz.py); None: not fuzzed.
     fuzz: HeaderFuzzer | None = None
     # A membership protocol (GMS): chosen by a scenario's `membership:`, not by `protocol:`, and
@@ -95,6 +97,14 @@ class ProtocolSpec:
     below: LayerFactory | None = None
     # Codecs of further header ids the protocol's layers use (registered with `header`).
     extra_headers: tuple[HeaderCodec, ...] = ()
+
+    # Is this event (as logged by the protocol) a message sent to get a receiver back in step with
+    # a sender: a resync control message, or data resent because a resync asked for it? The
+    # check `resync_traffic` counts them (JGRP-1874); None: the protocol has no resync.
+    resync_traffic: Callable[[Mapping[str, Any]], bool] | None = None
+    # Planted bugs that are old code this project fixed (the bug museum selects them with
+    # `mutation:`); not in the mutant hunt.
+    regressions: Mapping[str, str] = field(default_factory=dict)
 
     def variant(self, settings: Mapping[str, Any]) -> str | None:
         if self.variant_key is None:

@@ -15,7 +15,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from harness.checks import CHECKS
+from harness.checks import KNOWN_CHECKS
 
 from . import checks as C
 from . import ingest as I
@@ -64,7 +64,7 @@ def collect_rows(events: DataFrame) -> list:
 def check_results(events: DataFrame, metas: dict[str, dict]) -> dict[str, list[dict]]:
     """run_id -> the harness's check results, for every run in `metas` (a run without a single
     valid event is judged on the driver: every check says it judged nothing)."""
-    plans = {run_id: J.plan(meta, tuple(CHECKS)) for run_id, meta in metas.items()}
+    plans = {run_id: J.plan(meta, KNOWN_CHECKS) for run_id, meta in metas.items()}
     results = J.judge_runs(events, plans)
     for run_id, (names, bound) in plans.items():
         if run_id not in results:

@@ -139,7 +139,7 @@ def judge(run_id: str, meta: dict, parts: dict, results: list[dict], quarantined
     scenario's order): passed, failed, or vacuous when only checks that judged nothing did not pass."""
     expect = meta.get("expect") or "pass"
     names = list(meta.get("checks") or H.CHECKS)
-    unknown = [n for n in names if n not in H.CHECKS]
+    unknown = [n for n in names if n not in H.KNOWN_CHECKS]
     advisory = [b(parts) for b in ADVISORY_BUILDERS.values()]
     common: dict[str, Any] = dict(
         run_id=run_id,

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from ..layer import Layer
 from ..protocols import ProtocolSpec, Rng
 from .config import MUTATIONS, Unicast2Config
@@ -9,9 +11,18 @@ from .fuzz import fuzz_header
 from .header import CODEC, MsgType
 from .protocol import Unicast2
 
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
 
 def _layers(name: str, config: Unicast2Config, rng: Rng, incarnation: int) -> list[Layer]:
     return [Unicast2(name, config, rng, incarnation)]
+
+
+def _resync_traffic(ev: Mapping[str, Any]) -> bool:
+    """SEND_FIRST_SEQNO and the first=true resend that answers it (the `resync_traffic` check)."""
+    kind = ev.get("kind")
+    return kind == "first_seqno_tx" or (kind == "retransmit" and ev.get("reason") == "first_seqno")
 
 
 SPEC = ProtocolSpec(
@@ -31,4 +42,5 @@ SPEC = ProtocolSpec(
     mutations=MUTATIONS,
     chaos_drop_types=("DATA", "DATA", "STABLE", "XMIT_REQ", "SEND_FIRST_SEQNO"),
     fuzz=fuzz_header,
+    resync_traffic=_resync_traffic,
 )

@@ -28,6 +28,15 @@ MUTATIONS: dict[str, str] = {
     "timestamp_ignores_incarnation": "resync timestamp: timestamps restart at 1 after a restart and look stale",
     "first_seqno_resends_highest": "SEND_FIRST_SEQNO answered with HS instead of the lowest unacked message",
 }
+# Old code of fixed bugs, kept selectable by `mutation:` so the bug museum (scenarios/bugs/) can replay
+# them: the SYNC bugs this project found in itself (issue 9) and JGroups' close-without-flush. They
+# are not in the mutant hunt (`splitbrain mutants`): each needs an interleaving the chaos set rarely makes.
+REGRESSIONS: dict[str, str] = {
+    "sync_ok_rekeys_by_prev_only": "bug A: a SYNC-OK naming the window's own conn-id rebuilds it at the sender's HA",
+    "sync_first_opens_window": "bug B: resync sync opens a window from a first=true DATA instead of a SYNC",
+    "sync_ok_ignores_nonce": "bug C: any SYNC-OK answers the running sync, and only prev conn-id re-keys",
+    "closing_skips_flush": "JGRP-1586: a CLOSING send entry is not flushed: its unacked messages are never resent",
+}
 # Mutants whose bug sits on one resync path, and the `resync:` mode that path needs.
 MUTATION_RESYNC: dict[str, str] = {
     "ack_ignores_conn_id": "sync",
@@ -85,8 +94,9 @@ class Unicast3Config:
                 raise SettingError(name, f"must be >= 1, got {getattr(self, name)!r}")
         if self.resync not in RESYNC_MODES:
             raise SettingError("resync", f"must be one of {', '.join(RESYNC_MODES)}, got {self.resync!r}")
-        if self.mutation is not None and self.mutation not in MUTATIONS:
-            raise SettingError("mutation", f"must be one of {', '.join(MUTATIONS)}, got {self.mutation!r}")
+        if self.mutation is not None and self.mutation not in MUTATIONS and self.mutation not in REGRESSIONS:
+            known = ", ".join((*MUTATIONS, *REGRESSIONS))
+            raise SettingError("mutation", f"must be one of {known}, got {self.mutation!r}")
 
     @classmethod
     def from_dict(cls, values: Mapping[str, Any]) -> Unicast3Config:

@@ -113,7 +113,8 @@ class Unicast3(Layer):
         return Log(event=make_event(now, self.local, PROTO, kind, **fields))
 
     def _mutant(self, name: str) -> bool:
-        """True when this planted bug (config `mutation`, see config.MUTATIONS) is switched on."""
+        """True when this planted bug (config `mutation`: config.MUTATIONS, or the old code of a
+        fixed bug, config.REGRESSIONS) is switched on."""
         return self.config.mutation == name
 
     def _count(self, key: str, n: int = 1) -> None:
@@ -785,6 +786,8 @@ class Unicast3(Layer):
                 out.extend(
                     self._send_sync_ok(peer, entry.ha + 1, entry.conn_id, entry.prev_conn_id, entry.sync_nonce, now)
                 )
+            if entry.state is ConnState.CLOSING and self._mutant("closing_skips_flush"):
+                continue  # JGRP-1586: pending messages of a closing connection are not flushed
             if entry.ha < entry.hs:
                 marks = (entry.ha, entry.hs)
                 if entry.prev_xmit == marks and not self._mutant("no_resend_highest"):

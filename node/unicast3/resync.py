@@ -111,6 +111,11 @@ class SyncResync(Resync):
         self, src: str, msg: Message, hdr: U3Header, entry: ReceiverEntry | None, now: float, out: list[Action]
     ) -> ReceiverEntry | None:
         u3 = self.u3
+        if hdr.first and u3._mutant("sync_first_opens_window"):
+            # The code before issue 9 (bug B): first=true opened a window, SYNC or not.
+            if entry is not None:
+                u3._set_state(entry, "recv", "replaced", now, out)
+            return u3._create_recv(src, hdr.conn_id, hdr.seqno - 1, now, out, reason="new_window:first")
         # A delayed first message of a connection the sender has left must not open a window at
         # its old conn-id, where the receiver would ask forever for seqnos long purged (JGRP-1873).
         if hdr.conn_id in self._retired.get(src, ()):
@@ -195,7 +200,8 @@ class SyncResync(Resync):
             # Low is the first seqno to deliver, at least 1: a window at -1 could not be acked.
             out.append(u3._log(now, "drop", peer=src, type="SYNC_OK", conn_id=conn_id, reason="low is zero"))
             return out
-        if sync is None or hdr.nonce != sync.nonce:
+        unbound = u3._mutant("sync_ok_ignores_nonce")  # bug C: before the nonce
+        if sync is None or (hdr.nonce != sync.nonce and not unbound):
             if entry is not None and entry.conn_id == conn_id and hdr.nonce == self._synced_nonce.get(src):
                 out.extend(self._send_sync_ack(src, conn_id, hdr.nonce, now))  # our SYNC-ACK was lost
             else:
@@ -221,7 +227,13 @@ class SyncResync(Resync):
             return out
         if sync.conn_seen and sync.conn_seen not in (conn_id, hdr.prev_conn_id):
             self._retire(src, sync.conn_seen)
-        if entry is not None and entry.conn_id in (conn_id, hdr.prev_conn_id or None):
+        if unbound or u3._mutant("sync_ok_rekeys_by_prev_only"):
+            # Before issue 9 (bugs A and C) only the previous conn-id re-keyed a live window; a
+            # window already keyed by this conn-id was rebuilt at the answer's low.
+            keyed = bool(hdr.prev_conn_id) and entry is not None and entry.conn_id == hdr.prev_conn_id
+        else:
+            keyed = entry is not None and entry.conn_id in (conn_id, hdr.prev_conn_id or None)
+        if entry is not None and keyed:
             # Same stream, re-keyed (e.g. sync(peer) on a live window), or already keyed by an
             # earlier answer of this sender: keep what was delivered.
             if entry.conn_id != conn_id:

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 from ..layer import Layer
 from ..protocols import ProtocolSpec, Rng
-from .config import MUTATION_RESYNC, MUTATIONS, Unicast3Config
+from .config import MUTATION_RESYNC, MUTATIONS, REGRESSIONS, RESYNC_MODES, Unicast3Config
 from .fuzz import fuzz_header
 from .header import CODEC, MsgType
 from .protocol import Unicast3
@@ -12,6 +15,18 @@ from .protocol import Unicast3
 
 def _layers(name: str, config: Unicast3Config, rng: Rng, incarnation: int) -> list[Layer]:
     return [Unicast3(name, config, rng, incarnation)]
+
+
+# Messages of a resync: SEND_FIRST_SEQNO (first_seqno, timestamp), SYNC / SYNC-OK / SYNC-ACK (sync),
+# and the DATA a sender resends because one of those asked (its lowest unacked with first=true, or
+# its lowest and highest after SYNC-ACK).
+_RESYNC_KINDS = frozenset(("first_seqno_tx", "sync_tx"))
+_RESYNC_RESENDS = frozenset(("first_seqno", "sync"))
+
+
+def _resync_traffic(ev: Mapping[str, Any]) -> bool:
+    kind = ev.get("kind")
+    return kind in _RESYNC_KINDS or (kind == "retransmit" and ev.get("reason") in _RESYNC_RESENDS)
 
 
 SPEC = ProtocolSpec(
@@ -46,5 +61,8 @@ SPEC = ProtocolSpec(
         "CLOSE",
     ),
     variant_key="resync",
+    variants=RESYNC_MODES,
     fuzz=fuzz_header,
+    resync_traffic=_resync_traffic,
+    regressions=REGRESSIONS,
 )

@@ -1,0 +1,199 @@
+"""`splitbrain shrink`: the smallest schedule that still fails the same check, for users.
+
+hypothesis shrinks generated schedules inside the test suite; this does the same for any scenario
+file, in the simulator, deterministically (same file, same seed, same result). The input must fail
+a check with its seed (for a bug reproduction, `expect: {fail: X}`, that is check X; otherwise the
+first check that failed). A candidate is kept when the same check still fails, not vacuously, with
+the same seed; when the scenario runs a planted bug (`config.mutation`), the candidate must also
+pass every check without it, so what is left shows the bug and not an unfair schedule (a partition
+whose heal was removed fails no_loss with or without the bug).
+
+Reductions, greedy, each kept only if the failure stays (a delta-debugging pass in the style of
+ddmin restricted to single deletions, which is what schedules of tens of steps need):
+1. drop schedule steps, latest first, until no single step can go (a heal goes with its fault);
+2. drop streams (one must stay);
+3. halve each stream's count and duration, and the rate of a stream that runs for a duration
+   (fewest messages);
+4. halve the run's duration and its settle time (shortest run);
+5. drop steps once more (a shorter run may have made some pointless).
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from harness.mutants import remove_steps, run_trial, with_mutation
+
+DEFAULT_BUDGET = 300  # simulator runs one shrink may spend
+MIN_DURATION_S = 0.5
+MIN_SETTLE_S = 1.0
+
+
+class NothingToShrink(ValueError):
+    """The input passes with this seed: there is no failure to keep."""
+
+
+@dataclass
+class ShrinkResult:
+    data: dict  # the shrunk scenario, as a dict `splitbrain run` accepts
+    check: str  # the check that fails before and after
+    runs: int
+    before: dict  # steps, streams, messages, duration
+    after: dict
+    explanation: str = ""
+    log: list[str] = field(default_factory=list)
+
+
+def size(data: dict) -> dict:
+    """Steps, streams, planned messages and run length of a scenario dict (for before/after lines)."""
+    from harness.scenario import parse_scenario
+
+    sc = parse_scenario(data)
+    messages = 0
+    for s in sc.streams:  # expanded: one per (sender, receiver)
+        messages += s.count if s.count is not None else int(round(s.rate * (s.duration or 0)))
+    return {
+        "steps": len(data.get("schedule") or []),
+        "streams": len(data.get("workload") or []),
+        "messages": messages,
+        "duration": float(data["duration"]),
+        "settle": float(sc.settle),
+    }
+
+
+def target_check(data: dict, seed: int, *, check_invariants: bool = True) -> tuple[str, str]:
+    """(the check the input fails, its explanation); NothingToShrink when it fails none."""
+    trial = run_trial(_as_pass(data), seed, check_invariants=check_invariants)
+    if trial.outcome == "crash":
+        raise NothingToShrink(f"the run crashed with seed {seed} ({trial.explanation}); shrink needs a failing check")
+    expected = (data.get("expect") or {}).get("fail") if isinstance(data.get("expect"), dict) else None
+    if expected is not None:
+        if expected in trial.failed:
+            return expected, trial.explanation
+        raise NothingToShrink(f"check {expected} (the scenario's expect) does not fail with seed {seed}")
+    if not trial.failed:
+        raise NothingToShrink(f"every check passes with seed {seed}: nothing to shrink")
+    return trial.failed[0], trial.explanation
+
+
+def _as_pass(data: dict) -> dict:
+    """The scenario judged as `expect: pass`, so `failed` lists every check that failed."""
+    return {**data, "expect": "pass"}
+
+
+def shrink_scenario(
+    data: dict,
+    seed: int,
+    *,
+    budget: int = DEFAULT_BUDGET,
+    check_invariants: bool = True,
+    progress: Callable[[str], None] = lambda line: None,
+) -> ShrinkResult:
+    """Shrink a failing scenario dict (see the module docstring). Raises NothingToShrink."""
+    from harness.scenario import ScenarioError, parse_scenario
+
+    data = copy.deepcopy(data)
+    data["seed"] = seed
+    check, explanation = target_check(data, seed, check_invariants=check_invariants)
+    mutated = bool((data.get("config") or {}).get("mutation"))
+    before = size(data)
+    best = data
+    runs = 1
+    log: list[str] = []
+
+    def still_fails(candidate: dict) -> bool:
+        nonlocal runs
+        runs += 1
+        if check not in run_trial(_as_pass(candidate), seed, check_invariants=check_invariants).failed:
+            return False
+        if mutated:
+            runs += 1
+            twin = with_mutation(_as_pass(candidate), None)
+            return run_trial(twin, seed, check_invariants=check_invariants).outcome == "passed"
+        return True
+
+    def attempt(what: str, candidate: dict) -> bool:
+        nonlocal best
+        if runs >= budget:
+            return False
+        try:
+            parse_scenario(candidate)
+        except ScenarioError:
+            return False
+        kept = still_fails(candidate)
+        line = f"run {runs}: {what}: {'kept' if kept else 'needed'}"
+        log.append(line)
+        progress(line)
+        if kept:
+            best = candidate
+        return kept
+
+    def drop_steps() -> None:
+        changed = True
+        while changed and runs < budget:
+            changed = False
+            for i in reversed(range(len(best.get("schedule") or []))):
+                steps = best.get("schedule") or []
+                if i >= len(steps):
+                    continue
+                kind = next(k for k in steps[i] if k != "at")
+                if attempt(
+                    f"drop step {i} ({kind} at {steps[i]['at']:g})", {**best, "schedule": remove_steps(steps, {i})}
+                ):
+                    changed = True
+
+    drop_steps()
+    for i in reversed(range(len(best["workload"]))):
+        if len(best["workload"]) > 1 and i < len(best["workload"]):
+            attempt(f"drop stream {i}", {**best, "workload": [w for j, w in enumerate(best["workload"]) if j != i]})
+    for key, least, integer in (("count", 1, True), ("duration", 0.1, False), ("rate", 1, False)):
+        for i in range(len(best["workload"])):
+            while runs < budget:
+                value = best["workload"][i].get(key)
+                if key == "rate" and "count" in best["workload"][i]:
+                    break  # with a count, a lower rate sends no fewer messages, only slower
+                if value is None or value / 2 < least:
+                    break
+                half = max(least, int(value // 2)) if integer else round(value / 2, 2)
+                stream = dict(best["workload"][i], **{key: half})
+                workload = [stream if j == i else w for j, w in enumerate(best["workload"])]
+                if not attempt(f"stream {i} {key} {value:g} -> {half:g}", {**best, "workload": workload}):
+                    break
+    for key, least in (("duration", MIN_DURATION_S), ("settle", MIN_SETTLE_S)):
+        while runs < budget:
+            value = float(best.get(key, parse_scenario(best).settle if key == "settle" else best["duration"]))
+            if value / 2 < least:
+                break
+            if not attempt(f"{key} {value:g} -> {round(value / 2, 2):g} s", {**best, key: round(value / 2, 2)}):
+                break
+    drop_steps()
+    shrunk = copy.deepcopy(best)
+    shrunk["name"] = f"{data['name']}-shrunk"
+    return ShrinkResult(shrunk, check, runs, before, size(shrunk), explanation, log)
+
+
+def to_yaml(result: ShrinkResult, source: str, seed: int) -> str:
+    """The shrunk scenario as a file `splitbrain run` accepts, with a comment saying where from."""
+    import yaml
+
+    b, a = result.before, result.after
+    head = (
+        f"# Shrunk by `splitbrain shrink {source} --seed {seed}` ({result.runs} simulator runs): the same check,\n"
+        f"# {result.check}, still fails. steps {b['steps']} -> {a['steps']}, streams {b['streams']} -> "
+        f"{a['streams']}, messages {b['messages']} -> {a['messages']}, duration {b['duration']:g} -> "
+        f"{a['duration']:g} s.\n"
+    )
+
+    def flow(value) -> str:
+        return yaml.safe_dump(value, default_flow_style=True, sort_keys=False, width=1000).strip()
+
+    lines = []
+    for key, value in result.data.items():
+        if key in ("workload", "schedule") and isinstance(value, list):
+            lines.append(f"{key}:" if value else f"{key}: []")
+            lines.extend(f"  - {flow(item)}" for item in value)
+        else:
+            lines.append(f"{key}: {flow(value).removesuffix('...').strip()}")
+    return head + "\n".join(lines) + "\n"
