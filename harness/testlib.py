@@ -628,9 +628,9 @@ class Checkers:
 
     @staticmethod
     def names() -> list[str]:
-        from harness.checks import CHECKS
+        from harness.checks import GENERAL_CHECKS
 
-        return list(CHECKS)
+        return list(GENERAL_CHECKS)
 
     def run(self, target, *names: str) -> list:
         from harness.checks import run_checks
