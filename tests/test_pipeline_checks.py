@@ -12,8 +12,8 @@ import random
 
 import pytest
 
-from harness.checks import GENERAL_CHECKS as HARNESS_CHECKS
 from harness.checks import EXCUSES, run_checks
+from harness.checks import GENERAL_CHECKS as HARNESS_CHECKS
 from harness.eventlog import read_run, write_events
 from node.events import make_event
 from pipeline.schema import classify_line
