@@ -106,8 +106,8 @@ def view_bands(rare: list[dict], end_t: float) -> dict[str, list[dict]]:
         node, kind = e["node"], e["kind"]
         if node == "harness":
             continue
-        open_ = bands.get(node, [])[-1:] or [None]
-        current = open_[0] if open_[0] is not None and open_[0]["t1"] is None else None
+        spans = bands.get(node)
+        current = spans[-1] if spans and spans[-1]["t1"] is None else None
         if kind == "view":
             members = list(e.get("members") or ())
             coord = e.get("coord") or (members[0] if members else "")
