@@ -359,8 +359,10 @@ class LiveFaults:
             if cluster.node(node).alive:
                 self.book.node_died(node)
             cluster.restart(node)
-            # Every (re)started node first installs the view of all nodes, as in the simulator.
-            self.post_view(node, list(self.names))
+            # Every (re)started node first installs the view of all nodes, as in the simulator;
+            # with a membership protocol it finds the group and rejoins by itself instead.
+            if getattr(getattr(cluster, "scenario", None), "membership", "static") == "static":
+                self.post_view(node, list(self.names))
             self.book.node_restarted(node)
             for injector in self.injectors:
                 injector.node_restarted(node)

@@ -162,8 +162,10 @@ class LiveRun:
             self.cluster.start()
             self.faults.attach_injectors()
             self._check_injectors()
-            for name in self.scenario.nodes:
-                self.faults.post_view(name, list(self.scenario.nodes))
+            # With a membership protocol the nodes discover each other and make their own views.
+            if getattr(self.scenario, "membership", "static") == "static":
+                for name in self.scenario.nodes:
+                    self.faults.post_view(name, list(self.scenario.nodes))
             self.origin = self.faults.origin = self.cluster.now()
             self.phase = "running"
             for at, _prio, _seq, kind, item in self._plan():
