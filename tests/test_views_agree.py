@@ -168,3 +168,21 @@ def test_membership_check_is_a_default_only_with_gms():
         }
     )
     assert listed.checks == ("fifo", "views_agree", "no_errors")
+
+
+def test_live_settle_waits_for_one_view_of_the_running_nodes():
+    """harness.live.view_problems (the live runner's settle test with gms): no view yet, differing
+    views, and a view that is not the running nodes keep a run from settling."""
+    from harness.live import view_problems
+
+    def m(view_id, members, coord=None):
+        return {"view_id": view_id, "coord": coord or members[0], "members": list(members), "suspects": []}
+
+    assert view_problems({"A": m(3, "AB"), "B": m(3, "AB")}) == []
+    assert view_problems({"A": m(3, "AB"), "B": None}) == ["B: no view yet"]
+    assert view_problems({"A": m(3, "AB"), "B": m(4, "B")}) == [
+        "views differ: A: view 3 coord A [A, B]; B: view 4 coord B [B]"
+    ]
+    assert view_problems({"A": m(3, "ABC"), "B": m(3, "ABC")}) == [
+        "view 3 coord A [A, B, C] is not the running nodes [A, B]"
+    ]
