@@ -157,7 +157,7 @@ class SimAdmin:
             "protocol": self.cluster.scenario.protocol,
             "now": self.cluster.now(),
             "view": node.view_id,
-            "membership": _membership(node.live_stack.layers),
+            "membership": None if (m := node.live_stack.membership()) is None else m.to_dict(),
             "windows": [{"proto": layer.proto, **w.to_dict()} for layer in layers for w in layer.windows()],
             "busy": [{"proto": layer.proto, "reason": why} for layer in layers for why in layer.busy()],
         }
@@ -187,17 +187,6 @@ class SimAdmin:
         )
         self.cluster.streams[self.name][stream] = sim.add_stream(spec)
         return {"stream": stream}
-
-
-def _membership(layers) -> dict | None:
-    """GET /state's "membership": the first layer's that reports one (Layer.membership(), a
-    node.views.Membership), or None for a stack without a membership layer."""
-    for layer in reversed(layers):
-        report = getattr(layer, "membership", None)
-        membership = report() if callable(report) else None
-        if membership is not None:
-            return membership.to_dict()
-    return None
 
 
 class _Delivered:
