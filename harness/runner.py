@@ -162,8 +162,8 @@ class LiveRun:
             self.cluster.start()
             self.faults.attach_injectors()
             self._check_injectors()
-            # With a membership protocol the nodes discover each other and make their own views.
-            if getattr(self.scenario, "membership", "static") == "static":
+            # A membership protocol (membership: gms) forms its views itself.
+            if self.scenario.membership == "static":
                 for name in self.scenario.nodes:
                     self.faults.post_view(name, list(self.scenario.nodes))
             self.origin = self.faults.origin = self.cluster.now()

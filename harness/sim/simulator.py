@@ -771,9 +771,7 @@ class Simulation:
             self._resume(node, t)
         else:
             if node.alive:
-                if node.state is RUNNING and getattr(self.scenario, "membership", "static") != "static":
-                    # A restart stops the process gracefully (SIGTERM on live backends): it leaves.
-                    self._command(node, Leave(), t)
+                # A restart kills the old incarnation, as live backends do (no LEAVE): see leave().
                 self._stop_node(node, t, "restart")
             self._start_node(node, t)
 
