@@ -3,7 +3,8 @@
 - formation: launch to every member holding the full view. Local: the harness's clock
   (`cluster.now()`, the run clock every event is stamped with) just before the processes are
   started, to the latest first `view` event listing all N members; also when `start()` returned
-  (every node answering /health). Sim: virtual time from 0. For 3, 5 and 10 nodes.
+  (every node answering /health) and the protocol's share, from the last node's `node_start` to
+  the full view. Sim: virtual time from 0. For 3, 5 and 10 nodes.
 - failure detection: a member (the last one) is killed after formation; the time from the kill to
   the first `suspect` of it, and to the moment every survivor installed a view without it, for
   several `fd_timeout`s.
@@ -121,7 +122,7 @@ def _local_cluster(scenario, tmp: Path, seed: int = 0) -> SplitbrainCluster:
 
 
 def formation_local(n: int, runs: int, tmp: Path) -> dict:
-    full, started = [], []
+    full, started, protocol = [], [], []
     for run in range(runs):
         scenario = cluster_scenario(n, membership="gms", seed=run, name=f"form-{n}")
         sc = _local_cluster(scenario, tmp, run)
@@ -130,11 +131,16 @@ def formation_local(n: int, runs: int, tmp: Path) -> dict:
             sc.start()
             started.append(sc.now() - t0)
             sc.wait_view(sc.names, timeout=30)
-            t = full_view_time(sc.events(), sc.names)
+            events = sc.events()
+            t = full_view_time(events, sc.names)
             full.append(None if t is None else t - t0)
+            # The protocol's share: from the last node's node_start (its process is up and its
+            # stack runs) to the full view everywhere.
+            up = max((e["t"] for e in events if e["kind"] == "node_start"), default=None)
+            protocol.append(None if t is None or up is None else t - up)
         finally:
             sc.teardown()
-    return {"full_view": _stats(full), "start_returned": _stats(started)}
+    return {"full_view": _stats(full), "start_returned": _stats(started), "last_start_to_view": _stats(protocol)}
 
 
 # ---- failure detection -------------------------------------------------------------------------------
@@ -352,7 +358,10 @@ def main(argv: list[str] | None = None) -> int:
                 line = f"formation {n:2d} nodes: sim {_fmt(row['sim'])}"
                 if "local" in row:
                     local = row["local"]
-                    line += f"; local full view {_fmt(local['full_view'])}, start() {_fmt(local['start_returned'])}"
+                    line += (
+                        f"; local full view {_fmt(local['full_view'])}, start() {_fmt(local['start_returned'])}, "
+                        f"last node_start to full view {_fmt(local['last_start_to_view'])}"
+                    )
                 print(line, flush=True)
         if "fd" in parts:
             out["fd"] = {"sim": fd_sim(fds, args.seeds)}
