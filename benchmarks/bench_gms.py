@@ -20,7 +20,7 @@
   (`splitbrain_messages_total{direction="out"}`, `splitbrain_frames_total{direction="out"}`).
 
 Run: .venv/bin/python benchmarks/bench_gms.py [--quick] [--parts formation,fd,merge,overhead]
-     [--seeds 20] [--runs 3] [--json FILE]
+     [--seeds 20] [--runs 3] [--docker] [--json FILE]
 """
 
 from __future__ import annotations
@@ -252,13 +252,13 @@ def merge_sim(seeds: int) -> dict:
     }
 
 
-def merge_local(runs: int, tmp: Path) -> dict:
+def merge_local(runs: int, tmp: Path, backend: str = "local") -> dict:
     from harness.rundir import run_scenario
 
     base = split_idle_after_heal()
     heal, sync, passed = [], [], 0
     for run in range(runs):
-        outcome = run_scenario(base, seed=run, backend="local", out=tmp)
+        outcome = run_scenario(base, seed=run, backend=backend, out=tmp)
         from harness.eventlog import read_run
 
         h, s, ok = _merge_numbers(read_run(outcome.run_dir), list(base.checks))
@@ -338,6 +338,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--sizes", default="3,5,10")
     ap.add_argument("--fd-timeouts", default="1,2,4")
     ap.add_argument("--no-local", action="store_true", help="simulator only")
+    ap.add_argument("--docker", action="store_true", help="also time the merge on docker (iptables)")
     ap.add_argument("--json", help="write every number to this file")
     args = ap.parse_args(argv)
     if args.quick:
@@ -377,6 +378,8 @@ def main(argv: list[str] | None = None) -> int:
             out["merge"] = {"sim": merge_sim(args.seeds)}
             if not args.no_local:
                 out["merge"]["local"] = merge_local(args.runs, tmp)
+            if args.docker:
+                out["merge"]["docker"] = merge_local(args.runs, tmp, backend="docker")
             for backend, r in out["merge"].items():
                 print(
                     f"merge {backend}: heal->merged view {_fmt(r['heal_to_merged_view'])}; "
