@@ -259,3 +259,27 @@ def test_static_membership_is_unchanged():
     assert sc.membership == "static" and "membership" not in sc.to_dict()
     result = sim_run(sc)
     assert all(ev["proto"] != "gms" for n in sc.nodes for ev in result.events[n])
+
+
+def test_sim_cluster_state_shows_membership(tmp_path):
+    """The sim backend's GET /state (the pytest plugin on sim) has `membership`, as the runtime's."""
+    from harness.sim.driver import SimBackend
+
+    cluster = SimBackend().create_cluster(gms_scenario(3, duration=2, settle=0), tmp_path, seed=1)
+    cluster.start()
+    cluster.advance(1.0)
+    state = cluster.admin("C").state()
+    assert state["membership"] == {
+        "view_id": 3,
+        "coord": "A",
+        "members": ["A", "B", "C"],
+        "suspects": [],
+        "is_coord": False,
+    }
+    static = SimBackend().create_cluster(
+        parse_scenario({"name": "s", "protocol": "unicast3", "nodes": 2, "duration": 1, "workload": []}),
+        tmp_path,
+        seed=1,
+    )
+    static.start()
+    assert static.admin("A").state()["membership"] is None

@@ -56,3 +56,35 @@ def test_three_local_nodes_form_one_view(tmp_path):
     finally:
         cluster.stop_all()
         cluster.teardown()
+
+
+@pytest.mark.timeout(120)
+def test_sigterm_leaves_and_the_others_install_a_view_without_it(tmp_path):
+    """A node stopped with SIGTERM sends LEAVE: the others drop it well before fd_timeout."""
+    sc = _scenario("gms-leave")
+    cluster = LocalBackend().create_cluster(sc, tmp_path, seed=2)
+
+    def wait_for(names, members, within):
+        for attempt in Retrying(
+            stop=stop_after_delay(within),
+            wait=wait_fixed(0.05),
+            retry=retry_if_exception_type(AssertionError),
+            reraise=True,
+        ):
+            with attempt:
+                got = {n: tuple(cluster.admin(n).state()["membership"]["members"]) for n in names}
+                assert set(got.values()) == {members}, got
+
+    try:
+        cluster.start()
+        wait_for(sc.nodes, ("A", "B", "C"), 30)
+        t0 = time.monotonic()
+        cluster.stop("B")
+        wait_for(("A", "C"), ("A", "C"), 30)
+        # Generous for two busy cores, but below the 2 s fd_timeout that a kill would need.
+        assert time.monotonic() - t0 < 2.0
+    finally:
+        cluster.stop_all()
+        cluster.teardown()
+    events = (tmp_path / "nodes" / "B" / "events.jsonl").read_text()
+    assert '"leave_tx"' in events

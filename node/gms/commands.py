@@ -46,3 +46,12 @@ class MergeInfo(Command):
     peer: str
     coord: str
     view_id: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StaleView(Command):
+    """Failure detection -> GMS: a member's heartbeat names this node's view coordinator but an
+    older view id (it missed a VIEW, e.g. a restarted node that took a stale one from its old
+    incarnation's backlog): the coordinator sends it the current view again."""
+
+    peer: str

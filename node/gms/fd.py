@@ -4,7 +4,10 @@ Every `heartbeat_interval` this layer sends HEARTBEAT to every other member of i
 when it last heard each of them: a member silent for more than `fd_timeout` is suspected, and all
 members that became suspect at one check are announced to GMS in one Suspect, so the coordinator
 excludes them in one view. A HEARTBEAT from a suspected member announces Unsuspect. A new view
-starts the clock afresh for members it adds. Heartbeats are counted, not logged.
+starts the clock afresh for members it adds. Heartbeats are counted, not logged. A heartbeat
+carries its sender's view (id, coordinator): another coordinator is announced as MergeInfo (two
+views that list each other, which MERGE3's INFO to outsiders never sees), and a member one view
+behind its coordinator as StaleView (the coordinator sends it the view again).
 
 Only heartbeats count as a sign of life (JGroups' msg_counts_as_heartbeat=false), so detection
 does not depend on the application's traffic. Heartbeats go to view members only: a node that a
@@ -22,7 +25,7 @@ from typing import Any
 from ..layer import Action, Announce, Command, Leave, Up, ViewChange
 from ..message import Message
 from .base import GmsLayerBase
-from .commands import Suspect, Unsuspect
+from .commands import MergeInfo, StaleView, Suspect, Unsuspect
 from .config import GmsConfig
 from .header import LOWER_ID, GmsHeader, GmsType
 
@@ -37,10 +40,14 @@ class FdAll3(GmsLayerBase):
         self.last_heard: dict[str, float] = {}
         self.suspected: set[str] = set()
         self.stopped = False
+        self.coord = ""
+        self.view_id = 0
 
     def command(self, cmd: Command, now: float) -> list[Action]:
         if isinstance(cmd, ViewChange) and not self.stopped:
             self.members = cmd.members
+            self.coord = cmd.coord or (cmd.members[0] if cmd.members else "")
+            self.view_id = cmd.view_id
             others = [m for m in cmd.members if m != self.local]
             self.last_heard = {m: self.last_heard.get(m, now) for m in others}
             self.suspected &= set(others)
@@ -68,6 +75,13 @@ class FdAll3(GmsLayerBase):
                 if src in self.suspected:
                     self.suspected.discard(src)
                     out.append(Announce(cmd=Unsuspect(peer=src)))
+                # A heartbeat carries the sender's view: members that disagree on the coordinator
+                # are split views (MERGE3's job, found here because they heartbeat each other);
+                # one behind on the same coordinator missed a view (the coordinator resends it).
+                if hdr.coord and self.coord and hdr.coord != self.coord:
+                    out.append(Announce(cmd=MergeInfo(peer=src, coord=hdr.coord, view_id=hdr.view_id)))
+                elif hdr.coord == self.coord == self.local and hdr.view_id < self.view_id:
+                    out.append(Announce(cmd=StaleView(peer=src)))
         if rest:
             out.append(Up(msgs=rest))
         return out
@@ -76,7 +90,7 @@ class FdAll3(GmsLayerBase):
         out: list[Action] = []
         for peer in self.last_heard:
             self._count("gms_heartbeats_tx")
-            out.append(self._send(peer, GmsHeader(GmsType.HEARTBEAT)))
+            out.append(self._send(peer, GmsHeader(GmsType.HEARTBEAT, self.view_id, self.coord)))
         late = tuple(
             peer
             for peer, heard in self.last_heard.items()

@@ -46,7 +46,7 @@ from ..layer import Action, Announce, Bootstrap, Command, Down, Leave, Up, ViewC
 from ..message import Message
 from ..views import Membership
 from .base import GmsLayerBase
-from .commands import FindMembers, MembersFound, MergeInfo, Suspect, Unsuspect
+from .commands import FindMembers, MembersFound, MergeInfo, StaleView, Suspect, Unsuspect
 from .config import GmsConfig
 from .header import GMS_ID, GmsHeader, GmsType
 
@@ -162,6 +162,12 @@ class Gms(GmsLayerBase):
             return []
         if isinstance(cmd, MergeInfo):
             return self._on_merge_info(cmd, now)
+        if isinstance(cmd, StaleView):
+            if self.is_coord and cmd.peer in self.members:
+                self._count("views_resent")
+                hdr = GmsHeader(GmsType.VIEW, self.view_id, self.local, self.members, reason="resend")
+                return [self._gms(cmd.peer, hdr)]
+            return []
         if isinstance(cmd, Leave):
             return self._leave(now)
         return []
@@ -264,8 +270,10 @@ class Gms(GmsLayerBase):
 
     def _on_join_rsp(self, src: str, hdr: GmsHeader, now: float) -> list[Action]:
         out: list[Action] = [self._log(now, "join_rsp_rx", peer=src, view_id=hdr.view_id, members=list(hdr.members))]
-        if self.state is not GmsState.JOINING or self.local not in hdr.members or not hdr.members:
-            out.append(self._drop(now, src, "JOIN_RSP", "not joining"))
+        # A joiner may have taken a VIEW first (a stale one, from the backlog its coordinator kept
+        # for its previous incarnation): the JOIN_RSP still counts when its view is newer.
+        if self.local not in hdr.members or not hdr.members or hdr.coord != hdr.members[0]:
+            out.append(self._drop(now, src, "JOIN_RSP", "not a view with this node"))
             return out
         if hdr.view_id <= self.highest_installed:
             out.append(self._drop(now, src, "JOIN_RSP", "stale view"))
