@@ -141,6 +141,7 @@ def summary(events: DataFrame) -> DataFrame:
         *_KEY,
         "n",
         "lines",
+        "apps",
         "bytes_sum",
         "min_t",
         "max_t",
