@@ -55,3 +55,10 @@ class StaleView(Command):
     incarnation's backlog): the coordinator sends it the current view again."""
 
     peer: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Left(Command):
+    """Failure detection -> GMS: a member said LEAVE (a graceful stop)."""
+
+    peer: str

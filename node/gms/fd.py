@@ -25,7 +25,7 @@ from typing import Any
 from ..layer import Action, Announce, Command, Leave, Up, ViewChange
 from ..message import Message
 from .base import GmsLayerBase
-from .commands import MergeInfo, StaleView, Suspect, Unsuspect
+from .commands import Left, MergeInfo, StaleView, Suspect, Unsuspect
 from .config import GmsConfig
 from .header import LOWER_ID, GmsHeader, GmsType
 
@@ -56,6 +56,7 @@ class FdAll3(GmsLayerBase):
         elif isinstance(cmd, Leave):
             self.stopped = True
             self.timers.set("heartbeat", None)
+            return [self._send(peer, GmsHeader(GmsType.LEAVE, self.view_id, self.coord)) for peer in self.last_heard]
         return []
 
     def up(self, msgs: list[Message], now: float) -> list[Action]:
@@ -65,6 +66,12 @@ class FdAll3(GmsLayerBase):
         out: list[Action] = []
         for msg, hdr in mine:
             assert isinstance(hdr, GmsHeader)
+            if hdr.type is GmsType.LEAVE:
+                # A member stopping gracefully: no need to wait fd_timeout for it.
+                self._count("rx_LEAVE")
+                if msg.src in self.last_heard:
+                    out.append(Announce(cmd=Left(peer=msg.src)))
+                continue
             if hdr.type is not GmsType.HEARTBEAT:
                 rest.append(msg)
                 continue

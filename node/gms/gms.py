@@ -19,9 +19,12 @@ makes has the id of its current view plus one (a merged view: above all merged o
   view (the coordinator, or the next member when the coordinator is suspected) installs a view
   without every suspect. A one-way partition A->B therefore makes B's side drop A while A still
   lists B, until A stops hearing B's side in turn.
-- Leave (Leave, on SIGTERM): a member sends LEAVE_REQ to its coordinator, which installs a view
-  without it; a leaving coordinator installs the view without itself and the next member
-  coordinates.
+- Leave (Leave, on SIGTERM): the failure detector sends LEAVE to every member, unreliably (a
+  stopping node leaves nothing unacknowledged); the first member left installs the view without
+  the leavers one heartbeat interval later (leaves are batched, so a whole cluster stopping at once
+  makes no views). A lost LEAVE costs fd_timeout. LEAVE_REQ over UNICAST3 is still understood.
+- Suspicion reports: a member whose suspicion is not its own call (it is not the first member left)
+  sends SUSPECT to the member that is, which excludes the reported members (no VERIFY_SUSPECT).
 - Merge (MergeInfo from MERGE3): a coordinator that learns of views with other coordinators, and is
   lower-named than all of them, leads: it sends MERGE_REQ to each, collects MERGE_RSP(view) for up to
   `merge_timeout`, and installs the union (its own members first, then the others' in order of
@@ -46,7 +49,7 @@ from ..layer import Action, Announce, Bootstrap, Command, Down, Leave, Up, ViewC
 from ..message import Message
 from ..views import Membership
 from .base import GmsLayerBase
-from .commands import FindMembers, MembersFound, MergeInfo, StaleView, Suspect, Unsuspect
+from .commands import FindMembers, Left, MembersFound, MergeInfo, StaleView, Suspect, Unsuspect
 from .config import GmsConfig
 from .header import GMS_ID, GmsHeader, GmsType
 
@@ -59,7 +62,7 @@ class GmsState(enum.Enum):
 
 
 class Gms(GmsLayerBase):
-    timer_names = ("discover", "join", "merge")
+    timer_names = ("discover", "join", "merge", "leave")
 
     def __init__(self, local: str, config: GmsConfig) -> None:
         super().__init__(local)
@@ -68,6 +71,7 @@ class Gms(GmsLayerBase):
         self.view_id = 0
         self.members: tuple[str, ...] = ()
         self.suspects: set[str] = set()
+        self.leavers: set[str] = set()  # members that said LEAVE, excluded at the "leave" deadline
         self.peers: tuple[str, ...] = ()
         # joining
         self.join_started = 0.0
@@ -104,6 +108,7 @@ class Gms(GmsLayerBase):
         self.view_id = view_id
         self.highest_installed = max(self.highest_installed, view_id)
         self.suspects &= set(members)
+        self.leavers &= set(members)
         self.discovering = False
         self.join_target = ""
         self.timers.set("discover", None)
@@ -170,6 +175,15 @@ class Gms(GmsLayerBase):
             return []
         if isinstance(cmd, Leave):
             return self._leave(now)
+        if isinstance(cmd, Left):
+            if cmd.peer in self.members and cmd.peer != self.local:
+                self.leavers.add(cmd.peer)
+                # Leaves are batched for one heartbeat interval (JGroups' view handler batches
+                # them too): a whole cluster stopping at once then makes no views, and so sends
+                # no reliable message that a stopping peer would leave unacknowledged.
+                self.timers.lower("leave", now + self.config.heartbeat_interval)
+                return [self._log(now, "leave_rx", peer=cmd.peer)]
+            return []
         return []
 
     def _inject(self, cmd: ViewChange, now: float) -> list[Action]:
@@ -315,15 +329,6 @@ class Gms(GmsLayerBase):
             out.extend(self._install_merge(now))
         return out
 
-    _HANDLERS = {
-        GmsType.JOIN_REQ: _on_join_req,
-        GmsType.JOIN_RSP: _on_join_rsp,
-        GmsType.VIEW: _on_view,
-        GmsType.LEAVE_REQ: _on_leave_req,
-        GmsType.MERGE_REQ: _on_merge_req,
-        GmsType.MERGE_RSP: _on_merge_rsp,
-    }
-
     # ---- failure ------------------------------------------------------------------------------
 
     def _on_suspect(self, cmd: Suspect, now: float) -> list[Action]:
@@ -334,10 +339,38 @@ class Gms(GmsLayerBase):
                 out.append(self._log(now, "suspect", peer=peer))
         if self.state is not GmsState.MEMBER:
             return out
-        alive = tuple(m for m in self.members if m not in self.suspects)
-        if alive and alive[0] == self.local and len(alive) < len(self.members):
-            out.extend(self._make_view(now, alive, "suspect"))
+        out.extend(self._exclude(now, set(), "suspect"))
+        alive = self._alive(set())
+        if alive and alive[0] != self.local and cmd.peers:
+            # Not this node's call: tell the member that would act (the coordinator, or the next
+            # member if the coordinator is suspected). It trusts the report (no VERIFY_SUSPECT).
+            hdr = GmsHeader(GmsType.SUSPECT, self.view_id, self.coord, tuple(p for p in cmd.peers if p in self.members))
+            if hdr.members:
+                out.append(self._gms(alive[0], hdr))
         return out
+
+    def _alive(self, more: set[str]) -> tuple[str, ...]:
+        gone = self.suspects | self.leavers | more
+        return tuple(m for m in self.members if m not in gone)
+
+    def _exclude(self, now: float, more: set[str], reason: str) -> list[Action]:
+        """If this node is the first member not suspected, gone or reported, install the view
+        without them."""
+        alive = self._alive(more)
+        if alive and alive[0] == self.local and len(alive) < len(self.members):
+            return self._make_view(now, alive, reason)
+        return []
+
+    def _on_leave(self, now: float) -> list[Action]:
+        if self.state is not GmsState.MEMBER:
+            return []
+        return self._exclude(now, set(), "leave")
+
+    def _on_suspect_msg(self, src: str, hdr: GmsHeader, now: float) -> list[Action]:
+        if self.state is not GmsState.MEMBER or src not in self.members:
+            return [self._drop(now, src, "SUSPECT", "not from a member of this view")]
+        reported = set(hdr.members) & set(self.members) - {self.local, src}
+        return self._exclude(now, reported, "suspect")
 
     # ---- merging ------------------------------------------------------------------------------
 
@@ -394,16 +427,13 @@ class Gms(GmsLayerBase):
     # ---- leaving ------------------------------------------------------------------------------
 
     def _leave(self, now: float) -> list[Action]:
+        """The failure detector below UNICAST3 sends LEAVE to every other member, unreliably: a
+        stopping node must leave no message unacknowledged in its windows (a lost LEAVE costs
+        fd_timeout). The members exclude it one heartbeat interval later."""
         out: list[Action] = []
         if self.state is GmsState.MEMBER and len(self.members) > 1:
-            if self.is_coord:
-                rest = tuple(m for m in self.members if m != self.local)
-                out.append(self._log(now, "leave_tx", peer=rest[0]))
-                hdr = GmsHeader(GmsType.VIEW, self.view_id + 1, rest[0], rest, reason="leave")
-                out.extend(self._gms(m, hdr) for m in rest)
-            else:
-                out.append(self._log(now, "leave_tx", peer=self.coord))
-                out.append(self._gms(self.coord, GmsHeader(GmsType.LEAVE_REQ, self.view_id, self.coord)))
+            rest = tuple(m for m in self.members if m != self.local)
+            out.append(self._log(now, "leave_tx", peer=self.coord if not self.is_coord else rest[0]))
         self.state = GmsState.LEFT
         self._end_merge()
         for name in self.timer_names:
@@ -432,6 +462,7 @@ class Gms(GmsLayerBase):
         assert len(set(self.members)) == len(self.members), f"a member twice in {self.members}"
         assert self.view_id == self.highest_installed, f"view id {self.view_id} below {self.highest_installed}"
         assert self.suspects <= set(self.members), "a suspect outside the view"
+        assert self.leavers <= set(self.members), "a leaver outside the view"
         assert not self.merge_id or self.is_coord, "a merge led by a non-coordinator"
         assert self.state is not GmsState.MEMBER or self.members, "a member without a view"
 
@@ -442,3 +473,13 @@ class Gms(GmsLayerBase):
             "merge": {"id": self.merge_id, "waiting": sorted(self.merge_waiting)} if self.merge_id else None,
             "counters": dict(self.counters),
         }
+
+    _HANDLERS = {
+        GmsType.JOIN_REQ: _on_join_req,
+        GmsType.JOIN_RSP: _on_join_rsp,
+        GmsType.VIEW: _on_view,
+        GmsType.LEAVE_REQ: _on_leave_req,
+        GmsType.MERGE_REQ: _on_merge_req,
+        GmsType.MERGE_RSP: _on_merge_rsp,
+        GmsType.SUSPECT: _on_suspect_msg,
+    }

@@ -29,6 +29,7 @@ class GmsType(IntEnum):
     GET_MBRS_RSP = 1
     HEARTBEAT = 2
     INFO = 3
+    LEAVE = 4  # a graceful leave, to every member: unreliable, so a stopping node leaves no window open
     # GMS's own, over UNICAST3
     JOIN_REQ = 10
     JOIN_RSP = 11
@@ -36,9 +37,10 @@ class GmsType(IntEnum):
     LEAVE_REQ = 13
     MERGE_REQ = 14
     MERGE_RSP = 15
+    SUSPECT = 16  # a member's suspicion, to the member that would act on it (coordinator or next)
 
 
-LOWER_TYPES = frozenset({GmsType.GET_MBRS_REQ, GmsType.GET_MBRS_RSP, GmsType.HEARTBEAT, GmsType.INFO})
+LOWER_TYPES = frozenset({GmsType.GET_MBRS_REQ, GmsType.GET_MBRS_RSP, GmsType.HEARTBEAT, GmsType.INFO, GmsType.LEAVE})
 GMS_TYPES = frozenset(GmsType) - LOWER_TYPES
 
 
