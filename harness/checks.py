@@ -25,6 +25,11 @@ narrow an excuse (see no_duplicates), never to widen one.
   A node alive at the end must report a final snapshot of each window its conn_state events left
   open (windows reaped by the protocol are not expected).
 - no_errors: no `error` event (an exception inside a protocol layer: a bug of ours).
+- views_agree (membership): at the end of the run (its first graceful stop, or the end of the
+  log), every live node has installed the same view since its last start (members, view_id and
+  coordinator of its last `view` event) and that view lists exactly the live nodes. A node is live
+  when its last lifecycle event is not a kill (a graceful stop ends a live run). The run's end is
+  the settle time after the last heal, so this is "after the last heal and `settle`".
 
 Discards: the receiver R's window for sender S is discarded when R (re)starts, or when R logs its
 receive window for S CLOSED with reason close_rx (a CLOSE received) or close_timeout (reaped after
@@ -854,6 +859,135 @@ def resync_traffic_result(pairs: dict, bound: int | None, predicates: dict | Non
     return CheckResult("resync_traffic", True, explanation, details, judged=len(pairs))
 
 
+# ---- views_agree -----------------------------------------------------------------------------
+
+
+def _view_of(ev: dict) -> dict:
+    """The view a `view` event installs; coord "" or absent means the first member (the contract
+    of node.layer.ViewChange)."""
+    members = list(ev.get("members") or ())
+    return {
+        "view_id": ev.get("view_id"),
+        "coord": ev.get("coord") or (members[0] if members else ""),
+        "members": members,
+        "t": ev["t"],
+        "reason": ev.get("reason"),
+    }
+
+
+def _view_key(view: dict) -> tuple:
+    return (view["view_id"], view["coord"], tuple(view["members"]))
+
+
+def _describe_view(view: dict | None) -> str:
+    if view is None:
+        return "no view installed since its last start"
+    return f"view {view['view_id']} coord {view['coord']} [{', '.join(view['members'])}] (t={view['t']:.3f})"
+
+
+def run_end(events: list[dict]) -> float | None:
+    """When the run ended for the nodes: the first graceful stop that is some node's last lifecycle
+    event (a live backend stops every node gracefully when the run is over), or None when no node
+    stopped that way (the simulator: the log's end is the run's end). What nodes do after it (a
+    leave on SIGTERM) belongs to the teardown."""
+    last: dict[str, dict] = {}
+    for ev in events:
+        if ev["kind"] in _LIFECYCLE:
+            last[ev["node"]] = ev
+    ends = [ev["t"] for ev in last.values() if ev["kind"] == "node_stop" and ev.get("reason") == GRACEFUL_STOP]
+    return min(ends, default=None)
+
+
+def check_views_agree(events: list[dict]) -> CheckResult:
+    """At the end of the run every live node holds one and the same view, listing exactly them."""
+    events = _ordered(events)
+    end = run_end(events)
+    lives = _Lives()
+    views: dict[str, dict | None] = {}  # node -> its last view since its last start
+    seen: set[str] = set()
+    any_view = 0
+    last_heal: float | None = None
+    for ev in events:
+        node, kind = ev["node"], ev["kind"]
+        if _is_harness(ev):
+            if _is_heal(ev) and (end is None or ev["t"] <= end):
+                last_heal = ev["t"]
+            continue
+        seen.add(node)
+        if kind in _LIFECYCLE:
+            lives.observe(ev)
+            if kind == "node_start":
+                views[node] = None
+        elif kind == "view" and (end is None or ev["t"] <= end):
+            any_view += 1
+            views[node] = _view_of(ev)
+    return views_agree_result(
+        {n: views.get(n) for n in sorted(seen) if not lives.dead(n)},
+        sorted(n for n in seen if lives.dead(n)),
+        any_view,
+        last_heal,
+    )
+
+
+def views_agree_result(
+    final: dict[str, dict | None], dead: list[str], installed: int, last_heal: float | None
+) -> CheckResult:
+    """views_agree's verdict: `final` maps each live node to its last view (None: none since its
+    last start), `dead` lists the nodes dead at the end, `installed` counts view events."""
+    live = list(final)
+    details: dict = {
+        "views": final,
+        "live": live,
+        "dead": dead,
+        "views_installed": installed,
+        "last_heal_t": last_heal,
+        "agreed_t": None,
+        "heal_to_agreement_s": None,
+    }
+    if not installed:
+        return vacuous_result("views_agree", "no view event from any node", details)
+    if not live:
+        return vacuous_result("views_agree", f"no node alive at the end ({installed} view event(s))", details)
+    groups: dict[tuple, list[str]] = defaultdict(list)
+    for node, view in final.items():
+        groups[_view_key(view) if view is not None else ()].append(node)
+    problems = []
+    if len(groups) > 1:
+        # Name each node and its view, largest group first, so the odd ones out read last.
+        ordered = sorted(groups.values(), key=lambda nodes: (-len(nodes), nodes))
+        parts = [f"{', '.join(nodes)}: {_describe_view(final[nodes[0]])}" for nodes in ordered]
+        problems.append("live nodes disagree on the view: " + "; ".join(parts))
+    else:
+        view = final[live[0]]
+        if view is None:
+            problems.append(f"{', '.join(live)}: {_describe_view(None)}")
+        else:
+            missing = [n for n in live if n not in view["members"]]
+            extra = [m for m in view["members"] if m not in final]
+            if missing:
+                problems.append(f"live node(s) {', '.join(missing)} missing from the view they hold")
+            if extra:
+                why = "dead at the end" if all(m in dead for m in extra) else "not live at the end"
+                problems.append(f"the view lists {', '.join(extra)} ({why})")
+            if problems:
+                problems[0] = f"{', '.join(live)} hold {_describe_view(view)}: " + problems[0]
+            else:
+                agreed = max(v["t"] for v in final.values() if v is not None)
+                details["agreed_t"] = agreed
+                if last_heal is not None:
+                    details["heal_to_agreement_s"] = max(0.0, agreed - last_heal)
+    if problems:
+        return CheckResult("views_agree", False, "; ".join(problems), details, judged=len(live))
+    view = final[live[0]]
+    assert view is not None
+    explanation = (
+        f"{len(live)} live node(s) hold view {view['view_id']} coord {view['coord']} [{', '.join(view['members'])}]"
+    )
+    if details["heal_to_agreement_s"] is not None:
+        explanation += f", agreed {details['heal_to_agreement_s']:.3f}s after the last heal"
+    return CheckResult("views_agree", True, explanation, details, judged=len(live))
+
+
 # ---- registry ---------------------------------------------------------------------------------
 
 CHECKS: dict[str, Callable[..., CheckResult]] = {
@@ -862,12 +996,20 @@ CHECKS: dict[str, Callable[..., CheckResult]] = {
     "no_loss": check_no_loss,
     "windows_synced": check_windows_synced,
     "no_errors": check_no_errors,
+    "views_agree": check_views_agree,
 }
 # Checks that need a bound from the scenario (check -> its scenario key). They are not in CHECKS,
 # the checks every run may be judged by: without their bound they judge nothing.
 BOUNDED_CHECKS: dict[str, Callable[..., CheckResult]] = {"resync_traffic": check_resync_traffic}
 CHECK_BOUNDS = {"resync_traffic": "resync_bound"}
 KNOWN_CHECKS = (*CHECKS, *BOUNDED_CHECKS)
+
+# Checks that only mean something for a stack with a membership protocol (scenario key
+# `membership: gms`); they join a scenario's default checks there, and are left out where nothing
+# names the checks (run_checks without names, a run directory without scenario.yaml).
+MEMBERSHIP_CHECKS = ("views_agree",)
+# The checks every run can be judged by: the default of run_checks and of runs without a scenario.
+GENERAL_CHECKS = tuple(name for name in CHECKS if name not in MEMBERSHIP_CHECKS)
 
 
 def run_checks(
@@ -877,12 +1019,12 @@ def run_checks(
     recovery_bound_s: float | None = None,
     resync_bound: int | None = None,
 ) -> list[CheckResult]:
-    """Run the named checks (all of CHECKS by default) in the given order over one merged event log.
+    """Run the named checks (GENERAL_CHECKS by default) in the given order over one merged event log.
 
     `recovery_bound_s` is no_loss' bound (default DEFAULT_RECOVERY_BOUND_S); scenarios resolve
     theirs from the protocol's timers (Scenario.recovery_bound). `resync_bound` is
     resync_traffic's (the scenario's `resync_bound`; without it that check judges nothing)."""
-    names = list(CHECKS) if names is None else list(names)
+    names = list(GENERAL_CHECKS) if names is None else list(names)
     unknown = [n for n in names if n not in KNOWN_CHECKS]
     if unknown:
         raise ValueError(f"unknown check(s) {', '.join(map(repr, unknown))}; known: {', '.join(KNOWN_CHECKS)}")
@@ -902,5 +1044,11 @@ def run_checks(
 
 def judged_summary(results: Iterable[CheckResult]) -> str:
     """One line saying how much each check judged, e.g. "fifo 1800, no_loss 1790 owed"."""
-    unit = {"no_loss": " owed", "windows_synced": " pairs", "no_errors": " events", "resync_traffic": " pairs"}
+    unit = {
+        "no_loss": " owed",
+        "windows_synced": " pairs",
+        "no_errors": " events",
+        "resync_traffic": " pairs",
+        "views_agree": " nodes",
+    }
     return ", ".join(f"{r.name} {'nothing' if r.vacuous else str(r.judged) + unit.get(r.name, '')}" for r in results)

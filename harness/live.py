@@ -7,7 +7,10 @@ After the last heal and the end of the workload, a run is settled when, on the n
 - every send window is fully acked (HA == HS) and the receiver's window for it has the same
   conn_id and has delivered up to HS (GET /state `windows`, both ends; node.views.pair_problem);
 - every stream's last message has reached its receiver (GET /delivered), when neither end
-  restarted (a restarted node's counters start again, so the windows speak for it).
+  restarted (a restarted node's counters start again, so the windows speak for it);
+- with a membership protocol (`membership: gms`), every running node holds one and the same view
+  (GET /state `membership`: view_id, coordinator, members) listing exactly the running nodes, as
+  views_agree will judge; without it the run would end between a heal and the merge.
 
 This is what the event-log checks (harness.checks) will judge once the nodes are stopped, seen
 from outside while it happens; its only job is to end the run as soon as there is nothing left
@@ -31,7 +34,7 @@ from node.views import pair_problem
 EXPECTED = (
     "every stream done at its sender, no protocol layer busy, every send window fully acked "
     "and matched by its receiver's window (same conn_id, delivered == HS), every stream's "
-    "last message delivered"
+    "last message delivered (with a membership protocol: one view of exactly the running nodes on each)"
 )
 PROBLEMS_SHOWN = 6
 
@@ -121,7 +124,34 @@ def observe(cluster, scenario: Scenario, restarted: Set[str] = frozenset()) -> O
         last = int(got.get("last") or 0)
         if last < sent:
             problems.append(f"stream {stream.index} {src}->{dest}: {dest} delivered up to {last} of {sent} sent")
+    if getattr(scenario, "membership", "static") != "static":
+        problems.extend(view_problems({name: states[name].get("membership") for name in running}))
     return Observation(ok=not problems, problems=problems, t=cluster.now())
+
+
+def view_problems(memberships: dict[str, dict | None]) -> list[str]:
+    """Why the running nodes (the keys) do not all hold one view listing exactly them, from each
+    one's GET /state `membership` (None: no membership layer or no view yet)."""
+    problems = [f"{name}: no view yet" for name, m in memberships.items() if m is None]
+    held = {name: m for name, m in memberships.items() if m is not None}
+    views: dict[tuple, list[str]] = {}
+    for name, m in held.items():
+        views.setdefault((m.get("view_id"), m.get("coord"), tuple(m.get("members") or ())), []).append(name)
+    if len(views) > 1:
+        problems.append(
+            "views differ: "
+            + "; ".join(
+                f"{', '.join(names)}: view {k[0]} coord {k[1]} [{', '.join(k[2])}]" for k, names in views.items()
+            )
+        )
+    elif views and not problems:
+        (view_id, coord, members), _names = next(iter(views.items()))
+        if sorted(members) != sorted(memberships):
+            problems.append(
+                f"view {view_id} coord {coord} [{', '.join(members)}] is not the running nodes "
+                f"[{', '.join(sorted(memberships))}]"
+            )
+    return problems
 
 
 def wait_settled(

@@ -366,9 +366,9 @@ def remove_steps(steps: list[dict], remove: Iterable[int]) -> list[dict]:
 
 
 def _all_checks() -> list[str]:
-    from harness.checks import CHECKS
+    from harness.checks import GENERAL_CHECKS
 
-    return list(CHECKS)
+    return list(GENERAL_CHECKS)
 
 
 # ---- one run ----------------------------------------------------------------------------------

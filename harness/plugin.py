@@ -31,9 +31,11 @@ here (no engine, no image and no way to build it) its tests are skipped with the
 
 Fixtures:
 
-- `splitbrain_cluster(nodes=3, protocol=, transport=, config=, seed=, injector=, name=, start=)`: a
-  started `SplitbrainCluster` (every node has the view of all); torn down when the test ends,
-  whatever happened (unless --splitbrain-keep).
+- `splitbrain_cluster(nodes=3, protocol=, transport=, config=, seed=, injector=, name=, start=,
+  membership=)`: a started `SplitbrainCluster` (with `membership="static"`, the default, every node
+  has the view of all; with `"gms"` the nodes discover each other and make their own views, and
+  `cluster.wait_view(members, timeout)` waits until every running node holds one view of exactly
+  those members); torn down when the test ends, whatever happened (unless --splitbrain-keep).
 - `faults`: the `FaultController` of the last cluster the test made: partition(a, b, one_way=True),
   heal(), loss(link, p), delay(link, ms), duplicate, reorder, toxic(link, type, **attrs),
   drop(at=, from_=, type=, count=), kill(n), restart(n), pause(n), resume(n), view(at, members).
@@ -306,6 +308,7 @@ def splitbrain_cluster(request, splitbrain_backend, splitbrain_backend_name):
         name: str | None = None,
         start: bool = True,
         start_timeout_s: float = 60.0,
+        membership: str = "static",
     ) -> SplitbrainCluster:
         if seed is None:
             seed = _session_seed(request.config)
@@ -318,6 +321,7 @@ def splitbrain_cluster(request, splitbrain_backend, splitbrain_backend_name):
             seed=seed,
             name=test_name.strip("-.") or "pytest",
             injector=injector or "auto",
+            membership=membership,
         )
         run_dir = make_run_dir(_run_parent(request), scenario.name, seed)
         write_scenario(run_dir, scenario)

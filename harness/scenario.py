@@ -81,8 +81,16 @@ ALWAYS_CHECKS = ("no_errors",)
 DEFAULT_CHECKS = ("fifo", "no_duplicates", "no_loss", "no_errors")
 
 
-def default_checks(protocol: str) -> tuple[str, ...]:
+# Checks a membership protocol adds to the defaults (`membership: gms`): harness.checks.MEMBERSHIP_CHECKS.
+MEMBERSHIP_DEFAULT_CHECKS = ("views_agree",)
+
+
+def default_checks(protocol: str, membership: str = "static") -> tuple[str, ...]:
+    """The checks of a scenario without `checks:`: its protocol's, the membership checks when a
+    membership protocol makes the views (`membership: gms`), and ALWAYS_CHECKS."""
     own = protocols.get(protocol).default_checks
+    extra = MEMBERSHIP_DEFAULT_CHECKS if membership != "static" else ()
+    own = (*own, *(c for c in extra if c not in own))
     return (*own, *(c for c in ALWAYS_CHECKS if c not in own))
 
 
@@ -1299,7 +1307,8 @@ def _checks(checks: list[str] | None, info: ValidationInfo) -> tuple[str, ...]:
 
     if checks is None:
         protocol = context(info).get("protocol")
-        return DEFAULT_CHECKS if protocol is None else default_checks(protocol)
+        membership = context(info).get("membership", "static")
+        return DEFAULT_CHECKS if protocol is None else default_checks(protocol, membership)
     problems = Problems()
     for i, c in enumerate(checks):
         if c in checks[:i]:

@@ -42,6 +42,7 @@ from harness.livefaults import LiveFaults
 from harness.scenario import (
     DEFAULT_CHECKS,
     HEALABLE_KINDS,
+    MEMBERSHIP_DEFAULT_CHECKS,
     FaultStep,
     Scenario,
     ScenarioError,
@@ -145,9 +146,12 @@ def cluster_scenario(
     seed: int = 0,
     name: str = "pytest",
     injector: str = "auto",
+    membership: str = "static",
 ) -> Scenario:
-    """The Scenario a test cluster is made from (no workload, no schedule: the test drives it)."""
-    data = {
+    """The Scenario a test cluster is made from (no workload, no schedule: the test drives it).
+    `membership`: "static" (views installed by the harness) or "gms" (the nodes find each other and
+    make their views; see SplitbrainCluster.wait_view)."""
+    data: dict[str, Any] = {
         "name": name,
         "protocol": protocol,
         "transport": transport,
@@ -158,6 +162,8 @@ def cluster_scenario(
         "seed": seed,
         "injector": injector,
     }
+    if membership != "static":
+        data["membership"] = membership
     return parse_scenario(data)
 
 
@@ -212,10 +218,16 @@ class SplitbrainCluster:
         """True on the simulator: time passes only when the test waits (sleep, eventually)."""
         return self._advance is not None
 
+    @property
+    def membership(self) -> str:
+        """ "static" (the harness installs every view) or "gms" (the nodes make their own)."""
+        return getattr(self.scenario, "membership", "static")
+
     def start(self) -> SplitbrainCluster:
         self.cluster.start()
         self.faults.live.attach_injectors()
-        if not getattr(self.cluster, "installs_views", False):
+        # With a membership protocol the nodes discover each other and install their own views.
+        if self.membership == "static" and not getattr(self.cluster, "installs_views", False):
             for name in self.names:
                 self.install_view(name, list(self.names))
         return self
@@ -351,6 +363,47 @@ class SplitbrainCluster:
             settled, timeout=timeout, interval=0.2, what=f"the cluster to settle ({live.EXPECTED})", describe=describe
         )
 
+    def views(self) -> dict[str, dict | None]:
+        """Each running node's membership as GET /state shows it (view_id, coord, members,
+        suspects, is_coord), None for a node whose stack has no membership layer or that did not
+        answer."""
+        out: dict[str, dict | None] = {}
+        for name, handle in self.cluster.nodes.items():
+            if handle.state is not NodeState.RUNNING:
+                continue
+            try:
+                out[name] = self.state(name).get("membership")
+            except AdminError:
+                out[name] = None
+        return out
+
+    def wait_view(self, members: Iterable[str], *, timeout: float = DEFAULT_TIMEOUT_S) -> dict:
+        """Until every running node holds one view (same view_id and coordinator) whose members are
+        exactly `members` (in any order); returns that membership. On timeout the error names each
+        node's view. On the simulator it advances virtual time."""
+        wanted = sorted(members)
+        unknown = [m for m in wanted if m not in self.names]
+        if unknown:
+            raise ValueError(f"wait_view: {', '.join(unknown)} not in the cluster ({', '.join(self.names)})")
+
+        def agreed():
+            views = self.views()
+            if not views:
+                raise AssertionError("no node is running")
+            held = list(views.values())
+            if any(v is None for v in held):
+                return None
+            keys = {(v["view_id"], v["coord"], tuple(v["members"])) for v in held if v is not None}
+            view = held[0]
+            return view if len(keys) == 1 and view is not None and sorted(view["members"]) == wanted else None
+
+        return self.eventually(
+            agreed,
+            timeout=timeout,
+            what=f"every running node to hold one view of [{', '.join(wanted)}]",
+            describe=lambda _v: describe_views(self.views()),
+        )
+
     def log_tails(self, lines: int = 12) -> str:
         parts = []
         for name in self.names:
@@ -398,11 +451,10 @@ class SplitbrainCluster:
         """Stop the cluster and run the named checks (default: all five) over its event log."""
         from harness.checks import run_checks
 
-        return run_checks(
-            self.events(),
-            list(names) or list(DEFAULT_CHECKS) + ["windows_synced"],
-            recovery_bound_s=self.scenario.recovery_bound,
-        )
+        defaults = list(DEFAULT_CHECKS) + ["windows_synced"]
+        if self.membership != "static":
+            defaults += list(MEMBERSHIP_DEFAULT_CHECKS)
+        return run_checks(self.events(), list(names) or defaults, recovery_bound_s=self.scenario.recovery_bound)
 
     def assert_checks(self, *names: str) -> list:
         results = self.check(*names)
@@ -464,9 +516,24 @@ def _windows(state: dict) -> dict:
     return {
         "incarnation": state.get("incarnation"),
         "view": state.get("view"),
+        **({"membership": state["membership"]} if state.get("membership") is not None else {}),
         "windows": state.get("windows"),
         "busy": state.get("busy"),
     }
+
+
+def describe_views(views: dict[str, dict | None]) -> str:
+    """Each node's view on one line, e.g. "A: view 3 coord A [A, B, C] suspects [C]; B: no view"."""
+    parts = []
+    for name, v in views.items():
+        if v is None:
+            parts.append(f"{name}: no membership")
+            continue
+        text = f"{name}: view {v.get('view_id')} coord {v.get('coord')} [{', '.join(v.get('members') or ())}]"
+        if v.get("suspects"):
+            text += f" suspects [{', '.join(v['suspects'])}]"
+        parts.append(text)
+    return "; ".join(parts) or "no node running"
 
 
 def _timeline_text(timeline: list[dict]) -> str:
@@ -628,9 +695,9 @@ class Checkers:
 
     @staticmethod
     def names() -> list[str]:
-        from harness.checks import CHECKS
+        from harness.checks import GENERAL_CHECKS
 
-        return list(CHECKS)
+        return list(GENERAL_CHECKS)
 
     def run(self, target, *names: str) -> list:
         from harness.checks import run_checks

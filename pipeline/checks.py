@@ -104,6 +104,9 @@ def summary(events: DataFrame) -> DataFrame:
     counts = events.groupBy(*_KEY).agg(
         F.sum(multiplicity()).cast("long").alias("n"),
         F.count("*").alias("lines"),
+        # Events with an application id: a protocol's own messages (GMS's, through UNICAST3) are
+        # sent and delivered too, but only these are the applications'.
+        F.count("app").alias("apps"),
         F.sum("bytes").alias("bytes_sum"),
         F.min("t").alias("min_t"),
         F.max("t").alias("max_t"),
@@ -138,6 +141,7 @@ def summary(events: DataFrame) -> DataFrame:
         *_KEY,
         "n",
         "lines",
+        "apps",
         "bytes_sum",
         "min_t",
         "max_t",

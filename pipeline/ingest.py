@@ -38,7 +38,7 @@ from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from harness.checks import CHECKS
+from harness.checks import GENERAL_CHECKS
 from harness.scenario import ALWAYS_CHECKS, DEFAULT_CHECKS, default_checks
 from node import protocols
 
@@ -50,14 +50,14 @@ RUNS_DIR = "runs"
 SCHEMA_MARKER = "_SPLITBRAIN_SCHEMA"
 
 # Checks a run without scenario.yaml is judged by (every check the harness knows).
-ALL_CHECKS = tuple(CHECKS)
+ALL_CHECKS = GENERAL_CHECKS
 # What a scenario file without `checks:` is judged by when its protocol is unknown here.
 SCENARIO_DEFAULT_CHECKS = DEFAULT_CHECKS
 
 
-def _default_checks(protocol) -> tuple[str, ...]:
+def _default_checks(protocol, membership: str = "static") -> tuple[str, ...]:
     try:
-        return default_checks(protocol)
+        return default_checks(protocol, membership)
     except ValueError:
         return SCENARIO_DEFAULT_CHECKS
 
@@ -471,7 +471,7 @@ def run_metadata(run: RunSource, scenario_text: str | None, verdict_text: str | 
                 raise ValueError("not a mapping")
             config = scen.get("config") or {}
             protocol = scen.get("protocol")
-            checks = list(scen.get("checks") or _default_checks(protocol))
+            checks = list(scen.get("checks") or _default_checks(protocol, scen.get("membership") or "static"))
             checks += [c for c in ALWAYS_CHECKS if c not in checks]
             raw_expect = scen.get("expect", "pass")
             expect = f"fail:{raw_expect['fail']}" if isinstance(raw_expect, dict) else str(raw_expect)

@@ -20,14 +20,15 @@ from __future__ import annotations
 
 from pyspark.sql import DataFrame
 
-from harness.checks import DEFAULT_RECOVERY_BOUND_S, run_checks
+from harness.checks import DEFAULT_RECOVERY_BOUND_S, GENERAL_CHECKS, run_checks
 
 from . import schema as S
 
 
 def plan(meta: dict, known: tuple[str, ...]) -> tuple[list[str], float]:
-    """(check names, recovery bound) to judge a run by, from its runs-table row."""
-    names = [n for n in meta.get("checks") or known if n in known]
+    """(check names, recovery bound) to judge a run by, from its runs-table row: its scenario's
+    checks that are `known`, or, for a run without them, the general checks."""
+    names = [n for n in meta.get("checks") or GENERAL_CHECKS if n in known]
     bound = meta.get("recovery_bound") or DEFAULT_RECOVERY_BOUND_S
     return names, float(bound)
 

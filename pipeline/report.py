@@ -6,7 +6,10 @@
 - a timeline per run for every failing run (and one passing run per scenario): one panel per
   link with the seqnos sent, delivered, acked and retransmitted over time, XMIT-REQs, faults
   shaded, nodes down, syncs and new windows marked, sends never delivered and repeated
-  deliveries crossed out, and the final windows; the failing checks' explanations on top.
+  deliveries crossed out, and the final windows; the failing checks' explanations on top; under
+  the links, when the run has `view` events, one band per node showing the view it held (members
+  and coordinator per interval, each change marked) with suspicions and merges marked, and the same
+  as a table in the page (who believed what, and when).
 
 Everything here is presentation over results already computed; it only reads.
 """
@@ -77,6 +80,111 @@ def timeline_runs(verdicts: list[RunVerdict], limit: int = MAX_TIMELINES) -> lis
 
 
 # ---- timelines --------------------------------------------------------------------------------
+
+# Membership events marked on a node's view band: kind -> (marker, color, legend label).
+MEMBERSHIP_MARKS = {
+    "suspect": ("x", "#b71c1c", "suspects a member (peer)"),
+    "unsuspect": ("+", "#2e7d32", "unsuspects a member"),
+    "merge": ("D", "#6a1b9a", "merge phase"),
+    "leave_tx": ("<", "#455a64", "leaves"),
+}
+VIEW_COLORS = ("#a6cee3", "#b2df8a", "#fdbf6f", "#cab2d6", "#ffff99", "#fb9a99", "#80cbc4", "#d7ccc8")
+MAX_VIEW_ROWS = 60
+
+
+def view_label(view_id, coord, members) -> str:
+    """A view as a band's label: "v3 A [A,B,C]" (id, coordinator, members)."""
+    return f"v{view_id} {coord} [{','.join(members)}]"
+
+
+def view_bands(rare: list[dict], end_t: float) -> dict[str, list[dict]]:
+    """Per node (sorted), the intervals during which it held one view: dicts t0, t1, view_id,
+    coord, members, label, reason (why it came). A node's band ends at its death (a kill) and
+    starts again at its next view; the last one lasts to end_t. Empty without `view` events."""
+    bands: dict[str, list[dict]] = {}
+    for e in rare:
+        node, kind = e["node"], e["kind"]
+        if node == "harness":
+            continue
+        spans = bands.get(node)
+        current = spans[-1] if spans and spans[-1]["t1"] is None else None
+        if kind == "view":
+            members = list(e.get("members") or ())
+            coord = e.get("coord") or (members[0] if members else "")
+            if current is not None:
+                current["t1"] = e["t"]
+            bands.setdefault(node, []).append(
+                {
+                    "t0": e["t"],
+                    "t1": None,
+                    "view_id": e.get("view_id"),
+                    "coord": coord,
+                    "members": members,
+                    "label": view_label(e.get("view_id"), coord, members),
+                    "reason": e.get("reason"),
+                }
+            )
+        elif kind == "node_stop" and current is not None:
+            current["t1"] = e["t"]
+    for spans in bands.values():
+        for span in spans:
+            if span["t1"] is None:
+                span["t1"] = max(end_t, span["t0"])
+    return dict(sorted(bands.items()))
+
+
+def membership_marks(rare: list[dict]) -> list[dict]:
+    """Suspicions, merges and leaves, as they are marked on the view bands."""
+    return [e for e in rare if e["kind"] in MEMBERSHIP_MARKS and e["node"] != "harness"]
+
+
+def _plot_views(ax, tl: RunTimeline, bands: dict[str, list[dict]]) -> None:
+    """The view bands: one row per node, one colored segment per view it held, labelled."""
+    nodes = list(bands)
+    colors: dict[tuple, str] = {}
+    for t0, t1, fault, _detail in _fault_spans(tl.rare, tl.end_t)[0]:
+        ax.axvspan(t0, t1, color=FAULT_COLORS.get(fault, "#17becf"), alpha=0.08, lw=0)
+    for row, node in enumerate(nodes):
+        for span in bands[node]:
+            key = (span["view_id"], span["coord"], tuple(span["members"]))
+            color = colors.setdefault(key, VIEW_COLORS[len(colors) % len(VIEW_COLORS)])
+            ax.broken_barh(
+                [(span["t0"], span["t1"] - span["t0"])], (row - 0.38, 0.76), facecolors=color, edgecolor="#555", lw=0.6
+            )
+            ax.plot([span["t0"]], [row], "|", ms=14, mew=1.6, color="black")  # the change
+            ax.text(span["t0"], row, " " + span["label"], va="center", ha="left", fontsize=7, clip_on=True)
+        for t0, t1 in _down_spans(tl.rare, node, tl.end_t):
+            ax.broken_barh([(t0, t1 - t0)], (row - 0.38, 0.76), facecolors="none", edgecolor="#444", hatch="///", lw=0)
+    labelled = set()
+    for e in membership_marks(tl.rare):
+        if e["node"] not in bands:
+            continue
+        marker, color, label = MEMBERSHIP_MARKS[e["kind"]]
+        ax.plot(
+            [e["t"]],
+            [nodes.index(e["node"]) + 0.3],
+            marker,
+            ms=6,
+            color=color,
+            mec="black" if marker == "D" else None,
+            mew=0.5 if marker == "D" else 1.5,
+            label=None if e["kind"] in labelled else label,
+        )
+        labelled.add(e["kind"])
+        text = e.get("peer") or e.get("phase") or ""
+        if text:
+            ax.annotate(
+                text,
+                (e["t"], nodes.index(e["node"]) + 0.3),
+                textcoords="offset points",
+                xytext=(3, 2),
+                fontsize=6.5,
+                color=color,
+            )
+    ax.set_yticks(range(len(nodes)), nodes)
+    ax.set_ylim(len(nodes) - 0.5, -0.5)
+    ax.set_title("views held (members and coordinator; | = a new view)", loc="left", fontsize=10)
+    ax.grid(alpha=0.25, axis="x")
 
 
 def _fault_spans(rare: list[dict], end_t: float) -> tuple[list, list]:
@@ -173,13 +281,19 @@ def plot_timeline(tl: RunTimeline, verdict: RunVerdict | None, path: Path) -> Pa
                 fail_text.append(f"{c['name']}: {c['explanation']}")
     wrapped = [textwrap.fill(t, 165, subsequent_indent="    ") for t in fail_text[:6]]
     text_lines = sum(w.count("\n") + 1 for w in wrapped)
+    bands = view_bands(tl.rare, tl.end_t)
     n = max(1, len(links))
     panel_h = 2.6
     head_h = 0.55 + (0.15 * text_lines + 0.15 if text_lines else 0.0)  # inches: title, explanations
     foot_h = 0.55  # x axis label
-    height = max(head_h + panel_h * n + foot_h, head_h + 4.4)  # room for the legend on one panel
-    fig, grid = plt.subplots(n, 1, figsize=(15, height), sharex=True, squeeze=False)
-    axes = [row[0] for row in grid]
+    views_h = 0.45 * len(bands) + 0.5 if bands else 0.0
+    height = max(head_h + panel_h * n + views_h + foot_h, head_h + 4.4)  # room for the legend on one panel
+    ratios = [panel_h] * n + ([views_h] if bands else [])
+    fig, grid = plt.subplots(
+        len(ratios), 1, figsize=(15, height), sharex=True, squeeze=False, gridspec_kw={"height_ratios": ratios}
+    )
+    axes = [row[0] for row in grid][:n]
+    views_ax = grid[n][0] if bands else None
     fig.subplots_adjust(top=1 - head_h / height, bottom=foot_h / height, left=0.055, right=0.82, hspace=0.42)
     outcome = verdict.outcome.upper() if verdict else "?"
     scen = verdict.meta.get("scenario") if verdict else None
@@ -290,9 +404,12 @@ def plot_timeline(tl: RunTimeline, verdict: RunVerdict | None, path: Path) -> Pa
         ax.margins(x=0.01)
     if not links:
         axes[0].text(0.5, 0.5, "no DATA on any link", ha="center", va="center", transform=axes[0].transAxes)
-    _time_axes(axes, verdict.meta.get("origin_t") if verdict else None)
+    if views_ax is not None:
+        _plot_views(views_ax, tl, bands)
+    all_axes = axes + ([views_ax] if views_ax is not None else [])
+    _time_axes(all_axes, verdict.meta.get("origin_t") if verdict else None)
     handles, labels = [], []
-    for ax in axes:
+    for ax in all_axes:
         for h, lab in zip(*ax.get_legend_handles_labels()):
             if lab not in labels:
                 handles.append(h)
@@ -780,6 +897,7 @@ def write_report(
                 f"<h3 id='{_e(safe)}'>{_e(run_id)} <span class='{_e(v.outcome if v else '')}'>"
                 f"{_e(v.outcome if v else '')}</span></h3><img src='img/{p.name}'>"
             )
+            parts.append(_views_table(tl))
     parts.append("<h2>Runs</h2>")
     parts.append(
         "<table><tr><th>run</th><th>scenario</th><th>seed</th><th>backend</th><th>outcome</th>"
@@ -822,6 +940,37 @@ def write_report(
         json.dumps([v.to_dict() for v in verdicts], indent=1, default=str), encoding="utf-8"
     )
     return page
+
+
+def _views_table(tl: RunTimeline) -> str:
+    """Who believed what, and when: each node's views as rows (from, to, view, why), with the
+    suspicions and merges in between; empty for a run without `view` events."""
+    bands = view_bands(tl.rare, tl.end_t)
+    if not bands:
+        return ""
+    rows = []
+    for node, spans in bands.items():
+        for span in spans:
+            rows.append(
+                (span["t0"], node, f"{span['t0']:.3f}", f"{span['t1']:.3f}", span["label"], span["reason"] or "")
+            )
+    for e in membership_marks(tl.rare):
+        what = e["kind"] + (f" {e['peer']}" if e.get("peer") else "") + (f" {e['phase']}" if e.get("phase") else "")
+        if e.get("members"):
+            what += f" [{','.join(e['members'])}]"
+        rows.append((e["t"], e["node"], f"{e['t']:.3f}", "", what, ""))
+    rows.sort(key=lambda r: (r[0], r[1]))
+    shown = rows[:MAX_VIEW_ROWS]
+    body = "".join(
+        f"<tr><td>{_e(node)}</td><td>{_e(t0)}</td><td>{_e(t1)}</td><td>{_e(view)}</td><td>{_e(why)}</td></tr>"
+        for _t, node, t0, t1, view, why in shown
+    )
+    more = f"<p class='muted'>{len(rows) - len(shown)} more row(s) not shown.</p>" if len(rows) > len(shown) else ""
+    return (
+        "<details class='views'><summary>views held per node (who believed what, when)</summary>"
+        "<table><tr><th>node</th><th>from (s)</th><th>to (s)</th><th>view / event</th><th>why</th></tr>"
+        f"{body}</table>{more}</details>"
+    )
 
 
 def _check_class(check: dict) -> str:

@@ -3,7 +3,8 @@
 Per link X->Y (a pair of nodes with DATA between them) and per time bin (the run cut into about
 TIME_BINS bins, so a run of millions of events still gives a plot-sized result): the highest seqno
 X sent, Y delivered, X saw acked, X retransmitted, and how many XMIT-REQs Y sent. The rare events
-(syncs, connection states, views, node lifecycles, drops, final windows, harness faults) come back
+(syncs, connection states, views with their coordinator, suspicions and merges, node lifecycles,
+drops, final windows, harness faults) come back
 as they are, and so do the sends that were never delivered and the deliveries of an app id a
 receiver already had (at most MARKS per run each), so the picture shows what went wrong where.
 """
@@ -114,6 +115,7 @@ def timeline_data(events: DataFrame, run_ids: list[str], end_times: dict | None 
             "final",
             "members",
             "view_id",
+            "coord",
             "fault",
             "detail",
             "incarnation",

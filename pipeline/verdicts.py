@@ -138,7 +138,7 @@ def judge(run_id: str, meta: dict, parts: dict, results: list[dict], quarantined
     """Decide a run's outcome the way harness.rundir.judge does, from its check results (in the
     scenario's order): passed, failed, or vacuous when only checks that judged nothing did not pass."""
     expect = meta.get("expect") or "pass"
-    names = list(meta.get("checks") or H.CHECKS)
+    names = list(meta.get("checks") or H.GENERAL_CHECKS)
     unknown = [n for n in names if n not in H.KNOWN_CHECKS]
     advisory = [b(parts) for b in ADVISORY_BUILDERS.values()]
     common: dict[str, Any] = dict(

@@ -11,7 +11,7 @@ import json
 
 import pytest
 
-from harness.checks import CHECKS, CheckResult, run_checks
+from harness.checks import GENERAL_CHECKS, CheckResult, run_checks
 from harness.eventlog import EventLogError, read_events, read_run, write_events
 from node.events import make_event, validate_event
 
@@ -91,7 +91,7 @@ def test_clean_log_passes_every_check():
     for ev in events:
         validate_event(ev)
     results = run_checks(events)
-    assert [r.name for r in results] == list(CHECKS)
+    assert [r.name for r in results] == list(GENERAL_CHECKS)
     assert all(r.passed for r in results), [r.explanation for r in results]
     assert [r.judged for r in results] == [3, 3, 3, 1, len(events)]
 
@@ -114,7 +114,7 @@ def test_aggregated_drops_of_bad_frames_change_no_check():
 def test_empty_log_is_vacuous_in_every_check():
     """Empty log: no check passes; each says it judged nothing."""
     results = run_checks([])
-    assert [(r.passed, r.vacuous, r.judged) for r in results] == [(False, True, 0)] * len(CHECKS)
+    assert [(r.passed, r.vacuous, r.judged) for r in results] == [(False, True, 0)] * len(GENERAL_CHECKS)
     assert all(r.explanation.startswith("judged nothing: ") for r in results)
 
 

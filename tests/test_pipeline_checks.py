@@ -12,14 +12,14 @@ import random
 
 import pytest
 
-from harness.checks import CHECKS as HARNESS_CHECKS
 from harness.checks import EXCUSES, run_checks
+from harness.checks import GENERAL_CHECKS as HARNESS_CHECKS
 from harness.eventlog import read_run, write_events
 from node.events import make_event
 from pipeline.schema import classify_line
 
 END = 10.0
-CHECKS = list(HARNESS_CHECKS)  # a run without scenario.yaml is judged by every check
+CHECKS = list(HARNESS_CHECKS)  # a run without scenario.yaml is judged by every general check
 
 
 # ---- event builders ---------------------------------------------------------------------------
@@ -293,6 +293,73 @@ PLANTED = {
 }
 
 
+# ---- membership: views_agree ------------------------------------------------------------------
+
+GMS_CHECKS = ["views_agree", "no_errors"]
+GMS_SCENARIO = """name: gms-views
+protocol: unicast3
+membership: gms
+nodes: [A, B, C]
+checks: [views_agree, no_errors]
+expect: pass
+"""
+
+
+def view(t, node, view_id, members, coord=None, reason="join"):
+    return make_event(
+        t, node, "gms", "view", view_id=view_id, members=list(members), coord=coord or members[0], reason=reason
+    )
+
+
+def views(nodes="ABC", t=1.0, view_id=3):
+    return [start(0.0, n) for n in nodes] + [view(t, n, view_id, nodes) for n in nodes]
+
+
+PLANTED_VIEWS = {
+    # Everyone ends with view 5 [A, B, C] after a one-way partition healed at 4 s.
+    "views_merged": views()
+    + [view(3.0, "B", 4, "BC", reason="suspect"), view(3.0, "C", 4, "BC", reason="suspect")]
+    + [fault(4.0, "fault_off", "partition", links=["A->B"])]
+    + [view(4.5, n, 5, "ABC", reason="merge") for n in "ABC"],
+    # B and C dropped A, which still lists everyone.
+    "views_asymmetric": views() + [view(3.0, "B", 4, "BC"), view(3.0, "C", 4, "BC")],
+    # C was killed and is still listed.
+    "views_dead_listed": views() + [stop(2.0, "C")],
+    # C restarted and never rejoined.
+    "views_not_rejoined": views() + [stop(2.0, "C"), start(3.0, "C", incarnation=1)],
+    # No view event at all.
+    "views_none": [start(0.0, n) for n in "ABC"],
+}
+
+
+def random_views_log(rng: random.Random) -> list[dict]:
+    """A membership soup: starts, kills, restarts, heals and views of random members, ids and
+    coordinators at random nodes, with ties, ending with agreement or not."""
+    evs = [start(0.0, n) for n in NODES]
+    t, inc = 0.0, dict.fromkeys(NODES, 0)
+    for _ in range(rng.randint(0, 25)):
+        t = round(t + rng.choice((0.0, 0.1, 0.5)), 1)
+        r, node = rng.random(), rng.choice(NODES)
+        if r < 0.1:
+            evs.append(stop(t, node, rng.choice(("kill", "kill", "stop"))))
+        elif r < 0.2:
+            inc[node] += 1
+            evs.append(start(t, node, inc[node]))
+        elif r < 0.3:
+            evs.append(fault(t, "fault_off", "partition", links=["A->B"]))
+        else:
+            members = [n for n in NODES if rng.random() < 0.7] or [node]
+            evs.append(view(t, node, rng.randint(1, 4), members, coord=rng.choice(members)))
+    if rng.random() < 0.5:
+        # A final agreement among whoever is listed.
+        t += 1.0
+        evs += [view(t, n, 9, NODES) for n in NODES]
+    return evs
+
+
+N_RANDOM_VIEWS = 20
+
+
 @pytest.fixture(scope="module")
 def judged(spark, tmp_path_factory):
     """Every synthetic run of this module, ingested and judged by one Spark pass."""
@@ -303,6 +370,10 @@ def judged(spark, tmp_path_factory):
         write_run(root, name, spec["events"], spec.get("raw"), spec.get("scenario"))
     for i in range(N_RANDOM):
         write_run(root, f"random-{i:03d}", random_log(random.Random(1000 + i)))
+    for name, events in PLANTED_VIEWS.items():
+        write_run(root, name, events, scenario=GMS_SCENARIO)
+    for i in range(N_RANDOM_VIEWS):
+        write_run(root, f"random-views-{i:03d}", random_views_log(random.Random(2000 + i)), scenario=GMS_SCENARIO)
     analysis = A.analyze(spark, [str(root)], str(tmp_path_factory.mktemp("warehouse")))
     return root, {v.run_id: v for v in analysis.verdicts}, analysis
 
@@ -702,3 +773,41 @@ def test_random_logs_agree_with_the_python_checkers(judged):
         | {("pair", "reaped"), ("pair", "sync_time"), ("windows", "not_reported")}
     )
     assert wanted <= seen, sorted(wanted - seen)
+
+
+# ---- membership: views_agree in Spark is the harness's ----------------------------------------
+
+
+def test_views_agree_planted_runs_agree_with_the_harness(judged):
+    """A gms scenario's runs are judged by views_agree in Spark exactly as by the harness: a merged
+    view passes, asymmetric views, a dead member still listed and a restarted node that never
+    rejoined fail, a run without views is vacuous."""
+    root, verdicts, _ = judged
+    outcomes = {name: verdicts[name].outcome for name in PLANTED_VIEWS}
+    assert outcomes == {
+        "views_merged": "passed",
+        "views_asymmetric": "failed",
+        "views_dead_listed": "failed",
+        "views_not_rejoined": "failed",
+        "views_none": "vacuous",
+    }
+    for name in PLANTED_VIEWS:
+        assert [c["name"] for c in verdicts[name].checks] == GMS_CHECKS
+        assert verdicts[name].checks == python_checks(root / name, GMS_CHECKS), name
+    merged = _check(verdicts["views_merged"], "views_agree")
+    assert merged["details"]["heal_to_agreement_s"] == 0.5
+    assert "B, C: view 4 coord B [B, C]" in _check(verdicts["views_asymmetric"], "views_agree")["explanation"]
+
+
+def test_random_membership_logs_agree_with_the_python_checker(judged):
+    """20 random membership soups: views_agree's result dict in Spark equals the harness's, and the
+    soups reach a pass, a failure and a vacuous verdict."""
+    root, verdicts, _ = judged
+    seen = set()
+    for i in range(N_RANDOM_VIEWS):
+        name = f"random-views-{i:03d}"
+        expected = [c.to_dict() for c in run_checks(read_run(root / name), GMS_CHECKS)]
+        assert verdicts[name].checks == expected, name
+        agree = expected[0]
+        seen.add("vacuous" if agree["vacuous"] else "passed" if agree["passed"] else "failed")
+    assert seen >= {"passed", "failed"}

@@ -238,3 +238,67 @@ def test_runs_table_has_the_origin_and_the_timeline_shows_scenario_time():
     assert axes[-1].get_xlabel() == "run clock (s); scenario time 0 = run clock 0.35 s"
     assert any(getattr(child, "get_xlabel", lambda: "")() == "scenario time (s)" for child in axes[0].child_axes)
     plt.close(fig)
+
+
+def _gms_timeline(run_id):
+    """A one-way partition A->B with gms: B and C drop A (suspect), A keeps everyone, a merge at
+    the heal gives everyone view 5 coordinated by A."""
+    tl = _timeline(run_id)
+    view = lambda t, node, vid, members, reason: {  # noqa: E731
+        "t": t,
+        "node": node,
+        "kind": "view",
+        "view_id": vid,
+        "members": list(members),
+        "coord": members[0],
+        "reason": reason,
+    }
+    tl.rare = sorted(
+        tl.rare
+        + [view(0.5, n, 3, "ABC", "join") for n in "ABC"]
+        + [
+            {"t": 2.4, "node": "B", "kind": "suspect", "peer": "A"},
+            {"t": 2.4, "node": "C", "kind": "suspect", "peer": "A"},
+            view(2.6, "B", 4, "BC", "suspect"),
+            view(2.6, "C", 4, "BC", "suspect"),
+            {"t": 4.0, "node": "A", "kind": "merge", "phase": "start", "members": ["A", "B", "C"], "coord": "A"},
+            view(4.2, "A", 5, "ABC", "merge"),
+            view(4.2, "B", 5, "ABC", "merge"),
+            view(4.3, "C", 5, "ABC", "merge"),
+        ],
+        key=lambda e: e["t"],
+    )
+    return tl
+
+
+def test_timeline_shows_each_nodes_view_as_a_band(tmp_path):
+    """A run with views: the timeline gets a views panel under its links (taller image) and the page
+    a table of who held which view when, with the suspicions and the merge in between."""
+    from pipeline.report import view_bands
+
+    tl = _gms_timeline("r-gms")
+    bands = view_bands(tl.rare, tl.end_t)
+    assert list(bands) == ["A", "B", "C"]
+    assert [(s["t0"], s["t1"], s["label"]) for s in bands["A"]] == [
+        (0.5, 4.2, "v3 A [A,B,C]"),
+        (4.2, 6.0, "v5 A [A,B,C]"),
+    ]
+    # B was killed at 3.0 (its band stops) and restarted at 3.2 without a view until the merge.
+    assert [(s["t0"], s["t1"], s["label"], s["reason"]) for s in bands["B"]] == [
+        (0.5, 2.6, "v3 A [A,B,C]", "join"),
+        (2.6, 3.0, "v4 B [B,C]", "suspect"),
+        (4.2, 6.0, "v5 A [A,B,C]", "merge"),
+    ]
+    page = write_report(tmp_path / "gms", [_verdict("r-gms", "gms-split")], {}, {"r-gms": tl}, title="gms")
+    plain = write_report(
+        tmp_path / "plain", [_verdict("r-plain", "split")], {}, {"r-plain": _timeline("r-plain")}, title="p"
+    )
+    text = page.read_text()
+    assert "views held per node (who believed what, when)" in text
+    assert "<td>B</td><td>2.600</td><td>3.000</td><td>v4 B [B,C]</td><td>suspect</td>" in text
+    assert "<td>C</td><td>2.400</td><td></td><td>suspect A</td>" in text
+    assert "merge start [A,B,C]" in text
+    assert "views held per node" not in plain.read_text()
+    _w, h_gms = _png_size(tmp_path / "gms" / "img" / "timeline-r-gms.png")
+    _w, h_plain = _png_size(tmp_path / "plain" / "img" / "timeline-r-plain.png")
+    assert h_gms > h_plain

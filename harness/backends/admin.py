@@ -132,6 +132,10 @@ class AdminClient:
             body["view_id"] = view_id
         return self.request("POST", "/view", body, expect=(200, 201, 202, 204))
 
+    def leave_on_stop(self, enabled: bool) -> Any:
+        """Whether the node's graceful stop leaves the group (membership gms)."""
+        return self.request("POST", "/leave_on_stop", {"enabled": enabled})
+
     def sync(self, peer: str) -> Any:
         return self.request("POST", f"/sync/{peer}", expect=(200, 201, 202, 204))
 

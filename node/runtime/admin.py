@@ -15,6 +15,8 @@ a bad request never stops the node.
                               duplicates}}}, "total"}
     POST   /sync/{peer}       {"peer", "started": true}
     POST   /view              {"members", "view_id"?} -> {"view_id"}
+    POST   /leave_on_stop     {"enabled": bool} -> {"leave_on_stop"}: whether a graceful stop sends
+                              LEAVE (membership gms; the harness turns it off to end a whole run)
     GET    /faults            {"rules": {id: rule + matched/acted}}
     POST   /faults            FaultRule fields -> 201 {"id"}
     DELETE /faults/{id}       204 (404 for an unknown id)
@@ -55,6 +57,7 @@ TOKEN_HEADER = "X-Splitbrain-Token"
 _FAULT_FIELDS = {f.name for f in fields(FaultRule)}
 _SEND_FIELDS = {"to", "count", "duration", "rate", "size", "stream", "first_n"}
 _VIEW_FIELDS = {"members", "view_id"}
+_LEAVE_FIELDS = {"enabled"}
 
 
 def _error(status: int, message: str, field: str | None = None) -> web.Response:
@@ -73,6 +76,7 @@ class AdminServer:
         r.add_get("/delivered", self.delivered)
         r.add_post("/sync/{peer}", self.sync)
         r.add_post("/view", self.view)
+        r.add_post("/leave_on_stop", self.set_leave_on_stop)
         r.add_get("/faults", self.get_faults)
         r.add_post("/faults", self.add_fault)
         r.add_delete("/faults", self.clear_faults)
@@ -233,6 +237,15 @@ class AdminServer:
         if view_id is not None and (isinstance(view_id, bool) or not isinstance(view_id, int) or view_id < 0):
             raise RequestError(f"expected an integer >= 0, got {view_id!r}", "view_id")
         return web.json_response({"view_id": self.node.install_view(members, view_id)})
+
+    async def set_leave_on_stop(self, request: web.Request) -> web.Response:
+        self._running()
+        body = await self._body(request, _LEAVE_FIELDS)
+        enabled = body.get("enabled")
+        if not isinstance(enabled, bool):
+            raise RequestError(f"expected true or false, got {enabled!r}", "enabled")
+        self.node.leave_on_stop = enabled
+        return web.json_response({"leave_on_stop": enabled})
 
     async def add_fault(self, request: web.Request) -> web.Response:
         self._running()

@@ -144,6 +144,10 @@ class Node:
         self._blocked_poll: asyncio.TimerHandle | None = None
         self._running = False
         self._stopping = False
+        # With a membership protocol a graceful stop leaves the group (LEAVE), unless the harness
+        # ends the whole run (POST /leave_on_stop {"enabled": false}): a cluster shut down at the
+        # end of a run sends no membership traffic after its final window snapshots.
+        self.leave_on_stop = True
         self._stopped = asyncio.Event()
 
     # ---- clock --------------------------------------------------------------------------------
@@ -212,7 +216,7 @@ class Node:
         try:
             if self._running:
                 now = self.now()
-                if self.config.membership != STATIC:
+                if self.config.membership != STATIC and self.leave_on_stop:
                     # A graceful stop leaves the group: LEAVE goes out with the final flush below.
                     self.command(Leave())
                 self._running = False
