@@ -4,7 +4,7 @@ Every `heartbeat_interval` this layer sends HEARTBEAT to every other member of i
 when it last heard each of them: a member silent for more than `fd_timeout` is suspected, and all
 members that became suspect at one check are announced to GMS in one Suspect, so the coordinator
 excludes them in one view. A HEARTBEAT from a suspected member announces Unsuspect. A new view
-starts the clock afresh for members it adds. Heartbeats are counted, not logged. A heartbeat
+starts the clock afresh for every member. Heartbeats are counted, not logged. A heartbeat
 carries its sender's view (id, coordinator): another coordinator is announced as MergeInfo (two
 views that list each other, which MERGE3's INFO to outsiders never sees), and a member one view
 behind its coordinator as StaleView (the coordinator sends it the view again).
@@ -49,7 +49,11 @@ class FdAll3(GmsLayerBase):
             self.coord = cmd.coord or (cmd.members[0] if cmd.members else "")
             self.view_id = cmd.view_id
             others = [m for m in cmd.members if m != self.local]
-            self.last_heard = {m: self.last_heard.get(m, now) for m in others}
+            # Every view starts every member's clock afresh, not only the new members': a member
+            # that was in this node's view all along may have left us out of its own view (a
+            # one-way split) and stopped heartbeating us; after a merge it starts again, but
+            # its silence before the merge must not count (it made views flap forever).
+            self.last_heard = {m: now for m in others}
             self.suspected &= set(others)
             if "heartbeat" not in self.timers.at:
                 self.timers.set("heartbeat", now + self.config.heartbeat_interval)
