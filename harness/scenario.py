@@ -476,6 +476,9 @@ class Scenario:
     # no_loss owes a message once sender and receiver were up and connected this long after it
     # was sent; parse_scenario resolves it from the protocol's timers when the file gives none.
     recovery_bound: float | None = None
+    # sim backend: frames cross the simulated network through the real wire codec (node.wire)
+    # instead of as message objects; the same seed gives the same run either way.
+    wire: bool = False
 
     @property
     def end_time(self) -> float:
@@ -505,6 +508,7 @@ class Scenario:
             "seed": self.seed,
             **({} if self.injector == "auto" else {"injector": self.injector}),
             **({} if self.recovery_bound is None else {"recovery_bound": self.recovery_bound}),
+            **({"wire": True} if self.wire else {}),
         }
 
     def to_yaml(self) -> str:
@@ -551,6 +555,7 @@ def parse_scenario(data: Any) -> Scenario:
         seed=f.seed,
         injector=f.injector,
         recovery_bound=f.recovery_bound,
+        wire=f.wire,
     )
 
 
@@ -1352,6 +1357,11 @@ class ScenarioFile(InputModel):
         Annotated[float, Field(gt=0), explain("must be greater than 0 (seconds)")] | None,
         AfterValidator(_recovery_bound),
     ] = Field(None, validate_default=True)
+    wire: bool = Field(
+        False,
+        description="sim backend: send frames through the real wire codec instead of passing message "
+        "objects (slower; the same seed gives the same run)",
+    )
 
 
 def _one_or_list(items: tuple[str, ...]) -> Any:
