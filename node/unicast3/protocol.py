@@ -75,6 +75,9 @@ PROTO = "unicast3"
 # The layer's named deadlines, in the order on_timer fires those due at the same time: acks
 # first, then what ends syncs and connections, so the retransmit run sees what is left.
 TIMERS = ("ack_flush", "sync_timeout", "conn_expiry", "conn_close", "xmit")
+# Counter names per message type, built once: an Enum's .name is a property, slow on a hot path.
+_RX_COUNTER = {t: f"rx_{t.name}" for t in MsgType}
+_TX_COUNTER = {t: f"tx_{t.name}" for t in MsgType}
 
 
 class RandomBits(Protocol):
@@ -129,7 +132,7 @@ class Unicast3(Layer):
     def _ctrl(self, kind: str, dest: str, now: float, hdr: U3Header, **fields: object) -> list[Action]:
         """A control message to `dest` and its event; `bytes` is its UNICAST3 header's size on the
         wire (control messages have no payload), so overhead can be measured in bytes."""
-        self._count(f"tx_{hdr.type.name}")
+        self._count(_TX_COUNTER[hdr.type])
         return [
             self._log(now, kind, peer=dest, bytes=len(encode_header(hdr)), **fields),
             Down(msg=Message(self.local, dest, b"", {PROTO_ID: hdr})),
@@ -160,7 +163,8 @@ class Unicast3(Layer):
     # ---- sending (from the application) -------------------------------------------------------
 
     def down(self, msg: Message, now: float) -> list[Action]:
-        self._arm(now)
+        if "xmit" not in self.timers.at:  # self._arm(now), inlined on the send path
+            self.timers.set("xmit", now + self.config.xmit_interval)
         out: list[Action] = []
         dest = msg.dest
         entry = self.send_table.get(dest)
@@ -242,7 +246,7 @@ class Unicast3(Layer):
                 self._count("rx_malformed")
                 out.append(self._log(now, "drop", peer=msg.src, reason="no UNICAST3 header"))
                 continue
-            self._count(f"rx_{hdr.type.name}")
+            self._count(_RX_COUNTER[hdr.type])
             if hdr.type is MsgType.DATA:
                 if hdr.seqno and hdr.conn_id:
                     data.append(msg)
