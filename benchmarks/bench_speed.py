@@ -39,7 +39,9 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+# BENCH_TREE=/path/to/another/checkout measures that tree's code (a "before") with this script.
+TREE = Path(os.environ.get("BENCH_TREE", ROOT)).resolve()
+sys.path.insert(0, str(TREE))
 
 from harness.eventlog import write_events  # noqa: E402
 from harness.rundir import judge  # noqa: E402
@@ -52,7 +54,6 @@ from node.layer import ViewChange  # noqa: E402
 from node.message import Message, app_payload  # noqa: E402
 
 SCENARIO = ROOT / "benchmarks" / "scenarios" / "speed-5x60.yaml"
-TREE = Path(sys.modules["harness"].__file__ or ROOT).resolve().parent.parent
 FRAME_MSGS = 341  # messages of 100 B in one bundled 64 KB datagram
 GOAL_COMMAND_S = 3.0
 GOAL_LOOP_RATIO = 3.0
@@ -187,7 +188,7 @@ def _children_cpu() -> float:
 
 def run_command(path: Path, extra: list[str]) -> tuple[float, float]:
     """(wall s, CPU s) of `splitbrain run --backend sim` in a fresh process (exit code checked),
-    run from the tree whose harness this script imported (PYTHONPATH=/other/tree for a before)."""
+    run from the tree measured (BENCH_TREE)."""
     with tempfile.TemporaryDirectory() as out:
         cpu0 = _children_cpu()
         t0 = time.perf_counter()

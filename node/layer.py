@@ -85,6 +85,9 @@ class Layer:
 
     proto = "layer"
     local = ""  # the node's name; set by subclasses that log events
+    # False when nothing reads the per-message events (send, deliver: the daemon without an event
+    # log): a layer may then skip building them. Every other event is still returned.
+    data_events = True
 
     def down(self, msg: Message, now: float) -> list[Action]:
         return [Down(msg=msg)]

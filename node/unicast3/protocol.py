@@ -186,7 +186,8 @@ class Unicast3(Layer):
         msg.headers[PROTO_ID] = U3Header(MsgType.DATA, seqno, entry.conn_id, seqno == 1)
         entry.msgs[seqno] = msg
         self.counters["tx_DATA"] = self.counters.get("tx_DATA", 0) + 1
-        out.append(Log(event=self._data_event(now, "send", dest, seqno, entry.conn_id, msg)))
+        if self.data_events:
+            out.append(Log(event=self._data_event(now, "send", dest, seqno, entry.conn_id, msg)))
         out.append(Down(msg=msg))
         return out
 
@@ -340,9 +341,11 @@ class Unicast3(Layer):
                 out.append(Log(event=self._data_event(now, "deliver", entry.peer, seqno, entry.conn_id, msg)))
                 delivered.append(msg)
             nxt = end
+        events = self.data_events
         while nxt in held:
             msg = held.pop(nxt)
-            out.append(Log(event=self._data_event(now, "deliver", entry.peer, nxt, entry.conn_id, msg)))
+            if events:
+                out.append(Log(event=self._data_event(now, "deliver", entry.peer, nxt, entry.conn_id, msg)))
             delivered.append(msg)
             nxt += 1
         entry.delivered = nxt - 1
