@@ -172,3 +172,14 @@ def test_writer_still_refuses_what_json_refuses():
     """A value json cannot write raises TypeError, as before."""
     with pytest.raises(TypeError):
         encode_lines([{"t": 1.0, "x": object()}])
+
+
+def test_writer_in_chunks_keeps_every_line(tmp_path):
+    """A log longer than one chunk, with lines orjson writes differently here and there: the file
+    is still json.dumps's bytes, line for line."""
+    events = [{"t": i / 1000, "node": "A", "kind": "send", "seqno": i} for i in range(10_000)]
+    events[4095]["t"] = 1e-6
+    events[4096]["detail"] = "é"
+    events[9_999]["x"] = None
+    write_events(tmp_path / "e.jsonl", events)
+    assert (tmp_path / "e.jsonl").read_bytes() == _json_lines(events) == encode_lines(iter(events))
