@@ -64,9 +64,11 @@ _TRAFFIC = frozenset(("send", "deliver", "ack_tx", "ack_rx"))
 _HARNESS = "harness"
 _CLOSED = "CLOSED"
 # The reasons of a receive window's move to CLOSED that discard it for real: the sender closed the
-# connection (CLOSE received) or the window was reaped (left the view or idle, then timed out).
-# A window the protocol itself "replaced" is not a discard: that is the resync the checks judge.
-DISCARD_REASONS = frozenset(("close_rx", "close_timeout"))
+# connection (CLOSE received), the window was reaped (left the view or idle, then timed out), or
+# a protocol without a CLOSING state removed it at once when the sender left the view or the
+# connection expired (left_view, expired). A window the protocol itself "replaced" is not a
+# discard: that is the resync the checks judge.
+DISCARD_REASONS = frozenset(("close_rx", "close_timeout", "left_view", "expired"))
 # Why a message was not owed (no_loss), in the order they are tested and reported.
 EXCUSES = ("sender_lost_window", "receiver_dead", "cut_at_end", "too_little_time")
 _EXCUSE_TEXT = {

@@ -456,7 +456,20 @@ def doctor_report() -> dict[str, tuple[bool | str, str]]:
         (True, toxi) if toxi else (False, "not on PATH (Toxiproxy is TCP-only; the in-process fault layer covers UDP)")
     )
     report["spark pipeline"] = _spark_status()
+    report["protocols"] = _protocols_status()
     return report
+
+
+def _protocols_status() -> tuple[bool | str, str]:
+    """The registered protocols (a scenario's `protocol:`), and those planned but not built."""
+    from node.protocols import PLANNED, RegistryError, names
+
+    try:
+        known = names()
+    except RegistryError as exc:
+        return False, str(exc)
+    planned = f"; planned: {', '.join(PLANNED)}" if PLANNED else ""
+    return ", ".join(known), f"registered, `splitbrain protocols` lists their settings{planned}"
 
 
 def _spark_status() -> tuple[bool, str]:

@@ -236,6 +236,9 @@ class LiveFaults:
         self.injectors: list[FaultInjector] = []
         self.injected: dict[int, FaultInjector] = {}  # step index -> the injector that applied it
         self._view_ids: dict[str, int] = {}
+        # With a membership protocol (scenario `membership: gms`) a restarted node finds its group
+        # itself; only static clusters get the view of all nodes posted.
+        self.static_views = getattr(getattr(cluster, "scenario", None), "membership", "static") == "static"
 
     def attach_injectors(self) -> None:
         """Take the cluster's packet-level injectors (once it has started); clusters that predate
@@ -359,8 +362,10 @@ class LiveFaults:
             if cluster.node(node).alive:
                 self.book.node_died(node)
             cluster.restart(node)
-            # Every (re)started node first installs the view of all nodes, as in the simulator.
-            self.post_view(node, list(self.names))
+            # Every (re)started node first installs the view of all nodes, as in the simulator
+            # (a node with a membership protocol rejoins by itself).
+            if self.static_views:
+                self.post_view(node, list(self.names))
             self.book.node_restarted(node)
             for injector in self.injectors:
                 injector.node_restarted(node)

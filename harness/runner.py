@@ -162,8 +162,10 @@ class LiveRun:
             self.cluster.start()
             self.faults.attach_injectors()
             self._check_injectors()
-            for name in self.scenario.nodes:
-                self.faults.post_view(name, list(self.scenario.nodes))
+            # A membership protocol (membership: gms) forms its views itself.
+            if self.scenario.membership == "static":
+                for name in self.scenario.nodes:
+                    self.faults.post_view(name, list(self.scenario.nodes))
             self.origin = self.faults.origin = self.cluster.now()
             self.phase = "running"
             for at, _prio, _seq, kind, item in self._plan():

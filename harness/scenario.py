@@ -473,6 +473,8 @@ class Scenario:
     expect_fail: str | None = None  # None: every check must pass; a name: that check must fail
     seed: int = 0
     injector: str = "auto"  # which injector applies network faults (INJECTORS)
+    # Where views come from: "static" (only `view:` steps) or a membership protocol ("gms").
+    membership: str = "static"
     # no_loss owes a message once sender and receiver were up and connected this long after it
     # was sent; parse_scenario resolves it from the protocol's timers when the file gives none.
     recovery_bound: float | None = None
@@ -496,6 +498,7 @@ class Scenario:
         return {
             "name": self.name,
             "protocol": self.protocol,
+            **({} if self.membership == "static" else {"membership": self.membership}),
             "transport": self.transport,
             "nodes": list(self.nodes),
             "config": dict(self.config),
@@ -554,6 +557,7 @@ def parse_scenario(data: Any) -> Scenario:
         expect_fail=f.expect_fail,
         seed=f.seed,
         injector=f.injector,
+        membership=f.membership,
         recovery_bound=f.recovery_bound,
         wire=f.wire,
     )
@@ -565,6 +569,7 @@ def json_schema() -> dict:
     schema["title"] = "splitbrain scenario"
     # The protocols registered now (the registry may grow at run time).
     schema["properties"]["protocol"]["enum"] = list(protocols.names())
+    schema["properties"]["membership"]["enum"] = ["static", *protocols.membership_names()]
     return schema
 
 
@@ -1194,7 +1199,13 @@ def _schedule(raw: Any, info: ValidationInfo) -> tuple[FaultStep, ...]:
                 problems.add(f"schedule[{written}] happens after this heal", src, "heal")
             params = Heal(target=position[written])
         if isinstance(params, SyncStep) and "protocol" in ctx and "config" in ctx:
-            why = refusal(ctx["protocol"], ctx["config"], SyncPeer(peer=params.peer), random.Random(0))
+            why = refusal(
+                ctx["protocol"],
+                ctx["config"],
+                SyncPeer(peer=params.peer),
+                random.Random(0),
+                ctx.get("membership", "static"),
+            )
             if why:
                 problems.add(f"the admin sync operation is refused: {why}", src, "sync")
         if spec.kind == "toxic" and ctx.get("transport", "tcp") != "tcp":
@@ -1258,6 +1269,14 @@ def _protocol(raw: Any) -> str:
     return raw
 
 
+def _membership(raw: Any) -> str:
+    """static, or a registered membership protocol (gms)."""
+    known = ("static", *protocols.membership_names())
+    if raw not in known:
+        raise problem(f"must be one of {', '.join(known)}, got {raw!r}")
+    return raw
+
+
 def _protocol_settings(config: dict | None, info: ValidationInfo) -> dict:
     """Check the settings with the protocol itself, so a bad one is reported before anything
     starts, as config.<key>; keep the recovery bound they give."""
@@ -1266,7 +1285,7 @@ def _protocol_settings(config: dict | None, info: ValidationInfo) -> dict:
     ctx["config"] = config
     if "protocol" in ctx:
         try:
-            ctx["recovery_bound"] = recovery_bound_s(ctx["protocol"], config)
+            ctx["recovery_bound"] = recovery_bound_s(ctx["protocol"], config, ctx.get("membership", "static"))
         except SettingError as exc:
             fail(exc.message, exc.key)
         except ValueError as exc:
@@ -1334,6 +1353,9 @@ class ScenarioFile(InputModel):
     protocol: Annotated[str, PlainValidator(_protocol, json_schema_input_type=str), remember("protocol")]
     transport: Annotated[choice(TRANSPORTS), remember("transport")] = Field("udp", validate_default=True)
     nodes: NodeNames
+    membership: Annotated[str, PlainValidator(_membership, json_schema_input_type=str), remember("membership")] = Field(
+        "static", description="where views come from: static (view: steps only) or gms (membership protocol)"
+    )
     config: Annotated[dict[str, Any] | None, AfterValidator(_protocol_settings)] = Field(
         None, validate_default=True, description="protocol settings (see the protocol's config)"
     )

@@ -34,7 +34,7 @@ CORE_EVENT_KINDS = {
     "xmit_req_rx": "a retransmission request (XMIT-REQ) received (ranges, count)",
     "conn_state": "a connection entry changed state (side = send | recv, state, reason)",
     "window": "a snapshot of one window (side, conn_id, low, high, state); final=true at end of run",
-    "view": "a view was installed (members, view_id)",
+    "view": "a view was installed (members, view_id; coord and reason when a membership protocol installed it)",
     "drop": "a message was dropped (reason, type)",
     "fault_on": "a fault was applied (fault, detail; links = the directed links it cuts, if any)",
     "fault_off": "a fault was removed (fault, detail; links = the directed links it no longer cuts)",
@@ -80,6 +80,7 @@ OPTIONAL_FIELD_TYPES = {
     "incarnation": "int",
     "timestamp": "int",
     "links": "strlist",
+    "coord": "str",
 }
 FIELD_TYPES = {"v": "int", "t": "float", "node": "str", "proto": "str", "kind": "str", **OPTIONAL_FIELD_TYPES}
 _PY_TYPES = {"str": str, "int": int, "float": float, "bool": bool, "ranges": list, "strlist": list}

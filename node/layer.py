@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .message import Message
-from .views import Window
+from .views import Membership, Window
 
 # ---- actions (outputs of a layer) -------------------------------------------------------------
 
@@ -46,6 +46,18 @@ class Log(Action):
     event: dict[str, Any]
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Announce(Action):
+    """Hand a command to every OTHER layer of the stack, top first (how GMS tells the layers
+    above and below of a view it installed, and how its sub-layers talk: suspicions, discovery).
+    `instead`, on an action returned from command(): the announced command replaces the one this
+    layer was given, which the stack then hands to no further layer (GMS installing an injected
+    view under its own view id)."""
+
+    cmd: Command
+    instead: bool = False
+
+
 # ---- commands (inputs other than messages and timers) -----------------------------------------
 
 
@@ -57,10 +69,32 @@ class Command:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ViewChange(Command):
-    """Install a membership view (injected by a test or, later, produced by GMS)."""
+    """Install a membership view (injected by a test or a scenario, or produced by GMS)."""
 
     members: tuple[str, ...]
     view_id: int
+    # The coordinator ("" = the first member) and why the view came (inject, join, leave,
+    # suspect, merge, singleton; "" = injected by a driver without GMS).
+    coord: str = ""
+    reason: str = ""
+    # Highest seqno per sender that goes with the view (JOIN_RSP and merge digests); empty for
+    # unicast-only stacks.
+    digest: tuple[tuple[str, int], ...] = ()
+    # True when the layer that installed the view already logged its `view` event.
+    logged: bool = False
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Bootstrap(Command):
+    """A starting node with a membership protocol: the configured peers (JGroups TCPPING's
+    initial_hosts) to discover a coordinator among, instead of a static view."""
+
+    peers: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Leave(Command):
+    """Graceful stop (SIGTERM): leave the group before the process exits."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -128,6 +162,10 @@ class Layer:
     def unacked(self, peer: str) -> int:
         """Messages sent to `peer` and not acknowledged yet (the runtime's back-pressure)."""
         return 0
+
+    def membership(self) -> Membership | None:
+        """The group view this layer maintains (a membership protocol), or None."""
+        return None
 
     def refusal(self, cmd: Command) -> str | None:
         """Why this layer cannot carry out an admin command (e.g. a resync it has no way to do),

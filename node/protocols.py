@@ -88,6 +88,13 @@ class ProtocolSpec:
     variant_key: str | None = None
     # Random headers for the protocol-level fuzzer (tests/protocol_fuzz.py); None: not fuzzed.
     fuzz: HeaderFuzzer | None = None
+    # A membership protocol (GMS): chosen by a scenario's `membership:`, not by `protocol:`, and
+    # stacked around the reliable protocol: `below` gives the layers that sit under it (unreliable
+    # discovery, heartbeats, merge info), `layers` those above it.
+    membership: bool = False
+    below: LayerFactory | None = None
+    # Codecs of further header ids the protocol's layers use (registered with `header`).
+    extra_headers: tuple[HeaderCodec, ...] = ()
 
     def variant(self, settings: Mapping[str, Any]) -> str | None:
         if self.variant_key is None:
@@ -99,7 +106,7 @@ class ProtocolSpec:
 
 
 # Modules with a module-level `SPEC: ProtocolSpec`, one line per protocol.
-BUILTIN = ("node.unicast3.spec",)
+BUILTIN = ("node.unicast3.spec", "node.unicast2.spec", "node.gms.spec")
 ENV_PROTOCOLS = "SPLITBRAIN_PROTOCOLS"
 DEFAULT_PROTOCOL = "unicast3"
 
@@ -108,7 +115,7 @@ _loaded = False
 _kinds: dict[str, str] | None = None
 # Protocols the design names (seeds/) that have no implementation yet: the scenario parser says
 # "not implemented" for them rather than "unknown".
-PLANNED = ("unicast2", "nakack2", "mcast")
+PLANNED = ("nakack2", "mcast")
 
 
 def register(spec: ProtocolSpec) -> ProtocolSpec:
@@ -120,6 +127,8 @@ def register(spec: ProtocolSpec) -> ProtocolSpec:
         raise ValueError(f"protocol {spec.name!r} redefines core event kind(s) {', '.join(sorted(clash))}")
     if spec.header is not None:
         register_header(spec.header)
+    for codec in spec.extra_headers:
+        register_header(codec)
     _SPECS[spec.name] = spec
     _forget_kinds()
     return spec
@@ -152,7 +161,13 @@ def unregister(name: str) -> None:
 
 
 def names() -> tuple[str, ...]:
-    return tuple(_specs())
+    """The reliable-delivery protocols a scenario's `protocol:` may name."""
+    return tuple(name for name, spec in _specs().items() if not spec.membership)
+
+
+def membership_names() -> tuple[str, ...]:
+    """The membership protocols a scenario's `membership:` may name, besides "static"."""
+    return tuple(name for name, spec in _specs().items() if spec.membership)
 
 
 def get(name: str) -> ProtocolSpec:

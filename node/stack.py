@@ -11,8 +11,9 @@ from __future__ import annotations
 
 from typing import Any, TypeVar
 
-from .layer import Action, Command, Down, Layer, Log, Up
+from .layer import Action, Announce, Command, Down, Layer, Log, Up
 from .message import Message
+from .views import Membership
 
 L = TypeVar("L", bound=Layer)
 
@@ -77,9 +78,14 @@ class Stack:
                 self._route(idx, self.layers[idx].up(msgs, now), now)
 
     def command(self, cmd: Command, now: float) -> None:
-        """Give a control input to every layer, top first."""
+        """Give a control input to every layer, top first. A layer that answers with an
+        Announce(instead=True) takes the command over: the layers below it get the announced one
+        (from the Announce) instead of this one."""
         for idx in range(len(self.layers) - 1, -1, -1):
-            self._route(idx, self.layers[idx].command(cmd, now), now)
+            actions = self.layers[idx].command(cmd, now)
+            self._route(idx, actions, now)
+            if any(type(a) is Announce and a.instead for a in actions):
+                return
 
     def next_deadline(self) -> float | None:
         best = None
@@ -109,6 +115,14 @@ class Stack:
             if isinstance(layer, kind):
                 return layer
         raise KeyError(kind.__name__)
+
+    def membership(self) -> Membership | None:
+        """The view of the first layer that keeps one (a membership protocol), or None."""
+        for layer in self.layers:
+            m = layer.membership()
+            if m is not None:
+                return m
+        return None
 
     def check_invariants(self) -> None:
         for check in self._checks:
@@ -146,5 +160,9 @@ class Stack:
                     self.to_app.extend(action.msgs)
                 else:
                     self._route(above, self.layers[above].up(action.msgs, now), now)
+            elif type(action) is Announce:
+                for other in range(len(self.layers) - 1, -1, -1):
+                    if other != idx:
+                        self._route(other, self.layers[other].command(action.cmd, now), now)
             else:
                 raise TypeError(f"layer {self.layers[idx].proto} returned {action!r}")

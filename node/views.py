@@ -57,6 +57,28 @@ class Window:
         )
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Membership:
+    """A membership protocol's current view, in neutral terms (admin GET /state, the sim driver's
+    state, views_agree): `view_id` is the view counter, `coord` its coordinator (the first member),
+    `suspects` the members this node suspects now, `is_coord` whether this node coordinates."""
+
+    view_id: int
+    coord: str
+    members: tuple[str, ...]
+    suspects: tuple[str, ...] = ()
+    is_coord: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "view_id": self.view_id,
+            "coord": self.coord,
+            "members": list(self.members),
+            "suspects": list(self.suspects),
+            "is_coord": self.is_coord,
+        }
+
+
 def pair_problem(sender: str, receiver: str, send: dict[str, Any], recv: dict[str, Any] | None) -> str | None:
     """Why a send window and its receiver's window (dicts with Window's keys, or window events)
     are out of sync, or None if they are in sync. One rule for the live settle test and the

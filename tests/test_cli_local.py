@@ -106,7 +106,7 @@ def test_bad_scenario_and_config_exit_2_before_any_process(tmp_path, capsys):
 
 def test_doctor_says_what_and_why(capsys):
     """doctor: python version, sim/local/docker backends, iptables, tc netem, toxiproxy, the Spark
-    pipeline (pyspark + java), each with a reason."""
+    pipeline (pyspark + java), the registered protocols, each with a reason."""
     assert main(["doctor"]) == 0
     lines = capsys.readouterr().out.splitlines()
     names = [line.split(":", 1)[0] for line in lines]
@@ -119,10 +119,12 @@ def test_doctor_says_what_and_why(capsys):
         "tc netem",
         "toxiproxy-server",
         "spark pipeline",
+        "protocols",
     ]
     assert lines[1].startswith("backend sim: yes")
     assert lines[7].startswith("spark pipeline: yes (pyspark ") and "java" in lines[7]  # test extra + Java 17
     assert lines[3].startswith(("backend docker: yes", "backend docker: no ("))
+    assert lines[8].startswith("protocols: unicast3, unicast2") and "registered" in lines[8]
     for line in lines[1:]:
         assert line.endswith(")") and " (" in line, line
     netem = lines[5]
@@ -203,9 +205,10 @@ def test_protocols_lists_the_registry(capsys):
     out = capsys.readouterr().out
     assert out.startswith("unicast3: ") and "resync=sync" in out and "sync_tx" in out and "mutants: 14" in out
     assert main(["protocols", "--json"]) == 0
-    [info] = json.loads(capsys.readouterr().out)
+    info, *others = json.loads(capsys.readouterr().out)
     assert info["name"] == "unicast3" and "SYNC_OK" in info["message_types"]
     assert info["settings"]["xmit_interval"] == 0.5
+    assert "unicast2" in [p["name"] for p in others] and "\nunicast2: " in out
 
 
 def test_a_bad_protocol_module_is_bad_input_for_every_command(monkeypatch, capsys):

@@ -228,7 +228,7 @@ BAD = [
     ("workload[0].count", 5000, r"^workload\[0\]\.count: 5000 messages at 200/s"),
     ("workload[0].count", 0, r"^workload\[0\]\.count: must be a positive integer"),
     ("workload[1].duration", 11, r"^workload\[1\]\.duration: the stream ends at 11s"),
-    ("protocol", "unicast2", r"^protocol: unicast2 is not implemented yet"),
+    ("protocol", "mcast", r"^protocol: mcast is not implemented yet"),
     ("protocol", "tcpish", r"^protocol: must be one of"),
     ("transport", "sctp", r"^transport: must be one of udp, tcp"),
     ("checks", ["fifo", "no_such_check"], r"^checks\[1\]: unknown check 'no_such_check'"),

@@ -199,6 +199,8 @@ class Cluster(abc.ABC):
             "seed": self.node_seed(name, incarnation),
             "epoch": self.epoch,
             "admin_token": self.token,
+            # Only with a membership protocol, so a static node's configuration is unchanged.
+            **({} if sc.membership == "static" else {"membership": sc.membership}),
         }
 
     # ---- packet-level fault injectors ----------------------------------------------------------

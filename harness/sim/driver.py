@@ -157,6 +157,7 @@ class SimAdmin:
             "protocol": self.cluster.scenario.protocol,
             "now": self.cluster.now(),
             "view": node.view_id,
+            "membership": None if (m := node.live_stack.membership()) is None else m.to_dict(),
             "windows": [{"proto": layer.proto, **w.to_dict()} for layer in layers for w in layer.windows()],
             "busy": [{"proto": layer.proto, "reason": why} for layer in layers for why in layer.busy()],
         }

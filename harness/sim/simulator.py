@@ -45,7 +45,7 @@ from harness.slots import planned_count
 from node.errors import SettingError
 from node.events import make_event
 from node.faultlayer import FaultLayer
-from node.layer import SyncPeer, ViewChange
+from node.layer import Bootstrap, Leave, SyncPeer, ViewChange
 from node.message import Message, app_payload
 
 from .cluster import DEAD, PAUSED, RUNNING, SimNode
@@ -62,7 +62,9 @@ TIMER_LIVELOCK_REPEATS = 10_000
 MIN_TICK_S = 0.001
 _EPS = 1e-9
 
-StackFactory = Callable[[str, str, dict, random.Random, int], Any]
+# (name, protocol, config, rng, incarnation) -> Stack; with a membership protocol it is also given
+# membership="gms" (node.compose.build_stack's keyword), so factories for static runs need not take it.
+StackFactory = Callable[..., Any]
 
 
 class SimulationError(RuntimeError):
@@ -316,6 +318,19 @@ class Simulation:
     def view(self, name: str, members: tuple[str, ...]) -> None:
         """Install a view at a node now (as the admin API's POST /view would)."""
         self._op_view(nemesis.View(node=name, members=members), self.now)
+
+    def leave(self, name: str) -> None:
+        """Stop a node gracefully now (SIGTERM): it leaves the group (Leave), then stops."""
+        node = self.nodes[name]
+        if node.state is RUNNING:
+            self._command(node, Leave(), self.now)
+        if node.alive:
+            self._stop_node(node, self.now, "stop")
+
+    def membership(self, name: str):  # -> node.views.Membership | None
+        """A live node's current view from its membership protocol (None: dead, or static)."""
+        node = self.nodes[name]
+        return node.stack.membership() if node.stack is not None else None
 
     @property
     def active_steps(self) -> list[int]:
@@ -665,8 +680,21 @@ class Simulation:
     def _start_node(self, node: SimNode, t: float) -> None:
         incarnation = node.incarnation + 1
         rng = random.Random(node.seed_rng.getrandbits(64))
+        membership = getattr(self.scenario, "membership", "static")
         try:
-            stack = self.stack_factory(node.name, self.scenario.protocol, dict(self.scenario.config), rng, incarnation)
+            if membership == "static":
+                stack = self.stack_factory(
+                    node.name, self.scenario.protocol, dict(self.scenario.config), rng, incarnation
+                )
+            else:
+                stack = self.stack_factory(
+                    node.name,
+                    self.scenario.protocol,
+                    dict(self.scenario.config),
+                    rng,
+                    incarnation,
+                    membership=membership,
+                )
         except ValueError as exc:
             # The protocol validates its own settings and names the key ("xmit_interval: ...").
             raise _config_error(exc) from exc
@@ -677,7 +705,10 @@ class Simulation:
         node.pending.clear()
         node.pending_frames = 0
         node.events.append(make_event(t, node.name, "node", "node_start", incarnation=incarnation))
-        if self.initial_view:
+        if membership != "static":
+            # A membership protocol finds its group among the configured peers (TCPPING).
+            stack.command(Bootstrap(peers=tuple(self.scenario.nodes)), t)
+        elif self.initial_view:
             node.view_id += 1
             stack.command(ViewChange(members=tuple(self.scenario.nodes), view_id=node.view_id), t)
         self._after_input(node, t)
@@ -772,6 +803,7 @@ class Simulation:
             self._resume(node, t)
         else:
             if node.alive:
+                # A restart kills the old incarnation, as live backends do (no LEAVE): see leave().
                 self._stop_node(node, t, "restart")
             self._start_node(node, t)
 

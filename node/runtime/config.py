@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import protocols
+from ..compose import split_config
 from ..errors import SettingError
 from ..wire import MAX_FRAME_BYTES, MAX_NAME_BYTES
 
@@ -90,6 +91,9 @@ class NodeConfig:
     admin: Address
     transport: str = "udp"
     protocol: str = protocols.DEFAULT_PROTOCOL
+    # "static" (views only from the admin API's POST /view) or a membership protocol ("gms"),
+    # which finds its group among `peers` and installs views itself.
+    membership: str = "static"
     peers: dict[str, Address] = field(default_factory=dict)
     config: dict[str, Any] = field(default_factory=dict)
     events: str | None = None
@@ -128,7 +132,7 @@ class NodeConfig:
 
 
 _KEYS = {f.name for f in fields(NodeConfig)}
-_STRING_KEYS = {"name", "bind", "admin", "transport", "protocol", "events", "admin_token"}
+_STRING_KEYS = {"name", "bind", "admin", "transport", "protocol", "membership", "events", "admin_token"}
 
 
 def load_config(path: str | os.PathLike[str] | None, env: dict[str, str] | None = None) -> NodeConfig:
@@ -240,6 +244,7 @@ def _validate(values: dict[str, Any]) -> NodeConfig:
     admin = parse_address("admin", values["admin"])
     transport = _choice("transport", values.get("transport", "udp"), TRANSPORTS)
     protocol = _choice("protocol", values.get("protocol", protocols.DEFAULT_PROTOCOL), protocols.names())
+    membership = _choice("membership", values.get("membership", "static"), ("static", *protocols.membership_names()))
 
     peers_raw = values.get("peers") or {}
     if not isinstance(peers_raw, dict):
@@ -255,7 +260,8 @@ def _validate(values: dict[str, Any]) -> NodeConfig:
     if not isinstance(protocol_settings, dict):
         raise ConfigError("config", f"expected a mapping of protocol settings, got {protocol_settings!r}")
     try:
-        protocols.get(protocol).config(protocol_settings)
+        for owner, settings in split_config(protocol, protocol_settings, membership).items():
+            protocols.get(owner).config(settings)
     except SettingError as exc:
         # The protocol names its key; prefix it with where it lives.
         raise ConfigError(f"config.{exc.key}", exc.message) from None
@@ -302,6 +308,7 @@ def _validate(values: dict[str, Any]) -> NodeConfig:
         admin=admin,
         transport=transport,
         protocol=protocol,
+        membership=membership,
         peers=peers,
         config=dict(protocol_settings),
         events=events,

@@ -64,6 +64,20 @@ class NodeCollector:
             if key.startswith("dropped_"):
                 drops.add_metric([key[len("dropped_") :]], value)
         yield drops
+        if "gms_views" in counters or "gms_heartbeats_tx" in counters:
+            heartbeats = CounterMetricFamily(
+                P + "gms_heartbeats", "GMS heartbeats sent and received (FD_ALL3)", labels=["dir"]
+            )
+            heartbeats.add_metric(["tx"], counters.get("gms_heartbeats_tx", 0))
+            heartbeats.add_metric(["rx"], counters.get("gms_heartbeats_rx", 0))
+            yield heartbeats
+            yield _counter(
+                "gms_suspicions", "Members suspected by failure detection", counters.get("gms_suspicions", 0)
+            )
+            yield _counter("gms_views", "Views installed by GMS", counters.get("gms_views", 0))
+            yield _counter(
+                "gms_merges", "Merged views installed by this node as merge leader", counters.get("gms_merges", 0)
+            )
         yield _counter("retransmissions", "DATA messages sent again", counters.get("retransmit", 0))
         yield _counter("xmit_reqs", "XMIT-REQs sent", counters.get("xmit_reqs", 0))
         yield _counter("duplicate_messages_received", "DATA messages received twice", counters.get("rx_duplicate", 0))

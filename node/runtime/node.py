@@ -43,12 +43,12 @@ import traceback
 from typing import TYPE_CHECKING, Any
 
 from .. import protocols
-from ..compose import build_stack, protocol_layers
+from ..compose import STATIC, build_stack, protocol_layers, split_config
 from ..dropagg import DropAggregator
 from ..errors import SettingError
 from ..events import make_event
 from ..faultlayer import FaultLayer, FaultRule
-from ..layer import Command, Layer, SetConfig, SyncPeer, ViewChange
+from ..layer import Bootstrap, Command, Layer, Leave, SetConfig, SyncPeer, ViewChange
 from ..message import Message
 from ..wire import MAX_FRAME_BYTES, WireError, decode_frame
 from .bundler import Bundler
@@ -110,8 +110,11 @@ class Node:
         self._clock_offset = wall - self.epoch - time.monotonic()
         self._started_mono = time.monotonic()
         rng = random.Random(f"{config.seed}/{config.name}/{config.incarnation}")
-        self.stack = build_stack(config.name, config.protocol, config.config, rng, config.incarnation)
-        self.settings = protocols.get(config.protocol).config(config.config or {})
+        self.stack = build_stack(
+            config.name, config.protocol, config.config, rng, config.incarnation, membership=config.membership
+        )
+        own = split_config(config.protocol, config.config, config.membership)[config.protocol]
+        self.settings = protocols.get(config.protocol).config(own)
         self.protocol_layers: list[Layer] = protocol_layers(self.stack)
         # The layers that hold unacked messages, for back-pressure on streams.
         self._flow_layers = [layer for layer in self.protocol_layers if type(layer).unacked is not Layer.unacked]
@@ -191,6 +194,9 @@ class Node:
         self._log(make_event(now, self.name, "node", "node_start", incarnation=self.incarnation))
         if self.eventlog is not None:
             self.eventlog.start()
+        if cfg.membership != STATIC:
+            # The membership protocol looks for its group among the configured peers (TCPPING).
+            self.command(Bootstrap(peers=(self.name, *sorted(self.peers))))
         self._rearm()
         log.info(
             "node %s (incarnation %d) up: %s %s, admin http://%s",
@@ -209,8 +215,11 @@ class Node:
         self._stopping = True
         try:
             if self._running:
-                self._running = False
                 now = self.now()
+                if self.config.membership != STATIC:
+                    # A graceful stop leaves the group: LEAVE goes out with the final flush below.
+                    self.command(Leave())
+                self._running = False
                 for sid in list(self._stream_handles):
                     self._cancel_stream(sid)
                 for stream in self.streams.values():
@@ -680,13 +689,17 @@ class Node:
     # ---- introspection ------------------------------------------------------------------------
 
     def state(self) -> dict[str, Any]:
+        membership = self.stack.membership()
         return {
             "node": self.name,
             "incarnation": self.incarnation,
             "protocol": self.config.protocol,
             "transport": self.config.transport,
             "now": self.now(),
-            "view": self.view,
+            "view": self.view
+            if membership is None
+            else {"members": list(membership.members), "view_id": membership.view_id},
+            "membership": None if membership is None else membership.to_dict(),
             # Protocol-neutral: every window and busy reason, each tagged with its layer.
             "windows": [
                 {"proto": layer.proto, **w.to_dict()} for layer in self.protocol_layers for w in layer.windows()

@@ -620,7 +620,18 @@ class Unicast3(Layer):
         return []
 
     def _on_view(self, view: ViewChange, now: float) -> list[Action]:
-        out: list[Action] = [self._log(now, "view", members=list(view.members), view_id=view.view_id)]
+        out: list[Action] = []
+        if not view.logged:
+            out.append(
+                self._log(
+                    now,
+                    "view",
+                    members=list(view.members),
+                    view_id=view.view_id,
+                    coord=view.coord or None,
+                    reason=view.reason or None,
+                )
+            )
         self.members = view.members
         for side, table in (("send", self.send_table), ("recv", self.recv_table)):
             for peer, entry in table.items():

@@ -1,0 +1,64 @@
+"""What GMS's layers share: counting, events, messages with a GMS header, named deadlines."""
+
+from __future__ import annotations
+
+from ..events import make_event
+from ..layer import Action, Down, Layer, Log
+from ..message import Message
+from ..unicast3.timers import Deadlines
+from .header import LOWER_ID, GmsHeader
+
+PROTO = "gms"
+
+
+class GmsLayerBase(Layer):
+    proto = PROTO
+    timer_names: tuple[str, ...] = ()
+
+    def __init__(self, local: str) -> None:
+        self.local = local
+        self.counters: dict[str, int] = {}
+        self.timers = Deadlines(*self.timer_names)
+
+    def _count(self, key: str, n: int = 1) -> None:
+        self.counters[key] = self.counters.get(key, 0) + n
+
+    def _log(self, now: float, kind: str, **fields: object) -> Log:
+        return Log(event=make_event(now, self.local, PROTO, kind, **fields))
+
+    def _drop(self, now: float, src: str, type_name: str, reason: str) -> Log:
+        """Bad or unwanted input from a peer: counted by type and logged, never raised."""
+        self._count(f"dropped_{type_name}")
+        return self._log(now, "drop", peer=src, type=type_name, reason=reason)
+
+    def _send(self, dest: str, hdr: GmsHeader, proto_id: int = LOWER_ID) -> Down:
+        self._count(f"tx_{hdr.type.name}")
+        return Down(msg=Message(self.local, dest, b"", {proto_id: hdr}))
+
+    def _split(self, msgs: list[Message], proto_id: int) -> tuple[list[tuple[Message, object]], list[Message]]:
+        """(messages with this id's header, the rest in order)."""
+        mine: list[tuple[Message, object]] = []
+        rest: list[Message] = []
+        for msg in msgs:
+            hdr = msg.headers.get(proto_id)
+            if hdr is None:
+                rest.append(msg)
+            else:
+                mine.append((msg, hdr))
+        return mine, rest
+
+    def next_deadline(self) -> float | None:
+        return self.timers.next()
+
+    def _due(self, now: float) -> list[str]:
+        """The names of the deadlines due now, in the fixed order, each cleared."""
+        due = [name for name in self.timers.order if self.timers.due(name, now)]
+        for name in due:
+            self.timers.set(name, None)
+        return due
+
+    def on_timer(self, now: float) -> list[Action]:
+        out: list[Action] = []
+        for name in self._due(now):
+            out.extend(getattr(self, f"_on_{name}")(now))
+        return out

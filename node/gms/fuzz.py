@@ -1,0 +1,34 @@
+"""Hostile GMS headers for the protocol-level fuzzer (tests/protocol_fuzz.py): valid on the wire,
+wrong in their values (view ids of 0 or 2^64-1, members that are not peers, views without this
+node, merges never started)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from ..protocols import Rng
+from .header import GMS_TYPES, GmsHeader, GmsType
+
+_TYPES = tuple(sorted(GMS_TYPES))
+_NAMES = ("A", "B", "C", "D", "E", "", "Z" * 40)
+_IDS = (0, 1, 2, 3, 1 << 31, (1 << 64) - 1)
+
+
+def _pick(rng: Rng, seq: Sequence[Any]) -> Any:
+    return seq[int(rng.random() * len(seq))]
+
+
+def fuzz_header(rng: Rng, sent: Sequence[Any]) -> GmsHeader:
+    members = tuple(dict.fromkeys(_pick(rng, _NAMES) for _ in range(int(rng.random() * 4))))
+    coord = members[0] if members and rng.random() < 0.7 else _pick(rng, _NAMES)
+    echoed = [h.view_id for h in sent if isinstance(h, GmsHeader)]
+    view_id = _pick(rng, echoed) + int(rng.random() * 3) if echoed and rng.random() < 0.5 else _pick(rng, _IDS)
+    return GmsHeader(
+        type=GmsType(_pick(rng, _TYPES)),
+        view_id=min(view_id, (1 << 64) - 1),
+        coord=coord,
+        members=members,
+        merge_id=_pick(rng, (0, 1, 2, (1 << 32) - 1)),
+        reason=_pick(rng, ("", "join", "merge", "x")),
+    )
