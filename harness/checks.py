@@ -45,9 +45,11 @@ millions of events.
 
 from __future__ import annotations
 
+import operator
 from collections import defaultdict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from itertools import islice
 
 from node.message import parse_app_id
 from node.views import pair_problem
@@ -117,10 +119,17 @@ def vacuous_result(name: str, nothing: str, details: dict) -> CheckResult:
 # ---- shared helpers ---------------------------------------------------------------------------
 
 
+class _SortedLog(list):
+    """A log run_checks has put in time order: the checks take it as it is."""
+
+
 def _ordered(events: list[dict]) -> list[dict]:
     """Events sorted by t with ties in original order; a sorted log is returned as is."""
+    if isinstance(events, _SortedLog):
+        return events
     # Logs from read_run are already sorted, and checking costs one pass instead of a sort.
-    if all(events[i]["t"] <= events[i + 1]["t"] for i in range(len(events) - 1)):
+    times = [ev["t"] for ev in events]
+    if all(map(operator.le, times, islice(times, 1, None))):
         return events
     return sorted(events, key=lambda ev: ev["t"])
 
@@ -261,12 +270,28 @@ class _Redeliveries:
 def check_fifo(events: list[dict]) -> CheckResult:
     """Successive deliveries of one stream carry strictly increasing app n, between discards."""
     walk = _Redeliveries()
-    # (receiver, sender, origin, stream) -> (epoch, highest n delivered in that epoch)
-    highest: dict[tuple, tuple[tuple[int, int], int]] = {}
-    violations: list[dict] = []
-    count = delivered = 0
+    fifo = _Fifo(walk)
     for ev in walk.deliveries(events):
-        delivered += 1
+        fifo.see(ev)
+    return fifo.result()
+
+
+class _Fifo:
+    """fifo's state as a walk goes (run_checks feeds fifo and no_duplicates from one walk)."""
+
+    def __init__(self, walk: _Redeliveries) -> None:
+        self.walk = walk
+        # (receiver, sender, origin, stream) -> (epoch, highest n delivered in that epoch)
+        self.highest: dict[tuple, tuple[tuple[int, int], int]] = {}
+        self.violations: list[dict] = []
+        self.count = self.delivered = 0
+
+    def result(self) -> CheckResult:
+        return fifo_result(self.delivered, self.count, self.violations)
+
+    def see(self, ev: dict) -> None:
+        walk, highest, violations = self.walk, self.highest, self.violations
+        self.delivered += 1
         origin, stream, n = _parse_app(ev)
         receiver, sender = ev["node"], ev.get("peer", origin)
         epoch = walk.epoch(receiver, sender)
@@ -276,7 +301,7 @@ def check_fifo(events: list[dict]) -> CheckResult:
             highest[key] = (epoch, n)
         elif n < prev[1]:
             # Compare with the highest n so far, so 5,3,4 reports both 3 and 4 as out of order.
-            count += 1
+            self.count += 1
             if len(violations) < FIRST_FEW:
                 violations.append(
                     {
@@ -290,7 +315,6 @@ def check_fifo(events: list[dict]) -> CheckResult:
                         "t": ev["t"],
                     }
                 )
-    return fifo_result(delivered, count, violations)
 
 
 def fifo_result(delivered: int, count: int, violations: list[dict]) -> CheckResult:
@@ -315,13 +339,29 @@ def fifo_result(delivered: int, count: int, violations: list[dict]) -> CheckResu
 def check_no_duplicates(events: list[dict]) -> CheckResult:
     """Each app id is delivered once per receiver, unless excused by a discard of an unacked one."""
     walk = _Redeliveries()
-    # (receiver, sender, app) -> (epoch of the latest delivery, t of the first)
-    seen: dict[tuple, tuple[tuple[int, int], float]] = {}
-    duplicates: list[dict] = []
-    causes = dict.fromkeys(REDELIVERY_CAUSES, 0)
-    count = delivered = 0
+    dups = _NoDuplicates(walk)
     for ev in walk.deliveries(events):
-        delivered += 1
+        dups.see(ev)
+    return dups.result()
+
+
+class _NoDuplicates:
+    """no_duplicates' state as a walk goes."""
+
+    def __init__(self, walk: _Redeliveries) -> None:
+        self.walk = walk
+        # (receiver, sender, app) -> (epoch of the latest delivery, t of the first)
+        self.seen: dict[tuple, tuple[tuple[int, int], float]] = {}
+        self.duplicates: list[dict] = []
+        self.causes = dict.fromkeys(REDELIVERY_CAUSES, 0)
+        self.count = self.delivered = 0
+
+    def result(self) -> CheckResult:
+        return no_duplicates_result(self.delivered, self.count, self.duplicates, self.causes)
+
+    def see(self, ev: dict) -> None:
+        walk, seen, duplicates, causes = self.walk, self.seen, self.duplicates, self.causes
+        self.delivered += 1
         receiver, app = ev["node"], ev["app"]
         sender = _sender_of(ev)
         epoch = walk.epoch(receiver, sender)
@@ -329,14 +369,14 @@ def check_no_duplicates(events: list[dict]) -> CheckResult:
         prev = seen.get(key)
         if prev is None:
             seen[key] = (epoch, ev["t"])
-            continue
+            return
         discarded = prev[0] != epoch
         acked = walk.acked(sender, receiver, app, ev["t"])
         if discarded and not acked:
             causes[walk.cause(prev[0], epoch)] += 1
             seen[key] = (epoch, prev[1])
-            continue
-        count += 1
+            return
+        self.count += 1
         if len(duplicates) < FIRST_FEW:
             why = (
                 "its window was discarded in between, but the sender had seen it acked"
@@ -355,7 +395,6 @@ def check_no_duplicates(events: list[dict]) -> CheckResult:
                     "why": why,
                 }
             )
-    return no_duplicates_result(delivered, count, duplicates, causes)
 
 
 def no_duplicates_result(delivered: int, count: int, duplicates: list[dict], causes: dict) -> CheckResult:
@@ -1028,18 +1067,29 @@ def run_checks(
     unknown = [n for n in names if n not in KNOWN_CHECKS]
     if unknown:
         raise ValueError(f"unknown check(s) {', '.join(map(repr, unknown))}; known: {', '.join(KNOWN_CHECKS)}")
-    # Sort once here so that each check's own ordering pass is a cheap linear confirmation.
-    ordered = _ordered(events)
+    # Sort once here; the checks take the sorted log as it is.
+    ordered = _SortedLog(_ordered(events))
     bound = DEFAULT_RECOVERY_BOUND_S if recovery_bound_s is None else recovery_bound_s
-    out = []
-    for name in names:
+    fused: dict[str, CheckResult] = {}
+    if "fifo" in names and "no_duplicates" in names:
+        # Both walk the deliveries with the same bookkeeping: one walk feeds the two.
+        walk = _Redeliveries()
+        fifo, dups = _Fifo(walk), _NoDuplicates(walk)
+        for ev in walk.deliveries(ordered):
+            fifo.see(ev)
+            dups.see(ev)
+        fused = {"fifo": fifo.result(), "no_duplicates": dups.result()}
+
+    def one(name: str) -> CheckResult:
+        if name in fused:
+            return fused[name]
         if name == "no_loss":
-            out.append(check_no_loss(ordered, bound))
-        elif name == "resync_traffic":
-            out.append(check_resync_traffic(ordered, resync_bound))
-        else:
-            out.append(CHECKS[name](ordered))
-    return out
+            return check_no_loss(ordered, bound)
+        if name == "resync_traffic":
+            return check_resync_traffic(ordered, resync_bound)
+        return CHECKS[name](ordered)
+
+    return [one(name) for name in names]
 
 
 def judged_summary(results: Iterable[CheckResult]) -> str:

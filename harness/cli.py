@@ -10,6 +10,7 @@ SIGTERM).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import importlib
 import os
 import platform
@@ -69,6 +70,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     run.add_argument(
         "--no-invariants", action="store_true", help="sim only: skip check_invariants() after every input (faster)"
+    )
+    run.add_argument(
+        "--wire",
+        action="store_true",
+        help="sim only: send frames through the real wire codec instead of passing message objects "
+        "(as `wire: true` in the scenario; slower, same run for the same seed)",
     )
     run.add_argument(
         "--max-steps",
@@ -231,8 +238,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.backend != "docker" and args.keep:
         print("splitbrain: --keep is for --backend docker only", file=sys.stderr)
         return EXIT_BAD_INPUT
-    if args.backend != "sim" and (args.no_invariants or args.max_steps is not None):
-        flag = "--no-invariants" if args.no_invariants else "--max-steps"
+    if args.backend != "sim" and (args.no_invariants or args.wire or args.max_steps is not None):
+        flag = "--no-invariants" if args.no_invariants else "--wire" if args.wire else "--max-steps"
         print(f"splitbrain: {flag} is for --backend sim only", file=sys.stderr)
         return EXIT_BAD_INPUT
     path = Path(args.scenario)
@@ -259,6 +266,9 @@ def _run_sim(args, path: Path, scenario, seed: int) -> int:
     from harness.sim import SimulationError
 
     options: dict[str, Any] = {"check_invariants": not args.no_invariants}
+    if args.wire:
+        # In the scenario itself, so that the run directory's scenario.yaml replays the same way.
+        scenario = dataclasses.replace(scenario, wire=True)
     if args.max_steps is not None:
         options["max_steps"] = args.max_steps
     try:

@@ -488,6 +488,9 @@ class Scenario:
     recovery_bound: float | None = None
     # resync_traffic: the most resync messages between two nodes (None: the check is not listed).
     resync_bound: int | None = None
+    # sim backend: frames cross the simulated network through the real wire codec (node.wire)
+    # instead of as message objects; the same seed gives the same run either way.
+    wire: bool = False
 
     @property
     def end_time(self) -> float:
@@ -519,6 +522,7 @@ class Scenario:
             **({} if self.injector == "auto" else {"injector": self.injector}),
             **({} if self.recovery_bound is None else {"recovery_bound": self.recovery_bound}),
             **({} if self.resync_bound is None else {"resync_bound": self.resync_bound}),
+            **({"wire": True} if self.wire else {}),
         }
 
     def to_yaml(self) -> str:
@@ -567,6 +571,7 @@ def parse_scenario(data: Any) -> Scenario:
         membership=f.membership,
         recovery_bound=f.recovery_bound,
         resync_bound=f.resync_bound,
+        wire=f.wire,
     )
 
 
@@ -1406,6 +1411,11 @@ class ScenarioFile(InputModel):
         None,
         validate_default=True,
         description="resync_traffic: the most resync messages (both directions) between two nodes",
+    )
+    wire: bool = Field(
+        False,
+        description="sim backend: send frames through the real wire codec instead of passing message "
+        "objects (slower; the same seed gives the same run)",
     )
 
 

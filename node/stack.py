@@ -27,6 +27,13 @@ class Stack:
         self.to_transport: list[Message] = []
         self.to_app: list[Message] = []
         self.events: list[dict[str, Any]] = []
+        # Each layer's passes_through() (None for layers that never pass through): a layer that
+        # reports it hands every message on unchanged is routed around on every path.
+        self._passes = [getattr(layer, "passes_through", None) for layer in layers]
+        # The simulator checks invariants after every input: only layers that check something.
+        self._checks = [
+            layer.check_invariants for layer in layers if type(layer).check_invariants is not Layer.check_invariants
+        ]
 
     # ---- inputs -------------------------------------------------------------------------------
 
@@ -64,7 +71,11 @@ class Stack:
     def receive(self, msgs: list[Message], now: float) -> None:
         """The transport received a batch of messages from one source."""
         if msgs:
-            self._route(0, self.layers[0].up(msgs, now), now)
+            idx = self._up_from(0)
+            if idx == len(self.layers):
+                self.to_app.extend(msgs)
+            else:
+                self._route(idx, self.layers[idx].up(msgs, now), now)
 
     def command(self, cmd: Command, now: float) -> None:
         """Give a control input to every layer, top first. A layer that answers with an
@@ -114,25 +125,41 @@ class Stack:
         return None
 
     def check_invariants(self) -> None:
-        for layer in self.layers:
-            layer.check_invariants()
+        for check in self._checks:
+            check()
 
     # ---- routing ------------------------------------------------------------------------------
 
+    def _down_from(self, idx: int) -> int:
+        """The first layer at or below idx that does not pass through (-1: the transport)."""
+        passes = self._passes
+        while idx >= 0 and (p := passes[idx]) is not None and p():
+            idx -= 1
+        return idx
+
+    def _up_from(self, idx: int) -> int:
+        """The first layer at or above idx that does not pass through (len(layers): the app)."""
+        passes = self._passes
+        while idx < len(passes) and (p := passes[idx]) is not None and p():
+            idx += 1
+        return idx
+
     def _route(self, idx: int, actions: list[Action], now: float) -> None:
         for action in actions:
-            if type(action) is Down:
-                if idx == 0:
+            if type(action) is Log:
+                self.events.append(action.event)
+            elif type(action) is Down:
+                below = self._down_from(idx - 1)
+                if below < 0:
                     self.to_transport.append(action.msg)
                 else:
-                    self._route(idx - 1, self.layers[idx - 1].down(action.msg, now), now)
+                    self._route(below, self.layers[below].down(action.msg, now), now)
             elif type(action) is Up:
-                if idx == len(self.layers) - 1:
+                above = self._up_from(idx + 1)
+                if above == len(self.layers):
                     self.to_app.extend(action.msgs)
                 else:
-                    self._route(idx + 1, self.layers[idx + 1].up(action.msgs, now), now)
-            elif type(action) is Log:
-                self.events.append(action.event)
+                    self._route(above, self.layers[above].up(action.msgs, now), now)
             elif type(action) is Announce:
                 for other in range(len(self.layers) - 1, -1, -1):
                     if other != idx:

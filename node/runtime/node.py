@@ -175,6 +175,10 @@ class Node:
                     self.eventlog = EventLog(cfg.events, self.loop)
                 except OSError as exc:
                     raise ConfigError("events", f"cannot open {cfg.events}: {exc.strerror or exc}") from None
+            else:
+                # Nothing will read them: the layers need not build an event per message.
+                for layer in self.stack.layers:
+                    layer.data_events = False
             resolved = await resolve_peers(self.peers)
             cls = UdpTransport if cfg.transport == "udp" else TcpTransport
             transport = self.transport = cls(self.name, cfg.bind, resolved, self.on_frame, self._transport_drop)

@@ -32,7 +32,10 @@ _TYPE_NAMES = {t.value: t.name for t in MsgType}
 FLAG_FIRST = 0x01
 
 
-@dataclass(frozen=True, slots=True)
+# Not frozen: a frozen dataclass costs about 1.8 us to build against 0.35 us, and one is built for
+# every message sent. Treat it as immutable all the same (headers are shared by a message and its
+# retransmissions, and in the simulator by sender and receiver): change one with dataclasses.replace.
+@dataclass(slots=True, unsafe_hash=True)
 class U3Header:
     type: MsgType
     seqno: int = 0  # DATA: its seqno; ACK: highest delivered; SYNC_OK: low (first seqno to expect)

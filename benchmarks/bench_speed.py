@@ -1,0 +1,452 @@
+"""Speed of the protocol engine against a CPython ceiling measured in the same run (issue 15).
+
+Every figure is reported next to a ceiling: a stripped loop in plain CPython that does the same
+work with nothing else, so the ratio (ours / ceiling) says how much the engine's structure costs,
+whatever the machine's load. Sections:
+
+1. Simulator, the 5x60 case (benchmarks/scenarios/speed-5x60.yaml: 5 nodes, 10 links x 200 msgs/s,
+   10 % loss, 60 s + 5 s settle; 120 k messages, 258 k events):
+   - the whole `splitbrain run --backend sim` command, in a fresh process (wall);
+   - its parts in this process: the simulation loop (Simulation.run, invariants on as the CLI
+     runs it, and off), writing the event logs, the checks (harness.rundir.judge);
+   - the ceiling loop: the same links, loss draws, heap-driven virtual time, dict windows,
+     in-order delivery, ACK (ack_min_interval 0.5 s) and XMIT-REQ/resend-highest rounds every
+     0.5 s per node, the same event dicts, and nothing else (`ceiling_sim`);
+   - the same loop with the real wire codec (`wire: true`).
+2. The node's receive and send paths in-process on real frames (341 messages of 100 B per frame,
+   UNICAST3 over the fault layer, as the daemon bundles them): the Stack fed decoded frames vs a
+   stripped loop consuming the same frames (`ceiling_frames`). CPU microseconds per message.
+3. A campaign: N seeds of the 5x60 case (runs only: Simulation.run and the checks, nothing
+   written), on 2 worker processes; runs per minute.
+
+Run: .venv/bin/python benchmarks/bench_speed.py [--quick] [--repeat N] [--campaign N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import heapq
+import os
+import random
+import resource
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+# BENCH_TREE=/path/to/another/checkout measures that tree's code (a "before") with this script.
+TREE = Path(os.environ.get("BENCH_TREE", ROOT)).resolve()
+sys.path.insert(0, str(TREE))
+
+from harness.eventlog import write_events  # noqa: E402
+from harness.rundir import judge  # noqa: E402
+from harness.scenario import Scenario, load_scenario  # noqa: E402
+from harness.sim import Simulation  # noqa: E402
+from harness.slots import planned_count  # noqa: E402
+from node import wire  # noqa: E402
+from node.compose import build_stack  # noqa: E402
+from node.layer import ViewChange  # noqa: E402
+from node.message import Message, app_payload  # noqa: E402
+
+SCENARIO = ROOT / "benchmarks" / "scenarios" / "speed-5x60.yaml"
+FRAME_MSGS = 341  # messages of 100 B in one bundled 64 KB datagram
+GOAL_COMMAND_S = 3.0
+GOAL_LOOP_RATIO = 3.0
+
+
+# ---- 1. the simulator -------------------------------------------------------------------------
+
+
+def ceiling_sim(scenario: Scenario, seed: int = 1) -> tuple[float, float, int]:
+    """The 5x60 case's work in a stripped loop: returns (wall s, CPU s, events). Same shape as the real
+    run: per message a send event, a frame on a lossy link (0.5 ms), a receive into a dict window,
+    in-order delivery with a deliver event; per node every 0.5 s an ACK per receive window, a
+    resend of the highest message when the send window did not move, an XMIT-REQ for old gaps."""
+    t0, c0 = time.perf_counter(), time.process_time()
+    rng = random.Random(seed)
+    loss = 0.1
+    delay = 0.0005
+    xmit = 0.5
+    end = scenario.end_time
+    heap: list = []
+    seq = 0
+    events: dict[str, list[dict]] = {n: [] for n in scenario.nodes}
+    # send windows: (src, dst) -> [next seqno, highest acked, {seqno: payload}, previous marks]
+    send: dict[tuple[str, str], list] = {}
+    # receive windows: (src, dst) -> [delivered, {seqno: payload}, previous gaps]
+    recv: dict[tuple[str, str], list] = {}
+    limits = {(s.index, s.src): planned_count(s, scenario.duration) for s in scenario.streams}
+    for s in scenario.streams:
+        heapq.heappush(heap, (s.start, seq, 0, s, 0))
+        seq += 1
+        send[(s.src, s.dest)] = [1, 0, {}, None]
+        recv[(s.src, s.dest)] = [0, {}, None]
+    for name in scenario.nodes:
+        heapq.heappush(heap, (xmit, seq, 2, name, None))
+        seq += 1
+    while heap and heap[0][0] <= end:
+        t, _, kind, a, b = heapq.heappop(heap)
+        if kind == 0:  # a stream tick: one message
+            s, n = a, b + 1
+            w = send[(s.src, s.dest)]
+            seqno = w[0]
+            w[0] = seqno + 1
+            payload = app_payload(s.src, s.index, n, s.size)
+            w[2][seqno] = payload
+            app = f"{s.src}:{s.index}:{n}"
+            events[s.src].append(
+                {"v": 1, "t": t, "node": s.src, "proto": "unicast3", "kind": "send", "peer": s.dest, "seqno": seqno,
+                 "conn_id": 1, "bytes": len(payload), "app": app}
+            )  # fmt: skip
+            if rng.random() >= loss:
+                heapq.heappush(heap, (t + delay, seq, 1, (s.src, s.dest), (seqno, payload, app)))
+                seq += 1
+            if n < limits[s.index, s.src]:
+                heapq.heappush(heap, (s.start + n / s.rate, seq, 0, s, n))
+                seq += 1
+        elif kind == 1:  # DATA arrives
+            src, dst = a
+            seqno, payload, app = b
+            r = recv[a]
+            if seqno <= r[0] or seqno in r[1]:
+                continue
+            r[1][seqno] = (payload, app)
+            held = r[1]
+            nxt = r[0] + 1
+            evs = events[dst]
+            while nxt in held:
+                payload, app = held.pop(nxt)
+                evs.append(
+                    {"v": 1, "t": t, "node": dst, "proto": "unicast3", "kind": "deliver", "peer": src,
+                     "seqno": nxt, "conn_id": 1, "bytes": len(payload), "app": app}
+                )  # fmt: skip
+                nxt += 1
+            r[0] = nxt - 1
+        elif kind == 3:  # an ACK arrives at the sender
+            w = send[a]
+            upto = b
+            for sq in range(w[1] + 1, upto + 1):
+                w[2].pop(sq, None)
+            w[1] = max(w[1], upto)
+            events[a[0]].append({"v": 1, "t": t, "node": a[0], "proto": "unicast3", "kind": "ack_rx", "peer": a[1],
+                                 "seqno": upto, "conn_id": 1})  # fmt: skip
+        else:  # the retransmit task of node a
+            node = a
+            for (src, dst), r in recv.items():
+                if dst != node:
+                    continue
+                events[node].append({"v": 1, "t": t, "node": node, "proto": "unicast3", "kind": "ack_tx", "peer": src,
+                                     "seqno": r[0], "conn_id": 1, "bytes": 22})  # fmt: skip
+                if rng.random() >= loss:
+                    heapq.heappush(heap, (t + delay, seq, 3, (src, dst), r[0]))
+                    seq += 1
+                held = r[1]
+                gaps = None
+                if held:
+                    top = max(held)
+                    gaps = [sq for sq in range(r[0] + 1, top) if sq not in held]
+                if gaps and r[2]:
+                    ask = [sq for sq in gaps if sq in r[2]]
+                    if ask:
+                        events[node].append({"v": 1, "t": t, "node": node, "proto": "unicast3",
+                                             "kind": "xmit_req_tx", "peer": src, "conn_id": 1,
+                                             "ranges": [[ask[0], ask[-1]]], "count": len(ask)})  # fmt: skip
+                        w = send[(src, dst)]
+                        for sq in ask:
+                            payload = w[2].get(sq)
+                            if payload is not None and rng.random() >= loss:
+                                app = f"{src}:{sq}"
+                                heapq.heappush(heap, (t + 2 * delay, seq, 1, (src, dst), (sq, payload, app)))
+                                seq += 1
+                r[2] = set(gaps) if gaps else None
+            for (src, dst), w in send.items():
+                if src != node:
+                    continue
+                marks = (w[1], w[0] - 1)
+                if w[1] < w[0] - 1 and w[3] == marks:
+                    hs = w[0] - 1
+                    events[node].append({"v": 1, "t": t, "node": node, "proto": "unicast3", "kind": "retransmit",
+                                         "peer": dst, "seqno": hs, "conn_id": 1, "bytes": 100})  # fmt: skip
+                    if rng.random() >= loss:
+                        heapq.heappush(heap, (t + delay, seq, 1, (src, dst), (hs, w[2][hs], f"{src}:{hs}")))
+                        seq += 1
+                w[3] = marks
+            heapq.heappush(heap, (t + xmit, seq, 2, node, None))
+            seq += 1
+    return time.perf_counter() - t0, time.process_time() - c0, sum(len(v) for v in events.values())
+
+
+def _children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def run_command(path: Path, extra: list[str]) -> tuple[float, float]:
+    """(wall s, CPU s) of `splitbrain run --backend sim` in a fresh process (exit code checked),
+    run from the tree measured (BENCH_TREE)."""
+    with tempfile.TemporaryDirectory() as out:
+        cpu0 = _children_cpu()
+        t0 = time.perf_counter()
+        proc = subprocess.run(
+            [sys.executable, "-m", "harness.cli", "run", str(path), "--backend", "sim", "--out", out, *extra],
+            cwd=TREE,
+            capture_output=True,
+            text=True,
+        )
+        wall = time.perf_counter() - t0
+        cpu = _children_cpu() - cpu0
+    if proc.returncode != 0:
+        raise SystemExit(f"splitbrain run failed ({proc.returncode}): {proc.stderr[-2000:]}")
+    return wall, cpu
+
+
+def sim_parts(scenario: Scenario, *, wire_codec: bool, invariants: bool) -> dict:
+    """Loop, write and check times of one run in this process."""
+    options = {"wire": True} if wire_codec else {}  # (a tree from before issue 15 has no wire=)
+    t0, c0 = time.perf_counter(), time.process_time()
+    result = Simulation(scenario, check_invariants=invariants, **options).run()
+    loop, loop_cpu = time.perf_counter() - t0, time.process_time() - c0
+    with tempfile.TemporaryDirectory() as out:
+        c0 = time.process_time()
+        for name, events in result.events.items():
+            write_events(Path(out) / name / "events.jsonl", events)
+        write_s = time.process_time() - c0
+    c0 = time.process_time()
+    verdict = judge(scenario, result.all_events(), seed=scenario.seed, backend="sim", stats=result.stats)
+    checks_s = time.process_time() - c0
+    return {
+        "loop": loop,
+        "loop_cpu": loop_cpu,
+        "write": write_s,
+        "checks": checks_s,
+        "events": sum(len(v) for v in result.events.values()) + len(result.timeline),
+        "outcome": verdict.outcome,
+    }
+
+
+def median_of(fn, repeat: int):
+    runs = [fn() for _ in range(repeat)]
+    return runs[sorted(range(repeat), key=lambda i: _key(runs[i]))[repeat // 2]]
+
+
+def _key(run) -> float:
+    return run if isinstance(run, float) else run[0] if isinstance(run, tuple) else run["loop_cpu"]
+
+
+def bench_sim(scenario: Scenario, repeat: int, path: Path, wire_rows: bool = True) -> None:
+    ceiling, ceiling_cpu, ceiling_events = median_of(lambda: ceiling_sim(scenario), repeat)
+    objects = median_of(lambda: sim_parts(scenario, wire_codec=False, invariants=True), repeat)
+    no_inv = median_of(lambda: sim_parts(scenario, wire_codec=False, invariants=False), repeat)
+    rows = [("simulation loop, default codec, invariants on (CLI default)", objects)]
+    rows.append(("simulation loop, default codec, invariants off", no_inv))
+    if wire_rows:
+        rows.append(("simulation loop, wire codec, invariants on", median_of(
+            lambda: sim_parts(scenario, wire_codec=True, invariants=True), repeat)))  # fmt: skip
+    command, command_cpu = median_of(lambda: run_command(path, []), repeat)
+    print(f"## 1. Simulator: {scenario.name} ({objects['events']} events; ceiling loop {ceiling_events})\n")
+    print(f"Code: {TREE}. Load average at the start: {os.getloadavg()[0]:.1f}.\n")
+    print("| what | wall s | CPU s | CPU / ceiling CPU |")
+    print("| --- | --- | --- | --- |")
+    print(f"| ceiling loop (stripped CPython, same work) | {ceiling:.2f} | {ceiling_cpu:.2f} | 1.0 |")
+    for label, parts in rows:
+        print(f"| {label} | {parts['loop']:.2f} | {parts['loop_cpu']:.2f} | {parts['loop_cpu'] / ceiling_cpu:.1f} |")
+    print(f"| writing the event logs | | {objects['write']:.2f} | |")
+    print(f"| the checks (judge) | | {objects['checks']:.2f} | |")
+    print(f"| whole `splitbrain run --backend sim` (fresh process) | {command:.2f} | {command_cpu:.2f} | |")
+    if wire_rows:
+        wall_w, cpu_w = median_of(lambda: run_command(path, ["--wire"]), repeat)
+        print(f"| whole `splitbrain run --backend sim --wire` | {wall_w:.2f} | {cpu_w:.2f} | |")
+    ratio = objects["loop_cpu"] / ceiling_cpu
+    print(
+        f"\nGoals: command <= {GOAL_COMMAND_S:g} s ({'met' if command <= GOAL_COMMAND_S else 'not met'}: "
+        f"{command:.2f} s wall, {command_cpu:.2f} s CPU); loop <= {GOAL_LOOP_RATIO:g}x the ceiling "
+        f"({'met' if ratio <= GOAL_LOOP_RATIO else 'not met'}: {ratio:.1f}x in CPU s). "
+        f"Outcome {objects['outcome']}.\n"
+    )
+
+
+# ---- 2. the node's paths on real frames -------------------------------------------------------
+
+
+def node_frames(n_frames: int) -> tuple[list[bytes], list[list[Message]]]:
+    """Real frames A -> B as the daemon's bundler sends them, and the messages in them."""
+    sender = build_stack("A", "unicast3", {}, random.Random(1), 1)
+    sender.command(ViewChange(members=("A", "B"), view_id=1), 0.0)
+    sender.take()
+    frames, batches = [], []
+    n = 0
+    for _ in range(n_frames):
+        msgs = []
+        for _ in range(FRAME_MSGS):
+            n += 1
+            msgs.append(Message("A", "B", app_payload("A", 0, n, 100)))
+        sender.send_batch(msgs, 0.0)
+        out, _, _ = sender.take()
+        frames.append(wire.encode_frame("A", out))
+        batches.append(msgs)
+    return frames, batches
+
+
+def stack_receive(frames: list[bytes]) -> float:
+    """CPU s for a fresh receiver's Stack to take every frame (decode + stack + events)."""
+    stack = build_stack("B", "unicast3", {}, random.Random(2), 1)
+    stack.command(ViewChange(members=("A", "B"), view_id=1), 0.0)
+    stack.take()
+    t0 = time.process_time()
+    for i, frame in enumerate(frames):
+        _src, msgs = wire.decode_frame(frame)
+        stack.receive(msgs, 0.001 * i)
+        stack.take()
+    return time.process_time() - t0
+
+
+def stack_send(n_frames: int) -> float:
+    """CPU s for a sender's Stack to send and encode n_frames frames of FRAME_MSGS messages."""
+    stack = build_stack("A", "unicast3", {}, random.Random(1), 1)
+    stack.command(ViewChange(members=("A", "B"), view_id=1), 0.0)
+    stack.take()
+    n = 0
+    t0 = time.process_time()
+    for i in range(n_frames):
+        msgs = []
+        for _ in range(FRAME_MSGS):
+            n += 1
+            msgs.append(Message("A", "B", app_payload("A", 0, n, 100)))
+        stack.send_batch(msgs, 0.001 * i)
+        out, _, _ = stack.take()
+        wire.encode_frame("A", out)
+        # The peer's ACK purges the window, as in a steady stream.
+        stack.layers[-1].send_table["B"].msgs.clear()
+        stack.layers[-1].send_table["B"].ha = n
+    return time.process_time() - t0
+
+
+_HDR = struct.Struct("!BBHBBQI")  # nhdr, proto_id, len, type, flags, seqno, conn_id
+_PLEN = struct.Struct("!I")
+
+
+def ceiling_frames_receive(frames: list[bytes]) -> float:
+    """CPU s for a stripped loop to consume the same frames: parse each message's UNICAST3 DATA
+    header and payload, hold it in a dict window, deliver in order with a deliver event dict."""
+    delivered = 0
+    held: dict[int, bytes] = {}
+    events: list[dict] = []
+    t0 = time.process_time()
+    for i, data in enumerate(frames):
+        t = 0.001 * i
+        pos = 2
+        pos += 1 + data[pos]
+        pos += 1 + data[pos]
+        count = int.from_bytes(data[pos : pos + 2], "big")
+        pos += 2
+        for _ in range(count):
+            _n, _pid, _ln, _type, _flags, seqno, conn_id = _HDR.unpack_from(data, pos)
+            pos += 18
+            (plen,) = _PLEN.unpack_from(data, pos)
+            pos += 4
+            payload = data[pos : pos + plen]
+            pos += plen
+            held[seqno] = payload
+            nxt = delivered + 1
+            while nxt in held:
+                p = held.pop(nxt)
+                events.append(
+                    {"v": 1, "t": t, "node": "B", "proto": "unicast3", "kind": "deliver", "peer": "A", "seqno": nxt,
+                     "conn_id": conn_id, "bytes": len(p), "app": p[3 : 3 + p[2]].decode()}
+                )  # fmt: skip
+                nxt += 1
+            delivered = nxt - 1
+    return time.process_time() - t0
+
+
+def ceiling_frames_send(n_frames: int) -> float:
+    """CPU s for a stripped loop to number, keep and frame the same messages with send events."""
+    window: dict[int, bytes] = {}
+    events: list[dict] = []
+    pack = _HDR.pack
+    plen = _PLEN.pack
+    head = b"\x01\x00\x01A\x01B"
+    n = 0
+    t0 = time.process_time()
+    for i in range(n_frames):
+        t = 0.001 * i
+        parts = [head, FRAME_MSGS.to_bytes(2, "big")]
+        for _ in range(FRAME_MSGS):
+            n += 1
+            payload = app_payload("A", 0, n, 100)
+            window[n] = payload
+            events.append(
+                {"v": 1, "t": t, "node": "A", "proto": "unicast3", "kind": "send", "peer": "B", "seqno": n,
+                 "conn_id": 1, "bytes": len(payload), "app": f"A:0:{n}"}
+            )  # fmt: skip
+            parts.append(pack(1, 3, 14, 0, 0, n, 1))
+            parts.append(plen(len(payload)))
+            parts.append(payload)
+        b"".join(parts)
+        window.clear()
+    return time.process_time() - t0
+
+
+def bench_node_paths(n_frames: int, repeat: int) -> None:
+    frames, _ = node_frames(n_frames)
+    msgs = n_frames * FRAME_MSGS
+    us = 1e6 / msgs
+    recv = median_of(lambda: stack_receive(frames), repeat) * us
+    recv_c = median_of(lambda: ceiling_frames_receive(frames), repeat) * us
+    send = median_of(lambda: stack_send(n_frames), repeat) * us
+    send_c = median_of(lambda: ceiling_frames_send(n_frames), repeat) * us
+    print(f"## 2. Node paths in-process ({n_frames} frames x {FRAME_MSGS} msgs of 100 B, CPU us per message)\n")
+    print("| path | stack us/msg | ceiling us/msg | ratio |")
+    print("| --- | --- | --- | --- |")
+    print(f"| receive (decode + stack + deliver events) | {recv:.2f} | {recv_c:.2f} | {recv / recv_c:.1f} |")
+    print(f"| send (stack + send events + encode) | {send:.2f} | {send_c:.2f} | {send / send_c:.1f} |")
+    print()
+
+
+# ---- 3. a campaign ----------------------------------------------------------------------------
+
+
+def _campaign_run(seed: int) -> str:
+    scenario = dataclasses.replace(load_scenario(SCENARIO), seed=seed)
+    result = Simulation(scenario).run()
+    return judge(scenario, result.all_events(), seed=seed, backend="sim", stats=result.stats).outcome
+
+
+def bench_campaign(runs: int, workers: int = 2) -> None:
+    t0 = time.perf_counter()
+    with ProcessPoolExecutor(workers) as pool:
+        outcomes = list(pool.map(_campaign_run, range(runs)))
+    wall = time.perf_counter() - t0
+    passed = outcomes.count("passed")
+    print(f"## 3. Campaign: {runs} seeds of the 5x60 case, {workers} workers (runs and checks, nothing written)\n")
+    print(f"{runs} runs in {wall:.1f} s: {runs / wall * 60:.1f} runs/min; {passed}/{runs} passed.\n")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="one repetition, fewer frames, a 4-seed campaign")
+    parser.add_argument("--repeat", type=int, default=3, help="median of N runs per figure (default 3)")
+    parser.add_argument("--campaign", type=int, default=None, help="seeds in the campaign (default 20; 0: skip)")
+    parser.add_argument("--sections", default="sim,node,campaign", help="comma-separated: sim, node, campaign")
+    parser.add_argument("--no-wire", action="store_true", help="skip the wire-codec rows (for a tree without --wire)")
+    args = parser.parse_args(argv)
+    repeat = 1 if args.quick else args.repeat
+    campaign = args.campaign if args.campaign is not None else (4 if args.quick else 20)
+    sections = set(args.sections.split(","))
+    scenario = load_scenario(SCENARIO)
+    if "sim" in sections:
+        bench_sim(scenario, repeat, SCENARIO, wire_rows=not args.no_wire)
+    if "node" in sections:
+        bench_node_paths(30 if args.quick else 100, repeat)
+    if "campaign" in sections and campaign:
+        bench_campaign(campaign)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
