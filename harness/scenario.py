@@ -45,7 +45,6 @@ from pydantic import (
     ValidationError,
     ValidationInfo,
     create_model,
-    field_validator,
     model_validator,
 )
 
@@ -72,6 +71,7 @@ from node import protocols
 from node.compose import recovery_bound_s, refusal
 from node.errors import SettingError
 from node.layer import SyncPeer
+from node.message import MCAST_DEST
 
 TRANSPORTS = ("udp", "tcp")
 # Checks every run gets, listed or not: an exception inside a protocol layer is always our bug.
@@ -138,7 +138,9 @@ class ScenarioError(ValueError):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Stream:
-    """One unicast stream: `src` sends `rate` msgs/s to `dest` from `start` until count or duration.
+    """One stream: `src` sends `rate` msgs/s to `dest` from `start` until count or duration. `dest`
+    is a node, or node.message.MCAST_DEST for a multicast stream (`to: all` under a multicast
+    protocol): each message one multicast to the sender's current view.
 
     `index` is the stream's position in the expanded workload and goes into every payload's app
     id ("src:index:n"), so app ids are unique across the whole run.
@@ -158,7 +160,12 @@ class Stream:
         return 1.0 / self.rate
 
     def to_dict(self) -> dict:
-        out: dict[str, Any] = {"from": self.src, "to": self.dest, "rate": self.rate}
+        # A multicast stream (dest MCAST_DEST) is written back as `to: all`, which parses back to it.
+        out: dict[str, Any] = {
+            "from": self.src,
+            "to": "all" if self.dest == MCAST_DEST else self.dest,
+            "rate": self.rate,
+        }
         if self.count is not None:
             out["count"] = self.count
         if self.duration is not None:
@@ -736,16 +743,6 @@ class StreamSpec(InputModel):
     ] = DEFAULT_SIZE
     start: NonNegative = 0.0
 
-    @field_validator("dest", mode="before")
-    @classmethod
-    def _no_multicast_yet(cls, raw: Any, info: ValidationInfo) -> Any:
-        protocol = context(info).get("protocol")
-        # For a unicast protocol "to: all" means one stream per receiver.
-        if raw == "all" and protocol is not None and protocols.get(protocol).multicast:
-            # Multicast streams arrive with the protocols that have them.
-            raise problem(f"multicast workloads for {protocol} are not implemented yet")
-        return raw
-
     @model_validator(mode="after")
     def _fits(self, info: ValidationInfo) -> StreamSpec:
         if self.count is None and self.duration is None:
@@ -773,7 +770,10 @@ class StreamSpec(InputModel):
         problems.raise_any()
         return self
 
-    def pairs(self) -> list[tuple[str, str]]:
+    def pairs(self, multicast: bool = False) -> list[tuple[str, str]]:
+        """(sender, receiver) per stream; with `multicast`, one stream per sender to MCAST_DEST."""
+        if multicast:
+            return [(s, MCAST_DEST) for s in self.src if any(r != s for r in self.dest)]
         return [(s, r) for s in self.src for r in self.dest if s != r]
 
 
@@ -782,9 +782,17 @@ _STREAMS = TypeAdapter(list[StreamSpec])
 
 def _workload(raw: Any, info: ValidationInfo) -> tuple[Stream, ...]:
     specs = validate_part(_STREAMS, raw, info)
+    protocol = context(info).get("protocol")
+    try:
+        multicasts = protocol is not None and protocols.get(protocol).multicast
+    except ValueError:
+        multicasts = False
     streams: list[Stream] = []
-    for spec in specs:
-        for s, r in spec.pairs():
+    for entry, spec in zip(raw, specs):
+        # `to: all` under a multicast protocol: one stream per sender, each message one multicast
+        # to the sender's current view (for a unicast protocol, one stream per receiver).
+        multicast = multicasts and isinstance(entry, dict) and entry.get("to") == "all"
+        for s, r in spec.pairs(multicast):
             streams.append(
                 Stream(
                     src=s,

@@ -55,10 +55,23 @@ class Command:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ViewChange(Command):
-    """Install a membership view (injected by a test or, later, produced by GMS)."""
+    """Install a membership view (injected by a test or, later, produced by GMS).
+
+    `coord` is the view's coordinator ("" when nobody says). `digest` is the highest seqno each
+    member had multicast when the view was made, as (member, seqno) pairs: a joiner's multicast
+    layer starts its receive table for each sender there (JGroups' join digest). Static
+    membership gives every member the full view and an empty digest."""
 
     members: tuple[str, ...]
     view_id: int
+    coord: str = ""
+    digest: tuple[tuple[str, int], ...] = ()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BecomeServer(Command):
+    """A joiner's join is complete (JGroups' BECOME_SERVER): a multicast layer replays what it
+    queued meanwhile (become_server_queue) and from then on delivers what arrives."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -99,7 +99,7 @@ class ProtocolSpec:
 
 
 # Modules with a module-level `SPEC: ProtocolSpec`, one line per protocol.
-BUILTIN = ("node.unicast3.spec",)
+BUILTIN = ("node.unicast3.spec", "node.nakack2.spec")
 ENV_PROTOCOLS = "SPLITBRAIN_PROTOCOLS"
 DEFAULT_PROTOCOL = "unicast3"
 
@@ -108,7 +108,7 @@ _loaded = False
 _kinds: dict[str, str] | None = None
 # Protocols the design names (seeds/) that have no implementation yet: the scenario parser says
 # "not implemented" for them rather than "unknown".
-PLANNED = ("unicast2", "nakack2", "mcast")
+PLANNED = ("unicast2", "mcast")
 
 
 def register(spec: ProtocolSpec) -> ProtocolSpec:
