@@ -1361,6 +1361,22 @@ class ScenarioFile(InputModel):
         AfterValidator(_recovery_bound),
     ] = Field(None, validate_default=True)
 
+    @model_validator(mode="after")
+    def _safe_settings(self) -> ScenarioFile:
+        """A protocol's settings that are unsafe on this transport or with in-process drops
+        (node/protocols.py ProtocolSpec.unsafe) are refused, each at its config key."""
+        drops = any(s.kind == "drop" and getattr(s.params, "action", "") == "drop" for s in self.schedule)
+        try:
+            unsafe = protocols.get(self.protocol).unsafe_settings(self.config or {}, self.transport, drops)
+        except (SettingError, ValueError):
+            return self  # reported at config already
+        if unsafe:
+            problems = Problems()
+            for key, why in unsafe:
+                problems.add(why, "config", key)
+            problems.raise_any()
+        return self
+
 
 def _one_or_list(items: tuple[str, ...]) -> Any:
     return items[0] if len(items) == 1 else list(items)

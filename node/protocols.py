@@ -88,6 +88,16 @@ class ProtocolSpec:
     variant_key: str | None = None
     # Random headers for the protocol-level fuzzer (tests/protocol_fuzz.py); None: not fuzzed.
     fuzz: HeaderFuzzer | None = None
+    # Settings that are unsafe on a transport, or with in-process drops below the protocol:
+    # (validated settings, transport "udp" | "tcp", drops below?) -> [(key, why)], empty if safe.
+    # Scenarios and the node refuse what it names (exit 2), each problem at its key.
+    unsafe: Callable[[Any, str, bool], list[tuple[str, str]]] | None = None
+
+    def unsafe_settings(self, settings: Mapping[str, Any], transport: str, drops_below: bool) -> list[tuple[str, str]]:
+        """What `unsafe` says of these settings (validated here; a bad one raises SettingError)."""
+        if self.unsafe is None:
+            return []
+        return self.unsafe(self.config(settings), transport, drops_below)
 
     def variant(self, settings: Mapping[str, Any]) -> str | None:
         if self.variant_key is None:

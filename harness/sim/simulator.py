@@ -44,7 +44,7 @@ from harness.slots import planned_count
 from node.errors import SettingError
 from node.events import make_event
 from node.faultlayer import FaultLayer
-from node.layer import SyncPeer, ViewChange
+from node.layer import SetConfig, SyncPeer, ViewChange
 from node.message import Message, app_payload
 
 from .cluster import DEAD, PAUSED, RUNNING, SimNode
@@ -301,6 +301,10 @@ class Simulation:
     def view(self, name: str, members: tuple[str, ...]) -> None:
         """Install a view at a node now (as the admin API's POST /view would)."""
         self._op_view(nemesis.View(node=name, members=members), self.now)
+
+    def set_config(self, name: str, values: dict) -> None:
+        """Change run-time settings at a node now (as the admin API's POST /config would)."""
+        self._command_when_running(self.nodes[name], SetConfig(values=dict(values)), self.now)
 
     @property
     def active_steps(self) -> list[int]:

@@ -30,6 +30,9 @@ class Nakack2Config:
     # A joiner keeps at most this many multicasts received before it becomes a server (JGroups'
     # BoundedList: the oldest go first); unbounded when xmit_interval <= 0.
     become_server_queue_size: int = 50
+    # Seed 003's fix: without retransmission the queue is unbounded. False keeps it bounded, which
+    # reproduces the stuck window the seed describes (a gap nothing fills).
+    become_server_queue_unbounded_without_xmit: bool = True
     # STABLE: a digest round every stable_interval seconds, or sooner after stable_max_bytes of
     # multicast payload received (JGroups: desired_avg_gossip about 50 s, max_bytes 2 MB).
     stable_interval: float = 50.0
@@ -59,6 +62,10 @@ class Nakack2Config:
     def retransmission(self) -> bool:
         return self.xmit_interval > 0
 
+    @property
+    def queue_bounded(self) -> bool:
+        return self.retransmission or not self.become_server_queue_unbounded_without_xmit
+
     @classmethod
     def own_keys(cls) -> tuple[str, ...]:
         return tuple(f.name for f in fields(cls) if f.name != "unicast3")
@@ -71,7 +78,7 @@ class Nakack2Config:
         u3: dict[str, Any] = {}
         for key, value in values.items():
             key = str(key)
-            if key == "allow_unsafe":
+            if isinstance(getattr(defaults, key, None), bool):
                 if not isinstance(value, bool):
                     raise SettingError(key, f"expected true or false, got {value!r}")
                 own[key] = value

@@ -253,7 +253,7 @@ class Nakack2(Layer):
         out.append(Up(msgs=delivered))
 
     def _enqueue(self, msg: Message, now: float, out: list[Action]) -> None:
-        if self.config.retransmission and len(self.queue) >= self.config.become_server_queue_size:
+        if self.config.queue_bounded and len(self.queue) >= self.config.become_server_queue_size:
             old = self.queue.popleft()
             hdr = old.headers[PROTO_ID]
             origin = hdr.orig or old.src
@@ -503,7 +503,7 @@ class Nakack2(Layer):
             assert t.low <= t.delivered <= t.highest, f"{sender}: low {t.low} delivered {t.delivered} high {t.highest}"
             for seqno in t.msgs:
                 assert t.low < seqno <= t.delivered + limit, f"{sender}: seqno {seqno} kept outside the window"
-        if self.config.retransmission:
+        if self.config.queue_bounded:
             assert len(self.queue) <= self.config.become_server_queue_size, "become_server_queue over its bound"
 
     def windows(self) -> list[Window]:

@@ -34,6 +34,32 @@ class StackedUnicast3(Unicast3):
         return super().command(cmd, now)
 
 
+def _unsafe(config: Nakack2Config, transport: str, drops_below: bool) -> list[tuple[str, str]]:
+    """Seed 003: without retransmission nothing below NAKACK2 may drop a message, so UDP (which
+    loses datagrams) and in-process drops are refused, unless allow_unsafe says the run
+    reproduces that failure on purpose."""
+    if config.retransmission or config.allow_unsafe:
+        return []
+    out = []
+    if transport == "udp":
+        out.append(
+            (
+                "xmit_interval",
+                f"{config.xmit_interval:g} (no retransmission) needs transport: tcp, which never drops; "
+                "UDP loses datagrams and nothing would resend them (set allow_unsafe: true to reproduce that)",
+            )
+        )
+    if drops_below:
+        out.append(
+            (
+                "xmit_interval",
+                f"{config.xmit_interval:g} (no retransmission) with in-process drops below NAKACK2: a dropped "
+                "multicast is never resent (set allow_unsafe: true to reproduce that, as LastMessageDroppedTest)",
+            )
+        )
+    return out
+
+
 def _layers(name: str, config: Nakack2Config, rng: Rng, incarnation: int) -> list[Layer]:
     return [Nakack2(name, config, rng), StackedUnicast3(name, config.unicast3, rng, incarnation)]
 
@@ -58,4 +84,5 @@ SPEC = ProtocolSpec(
     multicast=True,
     chaos_drop_types=("MSG", "MSG", "NAK_XMIT_REQ", "XMIT_RSP", "STABLE", "HIGHEST_SEQNO", "DATA", "ACK"),
     variant_key="xmit_interval",
+    unsafe=_unsafe,
 )
