@@ -542,6 +542,14 @@ class Nakack2(Layer):
             )
         return out
 
+    def unacked(self, peer: str) -> int:
+        """Own multicasts not yet known to be delivered: at `peer` per its latest STABLE digest,
+        or (for MCAST_DEST) anywhere, i.e. not yet purged (the runtime's back-pressure)."""
+        if peer == MCAST_DEST:
+            return self.seqno - self.tables[self.local].low
+        digest = self.digests.get(peer)
+        return 0 if digest is None else self.seqno - min(self.seqno, digest.get(self.local, 0))
+
     def busy(self) -> list[str]:
         out = []
         if not self.is_server:
