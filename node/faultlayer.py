@@ -140,6 +140,9 @@ class FaultLayer(Layer):
         driver may route around this layer (Stack.send_batch)."""
         return not self._rules
 
+    def passes_dest(self, dest: str) -> bool:
+        return not self._rules
+
     def rules(self) -> dict[int, dict[str, Any]]:
         return {rid: {**st.rule.to_dict(), "matched": st.matched, "acted": st.acted} for rid, st in self._rules.items()}
 

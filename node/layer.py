@@ -107,6 +107,12 @@ class Layer:
     def command(self, cmd: Command, now: float) -> list[Action]:
         return []
 
+    def passes_dest(self, dest: str) -> bool:
+        """True when down() and up() would hand every message to or from `dest` on unchanged and
+        with no effect on this layer, so the stack may route such messages around it (UNICAST3
+        and a multicast, a fault layer without rules). Default: never."""
+        return False
+
     def next_deadline(self) -> float | None:
         return None
 

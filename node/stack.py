@@ -34,6 +34,9 @@ class Stack:
         message belongs to the stack: layers add their headers in place and keep it for
         retransmission, so the caller must not reuse or change it."""
         top = len(self.layers) - 1
+        dest = msg.dest
+        while top > 0 and self.layers[top].passes_dest(dest):
+            top -= 1
         self._route(top, self.layers[top].down(msg, now), now)
 
     def send_batch(self, msgs: list[Message], now: float) -> None:
@@ -43,6 +46,11 @@ class Stack:
         hand them on unchanged, one call and one action object per layer and message later.
         (Added for the asyncio runtime's bundled workload sends.)"""
         top = len(self.layers) - 1
+        if msgs:
+            # Layers at the top that pass this dest through (UNICAST3 and a multicast) are skipped.
+            dest = msgs[0].dest
+            while top > 0 and self.layers[top].passes_dest(dest) and all(m.dest == dest for m in msgs):
+                top -= 1
         for layer in self.layers[:top]:
             passes = getattr(layer, "passes_through", None)
             if passes is None or not passes():
@@ -106,17 +114,31 @@ class Stack:
     # ---- routing ------------------------------------------------------------------------------
 
     def _route(self, idx: int, actions: list[Action], now: float) -> None:
+        layers = self.layers
         for action in actions:
             if type(action) is Down:
-                if idx == 0:
+                # Skip the layers below that pass this message's dest through unchanged.
+                below = idx - 1
+                dest = action.msg.dest
+                while below >= 0 and layers[below].passes_dest(dest):
+                    below -= 1
+                if below < 0:
                     self.to_transport.append(action.msg)
                 else:
-                    self._route(idx - 1, self.layers[idx - 1].down(action.msg, now), now)
+                    self._route(below, layers[below].down(action.msg, now), now)
             elif type(action) is Up:
-                if idx == len(self.layers) - 1:
-                    self.to_app.extend(action.msgs)
+                above = idx + 1
+                msgs = action.msgs
+                if above < len(layers) and msgs:
+                    dest = msgs[0].dest
+                    while above < len(layers) and layers[above].passes_dest(dest):
+                        if not all(m.dest == dest for m in msgs):
+                            break
+                        above += 1
+                if above == len(layers):
+                    self.to_app.extend(msgs)
                 else:
-                    self._route(idx + 1, self.layers[idx + 1].up(action.msgs, now), now)
+                    self._route(above, layers[above].up(msgs, now), now)
             elif type(action) is Log:
                 self.events.append(action.event)
             else:

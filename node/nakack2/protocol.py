@@ -102,6 +102,7 @@ class Nakack2(Layer):
         self.config = config
         self._rng = rng
         self.members: tuple[str, ...] = ()
+        self._members_list: list[str] = [local]
         self.view_id = 0
         self.seqno = 0
         self.tables: dict[str, RecvTable] = {local: RecvTable(local)}
@@ -146,16 +147,20 @@ class Nakack2(Layer):
             out.append(Down(msg=Message(self.local, member, b"", {PROTO_ID: hdr})))
         return out
 
-    def _event(self, now: float, kind: str, seqno: int, msg: Message, peer: str | None) -> dict[str, Any]:
+    def _event(
+        self, now: float, kind: str, seqno: int, msg: Message, peer: str | None, app: str | None = None
+    ) -> dict[str, Any]:
         # The hot path of the event log (one per multicast sent and one per delivery): built directly.
         ev: dict[str, Any] = {"v": EVENT_VERSION, "t": now, "node": self.local, "proto": PROTO, "kind": kind}
         if peer is not None:
             ev["peer"] = peer
         else:
-            ev["members"] = list(self.members) or [self.local]
+            # One list per view, shared by the send events of that view (nothing mutates it).
+            ev["members"] = self._members_list
         ev["seqno"] = seqno
         ev["bytes"] = len(msg.payload)
-        app = msg.app
+        if app is None:
+            app = msg.app
         if app is not None:
             ev["app"] = app
         return ev
@@ -174,10 +179,11 @@ class Nakack2(Layer):
         own = self.tables[self.local]
         own.msgs[seqno] = msg
         own.highest = own.delivered = seqno
-        self._count("tx_MSG")
-        out: list[Action] = [Log(event=self._event(now, "send", seqno, msg, None))]
+        self.counters["tx_MSG"] = self.counters.get("tx_MSG", 0) + 1
+        app = msg.app
+        out: list[Action] = [Log(event=self._event(now, "send", seqno, msg, None, app))]
         # Loopback: the sender delivers its own multicast at once, as JGroups does.
-        out.append(Log(event=self._event(now, "deliver", seqno, msg, self.local)))
+        out.append(Log(event=self._event(now, "deliver", seqno, msg, self.local, app)))
         out.append(Up(msgs=[Message(self.local, MCAST_DEST, msg.payload, msg.headers)]))
         for member in self.members:
             if member != self.local:
@@ -234,8 +240,13 @@ class Nakack2(Layer):
         if seqno - table.delivered > self.config.max_recv_window_seqnos:
             out.append(self._log(now, "drop", peer=sender, seqno=seqno, type="MSG", reason="beyond the receive window"))
             return
-        # Kept as the original sender's MSG, so that this member can answer an XMIT-REQ for it.
-        table.msgs[seqno] = Message(sender, MCAST_DEST, msg.payload, {PROTO_ID: N2Header(MsgType.MSG, seqno)})
+        # Kept as the original sender's MSG, so that this member can answer an XMIT-REQ for it (a
+        # MSG as received is that already: only its dest changes, to say "multicast" upwards).
+        if msg.src == sender and len(msg.headers) == 1:
+            msg.dest = MCAST_DEST
+            table.msgs[seqno] = msg
+        else:
+            table.msgs[seqno] = Message(sender, MCAST_DEST, msg.payload, {PROTO_ID: N2Header(MsgType.MSG, seqno)})
         self._deliver(table, now, out)
 
     def _deliver(self, table: RecvTable, now: float, out: list[Action]) -> None:
@@ -440,6 +451,7 @@ class Nakack2(Layer):
         self._arm(now)
         first = not self.members
         self.members = tuple(view.members)
+        self._members_list = list(self.members) or [self.local]
         self.view_id = view.view_id
         out: list[Action] = [self._log(now, "view", members=list(view.members), view_id=view.view_id)]
         if view.digest:

@@ -159,6 +159,10 @@ class Unicast3(Layer):
 
     # ---- sending (from the application) -------------------------------------------------------
 
+    def passes_dest(self, dest: str) -> bool:
+        # A multicast is the multicast layer's (below): UNICAST3 hands it on in both directions.
+        return dest == MCAST_DEST
+
     def down(self, msg: Message, now: float) -> list[Action]:
         if msg.dest == MCAST_DEST:
             return [Down(msg=msg)]  # a multicast, for the multicast layer below (NAKACK2)
