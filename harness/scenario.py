@@ -98,7 +98,7 @@ NETWORK_KINDS = ("partition", "loss", "delay", "duplicate", "reorder")
 HEALABLE_KINDS = frozenset(NETWORK_KINDS + ("drop",))
 NODE_KINDS = ("kill", "pause", "resume", "restart")
 # Toxiproxy toxics on TCP links (docker backend, transport tcp only) are healable like network faults.
-STEP_KINDS = NETWORK_KINDS + ("drop", "view", "sync") + NODE_KINDS + ("heal", "toxic")
+STEP_KINDS = NETWORK_KINDS + ("drop", "view", "sync", "config") + NODE_KINDS + ("heal", "toxic")
 HEALABLE_KINDS = HEALABLE_KINDS | {"toxic"}
 # Toxic types and their attributes (Toxiproxy's names and units, with its defaults). "jitter" is a
 # latency toxic whose latency defaults to its jitter (delays uniform in [0, 2 * jitter] ms);
@@ -342,6 +342,21 @@ class SyncStep:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class ConfigStep:
+    """Change protocol settings at `node` at run time (admin POST /config), e.g. xmit_interval."""
+
+    node: str
+    # (setting, value) pairs, sorted: a tuple keeps the step hashable like every other step.
+    values: tuple[tuple[str, Any], ...]
+
+    def to_dict(self) -> dict:
+        return {"at": self.node, "set": dict(self.values)}
+
+    def describe(self) -> str:
+        return f"at {self.node} " + ", ".join(f"{k}={v}" for k, v in self.values)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class NodeTarget:
     """kill, pause, resume, restart: the node they apply to."""
 
@@ -395,7 +410,9 @@ class Toxic:
         return f"{self.link} {self.type}{attrs}{tox}"
 
 
-StepParams = Partition | LinkProbability | Delay | Reorder | Drop | View | SyncStep | NodeTarget | Heal | Toxic
+StepParams = (
+    Partition | LinkProbability | Delay | Reorder | Drop | View | SyncStep | ConfigStep | NodeTarget | Heal | Toxic
+)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -453,9 +470,9 @@ def cut_links(step: FaultStep, nodes: tuple[str, ...]) -> list[str]:
 
 
 def step_node(step: FaultStep) -> str:
-    """The node a node step (lifecycle, drop, view, sync) acts at."""
+    """The node a node step (lifecycle, drop, view, sync, config) acts at."""
     p = step.params
-    if not isinstance(p, NodeTarget | Drop | View | SyncStep):
+    if not isinstance(p, NodeTarget | Drop | View | SyncStep | ConfigStep):
         raise TypeError(f"{step.kind} step has no node")
     return p.node
 
@@ -1015,6 +1032,17 @@ class SyncSpec(InputModel):
         return SyncStep(node=self.at, peer=self.peer)
 
 
+class ConfigSpec(InputModel):
+    """Change protocol settings at `at` at run time (as admin POST /config): `set` maps settings to
+    their new values, validated by the protocol like the scenario's `config:`."""
+
+    at: NodeRef
+    set: Annotated[dict[str, Any], Field(min_length=1)]
+
+    def build(self) -> ConfigStep:
+        return ConfigStep(node=self.at, values=tuple(sorted(self.set.items())))
+
+
 def _heal(raw: Any, info: ValidationInfo) -> Heal:
     if raw == "all":
         return Heal(target="all")
@@ -1122,6 +1150,7 @@ class StepSpec(InputModel):
     drop: _built(DropSpec) | None = None
     view: _built(ViewSpec) | None = None
     sync: _built(SyncSpec) | None = None
+    config: _built(ConfigSpec) | None = None
     kill: NodeStep | None = None
     pause: NodeStep | None = None
     resume: NodeStep | None = None
@@ -1200,6 +1229,9 @@ def _schedule(raw: Any, info: ValidationInfo) -> tuple[FaultStep, ...]:
             why = refusal(ctx["protocol"], ctx["config"], SyncPeer(peer=params.peer), random.Random(0))
             if why:
                 problems.add(f"the admin sync operation is refused: {why}", src, "sync")
+        if isinstance(params, ConfigStep) and "protocol" in ctx and "config" in ctx:
+            for key, why in _config_step_problems(ctx, dict(params.values), specs):
+                problems.add(why, src, "config", "set", key)
         if spec.kind == "toxic" and ctx.get("transport", "tcp") != "tcp":
             problems.add(
                 f"needs transport: tcp (Toxiproxy proxies TCP links; this scenario uses {ctx['transport']})",
@@ -1212,6 +1244,20 @@ def _schedule(raw: Any, info: ValidationInfo) -> tuple[FaultStep, ...]:
     problems.raise_any()
     ctx["schedule"] = tuple(steps)
     return tuple(steps)
+
+
+def _config_step_problems(ctx: dict, values: dict, specs: list) -> list[tuple[str, str]]:
+    """A config step's settings, checked by the protocol on top of the scenario's: bad values and
+    settings unsafe on this transport or with the scenario's drop steps."""
+    try:
+        spec = protocols.get(ctx["protocol"])
+        merged = {**ctx["config"], **values}
+        drops = any(s.kind == "drop" and getattr(s.params, "action", "") == "drop" for s in specs)
+        return spec.unsafe_settings(merged, ctx.get("transport", "udp"), drops)
+    except SettingError as exc:
+        return [(exc.key, exc.message)]
+    except ValueError as exc:
+        return [("set", str(exc))]
 
 
 def _step_params(kind: str, body: Any, path: str, nodes: tuple[str, ...], at: float, raw_len: int) -> StepParams:
@@ -1230,7 +1276,7 @@ def _lifecycle_problems(steps: list[FaultStep], nodes: tuple[str, ...]) -> list[
     state = {n: "running" for n in nodes}
     problems: list[tuple] = []
     for step in steps if nodes else ():
-        if step.kind not in NODE_KINDS and step.kind not in ("view", "drop", "sync"):
+        if step.kind not in NODE_KINDS and step.kind not in ("view", "drop", "sync", "config"):
             continue
         node, where = step_node(step), (step.source_index, step.kind)
         if step.kind in NODE_KINDS:
@@ -1243,7 +1289,7 @@ def _lifecycle_problems(steps: list[FaultStep], nodes: tuple[str, ...]) -> list[
                 problems.append((f"{node} is {cur} at {step.at:g}, not paused", *where))
             # restart starts a dead node, or kills and starts a live one.
             state[node] = {"kill": "dead", "pause": "paused"}.get(step.kind, "running")
-        elif step.kind in ("view", "drop", "sync") and state[node] == "dead":
+        elif step.kind in ("view", "drop", "sync", "config") and state[node] == "dead":
             problems.append((f"{node} is dead at {step.at:g}", *where, "at"))
     return problems
 

@@ -341,6 +341,19 @@ def test_no_retransmission_refused_over_udp_and_with_in_process_drops():
     parse_scenario(_scenario("udp", {"xmit_interval": 1}, [drop]))
 
 
+def test_config_step_changes_settings_at_run_time_and_is_checked():
+    """A schedule `config` step round-trips; a bad value or an unsafe one names schedule[i].config.set.<key>."""
+    steps = [{"at": 1.0, "config": {"at": "B", "set": {"xmit_interval": 0}}}]
+    sc = parse_scenario(_scenario("tcp", {"xmit_interval": 0.5}, steps))
+    assert sc.schedule[0].describe() == "#0 config at B xmit_interval=0"
+    assert parse_scenario(sc.to_dict()).schedule == sc.schedule
+    with pytest.raises(ScenarioError, match=r"schedule\[0\]\.config\.set\.xmit_interval: 0 \(no retransmission\)"):
+        parse_scenario(_scenario("udp", {"xmit_interval": 0.5}, steps))
+    bad = [{"at": 1.0, "config": {"at": "B", "set": {"stable_interval": 0}}}]
+    with pytest.raises(ScenarioError, match=r"schedule\[0\]\.config\.set\.stable_interval: must be > 0"):
+        parse_scenario(_scenario("tcp", {}, bad))
+
+
 def test_to_all_is_one_multicast_stream_per_sender():
     """`from: all, to: all` under NAKACK2: one stream per member, to the view; it round-trips as `to: all`."""
     sc = parse_scenario(_scenario())

@@ -29,7 +29,7 @@ def kinds_of(run_dir: Path) -> Counter:
 
 
 @local_only
-@pytest.mark.parametrize("scenario", ["nakack2-loss", "nakack2-tcp-no-xmit"])
+@pytest.mark.parametrize("scenario", ["nakack2-loss", "nakack2-tcp-no-xmit", "nakack2-xmit-switch"])
 def test_scenarios_pass_on_local(scenario, tmp_path, capsys):
     """nakack2-loss (UDP, 20 % loss, retransmission) and nakack2-tcp-no-xmit (TCP, xmit_interval 0)
     pass on real processes; without retransmission no XMIT-REQ, retransmission or HIGHEST_SEQNO is sent."""
@@ -44,8 +44,10 @@ def test_scenarios_pass_on_local(scenario, tmp_path, capsys):
     repair = counts[("nakack2", "xmit_req_tx")] + counts[("nakack2", "retransmit")]
     if scenario == "nakack2-loss":
         assert repair > 0
-    else:
+    elif scenario == "nakack2-tcp-no-xmit":
         assert repair == 0 and counts[("nakack2", "highest_seqno_tx")] == 0
+    else:  # the schedule's config steps switched retransmission off and on at every member
+        assert counts[("nakack2", "config_change")] == 6
 
 
 def _write(tmp_path: Path, data: dict) -> Path:

@@ -726,6 +726,9 @@ class Simulation:
     def _op_sync(self, op: nemesis.AdminSync, t: float) -> None:
         self._command_when_running(self.nodes[op.node], SyncPeer(peer=op.peer), t)
 
+    def _op_config(self, op: nemesis.AdminConfig, t: float) -> None:
+        self._command_when_running(self.nodes[op.node], SetConfig(values=dict(op.values)), t)
+
     def _command_when_running(self, node: SimNode, cmd, t: float) -> None:
         # A paused process reads its admin socket only when it runs again.
         if node.state is PAUSED:
@@ -758,6 +761,7 @@ class Simulation:
             nemesis.RuleRemove: self._op_rule_remove,
             nemesis.View: self._op_view,
             nemesis.AdminSync: self._op_sync,
+            nemesis.AdminConfig: self._op_config,
             nemesis.Lifecycle: self._op_lifecycle,
             nemesis.Timeline: self._op_timeline,
         }

@@ -94,11 +94,7 @@ class Nakack2Config:
             unicast3 = Unicast3Config.from_dict(u3)
         except SettingError as exc:
             key = U3_PREFIX + exc.key if exc.key == "xmit_interval" else exc.key
-            known = (
-                ", ".join(sorted((*cls.own_keys(), *(k for k in Unicast3Config().as_dict()))))
-                if "unknown" in exc.message
-                else None
-            )
+            known = ", ".join(sorted(cls(unicast3=Unicast3Config()).as_dict())) if "unknown" in exc.message else None
             raise SettingError(
                 key, f"unknown NAKACK2/UNICAST3 setting (known: {known})" if known else exc.message
             ) from None
