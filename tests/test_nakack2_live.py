@@ -104,3 +104,34 @@ def test_xmit_interval_switched_at_run_time_under_load_over_tcp(splitbrain_clust
     assert results[2].judged == 3 * 3 * 800
     changes = [e for e in cluster.events() if e["kind"] == "config_change"]
     assert len(changes) == 6
+
+
+@pytest.mark.asyncio
+async def test_admin_refuses_unsafe_changes_and_multicast_for_unicast_protocols(tmp_path):
+    """A NAKACK2 node over TCP without retransmission refuses an in-process drop rule; over UDP it
+    refuses POST /config xmit_interval 0; a UNICAST3 node refuses a stream to "*". All 400, naming the field."""
+    import aiohttp
+
+    from node.runtime.testing import NodeGroup, pair_configs
+
+    token = {"X-Splitbrain-Token": "test-token"}
+
+    async def call(session, node, method, path, body):
+        async with session.request(method, f"http://{node.admin_address}{path}", json=body, headers=token) as resp:
+            return resp.status, await resp.json()
+
+    cases = [
+        ("tcp", "nakack2", {"xmit_interval": 0}, "/faults", {"action": "drop", "types": ["MSG"]}, "xmit_interval"),
+        ("udp", "nakack2", {"xmit_interval": 0.5}, "/config", {"xmit_interval": 0}, "xmit_interval"),
+        ("udp", "unicast3", {}, "/send", {"to": MCAST_DEST, "count": 1}, "to"),
+    ]
+    for i, (transport, protocol, config, path, body, field) in enumerate(cases):
+        configs = pair_configs(tmp_path / str(i), transport, protocol_config=config, protocol=protocol)
+        async with NodeGroup(configs) as (a, _b), aiohttp.ClientSession() as session:
+            status, out = await call(session, a, "POST", path, body)
+            assert (status, out["field"]) == (400, field), out
+    # The same requests are accepted where they are safe.
+    configs = pair_configs(tmp_path / "ok", "tcp", protocol_config={"xmit_interval": 0.5}, protocol="nakack2")
+    async with NodeGroup(configs) as (a, _b), aiohttp.ClientSession() as session:
+        assert (await call(session, a, "POST", "/config", {"xmit_interval": 0}))[0] == 200
+        assert (await call(session, a, "POST", "/send", {"to": MCAST_DEST, "count": 3}))[0] == 202
