@@ -18,7 +18,10 @@ narrow an excuse (see no_duplicates), never to widen one.
   connected at the end of the run: both alive, neither paused, and no fault cutting X->Y or Y->X
   (the `links` of the timeline's faults). What happens later (a kill, a restart) excuses nothing.
   Owed messages must be delivered at Y (any incarnation); the others are excused and counted by
-  why.
+  why. A multicast (a `send` with the sender's view in `members` and no `peer`) is one message to
+  each member of that view, the sender included (its loopback delivery), owed by the same rule,
+  unless the member left the sender's view within the bound (excuse left_view). fifo and
+  no_duplicates judge multicast deliveries as they judge unicast ones: per (receiver, sender).
 - windows_synced: every final send window at X for Y (both alive at the end) matches Y's final
   recv window for X: same conn_id, Y's highest delivered == X's highest sent == X's highest acked.
   A pair whose send window the protocol reaped (CLOSED) after use is judged in sync (send None).
@@ -46,6 +49,7 @@ millions of events.
 from __future__ import annotations
 
 import operator
+from bisect import bisect_right
 from collections import defaultdict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -81,7 +85,10 @@ _EXCUSE_TEXT = {
     "receiver_dead": "receiver dead at the end",
     "cut_at_end": "link still cut at the end",
     "too_little_time": "sent less than the recovery bound before a cut or a death",
+    "left_view": "multicast to a member that left the sender's view within the recovery bound",
 }
+# Why a multicast was not owed to a member, besides EXCUSES (only in runs with multicasts).
+MULTICAST_EXCUSES = ("left_view",)
 # Why a redelivery was excused (no_duplicates).
 REDELIVERY_CAUSES = ("receiver_restarted", "window_closed")
 
@@ -568,12 +575,24 @@ def check_no_loss(events: list[dict], recovery_bound_s: float = DEFAULT_RECOVERY
     last_deliver_link: dict[tuple[str, str], float] = {}
     last_deliver: float | None = None
     starts: dict[str, int] = {}  # a node's life is the number of its starts so far
+    # Multicast: (sender, member) -> [(app, t_sent)] and the sender's views, [(t, members)].
+    mcast: dict[tuple[str, str], list[tuple[str, float]]] = defaultdict(list)
+    views: dict[str, list[tuple[float, frozenset[str]]]] = defaultdict(list)
     for ev in events:
         kind = ev["kind"]
         if kind == "node_start":
             starts[ev["node"]] = starts.get(ev["node"], 0) + 1
         elif kind == "send" and "app" in ev and "peer" in ev:
             sent[(ev["node"], ev["peer"])].append((ev["app"], ev["t"], starts.get(ev["node"], 0)))
+        elif kind == "send" and "app" in ev and "members" in ev:
+            # A multicast: owed to each member of the sender's view when it was sent (its own
+            # loopback delivery included), by the same rule as a unicast to that member.
+            life = starts.get(ev["node"], 0)
+            for member in ev["members"]:
+                sent[(ev["node"], member)].append((ev["app"], ev["t"], life))
+                mcast[(ev["node"], member)].append((ev["app"], ev["t"]))
+        elif kind == "view" and "members" in ev:
+            views[ev["node"]].append((ev["t"], frozenset(ev["members"])))
         elif kind == "deliver" and "app" in ev:
             sender = _sender_of(ev)
             delivered.add((sender, ev["node"], ev["app"]))
@@ -581,6 +600,12 @@ def check_no_loss(events: list[dict], recovery_bound_s: float = DEFAULT_RECOVERY
 
     total = 0
     excused = dict.fromkeys(EXCUSES, 0)
+    # A multicast is not owed to a member that left the sender's view within the bound after it
+    # was sent (the app ids the sender multicast then, per member).
+    left: set[tuple[str, str, str]] = set()
+    if mcast:
+        excused.update(dict.fromkeys(MULTICAST_EXCUSES, 0))
+        left = _left_view(mcast, views, recovery_bound_s)
     # Per link: count and the first app ids, so a link losing millions stays cheap to report.
     lost_count: dict[tuple[str, str], int] = defaultdict(int)
     lost_first: dict[tuple[str, str], list[str]] = defaultdict(list)
@@ -588,7 +613,9 @@ def check_no_loss(events: list[dict], recovery_bound_s: float = DEFAULT_RECOVERY
         total += len(msgs)
         owed_until = conn.owed_until(sender, receiver, recovery_bound_s)
         for app, t, life in msgs:
-            if t > owed_until.get(life, float("-inf")):
+            if left and (sender, receiver, app) in left:
+                excused["left_view"] += 1
+            elif t > owed_until.get(life, float("-inf")):
                 excused[conn.excuse(sender, receiver, life)] += 1
             elif (sender, receiver, app) not in delivered:
                 lost_count[(sender, receiver)] += 1
@@ -600,6 +627,25 @@ def check_no_loss(events: list[dict], recovery_bound_s: float = DEFAULT_RECOVERY
         for link, count in lost_count.items()
     }
     return no_loss_result(total, excused, last_deliver, lost, recovery_bound_s)
+
+
+def _left_view(
+    mcast: dict[tuple[str, str], list[tuple[str, float]]],
+    views: dict[str, list[tuple[float, frozenset[str]]]],
+    bound: float,
+) -> set[tuple[str, str, str]]:
+    """(sender, member, app) of the multicasts whose member the sender's view lost within `bound`
+    after sending (views are rare: a scan per multicast over the few that follow it)."""
+    out: set[tuple[str, str, str]] = set()
+    for (sender, member), msgs in mcast.items():
+        without = [t for t, members in views.get(sender, ()) if member not in members]
+        if not without:
+            continue
+        for app, t in msgs:
+            i = bisect_right(without, t)
+            if i < len(without) and without[i] <= t + bound:
+                out.add((sender, member, app))
+    return out
 
 
 def no_loss_result(
@@ -655,8 +701,8 @@ def window_view(ev: dict | None) -> dict | None:
 def check_windows_synced(events: list[dict]) -> CheckResult:
     """Final send and recv windows of every live pair agree, and nothing is left unacked."""
     lives = _Lives()
-    send_windows: dict[tuple[str, str], dict] = {}  # (sender, receiver) -> final window event
-    recv_windows: dict[tuple[str, str], dict] = {}  # (sender, receiver) -> final window event
+    send_windows: dict[tuple[str, str, str], dict] = {}  # (sender, receiver, proto) -> final window
+    recv_windows: dict[tuple[str, str, str], dict] = {}  # (sender, receiver, proto) -> final window
     last_deliver: dict[tuple[str, str], float] = {}  # (sender, receiver) -> t
     last_ack_rx: dict[tuple[str, str], float] = {}  # (sender, receiver) -> t
     traffic_since_start: set[str] = set()
@@ -689,26 +735,30 @@ def check_windows_synced(events: list[dict]) -> CheckResult:
             sent_since_start.add((node, ev["peer"]))
         elif kind == "window" and ev.get("final") and "peer" in ev:
             reported[node].add((ev.get("side"), ev["peer"]))
+            # Keyed by proto too: a NAKACK2 stack has NAKACK2's and UNICAST3's windows per pair.
             if ev.get("side") == "send":
-                send_windows[(node, ev["peer"])] = ev
+                send_windows[(node, ev["peer"], ev["proto"])] = ev
             elif ev.get("side") == "recv":
-                recv_windows[(ev["peer"], node)] = ev
+                recv_windows[(ev["peer"], node, ev["proto"])] = ev
         elif _is_heal(ev):
             last_heal = ev["t"]
 
     pairs: dict[str, dict] = {}
     skipped_dead = 0
-    for (sender, receiver), send in send_windows.items():
+    # With one protocol's windows in the run a pair is named "X->Y" as it always was; with several
+    # (NAKACK2 over UNICAST3), "X->Y (proto)".
+    several = len({key[2] for key in send_windows}) > 1
+    for (sender, receiver, proto), send in send_windows.items():
         if lives.dead(sender) or lives.dead(receiver):
             skipped_dead += 1
             continue
-        recv = recv_windows.get((sender, receiver))
+        recv = recv_windows.get((sender, receiver, proto))
         problem = pair_problem(sender, receiver, send, recv)
         sync_time = None
         if problem is None and last_heal is not None:
             moved = max(last_deliver.get((sender, receiver), 0.0), last_ack_rx.get((sender, receiver), 0.0))
             sync_time = max(0.0, moved - last_heal)
-        pairs[_link(sender, receiver)] = {
+        pairs[_link(sender, receiver) + (f" ({proto})" if several else "")] = {
             "synced": problem is None,
             "problem": problem,
             "send": window_view(send),
@@ -718,11 +768,13 @@ def check_windows_synced(events: list[dict]) -> CheckResult:
 
     # A pair whose send window the protocol reaped (CLOSED) after sending is judged too: it is in
     # sync when the receiver kept no window either (a receiver window it still holds is stale).
+    send_links = {key[:2] for key in send_windows}
     for sender, receiver in sorted(sent_since_start):
-        if (sender, receiver) in send_windows or lives.dead(sender) or lives.dead(receiver):
+        if (sender, receiver) in send_links or lives.dead(sender) or lives.dead(receiver):
             continue
         if open_windows.get(sender, {}).get(("send", receiver)) is False:
-            recv = recv_windows.get((sender, receiver))
+            # Reaping is UNICAST3's (conn_state): its receive window, if any, is the stale one.
+            recv = next((ev for key, ev in recv_windows.items() if key[:2] == (sender, receiver)), None)
             pairs[_link(sender, receiver)] = {
                 "synced": True,
                 "problem": None,
@@ -734,9 +786,9 @@ def check_windows_synced(events: list[dict]) -> CheckResult:
     # A recv window with no send window at a live sender is stale (the sender restarted and has
     # not sent since); the next send resyncs it, so it is reported but is no failure.
     stale_recv = sorted(
-        _link(*link)
-        for link in recv_windows
-        if link not in send_windows and not lives.dead(link[0]) and not lives.dead(link[1])
+        _link(*key[:2])
+        for key in recv_windows
+        if key not in send_windows and not lives.dead(key[0]) and not lives.dead(key[1])
     )
     silent = []
     for node in sorted(traffic_since_start):

@@ -300,6 +300,7 @@ class LiveFaults:
             nemesis.RuleRemove: self._op_remove,
             nemesis.View: self._op_view,
             nemesis.AdminSync: self._op_sync,
+            nemesis.AdminConfig: self._op_config,
             nemesis.Lifecycle: self._op_lifecycle,
         }
 
@@ -339,6 +340,10 @@ class LiveFaults:
 
     def _op_sync(self, op: nemesis.AdminSync) -> None:
         self._when_running(op.node, lambda: self.cluster.admin(op.node).sync(op.peer))
+
+    def _op_config(self, op: nemesis.AdminConfig) -> None:
+        values = dict(op.values)
+        self._when_running(op.node, lambda: self.cluster.admin(op.node).set_config(values))
 
     def _when_running(self, node: str, request: Callable[[], None]) -> None:
         if self.cluster.node(node).state is NodeState.PAUSED:

@@ -35,7 +35,7 @@ RUNNING, PAUSED, DEAD = "running", "paused", "dead"
 # Steps whose fault lives on links (the simulator's network, injectors, receiver-side rules).
 LINK_KINDS = frozenset(NETWORK_KINDS + ("toxic",))
 # Steps that talk to a node's process, which a dead node cannot hear.
-_PROCESS_KINDS = frozenset({"drop", "view", "sync"})
+_PROCESS_KINDS = frozenset({"drop", "view", "sync", "config"})
 _RULE_DEFAULTS = {f.name: f.default for f in fields(FaultRule)}
 P = TypeVar("P")
 
@@ -118,6 +118,14 @@ class AdminSync(Op):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class AdminConfig(Op):
+    """Change protocol settings at `node` (admin POST /config; waits for a paused node's resume)."""
+
+    node: str
+    values: tuple[tuple[str, Any], ...]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Timeline(Op):
     """A harness event for timeline.jsonl: kind fault_on or fault_off."""
 
@@ -145,7 +153,7 @@ def step_ops(step: FaultStep, state: ClusterState) -> list[Op]:
     if kind in LINK_KINDS:
         return [LinkFault(step=step, on=True), done]
     p = step.params
-    if not isinstance(p, sc.Drop | sc.View | sc.SyncStep | sc.NodeTarget):
+    if not isinstance(p, sc.Drop | sc.View | sc.SyncStep | sc.ConfigStep | sc.NodeTarget):
         raise ValueError(f"unknown step kind {kind!r}")
     node = p.node  # every other step acts on one node
     node_state = state.states[node]
@@ -157,6 +165,8 @@ def step_ops(step: FaultStep, state: ClusterState) -> list[Op]:
         return [View(node=node, members=params_as(step, sc.View).members), done]
     if kind == "sync":
         return [AdminSync(node=node, peer=params_as(step, sc.SyncStep).peer), done]
+    if kind == "config":
+        return [AdminConfig(node=node, values=params_as(step, sc.ConfigStep).values), done]
     if kind == "resume":
         # The end of a pause is a fault_off of the pause, naming the links it gave back.
         done = Timeline(kind="fault_off", fault="pause", detail=step.describe(), links=done.links)

@@ -45,7 +45,6 @@ from pydantic import (
     ValidationError,
     ValidationInfo,
     create_model,
-    field_validator,
     model_validator,
 )
 
@@ -72,6 +71,7 @@ from node import protocols
 from node.compose import recovery_bound_s, refusal
 from node.errors import SettingError
 from node.layer import SyncPeer
+from node.message import MCAST_DEST
 
 TRANSPORTS = ("udp", "tcp")
 # Checks every run gets, listed or not: an exception inside a protocol layer is always our bug.
@@ -106,7 +106,7 @@ NETWORK_KINDS = ("partition", "loss", "delay", "duplicate", "reorder")
 HEALABLE_KINDS = frozenset(NETWORK_KINDS + ("drop",))
 NODE_KINDS = ("kill", "pause", "resume", "restart")
 # Toxiproxy toxics on TCP links (docker backend, transport tcp only) are healable like network faults.
-STEP_KINDS = NETWORK_KINDS + ("drop", "view", "sync") + NODE_KINDS + ("heal", "toxic")
+STEP_KINDS = NETWORK_KINDS + ("drop", "view", "sync", "config") + NODE_KINDS + ("heal", "toxic")
 HEALABLE_KINDS = HEALABLE_KINDS | {"toxic"}
 # Toxic types and their attributes (Toxiproxy's names and units, with its defaults). "jitter" is a
 # latency toxic whose latency defaults to its jitter (delays uniform in [0, 2 * jitter] ms);
@@ -146,7 +146,9 @@ class ScenarioError(ValueError):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Stream:
-    """One unicast stream: `src` sends `rate` msgs/s to `dest` from `start` until count or duration.
+    """One stream: `src` sends `rate` msgs/s to `dest` from `start` until count or duration. `dest`
+    is a node, or node.message.MCAST_DEST for a multicast stream (`to: all` under a multicast
+    protocol): each message one multicast to the sender's current view.
 
     `index` is the stream's position in the expanded workload and goes into every payload's app
     id ("src:index:n"), so app ids are unique across the whole run.
@@ -166,7 +168,12 @@ class Stream:
         return 1.0 / self.rate
 
     def to_dict(self) -> dict:
-        out: dict[str, Any] = {"from": self.src, "to": self.dest, "rate": self.rate}
+        # A multicast stream (dest MCAST_DEST) is written back as `to: all`, which parses back to it.
+        out: dict[str, Any] = {
+            "from": self.src,
+            "to": "all" if self.dest == MCAST_DEST else self.dest,
+            "rate": self.rate,
+        }
         if self.count is not None:
             out["count"] = self.count
         if self.duration is not None:
@@ -343,6 +350,21 @@ class SyncStep:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class ConfigStep:
+    """Change protocol settings at `node` at run time (admin POST /config), e.g. xmit_interval."""
+
+    node: str
+    # (setting, value) pairs, sorted: a tuple keeps the step hashable like every other step.
+    values: tuple[tuple[str, Any], ...]
+
+    def to_dict(self) -> dict:
+        return {"at": self.node, "set": dict(self.values)}
+
+    def describe(self) -> str:
+        return f"at {self.node} " + ", ".join(f"{k}={v}" for k, v in self.values)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class NodeTarget:
     """kill, pause, resume, restart: the node they apply to."""
 
@@ -396,7 +418,9 @@ class Toxic:
         return f"{self.link} {self.type}{attrs}{tox}"
 
 
-StepParams = Partition | LinkProbability | Delay | Reorder | Drop | View | SyncStep | NodeTarget | Heal | Toxic
+StepParams = (
+    Partition | LinkProbability | Delay | Reorder | Drop | View | SyncStep | ConfigStep | NodeTarget | Heal | Toxic
+)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -454,9 +478,9 @@ def cut_links(step: FaultStep, nodes: tuple[str, ...]) -> list[str]:
 
 
 def step_node(step: FaultStep) -> str:
-    """The node a node step (lifecycle, drop, view, sync) acts at."""
+    """The node a node step (lifecycle, drop, view, sync, config) acts at."""
     p = step.params
-    if not isinstance(p, NodeTarget | Drop | View | SyncStep):
+    if not isinstance(p, NodeTarget | Drop | View | SyncStep | ConfigStep):
         raise TypeError(f"{step.kind} step has no node")
     return p.node
 
@@ -758,16 +782,6 @@ class StreamSpec(InputModel):
     ] = DEFAULT_SIZE
     start: NonNegative = 0.0
 
-    @field_validator("dest", mode="before")
-    @classmethod
-    def _no_multicast_yet(cls, raw: Any, info: ValidationInfo) -> Any:
-        protocol = context(info).get("protocol")
-        # For a unicast protocol "to: all" means one stream per receiver.
-        if raw == "all" and protocol is not None and protocols.get(protocol).multicast:
-            # Multicast streams arrive with the protocols that have them.
-            raise problem(f"multicast workloads for {protocol} are not implemented yet")
-        return raw
-
     @model_validator(mode="after")
     def _fits(self, info: ValidationInfo) -> StreamSpec:
         if self.count is None and self.duration is None:
@@ -795,7 +809,10 @@ class StreamSpec(InputModel):
         problems.raise_any()
         return self
 
-    def pairs(self) -> list[tuple[str, str]]:
+    def pairs(self, multicast: bool = False) -> list[tuple[str, str]]:
+        """(sender, receiver) per stream; with `multicast`, one stream per sender to MCAST_DEST."""
+        if multicast:
+            return [(s, MCAST_DEST) for s in self.src if any(r != s for r in self.dest)]
         return [(s, r) for s in self.src for r in self.dest if s != r]
 
 
@@ -804,9 +821,17 @@ _STREAMS = TypeAdapter(list[StreamSpec])
 
 def _workload(raw: Any, info: ValidationInfo) -> tuple[Stream, ...]:
     specs = validate_part(_STREAMS, raw, info)
+    protocol = context(info).get("protocol")
+    try:
+        multicasts = protocol is not None and protocols.get(protocol).multicast
+    except ValueError:
+        multicasts = False
     streams: list[Stream] = []
-    for spec in specs:
-        for s, r in spec.pairs():
+    for entry, spec in zip(raw, specs):
+        # `to: all` under a multicast protocol: one stream per sender, each message one multicast
+        # to the sender's current view (for a unicast protocol, one stream per receiver).
+        multicast = multicasts and isinstance(entry, dict) and entry.get("to") == "all"
+        for s, r in spec.pairs(multicast):
             streams.append(
                 Stream(
                     src=s,
@@ -1029,6 +1054,17 @@ class SyncSpec(InputModel):
         return SyncStep(node=self.at, peer=self.peer)
 
 
+class ConfigSpec(InputModel):
+    """Change protocol settings at `at` at run time (as admin POST /config): `set` maps settings to
+    their new values, validated by the protocol like the scenario's `config:`."""
+
+    at: NodeRef
+    set: Annotated[dict[str, Any], Field(min_length=1)]
+
+    def build(self) -> ConfigStep:
+        return ConfigStep(node=self.at, values=tuple(sorted(self.set.items())))
+
+
 def _heal(raw: Any, info: ValidationInfo) -> Heal:
     if raw == "all":
         return Heal(target="all")
@@ -1136,6 +1172,7 @@ class StepSpec(InputModel):
     drop: _built(DropSpec) | None = None
     view: _built(ViewSpec) | None = None
     sync: _built(SyncSpec) | None = None
+    config: _built(ConfigSpec) | None = None
     kill: NodeStep | None = None
     pause: NodeStep | None = None
     resume: NodeStep | None = None
@@ -1220,6 +1257,9 @@ def _schedule(raw: Any, info: ValidationInfo) -> tuple[FaultStep, ...]:
             )
             if why:
                 problems.add(f"the admin sync operation is refused: {why}", src, "sync")
+        if isinstance(params, ConfigStep) and "protocol" in ctx and "config" in ctx:
+            for key, why in _config_step_problems(ctx, dict(params.values), specs):
+                problems.add(why, src, "config", "set", key)
         if spec.kind == "toxic" and ctx.get("transport", "tcp") != "tcp":
             problems.add(
                 f"needs transport: tcp (Toxiproxy proxies TCP links; this scenario uses {ctx['transport']})",
@@ -1232,6 +1272,20 @@ def _schedule(raw: Any, info: ValidationInfo) -> tuple[FaultStep, ...]:
     problems.raise_any()
     ctx["schedule"] = tuple(steps)
     return tuple(steps)
+
+
+def _config_step_problems(ctx: dict, values: dict, specs: list) -> list[tuple[str, str]]:
+    """A config step's settings, checked by the protocol on top of the scenario's: bad values and
+    settings unsafe on this transport or with the scenario's drop steps."""
+    try:
+        spec = protocols.get(ctx["protocol"])
+        merged = {**ctx["config"], **values}
+        drops = any(s.kind == "drop" and getattr(s.params, "action", "") == "drop" for s in specs)
+        return spec.unsafe_settings(merged, ctx.get("transport", "udp"), drops)
+    except SettingError as exc:
+        return [(exc.key, exc.message)]
+    except ValueError as exc:
+        return [("set", str(exc))]
 
 
 def _step_params(kind: str, body: Any, path: str, nodes: tuple[str, ...], at: float, raw_len: int) -> StepParams:
@@ -1250,7 +1304,7 @@ def _lifecycle_problems(steps: list[FaultStep], nodes: tuple[str, ...]) -> list[
     state = {n: "running" for n in nodes}
     problems: list[tuple] = []
     for step in steps if nodes else ():
-        if step.kind not in NODE_KINDS and step.kind not in ("view", "drop", "sync"):
+        if step.kind not in NODE_KINDS and step.kind not in ("view", "drop", "sync", "config"):
             continue
         node, where = step_node(step), (step.source_index, step.kind)
         if step.kind in NODE_KINDS:
@@ -1263,7 +1317,7 @@ def _lifecycle_problems(steps: list[FaultStep], nodes: tuple[str, ...]) -> list[
                 problems.append((f"{node} is {cur} at {step.at:g}, not paused", *where))
             # restart starts a dead node, or kills and starts a live one.
             state[node] = {"kill": "dead", "pause": "paused"}.get(step.kind, "running")
-        elif step.kind in ("view", "drop", "sync") and state[node] == "dead":
+        elif step.kind in ("view", "drop", "sync", "config") and state[node] == "dead":
             problems.append((f"{node} is dead at {step.at:g}", *where, "at"))
     return problems
 
@@ -1417,6 +1471,22 @@ class ScenarioFile(InputModel):
         description="sim backend: send frames through the real wire codec instead of passing message "
         "objects (slower; the same seed gives the same run)",
     )
+
+    @model_validator(mode="after")
+    def _safe_settings(self) -> ScenarioFile:
+        """A protocol's settings that are unsafe on this transport or with in-process drops
+        (node/protocols.py ProtocolSpec.unsafe) are refused, each at its config key."""
+        drops = any(s.kind == "drop" and getattr(s.params, "action", "") == "drop" for s in self.schedule)
+        try:
+            unsafe = protocols.get(self.protocol).unsafe_settings(self.config or {}, self.transport, drops)
+        except (SettingError, ValueError):
+            return self  # reported at config already
+        if unsafe:
+            problems = Problems()
+            for key, why in unsafe:
+                problems.add(why, "config", key)
+            problems.raise_any()
+        return self
 
 
 def _one_or_list(items: tuple[str, ...]) -> Any:

@@ -265,7 +265,8 @@ class SplitbrainCluster:
         duration: float | None = None,
         size: int = 100,
     ) -> Stream:
-        """Start a stream src -> dst (count and/or duration at `rate` msgs/s); returns it."""
+        """Start a stream src -> dst (count and/or duration at `rate` msgs/s); returns it. `dst`
+        node.message.MCAST_DEST ("*") is one multicast per message (multicast protocols)."""
         if count is None and duration is None:
             raise ValueError("send() needs count or duration")
         stream = Stream(
@@ -274,6 +275,10 @@ class SplitbrainCluster:
         self.admin(src).send(dst, rate=rate, count=count, duration=duration, size=size, stream=stream.index)
         self.streams.append(stream)
         return stream
+
+    def set_config(self, name: str, values: dict) -> dict:
+        """Change run-time protocol settings at one node (admin POST /config), e.g. xmit_interval."""
+        return self.admin(name).set_config(values)
 
     def delivered(self, dst: str, src: str, stream: int | None = None) -> int:
         """How many messages `dst` delivered from `src` (one stream, or all)."""

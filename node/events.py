@@ -10,6 +10,10 @@ nothing else, so that the Spark schema stays explicit.
 retransmit), the protocol header for a control message (ack_tx, xmit_req_tx, first_seqno_tx,
 sync_tx, close_tx), which has no payload. Frame and transport headers are not included.
 
+Multicast (NAKACK2): a `send` has no `peer` but `members`, the sender's view when it sent; its
+`deliver` events (one per member, the sender's own loopback delivery included) have `peer` = the
+sender. A STABLE round's `stable_tx` / `stable_rx` carry `digest`.
+
 `links`, on the harness timeline's fault_on / fault_off: the directed links ("A->B") the fault cuts
 (a partition, a pause, total loss, an unbounded in-process drop), so that no_loss knows when two
 nodes could talk without reading the scenario.
@@ -81,6 +85,10 @@ OPTIONAL_FIELD_TYPES = {
     "timestamp": "int",
     "links": "strlist",
     "coord": "str",
+    # NAKACK2: the original sender of a multicast asked for or resent by another member.
+    "origin": "str",
+    # A STABLE digest: one "sender:seqno" item per sender (highest delivered), split on the last ':'.
+    "digest": "strlist",
 }
 FIELD_TYPES = {"v": "int", "t": "float", "node": "str", "proto": "str", "kind": "str", **OPTIONAL_FIELD_TYPES}
 _PY_TYPES = {"str": str, "int": int, "float": float, "bool": bool, "ranges": list, "strlist": list}

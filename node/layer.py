@@ -77,8 +77,9 @@ class ViewChange(Command):
     # suspect, merge, singleton; "" = injected by a driver without GMS).
     coord: str = ""
     reason: str = ""
-    # Highest seqno per sender that goes with the view (JOIN_RSP and merge digests); empty for
-    # unicast-only stacks.
+    # The highest seqno each member had multicast when the view was made, as (member, seqno)
+    # pairs: a joiner's multicast layer starts its receive table for each sender there (JGroups'
+    # join digest). Empty for unicast-only stacks and with static membership.
     digest: tuple[tuple[str, int], ...] = ()
     # True when the layer that installed the view already logged its `view` event.
     logged: bool = False
@@ -95,6 +96,12 @@ class Bootstrap(Command):
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Leave(Command):
     """Graceful stop (SIGTERM): leave the group before the process exits."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BecomeServer(Command):
+    """A joiner's join is complete (JGroups' BECOME_SERVER): a multicast layer replays what it
+    queued meanwhile (become_server_queue) and from then on delivers what arrives."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -11,6 +11,11 @@ from __future__ import annotations
 import struct
 from typing import Any
 
+# The destination of a multicast to the sender's current view. A multicast layer (NAKACK2) turns
+# one message to MCAST_DEST into what its transport needs (N unicasts, one per member) and hands
+# what it delivers up with this dest, so the layers above know a multicast from a unicast.
+MCAST_DEST = "*"
+
 # Magic prefix of a workload payload: b"SB" + length of the app id.
 _APP_MAGIC = b"SB"
 _APP_PREFIX = struct.Struct("!2sB")

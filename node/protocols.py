@@ -105,6 +105,16 @@ class ProtocolSpec:
     # Planted bugs that are old code this project fixed (the bug museum selects them with
     # `mutation:`); not in the mutant hunt.
     regressions: Mapping[str, str] = field(default_factory=dict)
+    # Settings that are unsafe on a transport, or with in-process drops below the protocol:
+    # (validated settings, transport "udp" | "tcp", drops below?) -> [(key, why)], empty if safe.
+    # Scenarios and the node refuse what it names (exit 2), each problem at its key.
+    unsafe: Callable[[Any, str, bool], list[tuple[str, str]]] | None = None
+
+    def unsafe_settings(self, settings: Mapping[str, Any], transport: str, drops_below: bool) -> list[tuple[str, str]]:
+        """What `unsafe` says of these settings (validated here; a bad one raises SettingError)."""
+        if self.unsafe is None:
+            return []
+        return self.unsafe(self.config(settings), transport, drops_below)
 
     def variant(self, settings: Mapping[str, Any]) -> str | None:
         if self.variant_key is None:
@@ -116,7 +126,7 @@ class ProtocolSpec:
 
 
 # Modules with a module-level `SPEC: ProtocolSpec`, one line per protocol.
-BUILTIN = ("node.unicast3.spec", "node.unicast2.spec", "node.gms.spec")
+BUILTIN = ("node.unicast3.spec", "node.unicast2.spec", "node.nakack2.spec", "node.gms.spec")
 ENV_PROTOCOLS = "SPLITBRAIN_PROTOCOLS"
 DEFAULT_PROTOCOL = "unicast3"
 
@@ -125,7 +135,7 @@ _loaded = False
 _kinds: dict[str, str] | None = None
 # Protocols the design names (seeds/) that have no implementation yet: the scenario parser says
 # "not implemented" for them rather than "unknown".
-PLANNED = ("nakack2", "mcast")
+PLANNED = ("mcast",)
 
 
 def register(spec: ProtocolSpec) -> ProtocolSpec:

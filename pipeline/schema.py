@@ -45,7 +45,8 @@ from node import events as node_events
 from node import protocols
 
 # Bump when the event schema changes; ingest refuses a warehouse written with another version.
-EVENT_SCHEMA_VERSION = 3  # 2: fault links, error events, runs' recovery_bound; 3: runs' origin_t
+# 2: fault links, error events, runs' recovery_bound; 3: runs' origin_t; 4: NAKACK2's origin, digest
+EVENT_SCHEMA_VERSION = 4
 EVENT_VERSION = 1  # the "v" every event of this schema carries
 
 

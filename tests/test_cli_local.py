@@ -205,10 +205,12 @@ def test_protocols_lists_the_registry(capsys):
     out = capsys.readouterr().out
     assert out.startswith("unicast3: ") and "resync=sync" in out and "sync_tx" in out and "mutants: 14" in out
     assert main(["protocols", "--json"]) == 0
-    info, *others = json.loads(capsys.readouterr().out)
+    listed = {p["name"]: p for p in json.loads(capsys.readouterr().out)}
+    info = listed["unicast3"]
     assert info["name"] == "unicast3" and "SYNC_OK" in info["message_types"]
     assert info["settings"]["xmit_interval"] == 0.5
-    assert "unicast2" in [p["name"] for p in others] and "\nunicast2: " in out
+    assert listed["nakack2"]["multicast"] and listed["nakack2"]["settings"]["xmit_interval"] == 1.0
+    assert "unicast2" in listed and "\nunicast2: " in out
 
 
 def test_a_bad_protocol_module_is_bad_input_for_every_command(monkeypatch, capsys):

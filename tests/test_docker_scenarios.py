@@ -196,6 +196,23 @@ def test_latency_and_slicer_toxics_keep_order_over_tcp(runs):
     )
 
 
+def test_nakack2_without_retransmission_through_latency_bandwidth_and_slicer_toxics(runs):
+    """NAKACK2 with xmit_interval 0 over TCP through Toxiproxy (latency, bandwidth, slicer): every
+    multicast delivered once, in order, at every member, and no XMIT-REQ or retransmission sent."""
+    outcome = runs("nakack2-tcp-toxics", "docker")
+    assert outcome.verdict.passed, explain(outcome)
+    for node in nodes_of(outcome):
+        assert count(outcome, node, "deliver") == 1800, explain(outcome)
+        assert count(outcome, node, "xmit_req_tx") == count(outcome, node, "retransmit") == 0
+
+
+def test_nakack2_with_retransmission_under_20_percent_loss_over_udp(runs):
+    """NAKACK2 over UDP under 20 % iptables loss on every link: every multicast delivered, repaired by XMIT-REQs."""
+    outcome = runs("nakack2-loss", "docker")
+    assert outcome.verdict.passed, explain(outcome)
+    assert sum(count(outcome, node, "xmit_req_tx") for node in nodes_of(outcome)) > 0
+
+
 def test_reset_peer_and_timeout_toxics_recover_every_message_over_tcp(runs):
     outcome = runs("tcp-reset-peer", "docker")
     assert outcome.verdict.passed, explain(outcome)

@@ -12,6 +12,7 @@ from harness.checks import run_checks
 from harness.eventlog import read_run
 from harness.rundir import run_scenario
 from harness.scenario import load_scenario
+from node import protocols
 
 SCENARIOS = sorted((Path(__file__).resolve().parent.parent / "scenarios").glob("*.yaml"))
 
@@ -61,7 +62,8 @@ def test_metadata_of_each_run(scenario_runs):
         assert meta["scenario"] == scen.name and meta["protocol"] == scen.protocol
         assert meta["seed"] == scen.seed and meta["backend"] == "sim"
         assert meta["expect"] == ("pass" if scen.expect_fail is None else f"fail:{scen.expect_fail}")
-        assert meta["resync"] == scen.config.get("resync", "sync")
+        # The protocol's variant (UNICAST3: its resync mode; NAKACK2: its xmit_interval).
+        assert meta["resync"] == protocols.get(scen.protocol).variant(scen.config)
         assert meta["fault_types"]
 
 

@@ -25,8 +25,8 @@ ROOT = Path(__file__).resolve().parent.parent
 def test_unknown_and_planned_protocols_are_clear_errors():
     with pytest.raises(ValueError, match=r"^protocol: 'nope' is not implemented \(available: unicast3"):
         protocols.get("nope")
-    with pytest.raises(ValueError, match=r"'nakack2' is not implemented \(planned, not implemented yet\)"):
-        protocols.get("nakack2")
+    with pytest.raises(ValueError, match=r"'mcast' is not implemented \(planned, not implemented yet\)"):
+        protocols.get("mcast")
 
 
 def test_a_name_cannot_be_registered_twice_nor_redefine_a_core_kind():

@@ -29,6 +29,7 @@ class FakeAdmin:
         self.views: list[tuple[list[str], int]] = []
         self.sends: list[dict] = []
         self.syncs: list[str] = []
+        self.configs: list[dict] = []
 
     def _check(self, what):
         state = self.cluster.nodes[self.name].state
@@ -56,6 +57,10 @@ class FakeAdmin:
     def sync(self, peer):
         self._check("sync")
         self.syncs.append(peer)
+
+    def set_config(self, values):
+        self._check("config")
+        self.configs.append(dict(values))
 
     def send(self, to, **kw):
         self._check("send")

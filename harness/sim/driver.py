@@ -171,6 +171,11 @@ class SimAdmin:
     def delivered(self) -> dict:
         return {"node": self.name, "delivered": self.cluster.delivered(self.name)}
 
+    def set_config(self, values: dict) -> dict:
+        """POST /config: the node's layers take the settings now (virtual time)."""
+        self.cluster.sim.set_config(self.name, values)
+        return {"config": values}
+
     def send(
         self,
         dest: str,

@@ -45,7 +45,7 @@ from harness.slots import planned_count
 from node.errors import SettingError
 from node.events import make_event
 from node.faultlayer import FaultLayer
-from node.layer import Bootstrap, Leave, SyncPeer, ViewChange
+from node.layer import Bootstrap, Leave, SetConfig, SyncPeer, ViewChange
 from node.message import Message, app_payload
 
 from .cluster import DEAD, PAUSED, RUNNING, SimNode
@@ -331,6 +331,10 @@ class Simulation:
         """A live node's current view from its membership protocol (None: dead, or static)."""
         node = self.nodes[name]
         return node.stack.membership() if node.stack is not None else None
+
+    def set_config(self, name: str, values: dict) -> None:
+        """Change run-time settings at a node now (as the admin API's POST /config would)."""
+        self._command_when_running(self.nodes[name], SetConfig(values=dict(values)), self.now)
 
     @property
     def active_steps(self) -> list[int]:
@@ -785,6 +789,9 @@ class Simulation:
     def _op_sync(self, op: nemesis.AdminSync, t: float) -> None:
         self._command_when_running(self.nodes[op.node], SyncPeer(peer=op.peer), t)
 
+    def _op_config(self, op: nemesis.AdminConfig, t: float) -> None:
+        self._command_when_running(self.nodes[op.node], SetConfig(values=dict(op.values)), t)
+
     def _command_when_running(self, node: SimNode, cmd, t: float) -> None:
         # A paused process reads its admin socket only when it runs again.
         if node.state is PAUSED:
@@ -818,6 +825,7 @@ class Simulation:
             nemesis.RuleRemove: self._op_rule_remove,
             nemesis.View: self._op_view,
             nemesis.AdminSync: self._op_sync,
+            nemesis.AdminConfig: self._op_config,
             nemesis.Lifecycle: self._op_lifecycle,
             nemesis.Timeline: self._op_timeline,
         }

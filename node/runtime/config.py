@@ -260,13 +260,19 @@ def _validate(values: dict[str, Any]) -> NodeConfig:
     if not isinstance(protocol_settings, dict):
         raise ConfigError("config", f"expected a mapping of protocol settings, got {protocol_settings!r}")
     try:
-        for owner, settings in split_config(protocol, protocol_settings, membership).items():
+        split = split_config(protocol, protocol_settings, membership)
+        for owner, settings in split.items():
             protocols.get(owner).config(settings)
+        # Settings the protocol calls unsafe on this transport (NAKACK2 without retransmission
+        # over UDP) are refused; in-process drops are refused when they are added (admin API).
+        unsafe = protocols.get(protocol).unsafe_settings(split[protocol], transport, False)
     except SettingError as exc:
         # The protocol names its key; prefix it with where it lives.
         raise ConfigError(f"config.{exc.key}", exc.message) from None
     except ValueError as exc:
         raise ConfigError("config", str(exc)) from None
+    if unsafe:
+        raise ConfigError(f"config.{unsafe[0][0]}", "; ".join(why for _, why in unsafe))
 
     event_log = _bool("event_log", values.get("event_log", True))
     events = values.get("events")

@@ -49,7 +49,7 @@ from ..errors import SettingError
 from ..events import make_event
 from ..faultlayer import FaultLayer, FaultRule
 from ..layer import Bootstrap, Command, Layer, Leave, SetConfig, SyncPeer, ViewChange
-from ..message import Message
+from ..message import MCAST_DEST, Message
 from ..wire import MAX_FRAME_BYTES, WireError, decode_frame
 from .bundler import Bundler
 from .config import Address, ConfigError, NodeConfig
@@ -471,11 +471,24 @@ class Node:
             updated = current.updated(values)
         except SettingError as exc:
             raise RequestError(str(exc), exc.key) from None
+        self._refuse_unsafe(updated.as_dict(), bool(self._drop_rules()))
         self.command(SetConfig(values=dict(values)))
         self.settings = updated
         return updated.as_dict()
 
+    def _drop_rules(self) -> list[int]:
+        return [rid for rid, rule in self.faults.rules().items() if rule.get("action") == "drop"]
+
+    def _refuse_unsafe(self, settings: dict[str, Any], drops_below: bool) -> None:
+        """Settings the protocol calls unsafe here (NAKACK2 without retransmission over UDP or
+        with in-process drops below it) are refused, naming the key (ProtocolSpec.unsafe)."""
+        unsafe = protocols.get(self.config.protocol).unsafe_settings(settings, self.config.transport, drops_below)
+        if unsafe:
+            raise RequestError("; ".join(f"{key}: {why}" for key, why in unsafe), unsafe[0][0])
+
     def add_fault(self, rule: FaultRule) -> int:
+        if rule.action == "drop":
+            self._refuse_unsafe(self.settings.as_dict(), True)
         rule_id = self.faults.add_rule(rule)
         self._log(
             make_event(self.now(), self.name, "faults", "fault_on", fault=f"rule {rule_id}", detail=rule.describe())
@@ -497,6 +510,11 @@ class Node:
     # ---- workload -----------------------------------------------------------------------------
 
     def resolve_targets(self, to: Any) -> list[str]:  # to: JSON from an admin request
+        if to == MCAST_DEST:
+            # One multicast per message to the current view (a multicast protocol's layer sends it).
+            if not protocols.get(self.config.protocol).multicast:
+                raise RequestError(f"{self.config.protocol} has no multicast: name the peers", "to")
+            return [MCAST_DEST]
         if to == "all":
             targets = sorted(self.peers)
             if not targets:
@@ -593,8 +611,10 @@ class Node:
         transport = self.transport
         assert transport is not None, "streams run only on a started node"
         for dest in s.to:
-            if not transport.writable(dest):
-                return True
+            # A multicast goes out to every peer: any of them not writable blocks it.
+            for link in self.peers if dest == MCAST_DEST else (dest,):
+                if not transport.writable(link):
+                    return True
             for layer in self._flow_layers:
                 if layer.unacked(dest) >= limit:
                     return True

@@ -61,7 +61,7 @@ from typing import Any, ClassVar, Protocol
 
 from ..events import EVENT_VERSION, make_event
 from ..layer import Action, Command, Down, Layer, Log, SetConfig, SyncPeer, Up, ViewChange
-from ..message import Message, app_id_of
+from ..message import MCAST_DEST, Message, app_id_of
 from ..rangeset import RangeSet
 from ..views import Window
 from .config import Unicast3Config
@@ -164,6 +164,8 @@ class Unicast3(Layer):
     # ---- sending (from the application) -------------------------------------------------------
 
     def down(self, msg: Message, now: float) -> list[Action]:
+        if msg.dest == MCAST_DEST:
+            return [Down(msg=msg)]  # a multicast, for the multicast layer below (NAKACK2)
         if "xmit" not in self.timers.at:  # self._arm(now), inlined on the send path
             self.timers.set("xmit", now + self.config.xmit_interval)
         out: list[Action] = []
@@ -242,8 +244,13 @@ class Unicast3(Layer):
         self._arm(now)
         out: list[Action] = []
         data: list[Message] = []
+        mcasts: list[Message] = []
         for msg in msgs:
             hdr = msg.headers.get(PROTO_ID)
+            if msg.dest == MCAST_DEST and hdr is None:
+                # A multicast delivered by the multicast layer below: not ours to order.
+                mcasts.append(msg)
+                continue
             if not isinstance(hdr, U3Header):
                 self._count("rx_malformed")
                 out.append(self._log(now, "drop", peer=msg.src, reason="no UNICAST3 header"))
@@ -270,6 +277,8 @@ class Unicast3(Layer):
                 out.extend(self._HANDLERS[hdr.type](self, msg.src, hdr, now))
         if data:
             out.extend(self._handle_data(data[0].src, data, now))
+        if mcasts:
+            out.append(Up(msgs=mcasts))
         return out
 
     def _handle_data(self, src: str, msgs: list[Message], now: float) -> list[Action]:

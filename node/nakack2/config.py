@@ -1,0 +1,124 @@
+"""NAKACK2 settings, validated. Defaults are JGroups' (NAKACK2 and STABLE, JGroups 5.x) where it
+has one; tests scale the STABLE interval down and say so.
+
+A NAKACK2 stack also runs UNICAST3 for unicasts (retransmission requests and membership traffic,
+as in JGroups), so one flat `config:` mapping feeds both: NAKACK2 takes its own keys below and
+hands every other key to UNICAST3 (which names any it does not know). `xmit_interval` is
+NAKACK2's; UNICAST3's own retransmit period is `unicast3_xmit_interval`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+from node.errors import SettingError
+
+from ..unicast3.config import Unicast3Config, _coerce
+
+U3_PREFIX = "unicast3_"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Nakack2Config:
+    # The retransmit task's period. <= 0 (meant for TCP, seed 003): no retransmit task, STABLE
+    # triggers no retransmission, no last-seqno-sender, become_server_queue unbounded.
+    xmit_interval: float = 1.0
+    # Most seqnos asked for in one XMIT-REQ (JGroups bounds it in bytes; the issue in seqnos).
+    max_xmit_req_size: int = 1024
+    # A joiner keeps at most this many multicasts received before it becomes a server (JGroups'
+    # BoundedList: the oldest go first); unbounded when xmit_interval <= 0.
+    become_server_queue_size: int = 50
+    # Seed 003's fix: without retransmission the queue is unbounded. False keeps it bounded, which
+    # reproduces the stuck window the seed describes (a gap nothing fills).
+    become_server_queue_unbounded_without_xmit: bool = True
+    # STABLE: a digest round every stable_interval seconds, or sooner after stable_max_bytes of
+    # multicast payload received (JGroups: desired_avg_gossip about 50 s, max_bytes 2 MB).
+    stable_interval: float = 50.0
+    stable_max_bytes: int = 2_000_000
+    # The last-seqno-sender: a sender whose highest seqno did not move for a retransmit run
+    # multicasts it (HIGHEST_SEQNO) up to this many times, so a lost last message is found.
+    resend_last_seqno_max_times: int = 1
+    # A receiver keeps a multicast at most this far above its highest delivered from that sender
+    # (a hostile seqno must cost no memory); those beyond are asked for again later.
+    max_recv_window_seqnos: int = 100_000
+    # xmit_interval <= 0 needs a transport and layers below that never drop (TCP, no in-process
+    # drops). The node refuses anything else unless this says the run reproduces that on purpose.
+    allow_unsafe: bool = False
+    # UNICAST3's settings (every key NAKACK2 does not know, and unicast3_xmit_interval).
+    unicast3: Unicast3Config = field(default_factory=Unicast3Config)
+
+    def __post_init__(self) -> None:
+        for name in ("max_xmit_req_size", "become_server_queue_size", "stable_max_bytes", "max_recv_window_seqnos"):
+            if getattr(self, name) < 1:
+                raise SettingError(name, f"must be >= 1, got {getattr(self, name)!r}")
+        if self.stable_interval <= 0:
+            raise SettingError("stable_interval", f"must be > 0, got {self.stable_interval!r}")
+        if self.resend_last_seqno_max_times < 0:
+            raise SettingError("resend_last_seqno_max_times", f"must be >= 0, got {self.resend_last_seqno_max_times!r}")
+
+    @property
+    def retransmission(self) -> bool:
+        return self.xmit_interval > 0
+
+    @property
+    def queue_bounded(self) -> bool:
+        return self.retransmission or not self.become_server_queue_unbounded_without_xmit
+
+    @classmethod
+    def own_keys(cls) -> tuple[str, ...]:
+        return tuple(f.name for f in fields(cls) if f.name != "unicast3")
+
+    @classmethod
+    def from_dict(cls, values: Mapping[str, Any]) -> Nakack2Config:
+        """Build from a scenario's flat `config:` mapping; errors name the key."""
+        defaults = cls(unicast3=Unicast3Config())
+        own: dict[str, Any] = {}
+        u3: dict[str, Any] = {}
+        for key, value in values.items():
+            key = str(key)
+            if isinstance(getattr(defaults, key, None), bool):
+                if not isinstance(value, bool):
+                    raise SettingError(key, f"expected true or false, got {value!r}")
+                own[key] = value
+            elif key in cls.own_keys():
+                own[key] = _coerce(key, value, getattr(defaults, key))
+            elif key.startswith(U3_PREFIX):
+                u3[key[len(U3_PREFIX) :]] = value
+            elif key == "mutation" and value is None:
+                continue
+            else:
+                u3[key] = value
+        try:
+            unicast3 = Unicast3Config.from_dict(u3)
+        except SettingError as exc:
+            key = U3_PREFIX + exc.key if exc.key == "xmit_interval" else exc.key
+            known = ", ".join(sorted(cls(unicast3=Unicast3Config()).as_dict())) if "unknown" in exc.message else None
+            raise SettingError(
+                key, f"unknown NAKACK2/UNICAST3 setting (known: {known})" if known else exc.message
+            ) from None
+        return cls(unicast3=unicast3, **own)
+
+    def updated(self, values: dict[str, Any]) -> Nakack2Config:
+        """A copy with some settings changed (run-time reconfiguration), validated like from_dict."""
+        return Nakack2Config.from_dict({**self.as_dict(), **values})
+
+    @property
+    def recovery_bound_s(self) -> float:
+        """How long, with every member up and connected, a multicast may take to be delivered
+        everywhere. With retransmission: a gap is asked for within two retransmit runs and a lost
+        last message is announced by the last-seqno-sender or, at worst, by the next STABLE
+        round: eight runs plus two STABLE intervals. Without: nothing repairs, so only the
+        transport's own delay counts (a generous 2 s)."""
+        if self.retransmission:
+            return 8 * self.xmit_interval + 2 * self.stable_interval
+        return 2.0
+
+    def as_dict(self) -> dict[str, Any]:
+        out = {name: getattr(self, name) for name in self.own_keys()}
+        for key, value in self.unicast3.as_dict().items():
+            if key == "mutation" and value is None:
+                continue
+            out[U3_PREFIX + key if key == "xmit_interval" else key] = value
+        return out

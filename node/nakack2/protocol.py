@@ -1,0 +1,588 @@
+"""NAKACK2: reliable multicast, FIFO per sender, with NAK retransmission and STABLE (seed 003).
+
+Theory of operation
+-------------------
+A multicast is a message to MCAST_DEST ("*"), meaning the sender's current view. The sender
+numbers its multicasts 1, 2, 3... (one seqno space per sender, no connections), keeps each one in
+its own table, delivers it to itself at once (JGroups' loopback) and sends one copy to every other
+member (N unicasts: what JGroups' TCP transport does, and UDP without IP multicast).
+
+Every member keeps a receive table per sender: `low` (purged up to, by STABLE), `delivered`
+(highest delivered in order) and `highest` (highest seqno known to exist), with the messages
+low+1..highest it has. A message is delivered when every lower one was; delivered messages stay in
+the table until STABLE says everyone has them, because any member may be asked to resend them.
+Invariant: low <= delivered <= highest, every kept seqno in low+1..delivered+max_recv_window_seqnos.
+
+Timers (fired in the order of TIMERS):
+- xmit, every `xmit_interval` when it is > 0 (the retransmit task):
+  - for each sender, an XMIT-REQ (NAK) for the gaps below `highest` that were gaps at the previous
+    run too (a gap seen once is usually a message in flight), at most `max_xmit_req_size` seqnos,
+    sent unicast to the original sender; a gap that persists is asked of another member every
+    third run (any member that has a message answers, as XMIT_RSP naming the original sender);
+  - the last-seqno-sender: when this member's own highest seqno did not move since the previous
+    run it multicasts HIGHEST_SEQNO (at most `resend_last_seqno_max_times` times per seqno), so a
+    receiver that lost the last message learns that it exists and asks for it;
+- stable, every `stable_interval` (and at once after `stable_max_bytes` of multicast payload was
+  received): this member multicasts its digest (highest delivered per sender). Each member keeps
+  the latest digest of every member; per sender the minimum over the view is stable, and the
+  messages up to it are purged. With retransmission on, a digest that shows a seqno above what this
+  member knows raises `highest`, so the next xmit run asks for it (STABLE's retransmission).
+
+`xmit_interval <= 0` (seed 003, meant for TCP): no retransmit task, STABLE raises nothing, no
+last-seqno-sender, and the become_server_queue is unbounded: the table only orders messages. A gap
+then never closes, which is why nothing below this layer may drop a message in that mode (the node
+refuses UDP and in-process drops with it, unless `allow_unsafe`). `xmit_interval` may change at run
+time (SetConfig): the task starts or stops and the queue becomes bounded or unbounded.
+
+become_server_queue: a joiner (a node whose first view carries a join digest) starts its tables at
+the digest's seqnos and queues the multicasts that arrive before BecomeServer; bounded to
+`become_server_queue_size` with the oldest dropped first (JGroups' BoundedList) while retransmission
+is on, unbounded otherwise. BecomeServer replays the queue in arrival order. With static membership
+every member is a server from the start.
+
+Unicasts (any other dest) pass through untouched; this layer sits below UNICAST3, which carries
+them. Messages from a sender outside the installed view are dropped and counted.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from typing import Any
+
+from ..events import EVENT_VERSION, make_event
+from ..layer import Action, BecomeServer, Command, Down, Layer, Log, SetConfig, Up, ViewChange
+from ..message import MCAST_DEST, Message
+from ..protocols import Rng
+from ..rangeset import RangeSet
+from ..unicast3.timers import Deadlines
+from ..views import Window
+from .config import Nakack2Config
+from .header import MAX_DIGEST_ENTRIES, MAX_XMIT_RANGES, PROTO_ID, MsgType, N2Header
+from .header import encode as encode_header
+
+PROTO = "nakack2"
+TIMERS = ("xmit", "stable")
+# A persisting gap is asked of a member other than the original sender every this many runs.
+ASK_OTHER_EVERY = 3
+
+
+class RecvTable:
+    """One sender's messages at one member (JGroups' Table): see the module docstring."""
+
+    __slots__ = ("sender", "low", "delivered", "highest", "msgs", "prev_missing", "asks")
+
+    def __init__(self, sender: str, start: int = 0) -> None:
+        self.sender = sender
+        self.low = start
+        self.delivered = start
+        self.highest = start
+        self.msgs: dict[int, Message] = {}
+        self.prev_missing = RangeSet()
+        self.asks = 0
+
+    def missing(self) -> RangeSet:
+        gaps = RangeSet()
+        if self.highest <= self.delivered:
+            return gaps
+        prev = self.delivered
+        for seqno in sorted(s for s in self.msgs if s > prev):
+            if seqno > prev + 1:
+                gaps.add(prev + 1, seqno - 1)
+            prev = seqno
+        if self.highest > prev:
+            gaps.add(prev + 1, self.highest)
+        return gaps
+
+
+class Nakack2(Layer):
+    proto = PROTO
+
+    def __init__(self, local: str, config: Nakack2Config, rng: Rng) -> None:
+        self.local = local
+        self.config = config
+        self._rng = rng
+        self.members: tuple[str, ...] = ()
+        self._members_list: list[str] = [local]
+        self.view_id = 0
+        self.seqno = 0
+        self.tables: dict[str, RecvTable] = {local: RecvTable(local)}
+        # member -> its latest digest (sender -> highest delivered); our own is read live.
+        self.digests: dict[str, dict[str, int]] = {}
+        self.is_server = True
+        self.queue: deque[Message] = deque()
+        self.timers = Deadlines(*TIMERS)
+        self.counters: dict[str, int] = {}
+        self._armed = False
+        self._bytes_since_stable = 0
+        self._last_seqno_seen = 0
+        self._last_seqno_resends = 0
+
+    # ---- helpers ------------------------------------------------------------------------------
+
+    def _count(self, key: str, n: int = 1) -> None:
+        self.counters[key] = self.counters.get(key, 0) + n
+
+    def _log(self, now: float, kind: str, **fields: Any) -> Log:
+        if kind == "drop":
+            self._count(f"dropped_{fields.get('type') or 'unknown'}")
+        return Log(event=make_event(now, self.local, PROTO, kind, **fields))
+
+    def _others(self) -> list[str]:
+        return [m for m in self.members if m != self.local]
+
+    def _arm(self, now: float) -> None:
+        if self._armed:
+            return
+        self._armed = True
+        self.timers.set("stable", now + self.config.stable_interval)
+        if self.config.retransmission:
+            self.timers.set("xmit", now + self.config.xmit_interval)
+
+    def _mcast_ctrl(self, kind: str, hdr: N2Header, now: float, **fields: Any) -> list[Action]:
+        """A control multicast (HIGHEST_SEQNO, STABLE) to every other member, one event."""
+        size = len(encode_header(hdr))
+        self._count(f"tx_{hdr.type.name}")
+        out: list[Action] = [self._log(now, kind, members=list(self.members), bytes=size, **fields)]
+        for member in self._others():
+            out.append(Down(msg=Message(self.local, member, b"", {PROTO_ID: hdr})))
+        return out
+
+    def _event(
+        self, now: float, kind: str, seqno: int, msg: Message, peer: str | None, app: str | None = None
+    ) -> dict[str, Any]:
+        # The hot path of the event log (one per multicast sent and one per delivery): built directly.
+        ev: dict[str, Any] = {"v": EVENT_VERSION, "t": now, "node": self.local, "proto": PROTO, "kind": kind}
+        if peer is not None:
+            ev["peer"] = peer
+        else:
+            # One list per view, shared by the send events of that view (nothing mutates it).
+            ev["members"] = self._members_list
+        ev["seqno"] = seqno
+        ev["bytes"] = len(msg.payload)
+        if app is None:
+            app = msg.app
+        if app is not None:
+            ev["app"] = app
+        return ev
+
+    # ---- sending ------------------------------------------------------------------------------
+
+    def down(self, msg: Message, now: float) -> list[Action]:
+        if msg.dest != MCAST_DEST:
+            return [Down(msg=msg)]
+        self._arm(now)
+        self.seqno += 1
+        seqno = self.seqno
+        hdr = N2Header(MsgType.MSG, seqno)
+        # A message handed down belongs to the stack (node/stack.py), so the header goes in place.
+        msg.headers[PROTO_ID] = hdr
+        own = self.tables[self.local]
+        own.msgs[seqno] = msg
+        own.highest = own.delivered = seqno
+        self.counters["tx_MSG"] = self.counters.get("tx_MSG", 0) + 1
+        app = msg.app
+        out: list[Action] = [Log(event=self._event(now, "send", seqno, msg, None, app))]
+        # Loopback: the sender delivers its own multicast at once, as JGroups does.
+        out.append(Log(event=self._event(now, "deliver", seqno, msg, self.local, app)))
+        out.append(Up(msgs=[Message(self.local, MCAST_DEST, msg.payload, msg.headers)]))
+        for member in self.members:
+            if member != self.local:
+                out.append(Down(msg=Message(self.local, member, msg.payload, msg.headers)))
+        return out
+
+    # ---- receiving ----------------------------------------------------------------------------
+
+    def up(self, msgs: list[Message], now: float) -> list[Action]:
+        out: list[Action] = []
+        passed: list[Message] = []
+        for msg in msgs:
+            hdr = msg.headers.get(PROTO_ID)
+            if hdr is None:
+                passed.append(msg)  # a unicast for the layers above (UNICAST3)
+                continue
+            self._arm(now)
+            t = hdr.type
+            self._count(f"rx_{t.name}")
+            if t is MsgType.MSG:
+                self._receive(msg.src, hdr.seqno, msg, now, out)
+            elif t is MsgType.XMIT_RSP:
+                self._receive(hdr.orig, hdr.seqno, msg, now, out)
+            elif t is MsgType.NAK_XMIT_REQ:
+                self._on_xmit_req(msg.src, hdr, now, out)
+            elif t is MsgType.HIGHEST_SEQNO:
+                self._on_highest(msg.src, hdr.seqno, now, out)
+            else:
+                self._on_stable(msg.src, hdr, now, out)
+        if passed:
+            out.append(Up(msgs=passed))
+        if self._bytes_since_stable >= self.config.stable_max_bytes:
+            self._stable_round(now, out)
+        return out
+
+    def _receive(self, sender: str, seqno: int, msg: Message, now: float, out: list[Action]) -> None:
+        if not self.is_server:
+            self._enqueue(msg, now, out)
+            return
+        if sender == self.local or (self.members and sender not in self.members) or seqno < 1:
+            why = "own multicast" if sender == self.local else "seqno 0" if seqno < 1 else "sender not in view"
+            out.append(self._log(now, "drop", peer=sender, seqno=seqno, type="MSG", reason=why))
+            return
+        table = self.tables.get(sender)
+        if table is None:
+            table = self.tables[sender] = RecvTable(sender)
+        self._bytes_since_stable += len(msg.payload)
+        if seqno <= table.delivered or seqno in table.msgs:
+            self._count("rx_duplicate")
+            out.append(self._log(now, "drop", peer=sender, seqno=seqno, type="MSG", reason="duplicate"))
+            return
+        if seqno > table.highest:
+            table.highest = seqno
+        if seqno - table.delivered > self.config.max_recv_window_seqnos:
+            out.append(self._log(now, "drop", peer=sender, seqno=seqno, type="MSG", reason="beyond the receive window"))
+            return
+        # Kept as the original sender's MSG, so that this member can answer an XMIT-REQ for it (a
+        # MSG as received is that already: only its dest changes, to say "multicast" upwards).
+        if msg.src == sender and len(msg.headers) == 1:
+            msg.dest = MCAST_DEST
+            table.msgs[seqno] = msg
+        else:
+            table.msgs[seqno] = Message(sender, MCAST_DEST, msg.payload, {PROTO_ID: N2Header(MsgType.MSG, seqno)})
+        self._deliver(table, now, out)
+
+    def _deliver(self, table: RecvTable, now: float, out: list[Action]) -> None:
+        held = table.msgs
+        nxt = table.delivered + 1
+        if nxt not in held:
+            return
+        delivered: list[Message] = []
+        while nxt in held:
+            msg = held[nxt]
+            out.append(Log(event=self._event(now, "deliver", nxt, msg, table.sender)))
+            delivered.append(msg)
+            nxt += 1
+        table.delivered = nxt - 1
+        out.append(Up(msgs=delivered))
+
+    def _enqueue(self, msg: Message, now: float, out: list[Action]) -> None:
+        if self.config.queue_bounded and len(self.queue) >= self.config.become_server_queue_size:
+            old = self.queue.popleft()
+            hdr = old.headers[PROTO_ID]
+            origin = hdr.orig or old.src
+            self._count("become_server_queue_dropped")
+            out.append(
+                self._log(
+                    now,
+                    "drop",
+                    peer=origin,
+                    seqno=hdr.seqno,
+                    type=hdr.type.name,
+                    reason="become_server_queue full: oldest dropped",
+                )
+            )
+        self.queue.append(msg)
+
+    def _become_server(self, now: float) -> list[Action]:
+        out: list[Action] = [self._log(now, "become_server", count=len(self.queue))]
+        self.is_server = True
+        queued, self.queue = list(self.queue), deque()
+        for msg in queued:
+            hdr = msg.headers[PROTO_ID]
+            self._receive(hdr.orig if hdr.type is MsgType.XMIT_RSP else msg.src, hdr.seqno, msg, now, out)
+        return out
+
+    # ---- retransmission -----------------------------------------------------------------------
+
+    def _on_xmit_req(self, src: str, hdr: N2Header, now: float, out: list[Action]) -> None:
+        asked = sum(hi - lo + 1 for lo, hi in hdr.ranges)
+        out.append(
+            self._log(
+                now,
+                "xmit_req_rx",
+                peer=src,
+                origin=hdr.orig,
+                ranges=[list(r) for r in hdr.ranges],
+                count=asked,
+            )
+        )
+        table = self.tables.get(hdr.orig)
+        if table is None:
+            out.append(self._log(now, "drop", peer=src, type="NAK_XMIT_REQ", reason=f"no table for {hdr.orig}"))
+            return
+        budget = self.config.max_xmit_req_size
+        missing = 0
+        for lo, hi in hdr.ranges:
+            # Only what this member still holds: a peer may ask for anything (0..2^64-1).
+            for seqno in range(max(lo, table.low + 1), min(hi, table.highest, lo + budget - 1) + 1):
+                stored = table.msgs.get(seqno)
+                if stored is None:
+                    missing += 1
+                    continue
+                self._count("retransmit")
+                out.append(
+                    self._log(
+                        now,
+                        "retransmit",
+                        peer=src,
+                        seqno=seqno,
+                        origin=hdr.orig,
+                        bytes=len(stored.payload),
+                        reason="xmit_req",
+                    )
+                )
+                rsp = N2Header(MsgType.XMIT_RSP, seqno, orig=hdr.orig)
+                out.append(Down(msg=Message(self.local, src, stored.payload, {PROTO_ID: rsp})))
+            budget -= hi - lo + 1
+            if budget <= 0:
+                break
+        if missing:
+            self._count("xmit_req_unanswered", missing)
+
+    def _on_highest(self, src: str, seqno: int, now: float, out: list[Action]) -> None:
+        out.append(self._log(now, "highest_seqno_rx", peer=src, seqno=seqno))
+        if not self.config.retransmission or not self.is_server:
+            return
+        if self.members and src not in self.members:
+            return
+        table = self.tables.get(src)
+        if table is None:
+            table = self.tables[src] = RecvTable(src)
+        if seqno > table.highest:
+            table.highest = seqno
+
+    def _xmit(self, now: float, out: list[Action]) -> None:
+        """The retransmit task: XMIT-REQs for old gaps, then the last-seqno-sender."""
+        cfg = self.config
+        others = self._others()
+        for sender, table in self.tables.items():
+            if sender == self.local:
+                continue
+            missing = table.missing()
+            ask = missing.intersection(table.prev_missing)
+            table.prev_missing = missing
+            if not ask:
+                table.asks = 0
+                continue
+            ask = ask.truncated(cfg.max_xmit_req_size, MAX_XMIT_RANGES)
+            table.asks += 1
+            helpers = [m for m in others if m != sender]
+            target = sender
+            if helpers and (table.asks % ASK_OTHER_EVERY == 0 or (self.members and sender not in self.members)):
+                target = helpers[(table.asks // ASK_OTHER_EVERY) % len(helpers)]
+            ranges = ask.ranges()
+            hdr = N2Header(MsgType.NAK_XMIT_REQ, orig=sender, ranges=ranges)
+            self._count("tx_NAK_XMIT_REQ")
+            out.append(
+                self._log(
+                    now,
+                    "xmit_req_tx",
+                    peer=target,
+                    origin=sender,
+                    ranges=[list(r) for r in ranges],
+                    count=sum(hi - lo + 1 for lo, hi in ranges),
+                    bytes=len(encode_header(hdr)),
+                )
+            )
+            out.append(Down(msg=Message(self.local, target, b"", {PROTO_ID: hdr})))
+        if self.seqno:
+            if self.seqno != self._last_seqno_seen:
+                self._last_seqno_seen = self.seqno
+                self._last_seqno_resends = 0
+            elif self._last_seqno_resends < cfg.resend_last_seqno_max_times and others:
+                self._last_seqno_resends += 1
+                hdr = N2Header(MsgType.HIGHEST_SEQNO, self.seqno)
+                out.extend(self._mcast_ctrl("highest_seqno_tx", hdr, now, seqno=self.seqno))
+
+    # ---- STABLE -------------------------------------------------------------------------------
+
+    def _digest(self) -> dict[str, int]:
+        return {sender: table.delivered for sender, table in self.tables.items()}
+
+    def _stable_round(self, now: float, out: list[Action]) -> None:
+        self._bytes_since_stable = 0
+        self.timers.set("stable", now + self.config.stable_interval)
+        digest = self._digest()
+        self.digests[self.local] = digest
+        items = tuple(sorted(digest.items()))[:MAX_DIGEST_ENTRIES]
+        hdr = N2Header(MsgType.STABLE, digest=items)
+        out.extend(self._mcast_ctrl("stable_tx", hdr, now, digest=[f"{s}:{n}" for s, n in items]))
+        self._purge(now, out)
+
+    def _on_stable(self, src: str, hdr: N2Header, now: float, out: list[Action]) -> None:
+        out.append(self._log(now, "stable_rx", peer=src, digest=[f"{s}:{n}" for s, n in hdr.digest]))
+        if self.members and src not in self.members:
+            return
+        known = self.digests.setdefault(src, {})
+        for sender, seqno in hdr.digest:
+            if seqno > known.get(sender, 0):
+                known[sender] = seqno
+            # STABLE triggers retransmission only when retransmission is on (seed 003).
+            if self.config.retransmission and self.is_server and sender != self.local:
+                table = self.tables.get(sender)
+                if table is not None and seqno > table.highest:
+                    table.highest = seqno
+        self._purge(now, out)
+
+    def _purge(self, now: float, out: list[Action]) -> None:
+        """Remove from each table what every member of the view has delivered."""
+        if not self.members:
+            return
+        self.digests[self.local] = self._digest()
+        for sender, table in self.tables.items():
+            stable = min(self.digests.get(m, {}).get(sender, 0) for m in self.members)
+            stable = min(stable, table.delivered)
+            if stable > table.low:
+                for seqno in range(table.low + 1, stable + 1):
+                    table.msgs.pop(seqno, None)
+                self._count("purged", stable - table.low)
+                table.low = stable
+
+    # ---- commands -----------------------------------------------------------------------------
+
+    def command(self, cmd: Command, now: float) -> list[Action]:
+        if isinstance(cmd, ViewChange):
+            return self._on_view(cmd, now)
+        if isinstance(cmd, BecomeServer):
+            return self._become_server(now) if not self.is_server else []
+        if isinstance(cmd, SetConfig):
+            return self._set_config(cmd.values, now)
+        return []
+
+    def _on_view(self, view: ViewChange, now: float) -> list[Action]:
+        self._arm(now)
+        first = not self.members
+        self.members = tuple(view.members)
+        self._members_list = list(self.members) or [self.local]
+        self.view_id = view.view_id
+        out: list[Action] = [self._log(now, "view", members=list(view.members), view_id=view.view_id)]
+        if view.digest:
+            if first and self.local in view.members:
+                # A joiner: its tables start at the join digest, and it queues until BecomeServer.
+                self.is_server = False
+            for sender, seqno in view.digest:
+                if sender != self.local and sender not in self.tables:
+                    self.tables[sender] = RecvTable(sender, seqno)
+        # Digests of members that left no longer hold back purging.
+        for member in [m for m in self.digests if m not in self.members]:
+            del self.digests[member]
+        return out
+
+    def _set_config(self, values: dict[str, Any], now: float) -> list[Action]:
+        mine = {k: v for k, v in values.items() if k in Nakack2Config.own_keys()}
+        if not mine:
+            return []
+        was = self.config.retransmission
+        self.config = self.config.updated(mine)
+        out: list[Action] = [
+            self._log(now, "config_change", detail=", ".join(f"{k}={v}" for k, v in sorted(mine.items())))
+        ]
+        if self.config.retransmission:
+            self.timers.set("xmit", now + self.config.xmit_interval)
+            if not was:
+                # Gaps from the time without retransmission count as old gaps at once.
+                for table in self.tables.values():
+                    table.prev_missing = table.missing()
+        else:
+            self.timers.set("xmit", None)
+        self.timers.set("stable", now + self.config.stable_interval)
+        return out
+
+    # ---- timers -------------------------------------------------------------------------------
+
+    def next_deadline(self) -> float | None:
+        return self.timers.next()
+
+    def on_timer(self, now: float) -> list[Action]:
+        out: list[Action] = []
+        if self.timers.due("xmit", now):
+            if self.config.retransmission:
+                self._xmit(now, out)
+                self.timers.set("xmit", now + self.config.xmit_interval)
+            else:
+                self.timers.set("xmit", None)
+        if self.timers.due("stable", now):
+            self._stable_round(now, out)
+        return out
+
+    # ---- views of the state -------------------------------------------------------------------
+
+    def retransmit_table_size(self) -> int:
+        """Messages held in all tables (delivered and waiting for STABLE, or waiting for a gap)."""
+        return sum(len(t.msgs) for t in self.tables.values()) + len(self.queue)
+
+    def check_invariants(self) -> None:
+        limit = self.config.max_recv_window_seqnos
+        for sender, t in self.tables.items():
+            assert t.low <= t.delivered <= t.highest, f"{sender}: low {t.low} delivered {t.delivered} high {t.highest}"
+            for seqno in t.msgs:
+                assert t.low < seqno <= t.delivered + limit, f"{sender}: seqno {seqno} kept outside the window"
+        if self.config.queue_bounded:
+            assert len(self.queue) <= self.config.become_server_queue_size, "become_server_queue over its bound"
+
+    def windows(self) -> list[Window]:
+        """A recv window per sender (delivered / highest); a send window per other member whose
+        `low` is what that member's latest STABLE digest says it delivered of ours."""
+        out: list[Window] = []
+        for sender, t in sorted(self.tables.items()):
+            if sender == self.local:
+                continue
+            pending = sum(1 for s in t.msgs if s > t.delivered)
+            missing = t.highest - t.delivered - pending
+            out.append(
+                Window(
+                    peer=sender,
+                    side="recv",
+                    conn_id=None,
+                    low=t.delivered,
+                    high=t.highest,
+                    state="OPEN",
+                    pending=pending,
+                    missing=missing,
+                )
+            )
+        for member in self._others():
+            acked = self.digests.get(member, {}).get(self.local, 0)
+            out.append(
+                Window(
+                    peer=member,
+                    side="send",
+                    conn_id=None,
+                    low=min(acked, self.seqno),
+                    high=self.seqno,
+                    state="OPEN",
+                    pending=self.seqno - self.tables[self.local].low,
+                )
+            )
+        return out
+
+    def unacked(self, peer: str) -> int:
+        """Own multicasts not yet known to be delivered: at `peer` per its latest STABLE digest,
+        or (for MCAST_DEST) anywhere, i.e. not yet purged (the runtime's back-pressure)."""
+        if peer == MCAST_DEST:
+            return self.seqno - self.tables[self.local].low
+        digest = self.digests.get(peer)
+        return 0 if digest is None else self.seqno - min(self.seqno, digest.get(self.local, 0))
+
+    def busy(self) -> list[str]:
+        out = []
+        if not self.is_server:
+            out.append(f"joining: {len(self.queue)} multicast(s) queued until BecomeServer")
+        for sender, t in sorted(self.tables.items()):
+            if t.highest > t.delivered:
+                out.append(f"gap from {sender}: delivered {t.delivered}, highest {t.highest}")
+        return out
+
+    def snapshot(self) -> dict[str, Any]:
+        return {
+            "members": list(self.members),
+            "view_id": self.view_id,
+            "seqno": self.seqno,
+            "is_server": self.is_server,
+            "become_server_queue": len(self.queue),
+            "retransmit_table": self.retransmit_table_size(),
+            "tables": {
+                s: {"low": t.low, "delivered": t.delivered, "highest": t.highest, "held": len(t.msgs)}
+                for s, t in sorted(self.tables.items())
+            },
+            "xmit_interval": self.config.xmit_interval,
+            "counters": dict(self.counters),
+        }
