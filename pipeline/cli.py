@@ -133,9 +133,10 @@ def _analyze(
         spark = get_spark(master)
         try:
             status.update("ingesting run directories")
-            result = A.ingest_only(spark, paths, str(out / "warehouse"), only=only)
+            limit = 24 if timelines is None else timelines
+            result = A.ingest_only(spark, paths, str(out / "warehouse"), only=only, timelines=limit)
             status.update(f"checking {len(result.run_ids)} run(s)")
-            analysis = A.analyze_ingested(spark, result)
+            analysis = A.analyze_ingested(spark, result, timelines=limit)
             status.update("writing the report")
             extra = dict(extra or {})
             extra["analysis wall time (s)"] = round(time.perf_counter() - t0, 1)
