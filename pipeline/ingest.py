@@ -555,6 +555,28 @@ def ingest(
     return result
 
 
+def write_events(rows: DataFrame, wh: dict) -> None:
+    """Event rows of pipeline.tasks.OUT_SCHEMA into the warehouse's events table."""
+    (
+        rows.select(*[f.name for f in S.EVENTS_TABLE_SCHEMA.fields])
+        .write.mode("overwrite")
+        .option("partitionOverwriteMode", "dynamic")
+        .partitionBy("run_id")
+        .parquet(wh["events"])
+    )
+
+
+def write_quarantine(rows: DataFrame, wh: dict) -> None:
+    """Quarantine rows of pipeline.tasks.OUT_SCHEMA into the warehouse's quarantine table."""
+    (
+        rows.select("src", "file_key", "line", F.col("q_reason").alias("reason"), F.col("q_raw").alias("raw"), "run_id")
+        .write.mode("overwrite")
+        .option("partitionOverwriteMode", "dynamic")
+        .partitionBy("run_id")
+        .parquet(wh["quarantine"])
+    )
+
+
 def timeline_plans(metas: dict[str, dict], runs: list, timelines: int) -> dict[str, tasks.Plan]:
     """run id -> (checks, recovery bound, timeline always): a run gets its timeline computed when
     it needs explaining (decided in its task) or when the report shows it anyway: with few runs,
@@ -586,30 +608,9 @@ def _ingest_files(spark: SparkSession, files: list[str], plans: dict, wh: dict) 
     try:
         what = F.col("what")
         results = tasks.parse_results(out.where(what == tasks.WHAT_RESULT).select("run_id", "result").collect())
-        (
-            out.where(what == tasks.WHAT_EVENT)
-            .select(*[f.name for f in S.EVENTS_TABLE_SCHEMA.fields])
-            .write.mode("overwrite")
-            .option("partitionOverwriteMode", "dynamic")
-            .partitionBy("run_id")
-            .parquet(wh["events"])
-        )
+        write_events(out.where(what == tasks.WHAT_EVENT), wh)
         if any(r["quarantined"] for r in results.values()):
-            (
-                out.where(what == tasks.WHAT_QUARANTINE)
-                .select(
-                    "src",
-                    "file_key",
-                    "line",
-                    F.col("q_reason").alias("reason"),
-                    F.col("q_raw").alias("raw"),
-                    "run_id",
-                )
-                .write.mode("overwrite")
-                .option("partitionOverwriteMode", "dynamic")
-                .partitionBy("run_id")
-                .parquet(wh["quarantine"])
-            )
+            write_quarantine(out.where(what == tasks.WHAT_QUARANTINE), wh)
     finally:
         out.unpersist()
     return results
