@@ -7,15 +7,18 @@
      (3 nodes, 6 links, sends, deliveries, acks, retransmits, final windows, a healed partition
      in the timeline; every 10th run loses one message, so checks have something to find), and
      written both as run directories of JSONL and as the pipeline's Parquet warehouse;
-   - "Spark JSONL": read the JSONL files, number the lines, parse and validate them against the
-     schema (quarantine rules), run every check and metric, collect the verdicts (no warehouse
-     write); "Spark Parquet": the same from the warehouse; "ingest": JSONL -> warehouse alone;
+   - "Spark JSONL": read the JSONL files, classify every line (the exact quarantine rules), judge
+     every run and compute its metrics in the per-run tasks, write the warehouse, collect the
+     verdicts; "Spark Parquet": judge the runs already in the warehouse; "ingest": the JSONL pass
+     alone (it judges too, since that costs less than reading the events twice);
    - "Python": harness.checks.run_checks(read_run(run)) run by run in this one process (a single
      core), the reference the pipeline must agree with; the verdicts are compared on the
      smallest size. --python-max caps the sizes the Python checker is timed on (say so in the
      table when it is skipped).
 3. A campaign of N seeds (1000 by default) of a short scenario on the simulator, from start to
-   HTML report, through the real CLI (`python -m harness.cli campaign`) in a fresh process.
+   HTML report, through the real CLI (`python -m harness.cli campaign`) in a fresh process: once
+   writing run directories then analyzing them, once with `--master local[2]` (seeds as Spark
+   tasks, logs straight into the warehouse).
 
 Run: .venv/bin/python benchmarks/bench_pipeline.py [--quick] [--sizes 1e6,1e7,5e7] [--json out.json]
 """
@@ -357,25 +360,17 @@ def spark_from_parquet(spark, wh: Path) -> tuple[float, list]:
 
 
 def spark_from_jsonl(spark, runs: Path) -> tuple[float, int]:
-    """Parse + validate + check straight from the JSONL files (no warehouse written)."""
-    from harness.checks import CHECKS, DEFAULT_RECOVERY_BOUND_S
+    """Read, classify (the exact quarantine rules), judge and store the JSONL run directories in
+    one pass (pipeline.ingest's per-run tasks), into a fresh warehouse next to them."""
     from pipeline import analysis as A
-    from pipeline import ingest as I
-    from pipeline import judging as J
 
+    wh = runs.parent / "warehouse-jsonl"
+    shutil.rmtree(wh, ignore_errors=True)
     t = time.perf_counter()
-    sources = I.discover_runs(spark, [str(runs)])
-    parsed = I.parse_events(I.read_lines(spark, sources))
-    events = I.events_of(parsed).cache()
-    try:
-        rows = A.collect_rows(events)
-        # The checks themselves (pipeline.judging), as analyze_runs does from the warehouse; the
-        # synthetic runs have no scenario.yaml: every check, the default recovery bound.
-        plans = {s.run_id: (list(CHECKS), DEFAULT_RECOVERY_BOUND_S) for s in sources}
-        results = J.judge_runs(events, plans)
-    finally:
-        events.unpersist()
-    return time.perf_counter() - t, len(rows) + len(results)
+    analysis = A.analyze(spark, [str(runs)], str(wh))
+    took = time.perf_counter() - t
+    shutil.rmtree(wh, ignore_errors=True)
+    return took, len(analysis.verdicts)
 
 
 def spark_ingest(spark, runs: Path, wh: Path) -> float:
@@ -397,10 +392,13 @@ def python_checker(runs: Path) -> tuple[float, dict]:
     return time.perf_counter() - t, out
 
 
-def campaign(n: int, work: Path) -> dict:
+def campaign(n: int, work: Path, master: str | None = None) -> dict:
+    """The CLI's campaign in a fresh process: run directories then analysis, or (with `master`)
+    every seed simulated and judged in a Spark task (--master)."""
     scen = work / "bench-short.yaml"
     scen.write_text(SHORT_SCENARIO)
-    out = work / "campaign"
+    out = work / ("campaign" if master is None else "campaign-spark")
+    shutil.rmtree(out, ignore_errors=True)
     t = time.perf_counter()
     proc = subprocess.run(
         [
@@ -416,6 +414,7 @@ def campaign(n: int, work: Path) -> dict:
             "--out",
             str(out),
             "--quiet",
+            *(["--master", master] if master else []),
         ],
         cwd=ROOT,
         capture_output=True,
@@ -426,6 +425,7 @@ def campaign(n: int, work: Path) -> dict:
     last = [line for line in proc.stdout.splitlines() if line.startswith("campaign:")]
     return {
         "seeds": n,
+        "master": master,
         "wall_s": wall,
         "exit": proc.returncode,
         "runs_judged": len(verdicts),
@@ -511,6 +511,8 @@ def main(argv=None) -> int:
         if seeds:
             results["campaign"] = campaign(seeds, work)
             print(f"campaign: {results['campaign']}", flush=True)
+            results["campaign_spark"] = campaign(seeds, work, master="local[2]")
+            print(f"campaign in Spark tasks: {results['campaign_spark']}", flush=True)
     finally:
         if not args.work:
             shutil.rmtree(work, ignore_errors=True)
@@ -548,14 +550,15 @@ def print_tables(results: dict) -> None:
             str(s.get("agree", "-")),
         ]
         print("| " + " | ".join(cells) + " |")
-    c = results.get("campaign")
-    if c:
-        print()
-        print(
-            f"Campaign of {c['seeds']} seeds (sim, short scenario) from start to HTML report: "
-            f"{c['wall_s']:.1f} s wall, exit {c['exit']}, {c['runs_judged']} runs judged, {c['passed']} passed. "
-            f"{c['cli']}"
-        )
+    for key, how in (("campaign", "run directories, then analysis"), ("campaign_spark", "seeds as Spark tasks")):
+        c = results.get(key)
+        if c:
+            print()
+            print(
+                f"Campaign of {c['seeds']} seeds (sim, short scenario, {how}) from start to HTML report: "
+                f"{c['wall_s']:.1f} s wall, exit {c['exit']}, {c['runs_judged']} runs judged, {c['passed']} passed. "
+                f"{c['cli']}"
+            )
     m = results["machine"]
     print(
         f"\n(machine: {m['cpus']} cpus, 1-min load average {m['load_1m_at_start']:.1f} at start, "

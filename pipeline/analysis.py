@@ -21,6 +21,7 @@ from . import checks as C
 from . import ingest as I
 from . import judging as J
 from . import metrics as M
+from . import tasks as TK
 from .verdicts import RunVerdict, group_rows, judge
 
 
@@ -93,24 +94,49 @@ class Analysis:
     verdicts: list[RunVerdict]
     summary: dict = field(default_factory=dict)
     ingest: I.IngestResult | None = None
+    timelines: dict = field(default_factory=dict)  # run id -> pipeline.timeline.timeline_of document
 
     @property
     def passed(self) -> bool:
         return all(v.outcome == "passed" for v in self.verdicts)
 
 
-def analyze_runs(spark: SparkSession, warehouse: str, run_ids: list[str]) -> list[RunVerdict]:
-    """Verdicts and metrics of the given (ingested) runs."""
+def analyze_runs(spark: SparkSession, warehouse: str, run_ids: list[str], *, timelines: int = 24) -> list[RunVerdict]:
+    """Verdicts and metrics of the given (ingested) runs, judged from the warehouse."""
+    return verdicts_from_results(*judge_stored(spark, warehouse, run_ids, timelines=timelines))
+
+
+def judge_stored(
+    spark: SparkSession, warehouse: str, run_ids: list[str], *, timelines: int = 24
+) -> tuple[dict[str, dict], dict[str, dict]]:
+    """(metas, result documents) of runs already in the warehouse: one task per run
+    (pipeline.tasks.judge_function) over its stored events."""
     if not run_ids:
-        return []
+        return {}, {}
     metas = I.run_rows(spark, warehouse, run_ids)
     quarantined = {
         r["run_id"]: r["n"]
         for r in I.load_quarantine(spark, warehouse, run_ids).groupBy("run_id").agg(F.count("*").alias("n")).collect()
     }
+    plans = I.timeline_plans(metas, run_ids, timelines)
     events = I.load_events(spark, warehouse, run_ids)
-    rows = collect_rows(events)
-    return verdicts_from_rows(rows, metas, quarantined, check_results(events, metas))
+    fn = TK.judge_function(plans, quarantined)
+    results = TK.parse_results(events.groupBy("run_id").applyInArrow(fn, TK.RESULT_SCHEMA).collect())
+    for run_id, plan in plans.items():
+        if run_id not in results:
+            results[run_id] = TK.empty_result(plan, quarantined.get(run_id, 0))
+    return metas, results
+
+
+def verdicts_from_results(metas: dict[str, dict], results: dict[str, dict]) -> list[RunVerdict]:
+    """RunVerdicts (outcome, advisory check, metrics) from the per-run result documents."""
+    out = []
+    for run_id in sorted(metas):
+        doc = results[run_id]
+        v = judge(run_id, metas[run_id], doc["parts"], doc["results"], doc["quarantined"])
+        v.metrics = M.run_metrics(doc["parts"])
+        out.append(v)
+    return out
 
 
 SUMMARY_SCHEMA = T.StructType(
@@ -211,7 +237,16 @@ def build_report(
     run_ids = [v.run_id for v in analysis.verdicts]
     chosen = R.timeline_runs(analysis.verdicts, max_timelines or R.MAX_TIMELINES)
     ends = {v.run_id: v.metrics.get("end_t") for v in analysis.verdicts}
-    timelines = timeline_data(I.load_events(spark, analysis.warehouse, chosen), chosen, ends) if chosen else {}
+    from .timeline import timeline_from_doc
+
+    timelines = {
+        rid: timeline_from_doc(rid, analysis.timelines[rid], ends.get(rid))
+        for rid in chosen
+        if rid in analysis.timelines
+    }
+    missing = [rid for rid in chosen if rid not in timelines]
+    if missing:  # runs the tasks did not draw a timeline for: one query over the warehouse
+        timelines.update(timeline_data(I.load_events(spark, analysis.warehouse, missing), missing, ends))
     quarantine = [
         r.asDict()
         for r in I.load_quarantine(spark, analysis.warehouse, run_ids)
@@ -224,15 +259,26 @@ def build_report(
     )
 
 
-def ingest_only(spark: SparkSession, paths: list[str], warehouse: str, only: list[str] | None = None) -> I.IngestResult:
-    return I.ingest(spark, paths, warehouse, only=only)
+def ingest_only(
+    spark: SparkSession, paths: list[str], warehouse: str, only: list[str] | None = None, *, timelines: int = 24
+) -> I.IngestResult:
+    return I.ingest(spark, paths, warehouse, only=only, timelines=timelines)
 
 
-def analyze_ingested(spark: SparkSession, result: I.IngestResult) -> Analysis:
-    """Judge the runs of an ingest (new and already present) and summarize them."""
-    verdicts = analyze_runs(spark, result.warehouse, result.run_ids)
+def analyze_ingested(spark: SparkSession, result: I.IngestResult, *, timelines: int = 24) -> Analysis:
+    """Judge the runs of an ingest (new ones were judged by the ingest itself, runs already in the
+    warehouse are judged from it) and summarize them."""
+    metas, results = judge_stored(spark, result.warehouse, result.skipped, timelines=timelines)
+    metas.update(result.metas)
+    results.update(result.results)
+    verdicts = verdicts_from_results(metas, results)
+    found = {rid: doc["timeline"] for rid, doc in results.items() if doc.get("timeline") is not None}
     return Analysis(
-        warehouse=result.warehouse, verdicts=verdicts, summary=campaign_summary(spark, verdicts), ingest=result
+        warehouse=result.warehouse,
+        verdicts=verdicts,
+        summary=campaign_summary(spark, verdicts),
+        ingest=result,
+        timelines=found,
     )
 
 

@@ -2,25 +2,30 @@
 idempotent.
 
 Theory of operation. A run directory (DESIGN.md) holds nodes/<name>/events.jsonl, timeline.jsonl,
-scenario.yaml and verdict.json. Ingest lists them with Hadoop's FileSystem (so file:, hdfs:,
-s3a: ... all work), reads every log line as text with its file and block offset, numbers the
-lines, parses them against the explicit schema (pipeline.schema) and writes
+scenario.yaml and verdict.json. Ingest lists them (local directories with os.scandir on the
+driver; any other URI - hdfs:, s3a: ... - with Hadoop's FileSystem), has Spark read each log file
+whole (its text source with wholetext, one row per file, packed into few tasks), groups the files
+by run and hands each run to one Python task (pipeline.tasks, pipeline.runwise), which cuts the
+lines, classifies them (pipeline.schema.classify_line, behind an exact fast path), orders and
+numbers the events and judges the run with the harness's checks. Spark then writes
 
-    <warehouse>/events/run_id=<run>/       one row per event, with src, file_key and line
+    <warehouse>/events/run_id=<run>/       one row per event, with src, file_key, line and seq
     <warehouse>/quarantine/run_id=<run>/   lines that are not events, with the reason
     <warehouse>/runs/                      one row per run: scenario, protocol, seed, backend,
                                            expect, resync mode, fault types, harness outcome
+
+and the driver collects one small result document per run (checks, metric rows, a timeline).
 
 The run id is the run directory's name. A run already in the runs table is skipped, so ingesting
 the same directory twice adds nothing; the runs row is written last, so a run whose ingest died
 half way is not in the table and is ingested again, its partitions overwritten in place (dynamic
 partition overwrite), never duplicated. One writer per warehouse at a time.
 
-Line numbers: Spark reads a file in blocks; monotonically_increasing_id() increases along the rows
-of one block, so (block start, id) orders a file's lines and a small per-block count turns that
-into the 1-based line number harness.eventlog reports. `file_key` sorts files the way
+Line numbers are counted in the task, over the file's whole text, exactly as harness.eventlog
+reads a file (lines end at \\n, \\r\\n or \\r). `file_key` sorts files the way
 harness.eventlog.read_run merges them (node logs by node directory name, then the timeline), so
-(t, file_key, line) is exactly the order the plain-Python checkers walk.
+(t, file_key, line) is exactly the order the plain-Python checkers walk. The limit: one run's
+files are read by one task, so the largest run must fit in one Python worker's memory.
 """
 
 from __future__ import annotations
@@ -31,18 +36,19 @@ import re
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
-from urllib.parse import unquote
+from urllib.parse import quote, unquote
 
 import yaml
-from pyspark.sql import DataFrame, SparkSession, Window
+from pyspark import StorageLevel
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql import types as T
 
-from harness.checks import GENERAL_CHECKS
+from harness.checks import DEFAULT_RECOVERY_BOUND_S, GENERAL_CHECKS, KNOWN_CHECKS
 from harness.scenario import ALWAYS_CHECKS, DEFAULT_CHECKS, default_checks
 from node import protocols
 
 from . import schema as S
+from . import tasks
 
 EVENTS_DIR = "events"
 QUARANTINE_DIR = "quarantine"
@@ -73,20 +79,6 @@ def _variant(protocol, config: dict) -> str | None:
 # Schedule steps that are not faults of their own for pass rates by fault type.
 _NOT_FAULTS = frozenset({"heal", "resume"})
 
-_JSON_OPTIONS = {
-    "mode": "PERMISSIVE",
-    "columnNameOfCorruptRecord": "_corrupt",
-    "allowSingleQuotes": "false",
-    "allowNonNumericNumbers": "false",
-    "allowNumericLeadingZeros": "false",
-    "allowUnquotedControlChars": "false",
-    "allowBackslashEscapingAnyCharacter": "false",
-    "allowComments": "false",
-}
-
-
-_SYNTAX_ONLY = T.StructType([T.StructField("_corrupt", T.StringType())])
-
 
 class InputError(ValueError):
     """Bad input for ingest (a path that is no run directory, clashing run ids); exit code 2."""
@@ -111,6 +103,8 @@ class IngestResult:
     skipped: list[str] = field(default_factory=list)  # run ids already in the warehouse
     events: dict[str, int] = field(default_factory=dict)  # run id -> events written
     quarantined: dict[str, int] = field(default_factory=dict)  # run id -> lines quarantined
+    results: dict[str, dict] = field(default_factory=dict)  # run id -> result document (pipeline.tasks)
+    metas: dict[str, dict] = field(default_factory=dict)  # run id -> runs-table row, for the runs ingested
 
     @property
     def run_ids(self) -> list[str]:
@@ -177,28 +171,92 @@ def _escape_glob(text: str) -> str:
 
 def discover_runs(spark: SparkSession, paths: list[str]) -> list[RunSource]:
     """Run directories named by `paths`: each is a run directory (it has nodes/) or a directory
-    whose children are run directories (a campaign's output). Raises InputError naming the path."""
+    whose children are run directories (a campaign's output). Raises InputError naming the path.
+
+    Local paths are listed by Python on the driver (no JVM call per file); any other URI through
+    Hadoop's FileSystem with four glob calls."""
     if not paths:
         raise InputError("no run directories given")
-    fs = _FS(spark)
+    fs: _FS | None = None
     runs: dict[str, RunSource] = {}
     for raw in paths:
         uri = normalize_uri(raw)
-        if not fs.exists(uri):
-            raise InputError(f"{raw}: no such file or directory")
-        base = _escape_glob(uri)
-        if fs.exists(f"{uri}/nodes"):
-            found = _runs_under(fs, base, one=True)
+        local = _local_path(uri)
+        if local is not None:
+            if not os.path.exists(local):
+                raise InputError(f"{raw}: no such file or directory")
+            if os.path.isdir(os.path.join(local, "nodes")):
+                found = [_local_run(local)]
+            else:
+                found = [
+                    _local_run(os.path.join(local, name))
+                    for name in sorted(os.listdir(local))
+                    if os.path.isdir(os.path.join(local, name, "nodes"))
+                ]
+                if not found:
+                    raise InputError(f"{raw}: not a run directory (no nodes/ in it) and no run directories under it")
         else:
-            found = _runs_under(fs, f"{base}/*", one=False)
-            if not found:
-                raise InputError(f"{raw}: not a run directory (no nodes/ in it) and no run directories under it")
+            fs = fs or _FS(spark)
+            if not fs.exists(uri):
+                raise InputError(f"{raw}: no such file or directory")
+            base = _escape_glob(uri)
+            if fs.exists(f"{uri}/nodes"):
+                found = _runs_under(fs, base, one=True)
+            else:
+                found = _runs_under(fs, f"{base}/*", one=False)
+                if not found:
+                    raise InputError(f"{raw}: not a run directory (no nodes/ in it) and no run directories under it")
         for run in found:
             other = runs.get(run.run_id)
             if other is not None and other.uri != run.uri:
                 raise InputError(f"run id {run.run_id} names two run directories: {other.uri} and {run.uri}")
             runs[run.run_id] = run
     return [runs[k] for k in sorted(runs)]
+
+
+def _local_path(uri: str) -> str | None:
+    """The local file system path of a normalized URI (a plain absolute path or file:...), else None."""
+    if uri.startswith("/"):
+        return uri
+    if uri.startswith("file:"):
+        return unquote(re.sub(r"^file:(//)?", "", uri)) or "/"
+    return None
+
+
+def _file_uri(path: str) -> str:
+    """A local path as Hadoop's Path.toUri().toString() writes it (file:/a/b, special characters
+    escaped)."""
+    return "file:" + quote(path, safe="/:@!$&'()*+,;=-._~")
+
+
+def _spark_path(path: str) -> str:
+    """A local file as Spark's readers take it literally: a file: path string (Hadoop's Path
+    parses it; it is no URI, so nothing is percent-decoded), glob characters escaped."""
+    return _escape_glob("file:" + path)
+
+
+def _local_run(run_dir: str) -> RunSource:
+    """A local run directory, listed with os.scandir."""
+    nodes = os.path.join(run_dir, "nodes")
+    events = []
+    with os.scandir(nodes) as entries:
+        for entry in entries:
+            path = os.path.join(entry.path, "events.jsonl")
+            if entry.is_dir() and os.path.isfile(path):
+                events.append((_spark_path(path), entry.name))
+
+    def opt(name: str) -> str | None:
+        path = os.path.join(run_dir, name)
+        return _spark_path(path) if os.path.isfile(path) else None
+
+    return RunSource(
+        run_id=os.path.basename(run_dir.rstrip("/")),
+        uri=_file_uri(run_dir),
+        event_files=tuple(sorted(events, key=lambda x: x[1])),
+        timeline=opt("timeline.jsonl"),
+        scenario=opt("scenario.yaml"),
+        verdict=opt("verdict.json"),
+    )
 
 
 def _runs_under(fs: _FS, pattern: str, one: bool) -> list[RunSource]:
@@ -249,43 +307,6 @@ def file_key(node_dir: str | None) -> str:
     return "1" if node_dir is None else "0" + node_dir
 
 
-def read_lines(spark: SparkSession, runs: list[RunSource]) -> DataFrame:
-    """Every line of every log file of `runs`: value, run_id, src, file_key, line (1-based)."""
-    files = []
-    for run in runs:
-        for uri, node_dir in run.event_files:
-            files.append((uri, run.run_id, f"nodes/{node_dir}/events.jsonl", file_key(node_dir)))
-        if run.timeline is not None:
-            files.append((run.timeline, run.run_id, "timeline.jsonl", file_key(None)))
-    if not files:
-        return spark.createDataFrame([], "value string, run_id string, src string, file_key string, line long")
-    raw = spark.read.text([f[0] for f in files]).select(
-        "value",
-        F.col("_metadata.file_path").alias("path"),
-        F.col("_metadata.file_block_start").alias("block"),
-        F.monotonically_increasing_id().alias("mid"),
-    )
-    # One small job: rows per block, so each row's line number is its block's offset in the file
-    # plus its position in the block. The same file list gives the same splits and ids again.
-    blocks = raw.groupBy("path", "block").agg(F.min("mid").alias("mid0"), F.count("*").alias("n")).collect()
-    known = {(f[1], f[2]): f[3] for f in files}
-    offsets = []
-    done: dict[str, int] = {}
-    for row in sorted(blocks, key=lambda r: (r["path"], r["block"])):
-        run_id, src = _run_and_src(row["path"])
-        if (run_id, src) not in known:
-            raise RuntimeError(f"Spark read a file ingest did not list: {row['path']}")
-        start = done.get(row["path"], 0)
-        offsets.append((row["path"], row["block"], row["mid0"], start, run_id, src, known[(run_id, src)]))
-        done[row["path"]] = start + row["n"]
-    meta = spark.createDataFrame(
-        offsets, "path string, block long, mid0 long, offset long, run_id string, src string, file_key string"
-    )
-    return raw.join(F.broadcast(meta), ["path", "block"]).select(
-        "value", "run_id", "src", "file_key", (F.col("offset") + F.col("mid") - F.col("mid0") + 1).alias("line")
-    )
-
-
 _FILE_RE = re.compile(r"/([^/]+)/(nodes/([^/]+)/events\.jsonl|timeline\.jsonl|scenario\.yaml|verdict\.json)$")
 
 
@@ -295,157 +316,6 @@ def _run_and_src(path: str) -> tuple[str, str]:
     if m is None:
         raise RuntimeError(f"not a run directory file: {path}")
     return unquote(m.group(1)), unquote(m.group(2))
-
-
-def parse_events(lines: DataFrame) -> DataFrame:
-    """lines (value + provenance) -> provenance, every event field, `bad` (why the line is
-    quarantined; null for an event) and `blank`. A pure transform: the rules of pipeline.schema
-    as column expressions.
-
-    Cost: every line pays one JSON parse, one regex that lists its keys and a few cheap matches;
-    a line with a backslash or more than one pair of braces also one regex pass that blanks out
-    its string values (the skeleton); the per-field type checks run only for the rare line that
-    a cheap flag marks as suspicious."""
-    value = F.col("value")
-    parsed_schema = T.StructType(S.EVENT_SCHEMA_V1.fields + [T.StructField("_corrupt", T.StringType())])
-    # The skeleton (string values blanked out) is what the structural rules look at. A line with
-    # no backslash and exactly one '{' and one '}' needs none: no string in it can hold a quote,
-    # a brace or a key, so the patterns of pipeline.schema read the line itself the same way.
-    braces = (
-        F.length(value) - F.length(F.replace(value, F.lit("{"), F.lit(""))),
-        F.length(value) - F.length(F.replace(value, F.lit("}"), F.lit(""))),
-    )
-    plain = (F.instr(value, "\\") == 0) & (braces[0] == 1) & (braces[1] == 1)
-    df = lines.select(
-        "*",
-        value.rlike(S.BLANK_RE).alias("blank"),
-        F.from_json(value, parsed_schema, _JSON_OPTIONS).alias("e"),
-        F.when(plain, value)
-        .otherwise(F.regexp_replace(value, S.STRING_TOKEN_RE, S.SKELETON_REPLACEMENT))
-        .alias("_skel"),
-    )
-    skel = F.col("_skel")
-    df = df.select("*", F.regexp_extract_all(skel, F.lit(S.KEY_RE), 1).alias("_keys"))
-    keys, e = F.col("_keys"), F.col("e")
-
-    def has(name: str) -> F.Column:
-        return F.array_contains(keys, name)
-
-    def q(col: F.Column) -> F.Column:
-        return F.concat(F.lit("'"), col, F.lit("'"))
-
-    def str_valued(name: str) -> F.Column:
-        return skel.rlike(rf'"{name}"{S.WS}*:{S.WS}*(?:S|")')
-
-    # Cheap flags, computed once per line: Spark could not type some field, a top-level null, a
-    # string field holding something else, or a list field (whose elements need a look). Only a
-    # flagged line pays for the per-field checks.
-    corrupt = e["_corrupt"].isNotNull()
-    suspicious = (
-        corrupt
-        | skel.rlike(S.NULL_VALUE_RE)
-        | skel.rlike(S.STR_FIELD_NOT_STRING_RE)
-        | e["ranges"].isNotNull()
-        | e["members"].isNotNull()
-    )
-    field_bad = None
-    for name, kind in S.FIELD_TYPES.items():
-        if name in ("v", "t"):
-            continue  # checked below
-        col = e[name]
-        if kind == S.STR:
-            wrong = has(name) & ~str_valued(name)
-        elif kind == S.RANGES:
-            wrong = has(name) & (col.isNull() | F.exists(col, lambda r: r.isNull() | F.exists(r, lambda x: x.isNull())))
-        elif kind == S.STRLIST:
-            wrong = has(name) & (col.isNull() | ~skel.rlike(S.MEMBERS_OK_RE))
-        else:  # int, bool: JSON null, another type or an int beyond 64 bits leave the column null
-            wrong = col.isNull() & has(name)
-        text = F.lit(f"field '{name}' should be {kind}")
-        field_bad = F.when(wrong, text) if field_bad is None else field_bad.when(wrong, text)
-    df = df.select("*", corrupt.alias("_corrupt_flag"), F.when(suspicious, field_bad).alias("_field_bad"))
-    corrupt = F.col("_corrupt_flag")
-    str_not_str = F.col("_field_bad").isNotNull()
-
-    t = e["t"]
-    # A t that is missing, null, a string (even "NaN") or a boolean leaves the column null.
-    bad_t = t.isNull() | F.isnan(t) | (F.abs(t) == float("inf"))
-    dup_key = F.filter(keys, lambda k, i: F.array_position(keys, k) < i + 1)[0]
-    unknown = F.array_except(keys, F.array(*[F.lit(f) for f in S.FIELDS]))
-    reason = (
-        F.when(F.col("blank"), F.lit(None))
-        .when(~skel.rlike(S.FLAT_OBJECT_RE), F.lit(S.REASON_NOT_JSON))
-        .when((F.instr(value, "\\") > 0) & skel.rlike(S.ESCAPED_KEY_RE), F.lit(S.REASON_NOT_JSON))
-        # A record Spark could not fully type is either not JSON or has a field of another type:
-        # parsing it again with no fields at all tells the two apart (only such records pay).
-        .when(
-            corrupt & F.from_json(value, _SYNTAX_ONLY, _JSON_OPTIONS)["_corrupt"].isNotNull(), F.lit(S.REASON_NOT_JSON)
-        )
-        .when(F.size(keys) != F.size(F.array_distinct(keys)), F.concat(F.lit("duplicate field "), q(dup_key)))
-        .when(bad_t, F.lit(S.REASON_BAD_T))
-    )
-    for name in ("v", "node", "proto", "kind"):
-        reason = reason.when(e[name].isNull() & ~has(name), F.lit(f"missing required field '{name}'"))
-    reason = (
-        reason.when(e["v"].isNull(), F.lit("field 'v' should be int"))
-        .when(e["v"] != S.EVENT_VERSION, F.concat(F.lit("unsupported event version "), e["v"].cast("string")))
-        .when(str_not_str & ~str_valued("kind"), F.lit("field 'kind' should be str"))
-        .when(~e["kind"].isin(*S.event_kinds()), F.concat(F.lit("unknown event kind "), q(e["kind"])))
-        .when(F.size(unknown) > 0, F.concat(F.lit("unknown event field "), q(unknown[0])))
-        .when(F.col("_field_bad").isNotNull(), F.col("_field_bad"))
-    )
-    app = e["app"]
-    app_ok = (
-        app.rlike(S.APP_OK_RE)
-        & app_int(F.substring_index(app, ":", -1)).isNotNull()
-        & app_int(F.substring_index(F.substring_index(app, ":", -2), ":", 1)).isNotNull()
-    )
-    reason = reason.when(
-        (e["kind"] == "deliver") & app.isNotNull() & ~app_ok, F.concat(F.lit("malformed app id "), q(app))
-    )
-    out = df.select(
-        "run_id",
-        "src",
-        "file_key",
-        "line",
-        *[e[f.name].alias(f.name) for f in S.EVENT_SCHEMA_V1.fields],
-        reason.alias("bad"),
-        "blank",
-        value,
-    )
-    # The raw line is kept for the quarantine only (a cached parse stays small).
-    return out.withColumn("raw", F.when(F.col("bad").isNotNull(), F.col("value"))).drop("value")
-
-
-def app_int(text: F.Column) -> F.Column:
-    """Python int() of an app id part: optional whitespace and sign, digits with single '_'."""
-    return F.replace(F.trim(text, F.lit(" \t\n\u000b\f\r")), F.lit("_"), F.lit("")).try_cast("long")
-
-
-def with_seq(events: DataFrame) -> DataFrame:
-    """Number each run's events in the order (t, file_key, line): the one sort by time a run
-    needs; every check then orders by this long (schema.SEQ)."""
-    w = Window.partitionBy("run_id").orderBy("t", "file_key", "line")
-    return events.withColumn("seq", F.row_number().over(w).cast("long"))
-
-
-def events_of(parsed: DataFrame) -> DataFrame:
-    """The rows of parse_events that are events, numbered (with_seq), in the events table's
-    column order."""
-    events = parsed.where(~F.col("blank") & F.col("bad").isNull())
-    return with_seq(events).select(*[f.name for f in S.EVENTS_TABLE_SCHEMA.fields])
-
-
-def quarantine_of(parsed: DataFrame) -> DataFrame:
-    """The rows of parse_events that are not events, with their reason and (cut) raw line."""
-    return parsed.where(F.col("bad").isNotNull()).select(
-        "src",
-        "file_key",
-        "line",
-        F.col("bad").alias("reason"),
-        F.substring("raw", 1, S.RAW_MAX_CHARS).alias("raw"),
-        "run_id",
-    )
 
 
 # ---- run metadata -----------------------------------------------------------------------------
@@ -544,11 +414,32 @@ def _float(value) -> float | None:
 
 
 def _read_small_files(spark: SparkSession, uris: list[str]) -> dict[tuple[str, str], str]:
-    """(run id, file name) -> text of scenario.yaml / verdict.json files, in one Spark job."""
-    if not uris:
-        return {}
-    rows = spark.read.text(uris, wholetext=True).select(F.col("_metadata.file_path").alias("path"), "value").collect()
-    return {_run_and_src(r["path"]): r["value"] for r in rows}
+    """(run id, file name) -> text of scenario.yaml / verdict.json files: local ones read here,
+    the others in one Spark job."""
+    out: dict[tuple[str, str], str] = {}
+    remote = []
+    for uri in uris:
+        # What discover_runs listed locally is a "file:" path (_spark_path), never percent-encoded.
+        local = (
+            _unescape_glob(uri)[len("file:") :] if uri.startswith("file:/") and not uri.startswith("file://") else None
+        )
+        if local is None:
+            remote.append(uri)
+            continue
+        with open(local, encoding="utf-8", errors="replace") as f:
+            out[_run_and_src(local)] = f.read()
+    if remote:
+        rows = (
+            spark.read.text(remote, wholetext=True)
+            .select(F.col("_metadata.file_path").alias("path"), "value")
+            .collect()
+        )
+        out.update({_run_and_src(r["path"]): r["value"] for r in rows})
+    return out
+
+
+def _unescape_glob(text: str) -> str:
+    return re.sub(r"\\(.)", r"\1", text)
 
 
 # ---- the warehouse ----------------------------------------------------------------------------
@@ -609,9 +500,20 @@ def run_rows(spark: SparkSession, warehouse: str, run_ids: list[str]) -> dict[st
     return out
 
 
-def ingest(spark: SparkSession, paths: list[str], warehouse: str, only: list[str] | None = None) -> IngestResult:
+def ingest(
+    spark: SparkSession,
+    paths: list[str],
+    warehouse: str,
+    only: list[str] | None = None,
+    *,
+    timelines: int = 24,
+) -> IngestResult:
     """Ingest the run directories named by `paths` (see discover_runs) into `warehouse`; with
-    `only`, just the runs with those ids (a campaign's own runs in a shared directory)."""
+    `only`, just the runs with those ids (a campaign's own runs in a shared directory).
+
+    The runs ingested now are judged in the same pass (pipeline.tasks): their results are in
+    `IngestResult.results`; `timelines` is how many timelines the report will show (runs that need
+    explaining always get theirs computed, and with that few runs or fewer, every run)."""
     runs = discover_runs(spark, paths)
     if only is not None:
         wanted = set(only)
@@ -629,45 +531,86 @@ def ingest(spark: SparkSession, paths: list[str], warehouse: str, only: list[str
     if not new:
         return result
 
-    parsed = parse_events(read_lines(spark, new)).persist()
-    try:
-        counts = {
-            r["run_id"]: (r["events"], r["quarantined"])
-            for r in parsed.groupBy("run_id")
-            .agg(
-                F.sum(F.when(~F.col("blank") & F.col("bad").isNull(), 1).otherwise(0)).alias("events"),
-                F.sum(F.when(F.col("bad").isNotNull(), 1).otherwise(0)).alias("quarantined"),
-            )
-            .collect()
-        }
-        (
-            events_of(parsed)
-            .write.mode("overwrite")
-            .option("partitionOverwriteMode", "dynamic")
-            .partitionBy("run_id")
-            .parquet(wh["events"])
-        )
-        if any(q for _, q in counts.values()):
-            (
-                quarantine_of(parsed)
-                .write.mode("overwrite")
-                .option("partitionOverwriteMode", "dynamic")
-                .partitionBy("run_id")
-                .parquet(wh["quarantine"])
-            )
-    finally:
-        parsed.unpersist()
-
     texts = _read_small_files(spark, [u for r in new for u in (r.scenario, r.verdict) if u])
     now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
     rows = [
         run_metadata(r, texts.get((r.run_id, "scenario.yaml")), texts.get((r.run_id, "verdict.json")), now) for r in new
     ]
+    metas = {row["run_id"]: row for row in rows}
+    plans = timeline_plans(metas, runs, timelines)
+    files = [u for r in new for u in [f[0] for f in r.event_files] + ([r.timeline] if r.timeline else [])]
+    results: dict[str, dict] = {}
+    if files:
+        results = _ingest_files(spark, files, plans, wh)
+    for run_id, plan in plans.items():
+        if run_id not in results:  # no log file at all: judged on the driver, every check vacuous
+            results[run_id] = tasks.empty_result(plan)
     # The runs row is the commit: written last, in one file per ingest call.
     spark.createDataFrame(rows, S.RUNS_SCHEMA).coalesce(1).write.mode("append").parquet(wh["runs"])
     result.ingested = [r.run_id for r in new]
-    result.events = {rid: c[0] for rid, c in counts.items()}
-    result.quarantined = {rid: c[1] for rid, c in counts.items() if c[1]}
-    for rid in result.ingested:
-        result.events.setdefault(rid, 0)
+    result.events = {rid: results[rid]["events"] for rid in result.ingested}
+    result.quarantined = {rid: results[rid]["quarantined"] for rid in result.ingested if results[rid]["quarantined"]}
+    result.results = results
+    result.metas = metas
     return result
+
+
+def write_events(rows: DataFrame, wh: dict) -> None:
+    """Event rows of pipeline.tasks.OUT_SCHEMA into the warehouse's events table."""
+    (
+        rows.select(*[f.name for f in S.EVENTS_TABLE_SCHEMA.fields])
+        .write.mode("overwrite")
+        .option("partitionOverwriteMode", "dynamic")
+        .partitionBy("run_id")
+        .parquet(wh["events"])
+    )
+
+
+def write_quarantine(rows: DataFrame, wh: dict) -> None:
+    """Quarantine rows of pipeline.tasks.OUT_SCHEMA into the warehouse's quarantine table."""
+    (
+        rows.select("src", "file_key", "line", F.col("q_reason").alias("reason"), F.col("q_raw").alias("raw"), "run_id")
+        .write.mode("overwrite")
+        .option("partitionOverwriteMode", "dynamic")
+        .partitionBy("run_id")
+        .parquet(wh["quarantine"])
+    )
+
+
+def timeline_plans(metas: dict[str, dict], runs: list, timelines: int) -> dict[str, tasks.Plan]:
+    """run id -> (checks, recovery bound, timeline always): a run gets its timeline computed when
+    it needs explaining (decided in its task) or when the report shows it anyway: with few runs,
+    every run; otherwise the first run of each scenario."""
+    from . import judging as J
+
+    every = len(runs) <= timelines
+    first: set[str] = set()
+    seen: set = set()
+    for run_id in sorted(metas):
+        scen = metas[run_id].get("scenario")
+        if scen not in seen:
+            seen.add(scen)
+            first.add(run_id)
+    out = {}
+    for run_id, meta in metas.items():
+        names, bound = J.plan(meta, KNOWN_CHECKS)
+        out[run_id] = (names, bound, every or run_id in first)
+    return out
+
+
+def _ingest_files(spark: SparkSession, files: list[str], plans: dict, wh: dict) -> dict[str, dict]:
+    """Read, classify, judge and write the runs of `files` in one pass; their result documents."""
+    default = (list(ALL_CHECKS), DEFAULT_RECOVERY_BOUND_S, True)
+    fn = tasks.ingest_function(plans, default)
+    texts = spark.read.text(files, wholetext=True).select(F.col("_metadata.file_path").alias("path"), "value")
+    run_key = F.regexp_extract("path", r"/([^/]+)/(?:nodes/[^/]+/events\.jsonl|timeline\.jsonl)$", 1)
+    out = texts.groupBy(run_key.alias("rk")).applyInArrow(fn, tasks.OUT_SCHEMA).persist(StorageLevel.MEMORY_AND_DISK)
+    try:
+        what = F.col("what")
+        results = tasks.parse_results(out.where(what == tasks.WHAT_RESULT).select("run_id", "result").collect())
+        write_events(out.where(what == tasks.WHAT_EVENT), wh)
+        if any(r["quarantined"] for r in results.values()):
+            write_quarantine(out.where(what == tasks.WHAT_QUARANTINE), wh)
+    finally:
+        out.unpersist()
+    return results

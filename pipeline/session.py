@@ -110,6 +110,29 @@ def get_spark(
     return spark
 
 
+def ship_code(spark) -> str | None:
+    """On a cluster master, add a zip of this checkout's pipeline, harness and node packages to
+    the session (SparkContext.addPyFile, what --py-files does), so executors run the same code as
+    the driver; returns the zip's path. Local masters need nothing (their Python workers import
+    what the driver imports), and neither does a session whose executors already have the zip."""
+    import tempfile
+    import zipfile
+
+    master = spark.sparkContext.master
+    if master.startswith("local"):
+        return None
+    root = Path(__file__).resolve().parent.parent
+    fd, path = tempfile.mkstemp(prefix="splitbrain-", suffix=".zip")
+    os.close(fd)
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as zf:
+        for package in ("pipeline", "harness", "node"):
+            for file in sorted((root / package).rglob("*.py")):
+                if "__pycache__" not in file.parts:
+                    zf.write(file, file.relative_to(root).as_posix())
+    spark.sparkContext.addPyFile(path)
+    return path
+
+
 def launched_by_spark_submit() -> bool:
     """True in a Python driver started by spark-submit (it hands over its JVM's gateway port)."""
     return "PYSPARK_GATEWAY_PORT" in os.environ

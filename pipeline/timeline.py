@@ -158,3 +158,100 @@ def timeline_data(events: DataFrame, run_ids: list[str], end_times: dict | None 
             for name in ("sent", "delivered", "acked", "retransmitted", "xmit_reqs", "lost", "again"):
                 getattr(link, name).sort(key=lambda x: (x[0], x[1] if x[1] is not None else -1))
     return out
+
+
+# ---- the same, for one run's ordered events in plain Python (pipeline.runwise tasks) -----------
+
+_RARE_FIELDS = (
+    "t",
+    "node",
+    "proto",
+    "kind",
+    "peer",
+    "seqno",
+    "conn_id",
+    "type",
+    "reason",
+    "phase",
+    "side",
+    "state",
+    "low",
+    "high",
+    "final",
+    "members",
+    "view_id",
+    "fault",
+    "detail",
+    "incarnation",
+)
+_SERIES_OF = {"send": "sent", "deliver": "delivered", "ack_rx": "acked", "retransmit": "retransmitted"}
+
+
+def timeline_of(events: list[dict]) -> dict:
+    """timeline_data's answer for one run from its events in run order, as a JSON-able dict
+    (see timeline_from_doc): the same bins, marks and rare events."""
+    import math
+
+    end_t = max((e["t"] for e in events), default=0.0)
+    width = max(end_t / TIME_BINS, 1e-6)
+    rare_kinds = set(protocols.rare_event_kinds())
+    bins: dict[tuple, list] = {}
+    sends: list[tuple] = []
+    delivered: dict[tuple, int] = {}
+    again: list[tuple] = []
+    rare: list[dict] = []
+    for ev in events:
+        kind = ev["kind"]
+        peer = ev.get("peer")
+        if kind in ("send", "deliver", "ack_rx", "retransmit", "xmit_req_tx") and peer is not None:
+            rx = kind in ("deliver", "xmit_req_tx")
+            src, dst = (peer, ev["node"]) if rx else (ev["node"], peer)
+            key = (src, dst, kind, math.floor(ev["t"] / width))
+            b = bins.get(key)
+            seqno = ev.get("seqno")
+            if b is None:
+                bins[key] = [seqno, 1]
+            else:
+                if seqno is not None and (b[0] is None or seqno > b[0]):
+                    b[0] = seqno
+                b[1] += 1
+        app = ev.get("app")
+        if app is not None:
+            if kind == "send" and peer is not None:
+                sends.append((ev["node"], peer, app, ev["t"], ev.get("seqno")))
+            elif kind == "deliver":
+                src = peer if peer is not None else app.rsplit(":", 2)[0]
+                link_app = (src, ev["node"], app)
+                seen = delivered.get(link_app, 0)
+                delivered[link_app] = seen + 1
+                if seen:
+                    again.append((src, ev["node"], app, ev["t"], ev.get("seqno")))
+        if kind in rare_kinds and len(rare) < 20 * MARKS:
+            rare.append({name: ev.get(name) for name in _RARE_FIELDS})
+    lost = [s for s in sends if (s[0], s[1], s[2]) not in delivered]
+    links: dict[tuple, dict] = {}
+
+    def link(src, dst) -> dict:
+        return links.setdefault((src, dst), {name: [] for name in LinkSeries.__dataclass_fields__})
+
+    for (src, dst, kind, b), (seqno, n) in bins.items():
+        t = (b + 0.5) * width
+        if kind == "xmit_req_tx":
+            link(src, dst)["xmit_reqs"].append((t, n))
+        elif seqno is not None:
+            link(src, dst)[_SERIES_OF[kind]].append((t, seqno))
+    for what, marks in (("lost", lost), ("again", again)):
+        for src, dst, app, t, seqno in sorted(marks, key=lambda m: m[3])[:MARKS]:
+            link(src, dst)[what].append((t, seqno, app))
+    for series in links.values():
+        for values in series.values():
+            values.sort(key=lambda x: (x[0], x[1] if x[1] is not None else -1))
+    return {"end_t": end_t, "links": [[s, d, series] for (s, d), series in links.items()], "rare": rare}
+
+
+def timeline_from_doc(run_id: str, doc: dict, end_t: float | None = None) -> RunTimeline:
+    """The RunTimeline of a timeline_of document."""
+    tl = RunTimeline(run_id=run_id, end_t=end_t if end_t is not None else doc["end_t"], rare=list(doc["rare"]))
+    for src, dst, series in doc["links"]:
+        tl.links[(src, dst)] = LinkSeries(**{name: [tuple(x) for x in values] for name, values in series.items()})
+    return tl

@@ -811,3 +811,34 @@ def test_random_membership_logs_agree_with_the_python_checker(judged):
         agree = expected[0]
         seen.add("vacuous" if agree["vacuous"] else "passed" if agree["passed"] else "failed")
     assert seen >= {"passed", "failed"}
+
+
+def _rounded(x):
+    """Floats to 9 significant digits, recursively (sums taken in another order differ in the last bits)."""
+    if isinstance(x, float):
+        return float(f"{x:.9g}")
+    if isinstance(x, dict):
+        return {k: _rounded(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_rounded(v) for v in x]
+    return x
+
+
+def test_metrics_from_tasks_equal_the_dataframe_queries(judged, spark):
+    """Every planted and random run: the metrics and the advisory check computed per run in the
+    Spark tasks (pipeline.runwise) equal those of the DataFrame queries over the warehouse
+    (pipeline.checks, pipeline.metrics), which stay for runs too big for one task."""
+    from pipeline import analysis as A
+    from pipeline import metrics as M
+    from pipeline import verdicts as V
+    from pipeline.ingest import load_events
+
+    _, verdicts, analysis = judged
+    by_run = V.group_rows(A.collect_rows(load_events(spark, analysis.warehouse)))
+    checked = 0
+    for run_id, v in verdicts.items():
+        parts = by_run.get(run_id, {})
+        assert _rounded(M.run_metrics(parts)) == _rounded(v.metrics), run_id
+        assert _rounded(V.stuck_retransmission(parts)) == _rounded(v.advisory[0]), run_id
+        checked += 1
+    assert checked == len(PLANTED) + N_RANDOM

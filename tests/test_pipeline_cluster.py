@@ -177,3 +177,32 @@ def test_spark_submit_on_a_standalone_cluster(standalone_cluster, tmp_path):
     lines = [line for f in sorted((tmp_path / "verdicts-out").glob("part-*")) for line in f.read_text().splitlines()]
     assert sorted(json.loads(line)["run_id"] for line in lines) == sorted(outcomes)
     shutil.rmtree(tmp_path / "warehouse", ignore_errors=True)
+
+
+def test_campaign_in_spark_tasks_on_a_standalone_cluster(standalone_cluster, tmp_path):
+    """splitbrain campaign --backend sim --master spark://...: the seeds run as tasks on the
+    cluster's executor (the project shipped as a py-file), verdicts seed for seed those of
+    `splitbrain run --backend sim`, exit 0."""
+    import yaml
+
+    from harness.scenario import parse_scenario
+    from tests.test_pipeline_cli import TINY
+
+    master, env = standalone_cluster
+    scen = tmp_path / "tiny.yaml"
+    scen.write_text(TINY)
+    out = tmp_path / "camp"
+    cmd = [sys.executable, "-m", "harness.cli", "campaign", str(scen), "--runs", "6", "--master", master]
+    cmd += ["--out", str(out), "--quiet"]
+    # The executors must import the shipped zip, not whatever splitbrain the machine has installed.
+    run_env = {k: v for k, v in env.items() if k != "PYTHONPATH"}
+    result = subprocess.run(cmd, env=run_env, cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, (result.stdout[-2000:], result.stderr[-4000:])
+    assert "simulated and judged in Spark tasks" in result.stdout
+    verdicts = {v["meta"]["seed"]: v for v in json.loads((out / "report" / "verdicts.json").read_text())}
+    assert sorted(verdicts) == list(range(11, 17))
+    scenario = parse_scenario(yaml.safe_load(TINY))
+    for seed, v in verdicts.items():
+        o = run_scenario(scenario, seed=seed, backend="sim", out=tmp_path / "runs")
+        assert v["checks"] == json.loads(json.dumps([c.to_dict() for c in o.verdict.checks])), seed
+        assert v["outcome"] == o.verdict.outcome

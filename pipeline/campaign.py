@@ -1,0 +1,147 @@
+"""A simulator campaign run by Spark itself: seeds are Spark tasks, their logs go straight into
+the warehouse, and the analysis follows in the same session.
+
+Theory of operation. `splitbrain campaign SCENARIO --runs N --backend sim --master URL` hands the
+seeds S..S+N-1 to Spark (`spark.range` in a few partitions per core) and `mapInArrow` runs, for
+each seed of a partition, what `splitbrain run --backend sim` runs: harness.sim's Simulation on
+the scenario with that seed, the harness's own verdict (harness.rundir.judge), the node logs and
+the timeline serialized exactly as harness.eventlog writes them. The task then treats those texts
+as the files of a run directory (pipeline.runwise: classify, order, judge, metric rows) and yields
+the run's events, quarantined lines and result document as Arrow rows (pipeline.tasks.OUT_SCHEMA),
+so there are no small files and no second read: Spark writes the events partitions of the
+warehouse, and the driver collects the result documents and writes one runs row per seed (the
+runs table's row of a run directory with that scenario.yaml and verdict.json).
+
+A run's id is the run directory name `splitbrain run` would give it (`<scenario>-<seed>-<stamp>`).
+The verdicts are the pipeline's (the harness's checks over the logs as written); the harness's own
+verdict of the same seed is kept in the runs row (harness_outcome), and they agree, seed for seed,
+like `splitbrain run` and `splitbrain analyze` do.
+
+Executors need this package (installed, or shipped: pipeline.session.ship_code) and pyarrow.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
+from typing import Any
+
+from pyspark import StorageLevel
+from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
+
+from . import ingest as I
+from . import schema as S
+from . import tasks as TK
+
+SOURCE_PREFIX = "spark-task:"
+
+
+def _lines(events: list[dict]) -> str:
+    """A log's text exactly as harness.eventlog.write_events writes it."""
+    return "".join(json.dumps(ev, separators=(",", ":")) + "\n" for ev in events)
+
+
+def simulate_one(scenario, seed: int, stamp: str, sim_options: dict, timeline_every: bool):
+    """One seed, as `splitbrain run --backend sim` runs it, as OUT_SCHEMA rows (pyarrow Table)."""
+    from harness.rundir import _json_default, error_verdict, judge
+    from harness.sim import Simulation
+
+    from . import runwise as R
+
+    scenario = dataclasses.replace(scenario, seed=seed)
+    run_id = f"{scenario.name}-{seed}-{stamp}"
+    sim = None
+    result: Any = None
+    try:
+        sim = Simulation(scenario, seed, **sim_options)
+        result = sim.run()
+        verdict = judge(scenario, result.all_events(), seed=seed, backend="sim", stats=result.stats)
+    except Exception as exc:  # the run counts as an error, with what the simulator produced
+        result = sim.result(exc) if sim is not None else None
+        verdict = error_verdict(scenario, exc, backend="sim", stats=result.stats if result is not None else {})
+    node_events = result.events if result is not None else {}
+    timeline = result.timeline if result is not None else []
+    files = [(f"nodes/{name}/events.jsonl", _lines(evs)) for name, evs in sorted(node_events.items())]
+    if result is not None:
+        files.append(("timeline.jsonl", _lines(timeline)))
+    verdict_text = json.dumps(verdict.to_dict(), indent=2, sort_keys=False, default=_json_default) + "\n"
+    source = I.RunSource(
+        run_id=run_id,
+        uri=f"{SOURCE_PREFIX}{run_id}",
+        event_files=tuple((src, src.split("/")[1]) for src, _ in files if src.startswith("nodes/")),
+        timeline="timeline.jsonl" if result is not None else None,
+        scenario="scenario.yaml",
+        verdict="verdict.json",
+    )
+    now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    meta = I.run_metadata(source, scenario.to_yaml(), verdict_text, now)
+    from harness.checks import KNOWN_CHECKS
+
+    from . import judging as J
+
+    names, bound = J.plan(meta, KNOWN_CHECKS)
+    events, bad = R.classify_files(files)
+    R.order(events)
+    want = timeline_every or verdict.outcome != "passed"
+    doc = json.loads(TK.result_document(events, (names, bound, want), len(bad)))
+    doc["meta"] = meta
+    return TK.out_table(run_id, events, bad, json.dumps(doc, separators=(",", ":")))
+
+
+def simulate_function(scenario_yaml: str, stamp: str, sim_options: dict, timeline_every: bool) -> Callable:
+    """mapInArrow function: batches of seeds -> OUT_SCHEMA batches, one run per seed."""
+
+    def run(batches: Iterator) -> Iterator:
+        import yaml
+
+        from harness.scenario import parse_scenario
+
+        scenario = parse_scenario(yaml.safe_load(scenario_yaml))
+        for batch in batches:
+            for seed in batch.column(0).to_pylist():
+                yield from simulate_one(scenario, int(seed), stamp, sim_options, timeline_every).to_batches()
+
+    return run
+
+
+def run_campaign(
+    spark: SparkSession,
+    scenario,
+    seeds: range,
+    warehouse: str,
+    *,
+    sim_options: dict | None = None,
+    timelines: int = 24,
+    partitions: int | None = None,
+) -> I.IngestResult:
+    """Simulate, judge and store every seed in Spark tasks; an IngestResult like ingest's (with
+    every run's result document), ready for pipeline.analysis.analyze_ingested."""
+    wh = I.warehouse_paths(warehouse)
+    I._check_marker(I._FS(spark), wh)
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S")
+    parallelism = spark.sparkContext.defaultParallelism
+    n_parts = partitions or max(1, min(len(seeds), parallelism * 4))
+    fn = simulate_function(scenario.to_yaml(), stamp, dict(sim_options or {}), len(seeds) <= timelines)
+    seeds_df = spark.range(seeds.start, seeds.stop, 1, n_parts).select(F.col("id").alias("seed"))
+    out = seeds_df.mapInArrow(fn, TK.OUT_SCHEMA).persist(StorageLevel.MEMORY_AND_DISK)
+    try:
+        what = F.col("what")
+        results = TK.parse_results(out.where(what == TK.WHAT_RESULT).select("run_id", "result").collect())
+        I.write_events(out.where(what == TK.WHAT_EVENT), wh)
+        if any(r["quarantined"] for r in results.values()):
+            I.write_quarantine(out.where(what == TK.WHAT_QUARANTINE), wh)
+    finally:
+        out.unpersist()
+    metas = {run_id: doc.pop("meta") for run_id, doc in results.items()}
+    rows = [metas[run_id] for run_id in sorted(metas)]
+    spark.createDataFrame(rows, S.RUNS_SCHEMA).coalesce(1).write.mode("append").parquet(wh["runs"])
+    res = I.IngestResult(warehouse=wh["base"])
+    res.ingested = sorted(metas)
+    res.events = {rid: results[rid]["events"] for rid in res.ingested}
+    res.quarantined = {rid: results[rid]["quarantined"] for rid in res.ingested if results[rid]["quarantined"]}
+    res.results = results
+    res.metas = metas
+    return res

@@ -1,0 +1,215 @@
+"""Spark's side of judging run by run: the Arrow tables that go in and out of the per-run tasks.
+
+Theory of operation. Spark lists, distributes and writes; pipeline.runwise does the per-run work
+in plain Python. Three task shapes, each `groupBy(...).applyInArrow` (one call per run) or
+`mapInArrow`:
+
+- `ingest_runs`: the whole texts of a run's files (one row per file, from Spark's text source
+  with wholetext) -> the run's events (numbered, with provenance), its quarantined lines and one
+  result row (check results, metric rows, a timeline if asked for);
+- `judge_stored`: a run's events as stored in the warehouse -> its result row;
+- `simulate_seeds` (pipeline.campaign): seeds -> the same rows as `ingest_runs`, the logs made by
+  the simulator inside the task instead of read from files.
+
+All of them return OUT_SCHEMA: `what` says which kind a row is ("e" event, "q" quarantined line,
+"r" result); the other columns are null where a kind does not set them. The driver caches that
+output once, writes the events and quarantine partitions from it and collects the result rows
+(small: one JSON document per run).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable
+from itertools import chain
+
+from pyspark.sql import types as T
+
+from . import runwise as R
+from . import schema as S
+
+WHAT_EVENT, WHAT_QUARANTINE, WHAT_RESULT = "e", "q", "r"
+
+OUT_SCHEMA = T.StructType(
+    [
+        T.StructField("what", T.StringType(), False),
+        T.StructField("run_id", T.StringType(), False),
+        T.StructField("src", T.StringType(), True),
+        T.StructField("file_key", T.StringType(), True),
+        T.StructField("line", T.LongType(), True),
+        T.StructField("seq", T.LongType(), True),
+        *S.EVENT_SCHEMA_V1.fields,
+        # A quarantined line's reason and text (events have a `reason` field of their own).
+        T.StructField("q_reason", T.StringType(), True),
+        T.StructField("q_raw", T.StringType(), True),
+        T.StructField("result", T.StringType(), True),
+    ]
+)
+
+RESULT_SCHEMA = T.StructType([T.StructField("run_id", T.StringType(), False), T.StructField("result", T.StringType())])
+
+# plan: run id -> (check names, recovery bound, whether the report wants its timeline)
+Plan = tuple[list[str], float, bool]
+
+
+def _arrow_type(dt):
+    import pyarrow as pa
+
+    if isinstance(dt, T.StringType):
+        return pa.string()
+    if isinstance(dt, T.LongType):
+        return pa.int64()
+    if isinstance(dt, T.DoubleType):
+        return pa.float64()
+    if isinstance(dt, T.BooleanType):
+        return pa.bool_()
+    if isinstance(dt, T.ArrayType):
+        return pa.list_(_arrow_type(dt.elementType))
+    raise TypeError(dt)
+
+
+def arrow_schema(schema: T.StructType):
+    import pyarrow as pa
+
+    return pa.schema([pa.field(f.name, _arrow_type(f.dataType), f.nullable) for f in schema.fields])
+
+
+def result_document(events: list[dict], plan: Plan, quarantined: int) -> str:
+    """The result row's JSON: check results, result parts, counts and (if planned) the timeline."""
+    names, bound, want_timeline = plan
+    doc = R.analyze_events(events, names, bound)
+    doc["events"] = len(events)
+    doc["quarantined"] = quarantined
+    if want_timeline:
+        from .timeline import timeline_of
+
+        doc["timeline"] = timeline_of(events)
+    return json.dumps(doc, separators=(",", ":"))
+
+
+def _array(values: list, typ):
+    """pa.array, except that a string no UTF-8 can hold (a lone surrogate, from a \\ud800 escape)
+    is stored with U+FFFD in its place, as Spark's own JSON reader stored it, and an int too big
+    for 64 bits in a float field as the float it stands for."""
+    import pyarrow as pa
+
+    try:
+        return pa.array(values, type=typ)
+    except UnicodeEncodeError:
+        return pa.array([_clean(v) for v in values], type=typ)
+    except (pa.ArrowInvalid, OverflowError):
+        if typ != pa.float64():
+            raise
+        # A float field may hold an int beyond 64 bits (2**70 is a finite number of seconds).
+        return pa.array([None if v is None else float(v) for v in values], type=typ)
+
+
+def _clean(value):
+    if isinstance(value, str):
+        return "".join("\ufffd" if "\ud800" <= ch <= "\udfff" else ch for ch in value)
+    if isinstance(value, list):
+        return [_clean(v) for v in value]
+    return value
+
+
+def out_table(run_id: str, events: list[dict], bad: list[dict], result: str | None):
+    """OUT_SCHEMA rows of one run as an Arrow table, built column by column (a column no event
+    of the run has is one block of nulls)."""
+    import pyarrow as pa
+
+    n_e, n_q = len(events), len(bad)
+    n_r = 0 if result is None else 1
+    total = n_e + n_q + n_r
+    schema = arrow_schema(OUT_SCHEMA)
+    present = set(chain.from_iterable(map(dict.keys, events)))
+
+    def col(name: str, values: list):
+        return pa.array(values, type=schema.field(name).type)
+
+    def events_then(name: str, key: str, from_bad: list | None):
+        typ = schema.field(name).type
+        head = _array([e.get(key) for e in events], typ) if key in present else pa.nulls(n_e, typ)
+        tail = pa.array((from_bad if from_bad is not None else [None] * n_q) + [None] * n_r, type=typ)
+        return pa.concat_arrays([head, tail])
+
+    arrays = {
+        "what": col("what", [WHAT_EVENT] * n_e + [WHAT_QUARANTINE] * n_q + [WHAT_RESULT] * n_r),
+        "run_id": col("run_id", [run_id] * total),
+        "src": events_then("src", "_src", [q["src"] for q in bad]),
+        "file_key": events_then("file_key", "_fk", [q["file_key"] for q in bad]),
+        "line": events_then("line", "_line", [q["line"] for q in bad]),
+        "seq": events_then("seq", "_seq", None),
+        "q_reason": col("q_reason", [None] * n_e + [q["reason"] for q in bad] + [None] * n_r),
+        "q_raw": col("q_raw", [None] * n_e + [q["raw"] for q in bad] + [None] * n_r),
+        "result": col("result", [None] * (n_e + n_q) + ([result] if result is not None else [])),
+    }
+    for f in S.EVENT_SCHEMA_V1.fields:
+        arrays[f.name] = events_then(f.name, f.name, None)
+    return pa.Table.from_arrays([arrays[f.name] for f in schema], schema=schema)
+
+
+def ingest_function(plans: dict[str, Plan], default: Plan) -> Callable:
+    """The applyInArrow function of ingest: one run's files (path, value) -> OUT_SCHEMA rows."""
+
+    def run(table):
+        from .ingest import _run_and_src
+
+        paths = table.column("path").to_pylist()
+        texts = table.column("value").to_pylist()
+        files = []
+        run_id = ""
+        for path, text in zip(paths, texts):
+            run_id, src = _run_and_src(path)
+            files.append((src, text or ""))
+        files.sort()
+        events, bad = R.classify_files(files)
+        R.order(events)
+        result = result_document(events, plans.get(run_id, default), len(bad))
+        return out_table(run_id, events, bad, result)
+
+    return run
+
+
+def stored_events(table) -> list[dict]:
+    """Events as the warehouse stores them (EVENTS_TABLE_SCHEMA rows) -> ordered runwise events."""
+    cols = {name: table.column(name).to_pylist() for name in S.FIELDS}
+    seq = table.column("seq").to_pylist()
+    fk = table.column("file_key").to_pylist()
+    line = table.column("line").to_pylist()
+    src = table.column("src").to_pylist()
+    names = S.FIELDS
+    columns = [cols[n] for n in names]
+    events = []
+    for i in range(len(seq)):
+        ev = {n: c[i] for n, c in zip(names, columns) if c[i] is not None}
+        ev["_seq"] = seq[i]
+        ev["_fk"] = fk[i]
+        ev["_line"] = line[i]
+        ev["_src"] = src[i]
+        events.append(ev)
+    events.sort(key=lambda e: e["_seq"])
+    return events
+
+
+def judge_function(plans: dict[str, Plan], quarantined: dict[str, int]) -> Callable:
+    """The applyInArrow function judging a run from the warehouse -> one RESULT_SCHEMA row."""
+
+    def run(table):
+        import pyarrow as pa
+
+        run_id = table.column("run_id")[0].as_py()
+        events = stored_events(table)
+        names, bound, want = plans[run_id]
+        doc = result_document(events, (names, bound, want), quarantined.get(run_id, 0))
+        return pa.table({"run_id": [run_id], "result": [doc]}, schema=arrow_schema(RESULT_SCHEMA))
+
+    return run
+
+
+def empty_result(plan: Plan, quarantined: int = 0) -> dict:
+    """The result of a run without a single event (judged on the driver)."""
+    return json.loads(result_document([], plan, quarantined))
+
+
+def parse_results(rows: Iterable) -> dict[str, dict]:
+    return {r["run_id"]: json.loads(r["result"]) for r in rows}
