@@ -270,10 +270,12 @@ def result_parts(events: list[dict]) -> dict[str, list[dict]]:
         t = ev["t"]
         k = kinds.get(kind)
         if k is None:
-            k = kinds[kind] = {"kind": kind, "n": 0, "lines": 0, "bytes_sum": None, "max_t": t, "min_t": t}
+            k = kinds[kind] = {"kind": kind, "n": 0, "lines": 0, "apps": 0, "bytes_sum": None, "max_t": t, "min_t": t}
         count = ev.get("count")
         k["n"] += count if kind == "drop" and count is not None else 1
         k["lines"] += 1
+        if ev.get("app") is not None:
+            k["apps"] += 1  # application messages, not a membership protocol's own (run_metrics)
         b = ev.get("bytes")
         if b is not None:
             k["bytes_sum"] = b if k["bytes_sum"] is None else k["bytes_sum"] + b
