@@ -841,4 +841,4 @@ def test_metrics_from_tasks_equal_the_dataframe_queries(judged, spark):
         assert _rounded(M.run_metrics(parts)) == _rounded(v.metrics), run_id
         assert _rounded(V.stuck_retransmission(parts)) == _rounded(v.advisory[0]), run_id
         checked += 1
-    assert checked == len(PLANTED) + N_RANDOM
+    assert checked == len(PLANTED) + N_RANDOM + len(PLANTED_VIEWS) + N_RANDOM_VIEWS
