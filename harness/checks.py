@@ -20,7 +20,11 @@ narrow an excuse (see no_duplicates), never to widen one.
   Owed messages must be delivered at Y (any incarnation); the others are excused and counted by
   why. A multicast (a `send` with the sender's view in `members` and no `peer`) is one message to
   each member of that view, the sender included (its loopback delivery), owed by the same rule,
-  unless the member left the sender's view within the bound (excuse left_view). fifo and
+  unless the member left the sender's view within the bound (excuse left_view), or the member
+  joined later and its join digest starts it above the message (excuse join_digest: the first
+  `view` of a member's life, reason join, says in `digest` "S:N" that its table for S starts after
+  seqno N; a multicast of S numbered N or lower and sent before that view is not owed to it: it
+  went to a view without it, and the protocol says so). fifo and
   no_duplicates judge multicast deliveries as they judge unicast ones: per (receiver, sender).
 - windows_synced: every final send window at X for Y (both alive at the end) matches Y's final
   recv window for X: same conn_id, Y's highest delivered == X's highest sent == X's highest acked.
@@ -86,9 +90,10 @@ _EXCUSE_TEXT = {
     "cut_at_end": "link still cut at the end",
     "too_little_time": "sent less than the recovery bound before a cut or a death",
     "left_view": "multicast to a member that left the sender's view within the recovery bound",
+    "join_digest": "multicast at or below a joiner's join digest, sent before it joined",
 }
 # Why a multicast was not owed to a member, besides EXCUSES (only in runs with multicasts).
-MULTICAST_EXCUSES = ("left_view",)
+MULTICAST_EXCUSES = ("left_view", "join_digest")
 # Why a redelivery was excused (no_duplicates).
 REDELIVERY_CAUSES = ("receiver_restarted", "window_closed")
 
@@ -578,10 +583,16 @@ def check_no_loss(events: list[dict], recovery_bound_s: float = DEFAULT_RECOVERY
     # Multicast: (sender, member) -> [(app, t_sent)] and the sender's views, [(t, members)].
     mcast: dict[tuple[str, str], list[tuple[str, float]]] = defaultdict(list)
     views: dict[str, list[tuple[float, frozenset[str]]]] = defaultdict(list)
+    # Multicasts (sender, member, app) at or below the member's join digest, sent before it joined.
+    before_join: set[tuple[str, str, str]] = set()
+    # The multicasts each member could yet be excused from by its join digest: member -> sender ->
+    # [(seqno, app)] sent to it since its start, until its first view.
+    pending: dict[str, dict[str, list[tuple[int, str]]]] = {}
     for ev in events:
         kind = ev["kind"]
         if kind == "node_start":
             starts[ev["node"]] = starts.get(ev["node"], 0) + 1
+            pending[ev["node"]] = defaultdict(list)
         elif kind == "send" and "app" in ev and "peer" in ev:
             sent[(ev["node"], ev["peer"])].append((ev["app"], ev["t"], starts.get(ev["node"], 0)))
         elif kind == "send" and "app" in ev and "members" in ev:
@@ -591,8 +602,14 @@ def check_no_loss(events: list[dict], recovery_bound_s: float = DEFAULT_RECOVERY
             for member in ev["members"]:
                 sent[(ev["node"], member)].append((ev["app"], ev["t"], life))
                 mcast[(ev["node"], member)].append((ev["app"], ev["t"]))
+                waiting = pending.get(member)
+                if waiting is not None and "seqno" in ev:
+                    waiting[ev["node"]].append((ev["seqno"], ev["app"]))
         elif kind == "view" and "members" in ev:
             views[ev["node"]].append((ev["t"], frozenset(ev["members"])))
+            waiting = pending.pop(ev["node"], None)
+            if waiting is not None and ev.get("reason") == "join":
+                _excuse_join_digest(ev, waiting, before_join)
         elif kind == "deliver" and "app" in ev:
             sender = _sender_of(ev)
             delivered.add((sender, ev["node"], ev["app"]))
@@ -615,6 +632,8 @@ def check_no_loss(events: list[dict], recovery_bound_s: float = DEFAULT_RECOVERY
         for app, t, life in msgs:
             if left and (sender, receiver, app) in left:
                 excused["left_view"] += 1
+            elif before_join and (sender, receiver, app) in before_join:
+                excused["join_digest"] += 1
             elif t > owed_until.get(life, float("-inf")):
                 excused[conn.excuse(sender, receiver, life)] += 1
             elif (sender, receiver, app) not in delivered:
@@ -627,6 +646,21 @@ def check_no_loss(events: list[dict], recovery_bound_s: float = DEFAULT_RECOVERY
         for link, count in lost_count.items()
     }
     return no_loss_result(total, excused, last_deliver, lost, recovery_bound_s)
+
+
+def _excuse_join_digest(view: dict, waiting: dict[str, list[tuple[int, str]]], out: set[tuple[str, str, str]]) -> None:
+    """A member's first view since its start, a join: the multicasts sent to it before, numbered
+    at or below its digest's entry for their sender, are not owed to it."""
+    member = view["node"]
+    for item in view.get("digest") or ():
+        sender, _, raw = str(item).rpartition(":")
+        try:
+            start = int(raw)
+        except ValueError:
+            continue
+        for seqno, app in waiting.get(sender, ()):
+            if seqno <= start:
+                out.add((sender, member, app))
 
 
 def _left_view(
