@@ -519,8 +519,9 @@ class Nakack2(Layer):
                     # A merge: what the sender multicast up to the digest went to a view without
                     # this member; waiting for it would stop this table for good (JGRP-1141).
                     self._skip_to(table, seqno, now, out)
-            mine = dict(view.digest).get(self.local)
-            if not first and mine is not None and mine < self.seqno:
+            # A joiner's table for a sender the digest does not name starts at 0.
+            mine = dict(view.digest).get(self.local, 0)
+            if not first and mine < self.seqno:
                 self._catch_up(mine, [m for m in self.members if m != self.local and m not in before], now, out)
         # Digests of members that left no longer hold back purging.
         for member in [m for m in self.digests if m not in self.members]:
