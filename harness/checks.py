@@ -53,7 +53,7 @@ millions of events.
 from __future__ import annotations
 
 import operator
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 from collections import defaultdict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -583,16 +583,22 @@ def check_no_loss(events: list[dict], recovery_bound_s: float = DEFAULT_RECOVERY
     # Multicast: (sender, member) -> [(app, t_sent)] and the sender's views, [(t, members)].
     mcast: dict[tuple[str, str], list[tuple[str, float]]] = defaultdict(list)
     views: dict[str, list[tuple[float, frozenset[str]]]] = defaultdict(list)
-    # Multicasts (sender, member, app) at or below the member's join digest, sent before it joined.
-    before_join: set[tuple[str, str, str]] = set()
-    # The multicasts each member could yet be excused from by its join digest: member -> sender ->
-    # [(seqno, app)] sent to it since its start, until its first view.
-    pending: dict[str, dict[str, list[tuple[int, str]]]] = {}
+    # Join digests: the multicasts (sender, member) -> [(t, seqno, app)], and each member's first
+    # view after a start: (member, from when, view time, digest), "from when" being the end of its
+    # previous life (its start when it had none), so that a multicast sent at the instant of a
+    # restart counts, and one its earlier life should have delivered does not.
+    mseq: dict[tuple[str, str], list[tuple[float, int, str]]] = defaultdict(list)
+    joins: list[tuple[str, float, float, list]] = []
+    fresh: dict[str, float] = {}  # started, no view yet -> from when
+    stopped: dict[str, float] = {}
     for ev in events:
         kind = ev["kind"]
         if kind == "node_start":
             starts[ev["node"]] = starts.get(ev["node"], 0) + 1
-            pending[ev["node"]] = defaultdict(list)
+            fresh[ev["node"]] = stopped.get(ev["node"], ev["t"])
+        elif kind == "node_stop":
+            stopped[ev["node"]] = ev["t"]
+            fresh.pop(ev["node"], None)
         elif kind == "send" and "app" in ev and "peer" in ev:
             sent[(ev["node"], ev["peer"])].append((ev["app"], ev["t"], starts.get(ev["node"], 0)))
         elif kind == "send" and "app" in ev and "members" in ev:
@@ -602,14 +608,13 @@ def check_no_loss(events: list[dict], recovery_bound_s: float = DEFAULT_RECOVERY
             for member in ev["members"]:
                 sent[(ev["node"], member)].append((ev["app"], ev["t"], life))
                 mcast[(ev["node"], member)].append((ev["app"], ev["t"]))
-                waiting = pending.get(member)
-                if waiting is not None and "seqno" in ev:
-                    waiting[ev["node"]].append((ev["seqno"], ev["app"]))
+                if "seqno" in ev:
+                    mseq[(ev["node"], member)].append((ev["t"], ev["seqno"], ev["app"]))
         elif kind == "view" and "members" in ev:
             views[ev["node"]].append((ev["t"], frozenset(ev["members"])))
-            waiting = pending.pop(ev["node"], None)
-            if waiting is not None and ev.get("reason") == "join":
-                _excuse_join_digest(ev, waiting, before_join)
+            since = fresh.pop(ev["node"], None)
+            if since is not None and ev.get("reason") == "join" and ev.get("digest"):
+                joins.append((ev["node"], since, ev["t"], ev["digest"]))
         elif kind == "deliver" and "app" in ev:
             sender = _sender_of(ev)
             delivered.add((sender, ev["node"], ev["app"]))
@@ -620,6 +625,7 @@ def check_no_loss(events: list[dict], recovery_bound_s: float = DEFAULT_RECOVERY
     # A multicast is not owed to a member that left the sender's view within the bound after it
     # was sent (the app ids the sender multicast then, per member).
     left: set[tuple[str, str, str]] = set()
+    before_join = _before_join(joins, mseq)
     if mcast:
         excused.update(dict.fromkeys(MULTICAST_EXCUSES, 0))
         left = _left_view(mcast, views, recovery_bound_s)
@@ -648,19 +654,28 @@ def check_no_loss(events: list[dict], recovery_bound_s: float = DEFAULT_RECOVERY
     return no_loss_result(total, excused, last_deliver, lost, recovery_bound_s)
 
 
-def _excuse_join_digest(view: dict, waiting: dict[str, list[tuple[int, str]]], out: set[tuple[str, str, str]]) -> None:
-    """A member's first view since its start, a join: the multicasts sent to it before, numbered
-    at or below its digest's entry for their sender, are not owed to it."""
-    member = view["node"]
-    for item in view.get("digest") or ():
-        sender, _, raw = str(item).rpartition(":")
-        try:
-            start = int(raw)
-        except ValueError:
-            continue
-        for seqno, app in waiting.get(sender, ()):
-            if seqno <= start:
-                out.add((sender, member, app))
+def _before_join(
+    joins: list[tuple[str, float, float, list]], mseq: dict[tuple[str, str], list[tuple[float, int, str]]]
+) -> set[tuple[str, str, str]]:
+    """(sender, member, app) of the multicasts a joiner's digest puts before it: numbered at or
+    below the digest's entry for their sender, sent between the end of the member's previous life
+    (or its start) and its join view."""
+    out: set[tuple[str, str, str]] = set()
+    for member, since, joined, digest in joins:
+        for item in digest:
+            sender, _, raw = str(item).rpartition(":")
+            try:
+                start = int(raw)
+            except ValueError:
+                continue
+            sends = mseq.get((sender, member), [])
+            i = bisect_left(sends, (since,))
+            while i < len(sends) and sends[i][0] <= joined:
+                _t, seqno, app = sends[i]
+                if seqno <= start:
+                    out.add((sender, member, app))
+                i += 1
+    return out
 
 
 def _left_view(
