@@ -252,3 +252,42 @@ def test_unicast_stacks_keep_empty_digests():
     events = _events(Path(__file__).resolve().parent.parent / "scenarios" / "gms-coordinator-restart.yaml")
     assert [e for e in events if e["kind"] == "view"] and not [e for e in events if "digest" in e]
     assert not [e for e in events if e["kind"] == "become_server"]
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_a_member_restarted_faster_than_fd_timeout_rejoins_as_a_new_incarnation(seed):
+    """C, multicasting, is killed at 3.0 and back at 3.5 (fd_timeout 2 s: still in the view). Its
+    JOIN_REQ carries incarnation 1, so the coordinator installs a view without C (reason leave),
+    then one with it (join, no entry for C in the digest): the others' tables for C start afresh
+    and C's new seqnos 1, 2... are delivered, not dropped as duplicates of the old incarnation's."""
+    data = _gms(
+        [{"at": 3.0, "kill": "C"}, {"at": 3.5, "restart": "C"}],
+        [{"from": "all", "to": "all", "rate": 50, "duration": 8}],
+    )
+    data["duration"], data["settle"] = 8, 5
+    events = _events(data, seed)
+    results = run_checks(events, data["checks"], recovery_bound_s=2.0)
+    assert all(r.passed for r in results), [r.explanation for r in results if not r.passed]
+    views = [(e["reason"], e["members"]) for e in _of(events, "A", "view") if e["proto"] == "gms" and e["t"] > 3.0]
+    assert views[:2] == [("leave", ["A", "B"]), ("join", ["A", "B", "C"])]
+    join = next(e for e in _of(events, "A", "view") if e["proto"] == "gms" and e["t"] > 3.0 and e["reason"] == "join")
+    assert not [d for d in join["digest"] if d.startswith("C:")]
+    dups = [e for e in events if e["kind"] == "drop" and e.get("reason") == "duplicate" and e.get("peer") == "C"]
+    assert not [e for e in dups if e["proto"] == "nakack2"]
+
+
+def test_a_repeated_join_req_of_the_same_incarnation_changes_no_view():
+    """The coordinator answers a second JOIN_REQ from the incarnation it already added with the
+    current view; a JOIN_REQ with another incarnation makes the leave and join views."""
+    from node.gms.config import GmsConfig
+    from node.gms.header import GmsHeader, GmsType
+
+    gms = Gms("A", GmsConfig())
+    gms._install(0.0, ("A",), 1, "singleton")
+    gms._on_join_req("C", GmsHeader(GmsType.JOIN_REQ, merge_id=0), 1.0)
+    assert gms.members == ("A", "C") and gms.view_id == 2
+    gms._on_join_req("C", GmsHeader(GmsType.JOIN_REQ, merge_id=0), 1.5)
+    assert gms.view_id == 2
+    out = gms._on_join_req("C", GmsHeader(GmsType.JOIN_REQ, merge_id=1), 2.0)
+    reasons = [a.event["reason"] for a in out if type(a).__name__ == "Log" and a.event["kind"] == "view"]
+    assert reasons == ["leave", "join"] and gms.view_id == 4 and gms.members == ("A", "C")

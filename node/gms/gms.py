@@ -70,9 +70,13 @@ class GmsState(enum.Enum):
 class Gms(GmsLayerBase):
     timer_names = ("discover", "join", "merge", "leave")
 
-    def __init__(self, local: str, config: GmsConfig) -> None:
+    def __init__(self, local: str, config: GmsConfig, incarnation: int = 0) -> None:
         super().__init__(local)
         self.config = config
+        # Sent with JOIN_REQ: a coordinator tells a restarted member (a new incarnation asking to
+        # join a view that still lists its old one) from a repeated JOIN_REQ of the same one.
+        self.incarnation = incarnation & 0xFFFFFFFF
+        self.joined: dict[str, int] = {}  # as coordinator: member -> the incarnation that joined
         self.state = GmsState.IDLE
         self.view_id = 0
         self.members: tuple[str, ...] = ()
@@ -266,7 +270,10 @@ class Gms(GmsLayerBase):
             target = min(coords, key=lambda c: (-coords[c], c))
             self.join_target = target
             self.timers.set("join", now + self.config.join_timeout)
-            return [self._log(now, "join_req_tx", peer=target), self._gms(target, GmsHeader(GmsType.JOIN_REQ))]
+            return [
+                self._log(now, "join_req_tx", peer=target),
+                self._gms(target, GmsHeader(GmsType.JOIN_REQ, merge_id=self.incarnation)),
+            ]
         answered = {peer for peer, _coord, _vid in found.responses}
         waited = now - self.join_started
         lowest_of_all = self.local < self.peers[0]
@@ -315,13 +322,21 @@ class Gms(GmsLayerBase):
         if not self.is_coord:
             out.append(self._drop(now, src, "JOIN_REQ", "not the coordinator"))
             return out
+        if src in self.members and self.joined.get(src) != hdr.merge_id:
+            # A new incarnation of a member still in the view (a restart faster than fd_timeout):
+            # its old incarnation leaves first (JGroups would see two addresses), so every layer
+            # forgets the old one's state (NAKACK2 its table, whose seqnos start again at 1).
+            out.extend(self._make_view(now, tuple(m for m in self.members if m != src), "leave"))
         if src not in self.members:
             # The digest is taken before the view goes in: the joiner is owed what follows it.
+            # The joiner has sent nothing yet (it holds its multicasts until BecomeServer), so it
+            # has no entry: every table for it starts at 0 (JGroups sets new members to 0).
             members = (*self.members, src)
-            digest = self._digest(members)
+            digest = tuple(item for item in self._digest(members) if item[0] != src)
             out.extend(self._make_view(now, members, "join", joiner=src, digest=digest))
         else:
             digest = self._digest(self.members)  # a repeated JOIN: the view it is already in
+        self.joined[src] = hdr.merge_id
         rsp = GmsHeader(GmsType.JOIN_RSP, self.view_id, self.coord, self.members, digest=digest)
         out.append(self._log(now, "join_rsp_tx", peer=src, view_id=self.view_id, members=list(self.members)))
         out.append(self._gms(src, rsp))
