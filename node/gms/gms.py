@@ -322,10 +322,12 @@ class Gms(GmsLayerBase):
         if not self.is_coord:
             out.append(self._drop(now, src, "JOIN_REQ", "not the coordinator"))
             return out
-        if src in self.members and self.joined.get(src) != hdr.merge_id:
+        if src in self.members and self.joined.get(src, hdr.merge_id) != hdr.merge_id:
             # A new incarnation of a member still in the view (a restart faster than fd_timeout):
             # its old incarnation leaves first (JGroups would see two addresses), so every layer
             # forgets the old one's state (NAKACK2 its table, whose seqnos start again at 1).
+            # Only when this coordinator added another incarnation: a late JOIN_REQ of a member
+            # that came in otherwise (a merge after a concurrent start) just gets the view.
             out.extend(self._make_view(now, tuple(m for m in self.members if m != src), "leave"))
         if src not in self.members:
             # The digest is taken before the view goes in: the joiner is owed what follows it.
