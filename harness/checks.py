@@ -20,7 +20,11 @@ narrow an excuse (see no_duplicates), never to widen one.
   Owed messages must be delivered at Y (any incarnation); the others are excused and counted by
   why. A multicast (a `send` with the sender's view in `members` and no `peer`) is one message to
   each member of that view, the sender included (its loopback delivery), owed by the same rule,
-  unless the member left the sender's view within the bound (excuse left_view). fifo and
+  unless the member left the sender's view within the bound (excuse left_view), or the member
+  joined later and its join digest starts it above the message (excuse join_digest: the first
+  `view` of a member's life, reason join, says in `digest` "S:N" that its table for S starts after
+  seqno N; a multicast of S numbered N or lower and sent before that view is not owed to it: it
+  went to a view without it, and the protocol says so). fifo and
   no_duplicates judge multicast deliveries as they judge unicast ones: per (receiver, sender).
 - windows_synced: every final send window at X for Y (both alive at the end) matches Y's final
   recv window for X: same conn_id, Y's highest delivered == X's highest sent == X's highest acked.
@@ -49,7 +53,7 @@ millions of events.
 from __future__ import annotations
 
 import operator
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 from collections import defaultdict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -86,9 +90,10 @@ _EXCUSE_TEXT = {
     "cut_at_end": "link still cut at the end",
     "too_little_time": "sent less than the recovery bound before a cut or a death",
     "left_view": "multicast to a member that left the sender's view within the recovery bound",
+    "join_digest": "multicast at or below a joiner's join digest, sent before it joined",
 }
 # Why a multicast was not owed to a member, besides EXCUSES (only in runs with multicasts).
-MULTICAST_EXCUSES = ("left_view",)
+MULTICAST_EXCUSES = ("left_view", "join_digest")
 # Why a redelivery was excused (no_duplicates).
 REDELIVERY_CAUSES = ("receiver_restarted", "window_closed")
 
@@ -578,10 +583,22 @@ def check_no_loss(events: list[dict], recovery_bound_s: float = DEFAULT_RECOVERY
     # Multicast: (sender, member) -> [(app, t_sent)] and the sender's views, [(t, members)].
     mcast: dict[tuple[str, str], list[tuple[str, float]]] = defaultdict(list)
     views: dict[str, list[tuple[float, frozenset[str]]]] = defaultdict(list)
+    # Join digests: the multicasts (sender, member) -> [(t, seqno, app)], and each member's first
+    # view after a start: (member, from when, view time, digest), "from when" being the end of its
+    # previous life (its start when it had none), so that a multicast sent at the instant of a
+    # restart counts, and one its earlier life should have delivered does not.
+    mseq: dict[tuple[str, str], list[tuple[float, int, str]]] = defaultdict(list)
+    joins: list[tuple[str, float, float, list]] = []
+    fresh: dict[str, float] = {}  # started, no view yet -> from when
+    stopped: dict[str, float] = {}
     for ev in events:
         kind = ev["kind"]
         if kind == "node_start":
             starts[ev["node"]] = starts.get(ev["node"], 0) + 1
+            fresh[ev["node"]] = stopped.get(ev["node"], ev["t"])
+        elif kind == "node_stop":
+            stopped[ev["node"]] = ev["t"]
+            fresh.pop(ev["node"], None)
         elif kind == "send" and "app" in ev and "peer" in ev:
             sent[(ev["node"], ev["peer"])].append((ev["app"], ev["t"], starts.get(ev["node"], 0)))
         elif kind == "send" and "app" in ev and "members" in ev:
@@ -591,8 +608,13 @@ def check_no_loss(events: list[dict], recovery_bound_s: float = DEFAULT_RECOVERY
             for member in ev["members"]:
                 sent[(ev["node"], member)].append((ev["app"], ev["t"], life))
                 mcast[(ev["node"], member)].append((ev["app"], ev["t"]))
+                if "seqno" in ev:
+                    mseq[(ev["node"], member)].append((ev["t"], ev["seqno"], ev["app"]))
         elif kind == "view" and "members" in ev:
             views[ev["node"]].append((ev["t"], frozenset(ev["members"])))
+            since = fresh.pop(ev["node"], None)
+            if since is not None and ev.get("reason") == "join" and ev.get("digest"):
+                joins.append((ev["node"], since, ev["t"], ev["digest"]))
         elif kind == "deliver" and "app" in ev:
             sender = _sender_of(ev)
             delivered.add((sender, ev["node"], ev["app"]))
@@ -603,6 +625,7 @@ def check_no_loss(events: list[dict], recovery_bound_s: float = DEFAULT_RECOVERY
     # A multicast is not owed to a member that left the sender's view within the bound after it
     # was sent (the app ids the sender multicast then, per member).
     left: set[tuple[str, str, str]] = set()
+    before_join = _before_join(joins, mseq)
     if mcast:
         excused.update(dict.fromkeys(MULTICAST_EXCUSES, 0))
         left = _left_view(mcast, views, recovery_bound_s)
@@ -615,6 +638,8 @@ def check_no_loss(events: list[dict], recovery_bound_s: float = DEFAULT_RECOVERY
         for app, t, life in msgs:
             if left and (sender, receiver, app) in left:
                 excused["left_view"] += 1
+            elif before_join and (sender, receiver, app) in before_join:
+                excused["join_digest"] += 1
             elif t > owed_until.get(life, float("-inf")):
                 excused[conn.excuse(sender, receiver, life)] += 1
             elif (sender, receiver, app) not in delivered:
@@ -627,6 +652,30 @@ def check_no_loss(events: list[dict], recovery_bound_s: float = DEFAULT_RECOVERY
         for link, count in lost_count.items()
     }
     return no_loss_result(total, excused, last_deliver, lost, recovery_bound_s)
+
+
+def _before_join(
+    joins: list[tuple[str, float, float, list]], mseq: dict[tuple[str, str], list[tuple[float, int, str]]]
+) -> set[tuple[str, str, str]]:
+    """(sender, member, app) of the multicasts a joiner's digest puts before it: numbered at or
+    below the digest's entry for their sender, sent between the end of the member's previous life
+    (or its start) and its join view."""
+    out: set[tuple[str, str, str]] = set()
+    for member, since, joined, digest in joins:
+        for item in digest:
+            sender, _, raw = str(item).rpartition(":")
+            try:
+                start = int(raw)
+            except ValueError:
+                continue
+            sends = mseq.get((sender, member), [])
+            i = bisect_left(sends, (since,))
+            while i < len(sends) and sends[i][0] <= joined:
+                _t, seqno, app = sends[i]
+                if seqno <= start:
+                    out.add((sender, member, app))
+                i += 1
+    return out
 
 
 def _left_view(

@@ -119,7 +119,8 @@ def build_parser() -> argparse.ArgumentParser:
         "doctor",
         help="report what this machine can run",
         description="Report the Python version, which backends can run here and which network "
-        "fault tools (iptables, tc netem, toxiproxy-server) are present; each line says why not.",
+        "fault tools (iptables, tc netem, toxiproxy-server) are present, and whether IP multicast "
+        "works here; each line says why not.",
         epilog="Always exits 0: it reports, it does not judge.",
     )
     doctor.set_defaults(func=cmd_doctor)
@@ -598,6 +599,9 @@ def doctor_report() -> dict[str, tuple[bool | str, str]]:
     )
     report["spark pipeline"] = _spark_status()
     report["protocols"] = _protocols_status()
+    from harness.mcastprobe import ip_multicast_status
+
+    report["ip multicast"] = ip_multicast_status()
     return report
 
 

@@ -8,6 +8,7 @@ actions. Timers are data: a layer reports its next deadline and fires everything
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -118,6 +119,27 @@ class SetConfig(Command):
     values: dict[str, Any]
 
 
+# ---- queries (a layer asking the others for a value, answered at once) -------------------------
+
+
+class Query:
+    """Base class of questions one layer asks the rest of the stack through `Layer.ask` (JGroups'
+    down(Event.GET_DIGEST), which returns a value). The stack hands the query to the other layers,
+    top first, and the first answer that is not None wins; no layer holds a reference to another."""
+
+    __slots__ = ()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class GetDigest(Query):
+    """Membership -> the multicast layer: the highest seqno it knows of each sender, as (sender,
+    seqno) pairs (its own: the last it multicast). A stack without a multicast layer answers None,
+    so its join and merge digests stay empty."""
+
+
+Digest = tuple[tuple[str, int], ...]
+
+
 # ---- the layer base class ---------------------------------------------------------------------
 
 
@@ -129,6 +151,17 @@ class Layer:
     # False when nothing reads the per-message events (send, deliver: the daemon without an event
     # log): a layer may then skip building them. Every other event is still returned.
     data_events = True
+    # Set by the Stack that holds this layer: how it asks the other layers a Query (None outside
+    # a stack, e.g. a layer driven alone in a test, where nobody answers).
+    asker: Callable[[Query], Any] | None = None
+
+    def ask(self, query: Query) -> Any:
+        """The first answer of the other layers of the stack to `query`, or None."""
+        return self.asker(query) if self.asker is not None else None
+
+    def answer(self, query: Query) -> Any:
+        """This layer's answer to another layer's query, or None (not its business)."""
+        return None
 
     def down(self, msg: Message, now: float) -> list[Action]:
         return [Down(msg=msg)]

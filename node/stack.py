@@ -9,9 +9,10 @@ the application, and events for the log.
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any, TypeVar
 
-from .layer import Action, Announce, Command, Down, Layer, Log, Up
+from .layer import Action, Announce, Command, Down, Layer, Log, Query, Up
 from .message import Message
 from .views import Membership
 
@@ -30,6 +31,9 @@ class Stack:
         # Each layer's passes_through() (None for layers that never pass through): a layer that
         # reports it hands every message on unchanged is routed around on every path.
         self._passes = [getattr(layer, "passes_through", None) for layer in layers]
+        # A layer's questions to the others (Layer.ask) come back through the stack.
+        for idx, layer in enumerate(layers):
+            layer.asker = partial(self._ask, idx)
         # The simulator checks invariants after every input: only layers that check something.
         self._checks = [
             layer.check_invariants for layer in layers if type(layer).check_invariants is not Layer.check_invariants
@@ -127,6 +131,17 @@ class Stack:
     def check_invariants(self) -> None:
         for check in self._checks:
             check()
+
+    # ---- queries ------------------------------------------------------------------------------
+
+    def _ask(self, idx: int, query: Query) -> Any:
+        """Layer idx asks the others, top first; the first answer that is not None."""
+        for other in range(len(self.layers) - 1, -1, -1):
+            if other != idx:
+                answer = self.layers[other].answer(query)
+                if answer is not None:
+                    return answer
+        return None
 
     # ---- routing ------------------------------------------------------------------------------
 

@@ -106,7 +106,7 @@ def test_bad_scenario_and_config_exit_2_before_any_process(tmp_path, capsys):
 
 def test_doctor_says_what_and_why(capsys):
     """doctor: python version, sim/local/docker backends, iptables, tc netem, toxiproxy, the Spark
-    pipeline (pyspark + java), the registered protocols, each with a reason."""
+    pipeline (pyspark + java), the registered protocols, IP multicast, each with a reason."""
     assert main(["doctor"]) == 0
     lines = capsys.readouterr().out.splitlines()
     names = [line.split(":", 1)[0] for line in lines]
@@ -120,8 +120,10 @@ def test_doctor_says_what_and_why(capsys):
         "toxiproxy-server",
         "spark pipeline",
         "protocols",
+        "ip multicast",
     ]
     assert lines[1].startswith("backend sim: yes")
+    assert "on loopback (IP_MULTICAST_IF 127.0.0.1, this host only): " in lines[9]
     assert lines[7].startswith("spark pipeline: yes (pyspark ") and "java" in lines[7]  # test extra + Java 17
     assert lines[3].startswith(("backend docker: yes", "backend docker: no ("))
     assert lines[8].startswith("protocols: unicast3, unicast2") and "registered" in lines[8]
@@ -224,3 +226,27 @@ def test_a_bad_protocol_module_is_bad_input_for_every_command(monkeypatch, capsy
     assert "SPLITBRAIN_PROTOCOLS: cannot load a protocol spec from 'no.such.spec'" in err and "Traceback" not in err
     monkeypatch.delenv(protocols.ENV_PROTOCOLS)
     assert main(["protocols"]) == 0
+
+
+def test_doctor_ip_multicast_without_and_with_a_multicast_route():
+    """In a namespace of our own with only lo: no route for 224.0.0.0/4, so joining on the default
+    interface fails and doctor says so (loopback with IP_MULTICAST_IF still loops back); with
+    `ip route add 224.0.0.0/4 dev lo` the routed probe works too."""
+    import sys
+
+    from faults.netns import Lab, can_make_namespaces
+
+    can, why = can_make_namespaces()
+    if not can:
+        pytest.skip(f"needs root and ip netns: {why}")
+    code = "from harness.mcastprobe import ip_multicast_status as s; ok, why = s(); print(ok); print(why)"
+    env_path = str(Path(__file__).resolve().parent.parent)
+    with Lab() as lab:
+        ns = lab.add("mcast")
+        argv = ["env", f"PYTHONPATH={env_path}", sys.executable, "-c", code]
+        before = lab.run(ns, argv).check().stdout.splitlines()
+        lab.run(ns, ["ip", "route", "add", "224.0.0.0/4", "dev", "lo"]).check()
+        after = lab.run(ns, argv).check().stdout.splitlines()
+    assert before[0] == "False" and "no multicast route?" in before[1]
+    assert "on loopback (IP_MULTICAST_IF 127.0.0.1, this host only): yes" in before[1]
+    assert after[0] == "True" and "looped back through the multicast route" in after[1]

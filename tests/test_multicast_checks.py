@@ -110,3 +110,69 @@ def test_a_multicast_to_a_member_cut_off_at_the_end_is_excused():
     cut = make_event(1.45, "harness", "harness", "fault_on", fault="partition", detail="A->C", links=["A->C"])
     v = verdict(sorted(events + [cut], key=lambda e: e["t"]))
     assert v["no_loss"].passed and v["no_loss"].details["excused"]["cut_at_end"] >= 2
+
+
+# ---- a member that joins later is owed what its join digest says (issue 12) --------------------
+
+
+def start(t: float, node: str, incarnation: int = 0) -> dict:
+    return make_event(t, node, "node", "node_start", incarnation=incarnation)
+
+
+def join_view(t: float, node: str, members, digest: list[str]) -> dict:
+    return make_event(
+        t, node, "gms", "view", members=list(members), view_id=9, coord=members[0], reason="join", digest=digest
+    )
+
+
+def late_join(digest: list[str], missing_at_c: tuple[int, ...] = (1, 2, 3)) -> list[dict]:
+    """A and B from t=0; C starts at 2.0. A multicasts 1..3 at 2.1-2.3 to a view that still lists C
+    (from a previous life), C never gets them; C's first view, at 2.5, is a join with `digest`;
+    A then multicasts 4 and 5, which every member delivers. B also logs the join view."""
+    events = [start(0.0, "A"), start(0.0, "B")]
+    events += [view(0.0, m, MEMBERS) for m in ("A", "B")]
+    events.append(start(2.0, "C", 1))
+    for n in (1, 2, 3):
+        t = 2.0 + n / 10
+        events.append(msend(t, "A", n))
+        events += [mdeliver(t + 0.001, m, "A", n) for m in ("A", "B")]
+        if n not in missing_at_c:
+            events.append(mdeliver(t + 0.001, "C", "A", n))
+    events += [join_view(2.5, "C", MEMBERS, digest), join_view(2.5, "B", MEMBERS, digest)]
+    for n in (4, 5):
+        t = 2.6 + n / 10
+        events.append(msend(t, "A", n))
+        events += [mdeliver(t + 0.001, m, "A", n) for m in MEMBERS]
+    return events
+
+
+def test_a_joiner_is_not_owed_what_its_join_digest_puts_before_it():
+    """C joins with digest A:3: A's multicasts 1-3, sent before C's join view, are not owed to C."""
+    v = verdict(late_join(["A:3", "B:0"]))
+    assert v["no_loss"].passed, v["no_loss"].explanation
+    assert v["no_loss"].details["excused"]["join_digest"] == 3
+    assert v["no_loss"].judged == 5 * 3 - 3
+    assert "3 multicast at or below a joiner's join digest" in v["no_loss"].explanation
+
+
+def test_a_joiner_is_owed_what_lies_above_its_join_digest():
+    """C joins with digest A:2: A's multicast 3 was sent to a view with C above the digest, so C
+    owes it; no_loss fails naming A->C and A:0:3 (1 and 2 excused)."""
+    v = verdict(late_join(["A:2"]))
+    assert not v["no_loss"].passed
+    assert v["no_loss"].details["lost"]["A->C"]["first"] == ["A:0:3"]
+    assert v["no_loss"].details["excused"]["join_digest"] == 2
+
+
+def test_a_join_digest_excuses_nothing_at_an_old_member_or_sent_after_the_join():
+    """The join view B logs too (it is not B's first view) excuses nothing at B; a multicast sent
+    after C's join view is owed to C whatever its seqno; a digest for another sender excuses nothing."""
+    events = late_join(["A:3"])
+    events = [e for e in events if not (e["kind"] == "deliver" and e["node"] == "B" and e["seqno"] == 2)]
+    v = verdict(events)
+    assert v["no_loss"].details["lost"] == {"A->B": {"count": 1, "first": ["A:0:2"], "last_deliver_t": 3.101}}
+    events = [e for e in late_join(["A:9"]) if not (e["kind"] == "deliver" and e["node"] == "C" and e["seqno"] == 5)]
+    assert verdict(events)["no_loss"].details["lost"]["A->C"]["first"] == ["A:0:5"]
+    v = verdict(late_join(["B:3"]))
+    assert v["no_loss"].details["lost"]["A->C"]["count"] == 3
+    assert v["no_loss"].details["excused"]["join_digest"] == 0

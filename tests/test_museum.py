@@ -36,6 +36,10 @@ TWINS = {
     # where UNICAST2 holds back a STABLE, so their schedules differ.
     "unicast2-stale-stable": "unicast3-stale-ack",
     "unicast2-lost-first-after-reopen": "unicast3-lost-first-after-reopen",
+    # NAKACK2 (seed 003): the bounded become_server_queue of a joiner (membership: gms) and the
+    # last multicast dropped below NAKACK2, each without retransmission.
+    "nakack2-become-server-queue-bounded": "nakack2-become-server-queue",
+    "nakack2-last-message-dropped-no-xmit": "nakack2-last-message-dropped",
 }
 OTHER_PROTOCOL_TWINS = {"unicast2-stale-stable", "unicast2-lost-first-after-reopen"}
 

@@ -37,7 +37,13 @@ GMS's messages (JOIN_REQ, JOIN_RSP, VIEW, LEAVE_REQ, MERGE_REQ, MERGE_RSP: heade
 the reliable protocol below (UNICAST3), so they arrive once and in order per sender; a stale one
 (an old VIEW, an answer to a cancelled merge) is dropped and counted. Every installed view is
 announced to the other layers as a ViewChange (node.layer.Announce) and logged as one `view` event.
-Digests are empty: a unicast-only stack has no per-sender multicast seqnos.
+
+Digests (JGroups' join digest): the coordinator asks the multicast layer below for the highest
+seqno it knows of each sender (a GetDigest query through the stack) when it makes a join view, and
+sends it with the VIEW and the JOIN_RSP; a merge leader combines its own with those its MERGE_RSPs
+carry (the highest per sender). A joiner's multicast layer starts its tables there. A unicast-only
+stack answers nothing, so its digests stay empty. After its first view a node announces
+BecomeServer (JGroups' BECOME_SERVER): the multicast layer replays what it queued while joining.
 """
 
 from __future__ import annotations
@@ -45,7 +51,7 @@ from __future__ import annotations
 import enum
 from typing import Any
 
-from ..layer import Action, Announce, Bootstrap, Command, Down, Leave, Up, ViewChange
+from ..layer import Action, Announce, BecomeServer, Bootstrap, Command, Digest, Down, GetDigest, Leave, Up, ViewChange
 from ..message import Message
 from ..views import Membership
 from .base import GmsLayerBase
@@ -64,9 +70,13 @@ class GmsState(enum.Enum):
 class Gms(GmsLayerBase):
     timer_names = ("discover", "join", "merge", "leave")
 
-    def __init__(self, local: str, config: GmsConfig) -> None:
+    def __init__(self, local: str, config: GmsConfig, incarnation: int = 0) -> None:
         super().__init__(local)
         self.config = config
+        # Sent with JOIN_REQ: a coordinator tells a restarted member (a new incarnation asking to
+        # join a view that still lists its old one) from a repeated JOIN_REQ of the same one.
+        self.incarnation = incarnation & 0xFFFFFFFF
+        self.joined: dict[str, int] = {}  # as coordinator: member -> the incarnation that joined
         self.state = GmsState.IDLE
         self.view_id = 0
         self.members: tuple[str, ...] = ()
@@ -85,6 +95,9 @@ class Gms(GmsLayerBase):
         self.merge_views: dict[str, tuple[int, tuple[str, ...]]] = {}
         self.candidates: dict[str, int] = {}  # other coordinators heard of -> their view id
         self.highest_installed = 0
+        self.merge_digests: dict[str, Digest] = {}
+        # False until the first view: then BecomeServer is announced once.
+        self.served = False
 
     # ---- helpers ------------------------------------------------------------------------------
 
@@ -99,8 +112,23 @@ class Gms(GmsLayerBase):
     def _gms(self, dest: str, hdr: GmsHeader) -> Down:
         return self._send(dest, hdr, GMS_ID)
 
+    def _digest(self, members: tuple[str, ...]) -> Digest:
+        """The multicast layer's digest for a new view, restricted to its members ("" when the
+        stack has no multicast layer)."""
+        answer = self.ask(GetDigest())
+        if not answer:
+            return ()
+        return tuple((s, n) for s, n in answer if s in members)
+
+    def _served(self) -> list[Action]:
+        """BecomeServer after the first view installed here (join, singleton, merge or injected)."""
+        if self.served or self.local not in self.members:
+            return []
+        self.served = True
+        return [Announce(cmd=BecomeServer())]
+
     def _install(
-        self, now: float, members: tuple[str, ...], view_id: int, reason: str, digest: tuple[tuple[str, int], ...] = ()
+        self, now: float, members: tuple[str, ...], view_id: int, reason: str, digest: Digest = ()
     ) -> list[Action]:
         """Install a view here: log it, tell the other layers."""
         self.state = GmsState.MEMBER
@@ -118,20 +146,35 @@ class Gms(GmsLayerBase):
         self._count("gms_views")
         coord = self.coord
         return [
-            self._log(now, "view", members=list(members), view_id=view_id, coord=coord, reason=reason),
+            self._log(
+                now,
+                "view",
+                members=list(members),
+                view_id=view_id,
+                coord=coord,
+                reason=reason,
+                digest=[f"{s}:{n}" for s, n in digest] or None,
+            ),
             Announce(
                 cmd=ViewChange(members=members, view_id=view_id, coord=coord, reason=reason, digest=digest, logged=True)
             ),
+            *self._served(),
         ]
 
     def _make_view(
-        self, now: float, members: tuple[str, ...], reason: str, view_id: int | None = None, joiner: str = ""
+        self,
+        now: float,
+        members: tuple[str, ...],
+        reason: str,
+        view_id: int | None = None,
+        joiner: str = "",
+        digest: Digest = (),
     ) -> list[Action]:
         """As the coordinator of the new view: install it and send VIEW to the other members (a
         joiner gets JOIN_RSP instead)."""
         vid = self.view_id + 1 if view_id is None else view_id
-        out = self._install(now, members, vid, reason)
-        hdr = GmsHeader(GmsType.VIEW, vid, members[0], members, reason=reason)
+        out = self._install(now, members, vid, reason, digest)
+        hdr = GmsHeader(GmsType.VIEW, vid, members[0], members, reason=reason, digest=digest)
         out.extend(self._gms(m, hdr) for m in members if m != self.local and m != joiner)
         return out
 
@@ -204,6 +247,7 @@ class Gms(GmsLayerBase):
         return [
             self._log(now, "view", members=list(members), view_id=vid, coord=coord, reason="inject"),
             Announce(cmd=view, instead=True),
+            *self._served(),
         ]
 
     # ---- joining ------------------------------------------------------------------------------
@@ -226,7 +270,10 @@ class Gms(GmsLayerBase):
             target = min(coords, key=lambda c: (-coords[c], c))
             self.join_target = target
             self.timers.set("join", now + self.config.join_timeout)
-            return [self._log(now, "join_req_tx", peer=target), self._gms(target, GmsHeader(GmsType.JOIN_REQ))]
+            return [
+                self._log(now, "join_req_tx", peer=target),
+                self._gms(target, GmsHeader(GmsType.JOIN_REQ, merge_id=self.incarnation)),
+            ]
         answered = {peer for peer, _coord, _vid in found.responses}
         waited = now - self.join_started
         lowest_of_all = self.local < self.peers[0]
@@ -275,9 +322,24 @@ class Gms(GmsLayerBase):
         if not self.is_coord:
             out.append(self._drop(now, src, "JOIN_REQ", "not the coordinator"))
             return out
+        if src in self.members and self.joined.get(src, hdr.merge_id) != hdr.merge_id:
+            # A new incarnation of a member still in the view (a restart faster than fd_timeout):
+            # its old incarnation leaves first (JGroups would see two addresses), so every layer
+            # forgets the old one's state (NAKACK2 its table, whose seqnos start again at 1).
+            # Only when this coordinator added another incarnation: a late JOIN_REQ of a member
+            # that came in otherwise (a merge after a concurrent start) just gets the view.
+            out.extend(self._make_view(now, tuple(m for m in self.members if m != src), "leave"))
         if src not in self.members:
-            out.extend(self._make_view(now, (*self.members, src), "join", joiner=src))
-        rsp = GmsHeader(GmsType.JOIN_RSP, self.view_id, self.coord, self.members)
+            # The digest is taken before the view goes in: the joiner is owed what follows it.
+            # The joiner has sent nothing yet (it holds its multicasts until BecomeServer), so it
+            # has no entry: every table for it starts at 0 (JGroups sets new members to 0).
+            members = (*self.members, src)
+            digest = tuple(item for item in self._digest(members) if item[0] != src)
+            out.extend(self._make_view(now, members, "join", joiner=src, digest=digest))
+        else:
+            digest = self._digest(self.members)  # a repeated JOIN: the view it is already in
+        self.joined[src] = hdr.merge_id
+        rsp = GmsHeader(GmsType.JOIN_RSP, self.view_id, self.coord, self.members, digest=digest)
         out.append(self._log(now, "join_rsp_tx", peer=src, view_id=self.view_id, members=list(self.members)))
         out.append(self._gms(src, rsp))
         return out
@@ -315,7 +377,14 @@ class Gms(GmsLayerBase):
         if not self.is_coord or src >= self.local:
             out.append(self._drop(now, src, "MERGE_REQ", "not a coordinator, or not led by a lower one"))
             return out
-        rsp = GmsHeader(GmsType.MERGE_RSP, self.view_id, self.local, self.members, merge_id=hdr.merge_id)
+        rsp = GmsHeader(
+            GmsType.MERGE_RSP,
+            self.view_id,
+            self.local,
+            self.members,
+            merge_id=hdr.merge_id,
+            digest=self._digest(self.members),
+        )
         out.append(self._gms(src, rsp))
         return out
 
@@ -324,6 +393,7 @@ class Gms(GmsLayerBase):
             return [self._drop(now, src, "MERGE_RSP", "no such merge running")]
         self.merge_waiting.discard(src)
         self.merge_views[src] = (hdr.view_id, hdr.members)
+        self.merge_digests[src] = hdr.digest
         out: list[Action] = [self._log(now, "merge", phase="response", peer=src, view_id=hdr.view_id)]
         if not self.merge_waiting:
             out.extend(self._install_merge(now))
@@ -412,16 +482,24 @@ class Gms(GmsLayerBase):
         for coord in order:
             members.extend(m for m in views[coord][1] if m not in members)
         vid = max(v for v, _m in views.values()) + 1
+        # The merge digest: the highest seqno any side knows of each sender (JGroups' MergeData).
+        highest: dict[str, int] = {}
+        for part in (self._digest(tuple(members)), *self.merge_digests.values()):
+            for sender, seqno in part:
+                if sender in members and seqno > highest.get(sender, -1):
+                    highest[sender] = seqno
+        digest = tuple(sorted(highest.items()))
         self._end_merge()
         self._count("gms_merges")
         out: list[Action] = [self._log(now, "merge", phase="install", members=members, coord=self.local, view_id=vid)]
-        out.extend(self._make_view(now, tuple(members), "merge", vid))
+        out.extend(self._make_view(now, tuple(members), "merge", vid, digest=digest))
         return out
 
     def _end_merge(self) -> None:
         self.merge_id = 0
         self.merge_waiting = set()
         self.merge_views = {}
+        self.merge_digests = {}
         self.timers.set("merge", None)
 
     # ---- leaving ------------------------------------------------------------------------------

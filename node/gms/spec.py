@@ -20,7 +20,7 @@ def _below(name: str, config: GmsConfig, rng: Rng, incarnation: int) -> list[Lay
 
 
 def _layers(name: str, config: GmsConfig, rng: Rng, incarnation: int) -> list[Layer]:
-    return [Gms(name, config)]
+    return [Gms(name, config, incarnation)]
 
 
 SPEC = ProtocolSpec(

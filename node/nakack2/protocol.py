@@ -50,7 +50,21 @@ from collections import deque
 from typing import Any
 
 from ..events import EVENT_VERSION, make_event
-from ..layer import Action, BecomeServer, Command, Down, Layer, Log, SetConfig, Up, ViewChange
+from ..layer import (
+    Action,
+    BecomeServer,
+    Bootstrap,
+    Command,
+    Digest,
+    Down,
+    GetDigest,
+    Layer,
+    Log,
+    Query,
+    SetConfig,
+    Up,
+    ViewChange,
+)
 from ..message import MCAST_DEST, Message
 from ..protocols import Rng
 from ..rangeset import RangeSet
@@ -110,6 +124,9 @@ class Nakack2(Layer):
         self.digests: dict[str, dict[str, int]] = {}
         self.is_server = True
         self.queue: deque[Message] = deque()
+        # Multicasts the application sent while joining: numbered and sent at BecomeServer, in the
+        # first view (JGroups: a channel sends only once connect() returned).
+        self.held: list[Message] = []
         self.timers = Deadlines(*TIMERS)
         self.counters: dict[str, int] = {}
         self._armed = False
@@ -170,6 +187,11 @@ class Nakack2(Layer):
     def down(self, msg: Message, now: float) -> list[Action]:
         if msg.dest != MCAST_DEST:
             return [Down(msg=msg)]
+        if not self.is_server:
+            # Joining: the multicast has no view to go to yet, and a seqno spent now would be a
+            # gap at every member whose table for us starts later.
+            self.held.append(msg)
+            return []
         self._arm(now)
         self.seqno += 1
         seqno = self.seqno
@@ -282,12 +304,22 @@ class Nakack2(Layer):
         self.queue.append(msg)
 
     def _become_server(self, now: float) -> list[Action]:
-        out: list[Action] = [self._log(now, "become_server", count=len(self.queue))]
+        out: list[Action] = [
+            self._log(
+                now,
+                "become_server",
+                count=len(self.queue),
+                detail=f"{len(self.held)} held send(s)" if self.held else None,
+            )
+        ]
         self.is_server = True
         queued, self.queue = list(self.queue), deque()
         for msg in queued:
             hdr = msg.headers[PROTO_ID]
             self._receive(hdr.orig if hdr.type is MsgType.XMIT_RSP else msg.src, hdr.seqno, msg, now, out)
+        held, self.held = self.held, []
+        for msg in held:
+            out.extend(self.down(msg, now))
         return out
 
     # ---- retransmission -----------------------------------------------------------------------
@@ -397,6 +429,14 @@ class Nakack2(Layer):
     def _digest(self) -> dict[str, int]:
         return {sender: table.delivered for sender, table in self.tables.items()}
 
+    def answer(self, query: Query) -> Digest | None:
+        """GetDigest (a join or a merge): the highest seqno known per sender, ours the last sent.
+        A joiner starts its table for each sender there: what it did not get so far was sent to
+        views without it."""
+        if isinstance(query, GetDigest):
+            return tuple(sorted((s, self.seqno if s == self.local else t.highest) for s, t in self.tables.items()))
+        return None
+
     def _stable_round(self, now: float, out: list[Action]) -> None:
         self._bytes_since_stable = 0
         self.timers.set("stable", now + self.config.stable_interval)
@@ -443,6 +483,12 @@ class Nakack2(Layer):
             return self._on_view(cmd, now)
         if isinstance(cmd, BecomeServer):
             return self._become_server(now) if not self.is_server else []
+        if isinstance(cmd, Bootstrap):
+            if not self.members:
+                # A node that joins through a membership protocol is a client until its join
+                # is complete: it queues what arrives and holds what it sends (BecomeServer).
+                self.is_server = False
+            return []
         if isinstance(cmd, SetConfig):
             return self._set_config(cmd.values, now)
         return []
@@ -450,21 +496,74 @@ class Nakack2(Layer):
     def _on_view(self, view: ViewChange, now: float) -> list[Action]:
         self._arm(now)
         first = not self.members
+        before = set(self.members)
         self.members = tuple(view.members)
         self._members_list = list(self.members) or [self.local]
         self.view_id = view.view_id
         out: list[Action] = [self._log(now, "view", members=list(view.members), view_id=view.view_id)]
+        # The tables of senders that left go (JGroups: retainAll on the view): a sender that comes
+        # back, restarted or merged, starts from the digest of the view that brings it back.
+        for sender in [s for s in self.tables if s != self.local and s not in self.members]:
+            del self.tables[sender]
         if view.digest:
             if first and self.local in view.members:
                 # A joiner: its tables start at the join digest, and it queues until BecomeServer.
                 self.is_server = False
             for sender, seqno in view.digest:
-                if sender != self.local and sender not in self.tables:
+                if sender == self.local or sender not in self.members:
+                    continue
+                table = self.tables.get(sender)
+                if table is None:
                     self.tables[sender] = RecvTable(sender, seqno)
+                elif view.reason == "merge" and seqno > table.delivered:
+                    # A merge: what the sender multicast up to the digest went to a view without
+                    # this member; waiting for it would stop this table for good (JGRP-1141).
+                    self._skip_to(table, seqno, now, out)
+            # A joiner's table for a sender the digest does not name starts at 0.
+            mine = dict(view.digest).get(self.local, 0)
+            if not first and mine < self.seqno:
+                self._catch_up(mine, [m for m in self.members if m != self.local and m not in before], now, out)
         # Digests of members that left no longer hold back purging.
         for member in [m for m in self.digests if m not in self.members]:
             del self.digests[member]
         return out
+
+    def _skip_to(self, table: RecvTable, seqno: int, now: float, out: list[Action]) -> None:
+        """Start `table` over after `seqno`, keeping what it holds above it."""
+        out.append(
+            self._log(now, "drop", peer=table.sender, seqno=seqno, type="MSG", reason="skipped by the merge digest")
+        )
+        fresh = RecvTable(table.sender, seqno)
+        fresh.msgs = {s: m for s, m in table.msgs.items() if s > seqno}
+        fresh.highest = max(seqno, table.highest)
+        self.tables[table.sender] = fresh
+        self._deliver(fresh, now, out)
+
+    def _catch_up(self, start: int, joiners: list[str], now: float, out: list[Action]) -> None:
+        """Our multicasts above the digest's entry for us and up to our view with the joiners went
+        to the old view only (the coordinator took the digest before this member installed the
+        view): send them to each joiner now, as retransmissions, or its table would wait forever
+        for them (for good without retransmission)."""
+        own = self.tables[self.local]
+        for joiner in joiners:
+            for seqno in range(max(start, own.low) + 1, self.seqno + 1):
+                stored = own.msgs.get(seqno)
+                if stored is None:
+                    continue
+                self._count("catch_up")
+                out.append(
+                    self._log(
+                        now,
+                        "retransmit",
+                        peer=joiner,
+                        seqno=seqno,
+                        origin=self.local,
+                        bytes=len(stored.payload),
+                        reason="catch_up",
+                    )
+                )
+                rsp = N2Header(MsgType.XMIT_RSP, seqno, orig=self.local)
+                out.append(Down(msg=Message(self.local, joiner, stored.payload, {PROTO_ID: rsp})))
 
     def _set_config(self, values: dict[str, Any], now: float) -> list[Action]:
         mine = {k: v for k, v in values.items() if k in Nakack2Config.own_keys()}
