@@ -39,8 +39,10 @@ blocked).
 
 Views: receive windows and ack-map entries of members that left are removed (a sender blocked on
 a dead member unblocks when the view drops it); new members get a receive window at the view's
-digest offset (0 without one: a member that just started) and an ack-map entry at this member's
-digest entry, or its current seqno (a joiner is owed what is sent after it joined).
+digest offset and an ack-map entry at this member's digest entry, or its current seqno (a joiner is
+owed what is sent after it joined). Without a digest entry a window of the first view starts at 0
+(static membership: everyone starts together) and one of a later view (a join or merge made by GMS,
+which sends no digests yet) at the first seqno received from that sender, minus one.
 
 Mutation `seqno_outside_lock` (seed 004, Misc): the seqno is taken outside the lock, so a sender
 "thread" may be preempted between numbering a message and sending it; the layer models that with
@@ -182,6 +184,9 @@ class Mcast(Layer):
         self.ack_map: dict[str, int] = {}
         self._acked_sent: dict[str, int] = {}  # receiver side: sender -> last ack sent
         self._since_ack: dict[str, int] = {}  # receiver side: deliveries since the last ack
+        # Senders whose window came from a view without a digest entry (not the first view): the
+        # first message from them sets the offset (see _on_view).
+        self._unsynced: set[str] = set()
         self._waiting: deque[Message] = deque()  # sends blocked on a full window
         self._blocked_since: float | None = None
         self.blocked_s = 0.0  # total time blocked
@@ -354,6 +359,11 @@ class Mcast(Layer):
             out.append(self._log(now, "drop", peer=sender, seqno=seqno, type="MSG", reason=why))
             return
         win = self._window_for(sender)
+        if sender in self._unsynced:
+            self._unsynced.discard(sender)
+            if win.size == 0 and seqno - 1 > win.low:
+                win = self.recv[sender] = FixedBuffer(self.config.capacity, seqno - 1)
+                self._acked_sent[sender] = seqno - 1
         if seqno <= win.low or (win.fits(seqno) and win.get(seqno) is not None):
             self._count("rx_duplicate")
             out.append(self._log(now, "drop", peer=sender, seqno=seqno, type="MSG", reason="duplicate"))
@@ -495,10 +505,16 @@ class Mcast(Layer):
             self._since_ack.pop(sender, None)
         for member in [m for m in self.ack_map if m not in self.members]:
             del self.ack_map[member]
+        self._unsynced &= set(self.members)
         for member in self._others():
             if member not in self.recv:
                 self.recv[member] = FixedBuffer(self.config.capacity, digest.get(member, 0))
                 self._acked_sent[member] = digest.get(member, 0)
+                if old and member not in digest:
+                    # No digest entry (GMS sends none yet): a member added later (a join or a
+                    # merge) starts where its first message says; in the first view everyone starts
+                    # at 0 (static membership: all members start together).
+                    self._unsynced.add(member)
             if member not in self.ack_map and member not in old:
                 # A joiner is owed what is sent after it joined (its digest says where it starts).
                 self.ack_map[member] = min(digest.get(self.local, self.seqno), self.seqno)
@@ -535,8 +551,10 @@ class Mcast(Layer):
     # ---- views of the state -------------------------------------------------------------------
 
     def blocked(self, dest: str) -> bool:
-        """Would the application's send to `dest` block now (the window is full)?"""
-        return dest == MCAST_DEST and (bool(self._waiting) or self._full())
+        """Is the application's sender to `dest` blocked (a send of its waits for room)? The send
+        that finds the window full is taken and waits here, as a blocked thread would; further
+        sends are the driver's to hold back until this says False again."""
+        return dest == MCAST_DEST and bool(self._waiting)
 
     def held(self) -> int:
         """Messages this member keeps: its send window, its receive windows, blocked sends."""
