@@ -576,7 +576,7 @@ def check_no_loss(events: list[dict], recovery_bound_s: float = DEFAULT_RECOVERY
     last_deliver: float | None = None
     starts: dict[str, int] = {}  # a node's life is the number of its starts so far
     # Multicast: (sender, member) -> [(app, t_sent)] and the sender's views, [(t, members)].
-    mcast: dict[tuple[str, str], list[tuple[str, float]]] = defaultdict(list)
+    multicasts: dict[tuple[str, str], list[tuple[str, float]]] = defaultdict(list)
     views: dict[str, list[tuple[float, frozenset[str]]]] = defaultdict(list)
     for ev in events:
         kind = ev["kind"]
@@ -590,7 +590,7 @@ def check_no_loss(events: list[dict], recovery_bound_s: float = DEFAULT_RECOVERY
             life = starts.get(ev["node"], 0)
             for member in ev["members"]:
                 sent[(ev["node"], member)].append((ev["app"], ev["t"], life))
-                mcast[(ev["node"], member)].append((ev["app"], ev["t"]))
+                multicasts[(ev["node"], member)].append((ev["app"], ev["t"]))
         elif kind == "view" and "members" in ev:
             views[ev["node"]].append((ev["t"], frozenset(ev["members"])))
         elif kind == "deliver" and "app" in ev:
@@ -603,9 +603,9 @@ def check_no_loss(events: list[dict], recovery_bound_s: float = DEFAULT_RECOVERY
     # A multicast is not owed to a member that left the sender's view within the bound after it
     # was sent (the app ids the sender multicast then, per member).
     left: set[tuple[str, str, str]] = set()
-    if mcast:
+    if multicasts:
         excused.update(dict.fromkeys(MULTICAST_EXCUSES, 0))
-        left = _left_view(mcast, views, recovery_bound_s)
+        left = _left_view(multicasts, views, recovery_bound_s)
     # Per link: count and the first app ids, so a link losing millions stays cheap to report.
     lost_count: dict[tuple[str, str], int] = defaultdict(int)
     lost_first: dict[tuple[str, str], list[str]] = defaultdict(list)
@@ -630,14 +630,14 @@ def check_no_loss(events: list[dict], recovery_bound_s: float = DEFAULT_RECOVERY
 
 
 def _left_view(
-    mcast: dict[tuple[str, str], list[tuple[str, float]]],
+    multicasts: dict[tuple[str, str], list[tuple[str, float]]],
     views: dict[str, list[tuple[float, frozenset[str]]]],
     bound: float,
 ) -> set[tuple[str, str, str]]:
     """(sender, member, app) of the multicasts whose member the sender's view lost within `bound`
     after sending (views are rare: a scan per multicast over the few that follow it)."""
     out: set[tuple[str, str, str]] = set()
-    for (sender, member), msgs in mcast.items():
+    for (sender, member), msgs in multicasts.items():
         without = [t for t, members in views.get(sender, ()) if member not in members]
         if not without:
             continue
