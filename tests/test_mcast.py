@@ -413,3 +413,38 @@ def test_flow_control_unblocks_when_the_view_drops_the_cut_off_member():
     # windows_synced is left out: C stays cut off, so UNICAST3's GMS windows towards it stay open.
     verdict = _verdict(result, scenario, ("fifo", "no_duplicates", "no_loss"))
     assert all(r.passed for r in verdict.values()), [r.explanation for r in verdict.values() if not r.passed]
+
+
+@pytest.mark.parametrize("mutation", [None, "seqno_outside_lock"])
+def test_sim_concurrent_senders_on_a_lossless_network(mutation):
+    """Two streams per member (concurrent senders) on a lossless network with delay: no XMIT-REQ at all;
+    the seqno_outside_lock mutant loses nothing yet makes receivers ask for never-lost messages."""
+    config: dict = {"xmit_interval": 0.05, "capacity": 1024}
+    if mutation:
+        config["mutation"] = mutation
+    scenario = parse_scenario(
+        {
+            "name": "mcast-lossless",
+            "protocol": "mcast",
+            "transport": "udp",
+            "nodes": 3,
+            "config": config,
+            "workload": [
+                {"from": "all", "to": "all", "rate": 300, "duration": 3},
+                {"from": "all", "to": "all", "rate": 300, "duration": 3},
+            ],
+            "schedule": [{"at": 0.0, "delay": {"link": "*", "ms": 2}}],
+            "duration": 3,
+            "settle": 2,
+            "seed": 9,
+        }
+    )
+    result, _ = _run(scenario)
+    assert result.stats["frames_lost"] == 0
+    verdict = _verdict(result, scenario)
+    assert all(r.passed for r in verdict.values()), [r.explanation for r in verdict.values() if not r.passed]
+    requests = sum(1 for evs in result.events.values() for e in evs if e["kind"] == "xmit_req_tx")
+    if mutation is None:
+        assert requests == 0
+    else:
+        assert requests > 10, requests
