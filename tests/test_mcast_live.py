@@ -59,3 +59,27 @@ def test_scenarios_pass_on_local(scenario, tmp_path, capsys):
         for name in ("A", "B"):
             mine = Counter(e["kind"] for e in events if e["node"] == name)
             assert mine["block"] >= 1 and mine["unblock"] == mine["block"], mine
+
+
+@pytest.mark.splitbrain_backend("sim", "local")
+def test_plugin_senders_block_on_a_cut_off_member_and_unblock_at_the_heal(splitbrain_cluster, faults):
+    """The pytest plugin with protocol mcast: A multicasts flat out with capacity 300 while C is cut off
+    from A both ways; A blocks (a `block` event, its window full), the heal unblocks it, nothing is lost."""
+    cluster = splitbrain_cluster(nodes=3, protocol="mcast", config={"xmit_interval": 0.2, "capacity": 300})
+    faults.partition("A", "C", one_way=False)
+    cluster.send("A", "*", rate=400, duration=3)
+
+    def blocked():
+        state = cluster.state("A")
+        return state if any(b["reason"].startswith("blocked") for b in state["busy"]) else None
+
+    state = cluster.eventually(blocked, timeout=30, what="A blocked")
+    # Its window is full: 299 unacked (S - low >= capacity blocks the 300th), nothing more held.
+    assert [w["pending"] for w in state["windows"] if w["side"] == "send"] == [299, 299]
+    faults.heal()
+    cluster.sleep(3)  # the stream's end (slots that found A blocked are not sent)
+    cluster.wait_settled()
+    cluster.stop()
+    cluster.assert_checks("fifo", "no_duplicates", "no_loss")
+    kinds = [e["kind"] for e in cluster.events() if e["node"] == "A" and e["kind"] in ("block", "unblock")]
+    assert kinds and kinds[0] == "block" and kinds[-1] == "unblock"
