@@ -448,3 +448,11 @@ def test_sim_concurrent_senders_on_a_lossless_network(mutation):
         assert requests == 0
     else:
         assert requests > 10, requests
+
+
+def test_settings_shared_with_unicast3_keep_apart():
+    """ack_threshold and xmit_interval are MCAST's; UNICAST3's take the unicast3_ prefix, and as_dict round-trips."""
+    cfg = McastConfig.from_dict({"ack_threshold": 7, "unicast3_ack_threshold": 3, "unicast3_xmit_interval": 0.3})
+    assert cfg.ack_threshold == 7 and cfg.unicast3.ack_threshold == 3 and cfg.unicast3.xmit_interval == 0.3
+    assert McastConfig.from_dict(cfg.as_dict()) == cfg
+    assert cfg.as_dict()["ack_threshold"] == 7 and cfg.as_dict()["unicast3_ack_threshold"] == 3

@@ -4,8 +4,8 @@ capacity / 4, `xmit_interval` 1 s (ReliableMulticast), one resend of the highest
 
 An MCAST stack also runs UNICAST3 for unicasts (as NAKACK2's does), so one flat `config:` mapping
 feeds both: MCAST takes its own keys below and hands every other key to UNICAST3 (which names any it
-does not know). `xmit_interval` is MCAST's; UNICAST3's own retransmit period is
-`unicast3_xmit_interval`.
+does not know). `xmit_interval` and `ack_threshold` are MCAST's; UNICAST3's are
+`unicast3_xmit_interval` and `unicast3_ack_threshold`.
 """
 
 from __future__ import annotations
@@ -90,7 +90,7 @@ class McastConfig:
             unicast3 = Unicast3Config.from_dict(u3)
         except SettingError as exc:
             known = ", ".join(sorted(cls(unicast3=Unicast3Config()).as_dict())) if "unknown" in exc.message else None
-            key = U3_PREFIX + exc.key if exc.key == "xmit_interval" else exc.key
+            key = U3_PREFIX + exc.key if exc.key in cls.own_keys() else exc.key
             raise SettingError(
                 key, f"unknown MCAST/UNICAST3 setting (known: {known})" if known else exc.message
             ) from None
@@ -114,5 +114,6 @@ class McastConfig:
         for key, value in self.unicast3.as_dict().items():
             if key == "mutation" and value is None:
                 continue
-            out[U3_PREFIX + key if key == "xmit_interval" else key] = value
+            # UNICAST3's keys that MCAST also has (xmit_interval, ack_threshold) carry the prefix.
+            out[U3_PREFIX + key if key in self.own_keys() else key] = value
         return out
