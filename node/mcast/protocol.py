@@ -172,8 +172,10 @@ class FixedBuffer:
 class Mcast(Layer):
     proto = PROTO
 
-    def __init__(self, local: str, config: McastConfig, rng: Rng) -> None:
+    def __init__(self, local: str, config: McastConfig, rng: Rng, incarnation: int = 0) -> None:
         self.local = local
+        self.incarnation = incarnation
+        self._incarnations: dict[str, int] = {}  # sender -> the life its multicasts come from
         self.config = config
         self._rng = rng
         self.members: tuple[str, ...] = ()
@@ -187,6 +189,7 @@ class Mcast(Layer):
         # Senders whose window came from a view without a digest entry (not the first view): the
         # first message from them sets the offset (see _on_view).
         self._unsynced: set[str] = set()
+        self._left_low: dict[str, int] = {}  # sender -> delivered up to when it left the view
         self._waiting: deque[Message] = deque()  # sends blocked on a full window
         self._blocked_since: float | None = None
         self.blocked_s = 0.0  # total time blocked
@@ -269,7 +272,8 @@ class Mcast(Layer):
     def _send(self, msg: Message, now: float, out: list[Action]) -> None:
         """The atomic step: number M, add it to the send window, deliver it locally, send it."""
         seqno = self.seqno + 1
-        msg.headers[PROTO_ID] = McastHeader(MsgType.MSG, seqno)
+        hdr = McastHeader(MsgType.MSG, seqno, incarnation=self.incarnation, low=self.send_window.low)
+        msg.headers[PROTO_ID] = hdr
         self.send_window.add(seqno, msg)
         self._count("tx_MSG")
         self._note_memory()
@@ -336,16 +340,56 @@ class Mcast(Layer):
             t = hdr.type
             self._count(f"rx_{t.name}")
             if t is MsgType.MSG:
-                self._receive(msg.src, hdr.seqno, msg, now, out)
+                if self._new_life(msg.src, hdr.incarnation, now, out):
+                    self._sync(msg.src, hdr.low)
+                    self._receive(msg.src, hdr.seqno, msg, now, out)
             elif t is MsgType.MCAST_ACK:
                 self._on_ack(msg.src, hdr.seqno, now, out)
             elif t is MsgType.MCAST_XMIT_REQ:
                 self._on_xmit_req(msg.src, hdr, now, out)
             else:
-                self._on_highest(msg.src, hdr.seqno, now, out)
+                self._on_highest(msg.src, hdr.seqno, hdr.low, now, out)
         if passed:
             out.append(Up(msgs=passed))
         return out
+
+    def _new_life(self, sender: str, incarnation: int, now: float, out: list[Action]) -> bool:
+        """A MSG from a restarted sender (a higher incarnation) starts its window afresh at 0 (it
+        numbers from 1 again); one from an older life is dropped. True: go on with the message."""
+        known = self._incarnations.get(sender)
+        if known is None or incarnation > known:
+            self._incarnations[sender] = incarnation
+            if known is not None:
+                self._left_low.pop(sender, None)
+            if known is not None and sender in self.recv:
+                self.recv[sender] = FixedBuffer(self.config.capacity)
+                self._acked_sent[sender] = 0
+                self._since_ack.pop(sender, None)
+                self._unsynced.discard(sender)
+                out.append(
+                    self._log(
+                        now, "conn_state", peer=sender, side="recv", state="OPEN", low=0, reason="new_window:restarted"
+                    )
+                )
+            return True
+        if incarnation < known:
+            out.append(self._log(now, "drop", peer=sender, type="MSG", reason="from an older incarnation"))
+            return False
+        return True
+
+    def _sync(self, sender: str, low: int) -> None:
+        """A window not synced yet (this node restarted, or a later view added the sender without a
+        digest entry) starts where the sender still holds messages (its send-window low, carried by
+        MSG and HIGHEST_SEQNO), or where this member had delivered to before the sender left its
+        view, whichever is higher; missing ones are then asked for."""
+        if sender not in self._unsynced:
+            return
+        self._unsynced.discard(sender)
+        win = self._window_for(sender)
+        start = max(low, self._left_low.pop(sender, 0))
+        if win.size == 0 and start > win.low:
+            self.recv[sender] = FixedBuffer(self.config.capacity, start)
+            self._acked_sent[sender] = start
 
     def _window_for(self, sender: str) -> FixedBuffer:
         win = self.recv.get(sender)
@@ -359,11 +403,6 @@ class Mcast(Layer):
             out.append(self._log(now, "drop", peer=sender, seqno=seqno, type="MSG", reason=why))
             return
         win = self._window_for(sender)
-        if sender in self._unsynced:
-            self._unsynced.discard(sender)
-            if win.size == 0 and seqno - 1 > win.low:
-                win = self.recv[sender] = FixedBuffer(self.config.capacity, seqno - 1)
-                self._acked_sent[sender] = seqno - 1
         if seqno <= win.low or (win.fits(seqno) and win.get(seqno) is not None):
             self._count("rx_duplicate")
             out.append(self._log(now, "drop", peer=sender, seqno=seqno, type="MSG", reason="duplicate"))
@@ -439,10 +478,11 @@ class Mcast(Layer):
             if budget <= 0:
                 break
 
-    def _on_highest(self, src: str, seqno: int, now: float, out: list[Action]) -> None:
+    def _on_highest(self, src: str, seqno: int, low: int, now: float, out: list[Action]) -> None:
         out.append(self._log(now, "highest_seqno_rx", peer=src, seqno=seqno))
         if src not in self.members or src == self.local:
             return
+        self._sync(src, low)
         win = self._window_for(src)
         if seqno > win.low:
             win.raise_high(seqno)  # the next retransmit run asks for what is missing
@@ -475,7 +515,7 @@ class Mcast(Layer):
         others = self._others()
         lowest = min((self.ack_map.get(m, 0) for m in others), default=self.seqno)
         if lowest < self.seqno and lowest == self._prev_min_ack and cfg.resend_last_seqno_max_times:
-            hdr = McastHeader(MsgType.MCAST_HIGHEST_SEQNO, self.seqno)
+            hdr = McastHeader(MsgType.MCAST_HIGHEST_SEQNO, self.seqno, low=self.send_window.low)
             behind = [m for m in others if self.ack_map.get(m, 0) < self.seqno]
             out.append(self._log(now, "highest_seqno_tx", seqno=self.seqno, members=behind))
             for member in behind:
@@ -500,6 +540,8 @@ class Mcast(Layer):
         out: list[Action] = [self._log(now, "view", members=list(view.members), view_id=view.view_id)]
         digest = dict(view.digest)
         for sender in [s for s in self.recv if s not in self.members]:
+            # Remembered: should the sender come back (a merge), nothing delivered is delivered again.
+            self._left_low[sender] = self.recv[sender].low
             del self.recv[sender]
             self._acked_sent.pop(sender, None)
             self._since_ack.pop(sender, None)
@@ -510,9 +552,10 @@ class Mcast(Layer):
             if member not in self.recv:
                 self.recv[member] = FixedBuffer(self.config.capacity, digest.get(member, 0))
                 self._acked_sent[member] = digest.get(member, 0)
-                if old and member not in digest:
+                if (old or self.incarnation > 0) and member not in digest:
                     # No digest entry (GMS sends none yet): a member added later (a join or a
-                    # merge) starts where its first message says; in the first view everyone starts
+                    # merge), or every member after this node restarted, starts where its first
+                    # MSG or HIGHEST_SEQNO says; in the first view of a first life everyone starts
                     # at 0 (static membership: all members start together).
                     self._unsynced.add(member)
             if member not in self.ack_map and member not in old:

@@ -34,7 +34,7 @@ class StackedUnicast3(Unicast3):
 
 
 def _layers(name: str, config: McastConfig, rng: Rng, incarnation: int) -> list[Layer]:
-    return [Mcast(name, config, rng), StackedUnicast3(name, config.unicast3, rng, incarnation)]
+    return [Mcast(name, config, rng, incarnation), StackedUnicast3(name, config.unicast3, rng, incarnation)]
 
 
 SPEC = ProtocolSpec(
