@@ -581,7 +581,7 @@ def check_no_loss(events: list[dict], recovery_bound_s: float = DEFAULT_RECOVERY
     last_deliver: float | None = None
     starts: dict[str, int] = {}  # a node's life is the number of its starts so far
     # Multicast: (sender, member) -> [(app, t_sent)] and the sender's views, [(t, members)].
-    mcast: dict[tuple[str, str], list[tuple[str, float]]] = defaultdict(list)
+    multicasts: dict[tuple[str, str], list[tuple[str, float]]] = defaultdict(list)
     views: dict[str, list[tuple[float, frozenset[str]]]] = defaultdict(list)
     # Join digests: the multicasts (sender, member) -> [(t, seqno, app)], and each member's first
     # view after a start: (member, from when, view time, digest), "from when" being the end of its
@@ -607,7 +607,7 @@ def check_no_loss(events: list[dict], recovery_bound_s: float = DEFAULT_RECOVERY
             life = starts.get(ev["node"], 0)
             for member in ev["members"]:
                 sent[(ev["node"], member)].append((ev["app"], ev["t"], life))
-                mcast[(ev["node"], member)].append((ev["app"], ev["t"]))
+                multicasts[(ev["node"], member)].append((ev["app"], ev["t"]))
                 if "seqno" in ev:
                     mseq[(ev["node"], member)].append((ev["t"], ev["seqno"], ev["app"]))
         elif kind == "view" and "members" in ev:
@@ -626,9 +626,9 @@ def check_no_loss(events: list[dict], recovery_bound_s: float = DEFAULT_RECOVERY
     # was sent (the app ids the sender multicast then, per member).
     left: set[tuple[str, str, str]] = set()
     before_join = _before_join(joins, mseq)
-    if mcast:
+    if multicasts:
         excused.update(dict.fromkeys(MULTICAST_EXCUSES, 0))
-        left = _left_view(mcast, views, recovery_bound_s)
+        left = _left_view(multicasts, views, recovery_bound_s)
     # Per link: count and the first app ids, so a link losing millions stays cheap to report.
     lost_count: dict[tuple[str, str], int] = defaultdict(int)
     lost_first: dict[tuple[str, str], list[str]] = defaultdict(list)
@@ -679,14 +679,14 @@ def _before_join(
 
 
 def _left_view(
-    mcast: dict[tuple[str, str], list[tuple[str, float]]],
+    multicasts: dict[tuple[str, str], list[tuple[str, float]]],
     views: dict[str, list[tuple[float, frozenset[str]]]],
     bound: float,
 ) -> set[tuple[str, str, str]]:
     """(sender, member, app) of the multicasts whose member the sender's view lost within `bound`
     after sending (views are rare: a scan per multicast over the few that follow it)."""
     out: set[tuple[str, str, str]] = set()
-    for (sender, member), msgs in mcast.items():
+    for (sender, member), msgs in multicasts.items():
         without = [t for t, members in views.get(sender, ()) if member not in members]
         if not without:
             continue

@@ -71,7 +71,7 @@ from node import protocols
 from node.compose import recovery_bound_s, refusal
 from node.errors import SettingError
 from node.layer import SyncPeer
-from node.message import MCAST_DEST
+from node.message import MCAST_DEST as GROUP_DEST
 
 TRANSPORTS = ("udp", "tcp")
 # Checks every run gets, listed or not: an exception inside a protocol layer is always our bug.
@@ -171,7 +171,7 @@ class Stream:
         # A multicast stream (dest MCAST_DEST) is written back as `to: all`, which parses back to it.
         out: dict[str, Any] = {
             "from": self.src,
-            "to": "all" if self.dest == MCAST_DEST else self.dest,
+            "to": "all" if self.dest == GROUP_DEST else self.dest,
             "rate": self.rate,
         }
         if self.count is not None:
@@ -812,7 +812,7 @@ class StreamSpec(InputModel):
     def pairs(self, multicast: bool = False) -> list[tuple[str, str]]:
         """(sender, receiver) per stream; with `multicast`, one stream per sender to MCAST_DEST."""
         if multicast:
-            return [(s, MCAST_DEST) for s in self.src if any(r != s for r in self.dest)]
+            return [(s, GROUP_DEST) for s in self.src if any(r != s for r in self.dest)]
         return [(s, r) for s in self.src for r in self.dest if s != r]
 
 

@@ -203,6 +203,11 @@ class Layer:
         """Messages sent to `peer` and not acknowledged yet (the runtime's back-pressure)."""
         return 0
 
+    def blocked(self, dest: str) -> bool:
+        """Would the application's send to `dest` block now (MCAST's full window)? The simulator's
+        workload and the runtime's streams do not send to `dest` while it is true."""
+        return False
+
     def membership(self) -> Membership | None:
         """The group view this layer maintains (a membership protocol), or None."""
         return None

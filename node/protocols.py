@@ -126,7 +126,7 @@ class ProtocolSpec:
 
 
 # Modules with a module-level `SPEC: ProtocolSpec`, one line per protocol.
-BUILTIN = ("node.unicast3.spec", "node.unicast2.spec", "node.nakack2.spec", "node.gms.spec")
+BUILTIN = ("node.unicast3.spec", "node.unicast2.spec", "node.nakack2.spec", "node.mcast.spec", "node.gms.spec")
 ENV_PROTOCOLS = "SPLITBRAIN_PROTOCOLS"
 DEFAULT_PROTOCOL = "unicast3"
 
@@ -135,7 +135,7 @@ _loaded = False
 _kinds: dict[str, str] | None = None
 # Protocols the design names (seeds/) that have no implementation yet: the scenario parser says
 # "not implemented" for them rather than "unknown".
-PLANNED = ("mcast",)
+PLANNED: tuple[str, ...] = ()
 
 
 def register(spec: ProtocolSpec) -> ProtocolSpec:

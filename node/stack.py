@@ -35,6 +35,9 @@ class Stack:
         for idx, layer in enumerate(layers):
             layer.asker = partial(self._ask, idx)
         # The simulator checks invariants after every input: only layers that check something.
+        # Layers that may block a sender (Layer.blocked), asked before each application send.
+        self._blockers = [layer.blocked for layer in layers if type(layer).blocked is not Layer.blocked]
+        self.may_block = bool(self._blockers)
         self._checks = [
             layer.check_invariants for layer in layers if type(layer).check_invariants is not Layer.check_invariants
         ]
@@ -119,6 +122,10 @@ class Stack:
             if isinstance(layer, kind):
                 return layer
         raise KeyError(kind.__name__)
+
+    def blocked(self, dest: str) -> bool:
+        """Would the application's send to `dest` block now (a layer's window is full)?"""
+        return any(blocked(dest) for blocked in self._blockers)
 
     def membership(self) -> Membership | None:
         """The view of the first layer that keeps one (a membership protocol), or None."""

@@ -218,6 +218,24 @@ def _fault_spans(rare: list[dict], end_t: float) -> tuple[list, list]:
     return spans, instants
 
 
+def blocked_spans(rare: list[dict], node: str, end_t: float) -> list[tuple[float, float]]:
+    """(t0, t1) of each time `node`'s sender was blocked: a block event to the next unblock, or to
+    the end of the run (the rare events, in time order)."""
+    spans: list[tuple[float, float]] = []
+    since = None
+    for e in rare:
+        if e["node"] != node:
+            continue
+        if e["kind"] == "block" and since is None:
+            since = e["t"]
+        elif e["kind"] == "unblock" and since is not None:
+            spans.append((since, e["t"]))
+            since = None
+    if since is not None:
+        spans.append((since, end_t))
+    return spans
+
+
 def _down_spans(rare: list[dict], node: str, end_t: float) -> list[tuple[float, float]]:
     spans, down_since = [], None
     for e in rare:
@@ -423,7 +441,7 @@ def plot_timeline(tl: RunTimeline, verdict: RunVerdict | None, path: Path) -> Pa
 
 
 def _mark_rare(ax, tl: RunTimeline, src: str, dst: str) -> None:
-    """Syncs, new receive windows, SEND_FIRST_SEQNO, drops and final windows of one link."""
+    """Blocked senders, syncs, new receive windows, SEND_FIRST_SEQNO, drops and final windows of one link."""
     end = tl.end_t
     labelled = set()
     last_sync_label = [-math.inf]
@@ -435,6 +453,10 @@ def _mark_rare(ax, tl: RunTimeline, src: str, dst: str) -> None:
         labelled.add(label)
         return label
 
+    # A sender blocked on a full window: shaded on its links, where the gap between the sent and
+    # the acked lines is the window's fill.
+    for t0, t1 in blocked_spans(tl.rare, src, end):
+        ax.axvspan(t0, t1, color="tab:orange", alpha=0.15, lw=0, label=once("sender blocked (window full)"))
     for e in tl.rare:
         kind, node, peer = e["kind"], e["node"], e.get("peer")
         on_link = (node, peer) in ((src, dst), (dst, src))

@@ -327,3 +327,19 @@ def test_twenty_runs_leave_nothing_behind(docker_backend, tmp_path):
         f"20 runs: local {statistics.mean(walls['local']):.1f} s, docker {statistics.mean(walls['docker']):.1f} s "
         f"per run (mean wall)"
     )
+
+
+def test_mcast_under_20_percent_loss_over_udp(runs):
+    """MCAST over UDP under 20 % iptables loss on every link: every multicast delivered, repaired by XMIT-REQs."""
+    outcome = runs("mcast-loss", "docker")
+    assert outcome.verdict.passed, explain(outcome)
+    assert sum(count(outcome, node, "xmit_req_tx") for node in nodes_of(outcome)) > 0
+
+
+def test_mcast_senders_block_on_a_cut_off_member_and_unblock_at_the_heal(runs):
+    """MCAST's flow control in containers: with C cut off (iptables), A and B block, and unblock at the heal."""
+    outcome = runs("mcast-flow-control", "docker")
+    assert outcome.verdict.passed, explain(outcome)
+    for node in ("A", "B"):
+        assert count(outcome, node, "block") >= 1, explain(outcome)
+        assert count(outcome, node, "unblock") == count(outcome, node, "block"), explain(outcome)

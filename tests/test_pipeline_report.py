@@ -302,3 +302,23 @@ def test_timeline_shows_each_nodes_view_as_a_band(tmp_path):
     _w, h_gms = _png_size(tmp_path / "gms" / "img" / "timeline-r-gms.png")
     _w, h_plain = _png_size(tmp_path / "plain" / "img" / "timeline-r-plain.png")
     assert h_gms > h_plain
+
+
+def test_timeline_shades_the_time_a_sender_was_blocked(tmp_path):
+    """block/unblock events (MCAST's full window) become spans per sender, the last one open to the
+    run's end; the timeline of such a run is drawn with them."""
+    from pipeline.report import blocked_spans
+
+    tl = _timeline("r-blocked")
+    tl.rare += [
+        {"t": 1.0, "node": "A", "kind": "block", "seqno": 20},
+        {"t": 1.5, "node": "A", "kind": "unblock", "seqno": 20},
+        {"t": 2.0, "node": "B", "kind": "block", "seqno": 5},
+        {"t": 4.0, "node": "A", "kind": "block", "seqno": 40},
+    ]
+    tl.rare.sort(key=lambda e: e["t"])
+    assert blocked_spans(tl.rare, "A", tl.end_t) == [(1.0, 1.5), (4.0, 6.0)]
+    assert blocked_spans(tl.rare, "B", tl.end_t) == [(2.0, 6.0)]
+    assert blocked_spans(tl.rare, "C", tl.end_t) == []
+    page = write_report(tmp_path / "r", [_verdict("r-blocked", "flow")], {}, {"r-blocked": tl}, title="blocked")
+    assert (tmp_path / "r" / "img" / "timeline-r-blocked.png").exists() and page.exists()

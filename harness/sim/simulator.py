@@ -255,6 +255,7 @@ class Simulation:
         self.bytes_sent = 0
         self.msgs_sent = 0
         self.msgs_skipped = 0
+        self.msgs_blocked = 0  # slots not sent because the sender was blocked
         self.msgs_delivered = 0
 
     # ---- running ------------------------------------------------------------------------------
@@ -382,6 +383,7 @@ class Simulation:
             "bytes_sent": self.bytes_sent,
             "msgs_sent": self.msgs_sent,
             "msgs_skipped": self.msgs_skipped,
+            "msgs_blocked": self.msgs_blocked,
             "msgs_delivered": self.msgs_delivered,
             "wire": self.wire,
         }
@@ -656,12 +658,17 @@ class Simulation:
         horizon = t + _EPS
         while True:
             if node.state is RUNNING:
-                ss.n += 1
-                self.msgs_sent += 1
                 stack = node.stack  # hot path: see _receive_frame
                 assert stack is not None
-                stack.send(Message(ss.src, ss.dest, app_payload(ss.src, ss.index, ss.n, ss.size)), t)
-                self._after_input(node, t)
+                if stack.may_block and stack.blocked(ss.dest):
+                    # The application's sender is blocked (a full MCAST window): this slot is not
+                    # sent; the stream goes on with the next one once the layer unblocks it.
+                    self.msgs_blocked += 1
+                else:
+                    ss.n += 1
+                    self.msgs_sent += 1
+                    stack.send(Message(ss.src, ss.dest, app_payload(ss.src, ss.index, ss.n, ss.size)), t)
+                    self._after_input(node, t)
             else:
                 # A paused or dead application sends nothing; its slots are skipped, not queued.
                 self.msgs_skipped += 1

@@ -615,17 +615,26 @@ class Node:
             for link in self.peers if dest == MCAST_DEST else (dest,):
                 if not transport.writable(link):
                     return True
+            if self.stack.may_block and self.stack.blocked(dest):
+                return True  # the protocol blocks this sender (MCAST's full window)
             for layer in self._flow_layers:
                 if layer.unacked(dest) >= limit:
                     return True
         return False
+
+    def _stream_blocked(self, s: Stream) -> bool:
+        """A flat-out stream waits for back-pressure; any stream waits while the protocol blocks
+        its sender (MCAST's full window: the application's send awaits room)."""
+        if s.rate == 0:
+            return self._is_blocked(s)
+        return self.stack.may_block and any(self.stack.blocked(dest) for dest in s.to)
 
     def _stream_step(self, s: Stream) -> None:
         self._stream_handles.pop(s.stream, None)
         if s.done or not self._running:
             return
         now = self.now()
-        if s.rate == 0 and self._is_blocked(s):
+        if self._stream_blocked(s):
             s.blocked = True
             self._blocked.add(s.stream)
             if self._blocked_poll is None:
@@ -692,7 +701,7 @@ class Node:
             s = self.streams[sid]
             if s.done:
                 self._blocked.discard(sid)
-            elif not self._is_blocked(s):
+            elif not self._stream_blocked(s):
                 self._blocked.discard(sid)
                 if sid not in self._stream_handles:
                     self._stream_handles[sid] = self.loop.call_soon(self._stream_step, s)
