@@ -46,7 +46,6 @@ from ..errors import SettingError
 from ..faultlayer import FaultRule
 from .config import Address, ConfigError
 from .errors import RequestError
-from .metrics import CONTENT_TYPE, render
 
 if TYPE_CHECKING:
     from .node import Node  # the node imports this module when it serves: no cycle at run time
@@ -195,6 +194,8 @@ class AdminServer:
         )
 
     async def metrics(self, request: web.Request) -> web.Response:
+        from .metrics import CONTENT_TYPE, render  # prometheus_client only once someone scrapes
+
         return web.Response(body=render(self.node.registry), headers={"Content-Type": CONTENT_TYPE})
 
     async def samples(self, request: web.Request) -> web.Response:
