@@ -12,7 +12,7 @@ from node.errors import SettingError
 from node.gms.config import GmsConfig
 from node.gms.fuzz import fuzz_header
 from node.gms.header import CODEC, GMS_ID, GMS_TYPES, LOWER_CODEC, LOWER_ID, LOWER_TYPES, GmsHeader, GmsType
-from node.layer import Bootstrap
+from node.layer import Bootstrap, ViewChange
 from node.message import Message
 from node.wire import WireError, decode_frame, encode_frame
 
@@ -65,7 +65,9 @@ def test_hostile_gms_messages_are_dropped_and_counted():
     for i in range(20_000):
         peer = rng.choice(("B", "C", "Z"))
         hdr = fuzz_header(rng, sent[-20:])
-        if rng.random() < 0.3:
+        if hdr.type in LOWER_TYPES:
+            msg = Message(peer, "A", b"", {LOWER_ID: hdr})
+        elif rng.random() < 0.3:
             lower = GmsHeader(rng.choice(sorted(LOWER_TYPES)), hdr.view_id, hdr.coord, hdr.members)
             msg = Message(peer, "A", b"", {LOWER_ID: lower})
         else:
@@ -123,3 +125,28 @@ def test_scenario_key_membership():
         parse_scenario({**base, "membership": "gossip"})
     assert info.value.path == "membership"
     assert json_schema()["properties"]["membership"]["enum"] == ["static", "gms"]
+
+
+def test_an_injected_view_without_a_leaver_forgets_the_leave():
+    """A LEAVE from B, then (within the heartbeat interval that batches leaves) a view injected
+    without B: the invariants hold and B is not excluded again when the batch ends (found by the
+    protocol fuzzer: the injected view kept B among the leavers, outside the view)."""
+    stack = build_stack("A", "unicast3", {}, random.Random(1), faults=False, membership="gms")
+    stack.command(ViewChange(members=("A", "B", "C"), view_id=1), 0.0)
+    stack.take()
+    leave = Message("B", "A", b"", {LOWER_ID: GmsHeader(GmsType.LEAVE, 1, "A", ("A", "B", "C"))})
+    _src, msgs = decode_frame(encode_frame("B", [leave]))
+    stack.receive(msgs, 0.1)
+    stack.check_invariants()
+    stack.command(ViewChange(members=("A", "C"), view_id=5), 0.2)
+    stack.check_invariants()
+    stack.take()
+    # Past the leave batch (one heartbeat interval), before anyone could be suspected (fd_timeout).
+    now = 0.2
+    while (deadline := stack.next_deadline()) is not None and deadline <= 1.0:
+        now = deadline
+        stack.on_timer(now)
+        stack.check_invariants()
+    _out, _app, events = stack.take()
+    assert now > 0.1 + GmsConfig().heartbeat_interval
+    assert [e for e in events if e["kind"] == "view"] == []

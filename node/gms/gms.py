@@ -194,6 +194,7 @@ class Gms(GmsLayerBase):
         self.view_id = vid
         self.highest_installed = max(self.highest_installed, vid)
         self.suspects &= set(members)
+        self.leavers &= set(members)  # a leaver the injected view leaves out has left
         self.discovering = False
         self.timers.set("discover", None)
         self.timers.set("join", None)
