@@ -141,6 +141,8 @@ class Gms(GmsLayerBase):
     # ---- commands -----------------------------------------------------------------------------
 
     def command(self, cmd: Command, now: float) -> list[Action]:
+        if self._reconfigured(cmd):
+            return []
         if self.state is GmsState.LEFT:
             return []
         if isinstance(cmd, ViewChange):

@@ -114,8 +114,12 @@ class Node:
         self.stack = build_stack(
             config.name, config.protocol, config.config, rng, config.incarnation, membership=config.membership
         )
-        own = split_config(config.protocol, config.config, config.membership)[config.protocol]
-        self.settings = protocols.get(config.protocol).config(own)
+        split = split_config(config.protocol, config.config, config.membership)
+        self.settings = protocols.get(config.protocol).config(split[config.protocol])
+        # The membership protocol's settings (GMS), changed at run time like the protocol's.
+        self.membership_settings = (
+            None if config.membership == STATIC else protocols.get(config.membership).config(split[config.membership])
+        )
         self.protocol_layers: list[Layer] = protocol_layers(self.stack)
         # The layers that hold unacked messages, for back-pressure on streams.
         self._flow_layers = [layer for layer in self.protocol_layers if type(layer).unacked is not Layer.unacked]
@@ -473,19 +477,29 @@ class Node:
         self.command(cmd)
 
     def set_config(self, values: dict[str, Any]) -> dict[str, Any]:
+        """Change settings at run time: the protocol's, and the membership protocol's (GMS) keys
+        split off as the scenario's flat `config:` is (compose.split_config). Every key is
+        validated before anything changes; the answer is every setting, flat."""
         current = self.settings
-        known = current.as_dict()
+        membership = self.membership_settings
+        known = {**current.as_dict(), **(membership.as_dict() if membership is not None else {})}
         for key in values:
             if key not in known:
                 raise RequestError(f"{key}: unknown protocol setting (known: {', '.join(sorted(known))})", key)
+        theirs = membership.as_dict() if membership is not None else {}
+        own = {k: v for k, v in values.items() if k not in theirs}
         try:
-            updated = current.updated(values)
+            updated = current.updated(own) if own else current
+            membership_updated = (
+                membership.updated({k: v for k, v in values.items() if k in theirs}) if membership is not None else None
+            )
         except SettingError as exc:
             raise RequestError(str(exc), exc.key) from None
         self._refuse_unsafe(updated.as_dict(), bool(self._drop_rules()))
         self.command(SetConfig(values=dict(values)))
         self.settings = updated
-        return updated.as_dict()
+        self.membership_settings = membership_updated
+        return {**updated.as_dict(), **(membership_updated.as_dict() if membership_updated is not None else {})}
 
     def _drop_rules(self) -> list[int]:
         return [rid for rid, rule in self.faults.rules().items() if rule.get("action") == "drop"]
