@@ -150,3 +150,81 @@ def test_an_injected_view_without_a_leaver_forgets_the_leave():
     _out, _app, events = stack.take()
     assert now > 0.1 + GmsConfig().heartbeat_interval
     assert [e for e in events if e["kind"] == "view"] == []
+
+
+def test_drop_steps_name_gms_message_types_only_with_membership_gms():
+    """A drop step by type takes GMS's types with `membership: gms`, and rejects them otherwise
+    naming the membership that sends them; a type nobody sends is named with the known ones."""
+    from harness.scenario import ScenarioError, parse_scenario
+
+    base = {"name": "d", "protocol": "unicast3", "nodes": 3, "duration": 5, "workload": []}
+
+    def with_drop(membership: str, mtype):
+        step = {"at": 1, "drop": {"at": "B", "from": "A", "type": mtype}}
+        return parse_scenario({**base, "membership": membership, "schedule": [step]})
+
+    assert with_drop("gms", ["HEARTBEAT", "DATA"]).schedule[0].params.types == ("HEARTBEAT", "DATA")
+    assert with_drop("gms", "VIEW").schedule[0].params.types == ("VIEW",)
+    with pytest.raises(ScenarioError) as info:
+        with_drop("static", "HEARTBEAT")
+    assert info.value.path == "schedule[0].drop.type"
+    assert "HEARTBEAT is a message of membership protocol gms" in str(info.value)
+    assert "membership: gms" in str(info.value)
+    with pytest.raises(ScenarioError) as info:
+        with_drop("gms", "BEAT")
+    assert "sends no BEAT messages" in str(info.value) and "HEARTBEAT" in str(info.value)
+    assert with_drop("static", ["DATA", "APP"]).schedule[0].params.types == ("DATA", "APP")
+
+
+def test_config_steps_take_gms_settings_with_membership_gms():
+    """A config step may change GMS's settings with `membership: gms` (validated by GMS: fd_timeout
+    above heartbeat_interval); static membership does not know them."""
+    from harness.scenario import ScenarioError, parse_scenario
+
+    base = {"name": "c", "protocol": "unicast3", "nodes": 3, "duration": 5, "workload": []}
+
+    def with_config(membership: str, values: dict):
+        step = {"at": 1, "config": {"at": "A", "set": values}}
+        return parse_scenario({**base, "membership": membership, "schedule": [step]})
+
+    assert with_config("gms", {"heartbeat_interval": 0.2, "xmit_interval": 0.3}).schedule
+    with pytest.raises(ScenarioError) as info:
+        with_config("gms", {"fd_timeout": 0.3})
+    assert info.value.path == "schedule[0].config.set.fd_timeout"
+    with pytest.raises(ScenarioError) as info:
+        with_config("static", {"heartbeat_interval": 0.2})
+    assert info.value.path == "schedule[0].config.set.heartbeat_interval"
+
+
+def test_dropping_heartbeats_by_type_makes_the_receiver_suspect_on_sim():
+    """Sim, exact: B drops A's HEARTBEATs from t=3 to t=9 (a drop step by GMS type): B suspects A
+    and installs a view without it while A still lists B, and after the drop ends one view again."""
+    from harness.checks import run_checks
+    from harness.scenario import parse_scenario
+    from harness.sim.simulator import simulate
+
+    sc = parse_scenario(
+        {
+            "name": "hb",
+            "protocol": "unicast3",
+            "membership": "gms",
+            "nodes": 3,
+            "duration": 12,
+            "settle": 10,
+            "workload": [],
+            "schedule": [{"at": 3, "drop": {"at": "B", "from": "A", "type": "HEARTBEAT", "until": 9}}],
+        }
+    )
+    events = simulate(sc, 1).all_events()
+    first = next(e for e in events if e["kind"] == "suspect")
+    assert (first["node"], first["peer"]) == ("B", "A")
+    # The last heartbeat heard came at most one interval before the drop began; the check runs
+    # every interval.
+    cfg = GmsConfig()
+    assert 3 + cfg.fd_timeout - cfg.heartbeat_interval <= first["t"] <= 3 + cfg.fd_timeout + cfg.heartbeat_interval
+    b_view = next(e for e in events if e["kind"] == "view" and e["node"] == "B" and e["t"] >= first["t"])
+    assert "A" not in b_view["members"]
+    a_views = [e for e in events if e["kind"] == "view" and e["node"] == "A" and e["t"] <= b_view["t"]]
+    assert "B" in a_views[-1]["members"]
+    (agree,) = run_checks(events, ["views_agree"])
+    assert agree.passed, agree.explanation
