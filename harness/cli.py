@@ -541,18 +541,23 @@ def cmd_schema(args: argparse.Namespace) -> int:
 def cmd_protocols(args: argparse.Namespace) -> int:
     import json
 
+    from harness.scenario import MEMBERSHIP_DEFAULT_CHECKS
     from node import protocols
 
-    specs = [protocols.get(name) for name in protocols.names()]
+    # The reliable protocols (a scenario's `protocol:`), then the membership protocols (its
+    # `membership:`, which run around a reliable one).
+    specs = [protocols.get(name) for name in (*protocols.names(), *protocols.membership_names())]
     info: list[dict[str, Any]] = [
         {
             "name": spec.name,
             "summary": spec.summary,
             "multicast": spec.multicast,
+            "membership": spec.membership,
             "settings": spec.config({}).as_dict(),
             "message_types": list(spec.message_types),
             "event_kinds": dict(spec.event_kinds),
-            "default_checks": list(spec.default_checks),
+            # A membership protocol's checks are added to the reliable protocol's defaults.
+            "default_checks": list(spec.default_checks or (MEMBERSHIP_DEFAULT_CHECKS if spec.membership else ())),
             "mutations": dict(spec.mutations),
             "regressions": dict(spec.regressions),
         }
@@ -562,7 +567,8 @@ def cmd_protocols(args: argparse.Namespace) -> int:
         print(json.dumps(info, indent=2))
         return EXIT_OK
     for p in info:
-        print(f"{p['name']}: {p['summary']}{' (multicast)' if p['multicast'] else ''}")
+        kind = " (multicast)" if p["multicast"] else f" (membership: {p['name']})" if p["membership"] else ""
+        print(f"{p['name']}: {p['summary']}{kind}")
         print("  settings: " + ", ".join(f"{k}={v}" for k, v in p["settings"].items()))
         print("  message types: " + ", ".join(p["message_types"]))
         print("  event kinds: " + (", ".join(p["event_kinds"]) or "(core kinds only)"))
@@ -606,15 +612,18 @@ def doctor_report() -> dict[str, tuple[bool | str, str]]:
 
 
 def _protocols_status() -> tuple[bool | str, str]:
-    """The registered protocols (a scenario's `protocol:`), and those planned but not built."""
-    from node.protocols import PLANNED, RegistryError, names
+    """The registered protocols (a scenario's `protocol:`), the membership protocols (its
+    `membership:`), and those planned but not built."""
+    from node.protocols import PLANNED, RegistryError, membership_names, names
 
     try:
         known = names()
+        membership = membership_names()
     except RegistryError as exc:
         return False, str(exc)
     planned = f"; planned: {', '.join(PLANNED)}" if PLANNED else ""
-    return ", ".join(known), f"registered, `splitbrain protocols` lists their settings{planned}"
+    listed = ", ".join(known) + (f"; membership: static, {', '.join(membership)}" if membership else "")
+    return listed, f"registered, `splitbrain protocols` lists their settings{planned}"
 
 
 def _spark_status() -> tuple[bool, str]:

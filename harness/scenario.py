@@ -68,7 +68,7 @@ from harness.validation import (
     validate_part,
 )
 from node import protocols
-from node.compose import recovery_bound_s, refusal
+from node.compose import STATIC, recovery_bound_s, refusal, split_config
 from node.errors import SettingError
 from node.layer import SyncPeer
 from node.message import MCAST_DEST as GROUP_DEST
@@ -1257,6 +1257,9 @@ def _schedule(raw: Any, info: ValidationInfo) -> tuple[FaultStep, ...]:
             )
             if why:
                 problems.add(f"the admin sync operation is refused: {why}", src, "sync")
+        if isinstance(params, Drop) and params.types is not None and "protocol" in ctx:
+            for why in _drop_type_problems(ctx["protocol"], ctx.get("membership", STATIC), params.types):
+                problems.add(why, src, "drop", "type")
         if isinstance(params, ConfigStep) and "protocol" in ctx and "config" in ctx:
             for key, why in _config_step_problems(ctx, dict(params.values), specs):
                 problems.add(why, src, "config", "set", key)
@@ -1274,14 +1277,45 @@ def _schedule(raw: Any, info: ValidationInfo) -> tuple[FaultStep, ...]:
     return tuple(steps)
 
 
+def _drop_type_problems(protocol: str, membership: str, types: tuple[str, ...]) -> list[str]:
+    """Message types a drop step names that no message of this stack has: the protocol's, the
+    membership protocol's with `membership: gms`, and APP. A membership protocol's type in a
+    static scenario says which `membership:` would send it."""
+    known = protocols.message_types(protocol)
+    if membership != STATIC:
+        known |= protocols.message_types(membership)
+    problems = []
+    for mtype in types:
+        if mtype in known:
+            continue
+        owners = [m for m in protocols.membership_names() if mtype in protocols.get(m).message_types]
+        if owners:
+            problems.append(
+                f"{mtype} is a message of membership protocol {owners[0]}: it is sent only with "
+                f"`membership: {owners[0]}` (this scenario's membership is {membership})"
+            )
+        else:
+            problems.append(
+                f"{protocol}{'' if membership == STATIC else ' with ' + membership} sends no {mtype} "
+                f"messages (its types: {', '.join(sorted(known))})"
+            )
+    return problems
+
+
 def _config_step_problems(ctx: dict, values: dict, specs: list) -> list[tuple[str, str]]:
-    """A config step's settings, checked by the protocol on top of the scenario's: bad values and
+    """A config step's settings, checked by the protocol on top of the scenario's: unknown keys and
+    bad values (a membership protocol's keys by it, split off as the scenario's `config:` is), and
     settings unsafe on this transport or with the scenario's drop steps."""
     try:
         spec = protocols.get(ctx["protocol"])
-        merged = {**ctx["config"], **values}
+        membership = ctx.get("membership", STATIC)
+        split = split_config(ctx["protocol"], {**ctx["config"], **values}, membership)
+        if membership != STATIC:
+            protocols.get(membership).config(split[membership])
+        own = split[ctx["protocol"]]
+        spec.config(own)
         drops = any(s.kind == "drop" and getattr(s.params, "action", "") == "drop" for s in specs)
-        return spec.unsafe_settings(merged, ctx.get("transport", "udp"), drops)
+        return spec.unsafe_settings(own, ctx.get("transport", "udp"), drops)
     except SettingError as exc:
         return [(exc.key, exc.message)]
     except ValueError as exc:

@@ -31,6 +31,7 @@ from node.message import Message
 
 LOCAL = "N"
 PEERS = ("P", "Q")
+MEMBERSHIP_OVER = "unicast3"  # the reliable protocol a fuzzed membership protocol runs around
 ECHO = 4  # headers of each type the node sent each peer, kept for the generator to echo
 _NUMBER = re.compile(r"\d+")
 
@@ -68,17 +69,33 @@ class ProtocolFuzzer:
             raise ValueError(f"protocol {protocol!r} has no header fuzzer (ProtocolSpec.fuzz)")
         self.fuzz = spec.fuzz
         self.codec = spec.header
+        # A protocol may put its messages under several header ids (GMS: the unreliable ones
+        # below the reliable protocol, its own above it); each header goes under the id that
+        # decodes its type.
+        self.codecs = (spec.header, *spec.extra_headers)
         self.seed = seed
         self.rng = random.Random(seed)
-        self.stack = build_stack(LOCAL, protocol, config, random.Random(seed), faults=False)
+        if spec.membership:
+            # A membership protocol runs around a reliable one (compose.build_stack), as with
+            # `membership: gms`; the fuzzed headers are the membership protocol's.
+            self.stack = build_stack(
+                LOCAL, MEMBERSHIP_OVER, config, random.Random(seed), faults=False, membership=protocol
+            )
+        else:
+            self.stack = build_stack(LOCAL, protocol, config, random.Random(seed), faults=False)
         self.layers = protocol_layers(self.stack)
         self.max_pending, self.max_work, self.send_cap = max_pending, max_work, send_cap
         self.now = 0.0
         self.members = (LOCAL, *PEERS)
         # Per peer and message type, so a burst of one type (retransmissions) leaves the others.
         self.sent: dict[str, dict[str, deque[Any]]] = {p: {} for p in PEERS}
-        self.replay: dict[str, deque[Any]] = {p: deque(maxlen=4 * ECHO) for p in PEERS}
+        self.replay: dict[str, deque[tuple[wire.HeaderCodec, Any]]] = {p: deque(maxlen=4 * ECHO) for p in PEERS}
         self.app_sent: Counter[str] = Counter()
+        # Messages to each peer carrying a fuzzed membership protocol's header: its reliable ones
+        # (JOIN_RSP, VIEW, MERGE_RSP) sit in the reliable protocol's send windows next to the
+        # application's. Retransmissions are counted too, which only loosens the bound.
+        self.member_sent: Counter[str] = Counter()
+        self.membership = spec.membership
         self.stats = FuzzStats()
         self.stack.command(ViewChange(members=self.members, view_id=1), self.now)
         self.stack.take()
@@ -133,12 +150,22 @@ class ProtocolFuzzer:
         if earlier and rng.random() < 0.15:
             header = rng.choice(earlier)  # a duplicated (or reordered) earlier message
         else:
-            header = self.fuzz(rng, [h for recent in self.sent[peer].values() for h in recent])
+            fresh = self.fuzz(rng, [h for recent in self.sent[peer].values() for h in recent])
             # What a frame can carry: the header as its codec decodes it.
-            header = self.codec.decode(self.codec.encode(header))
+            header = self._framed(fresh)
             earlier.append(header)
-        self.stats.kinds[self.codec.type_name(header)] += 1
-        return Message(peer, LOCAL, b"fuzz", {self.codec.proto_id: header})
+        codec, header = header
+        self.stats.kinds[codec.type_name(header)] += 1
+        return Message(peer, LOCAL, b"fuzz", {codec.proto_id: header})
+
+    def _framed(self, header: Any) -> tuple[wire.HeaderCodec, Any]:
+        """(codec, header as that codec decodes it) for the first codec that takes its type."""
+        for codec in self.codecs:
+            try:
+                return codec, codec.decode(codec.encode(header))
+            except wire.WireError:
+                continue
+        raise AssertionError(f"no codec of the protocol decodes the fuzzed header {header!r}")
 
     def _timer(self) -> None:
         deadline = self.stack.next_deadline()
@@ -167,16 +194,20 @@ class ProtocolFuzzer:
 
     def _drain(self) -> None:
         out, up, events = self.stack.take()
-        proto_id = self.codec.proto_id
         for msg in out:
             wire.encode_message(msg)  # what the transport does next: must not raise
-            header = msg.headers.get(proto_id)
-            if header is not None and msg.dest in self.sent:
-                by_type = self.sent[msg.dest]
-                mtype = self.codec.type_name(header)
-                if mtype not in by_type:
-                    by_type[mtype] = deque(maxlen=ECHO)
-                by_type[mtype].append(header)
+            carried = False
+            for codec in self.codecs:
+                header = msg.headers.get(codec.proto_id)
+                carried = carried or header is not None
+                if header is not None and msg.dest in self.sent:
+                    by_type = self.sent[msg.dest]
+                    mtype = codec.type_name(header)
+                    if mtype not in by_type:
+                        by_type[mtype] = deque(maxlen=ECHO)
+                    by_type[mtype].append(header)
+            if carried and self.membership:
+                self.member_sent[msg.dest] += 1
         for event in events:
             if event["kind"] == "drop":
                 self.stats.rejections[_NUMBER.sub("N", str(event.get("reason")))] += 1
@@ -199,15 +230,17 @@ class ProtocolFuzzer:
                             f"{layer.proto}: recv window for {w.peer} holds {w.pending} "
                             f"messages (bound {self.max_pending})"
                         )
-                elif w.pending > self.app_sent[w.peer]:
+                elif w.pending > self.app_sent[w.peer] + self.member_sent[w.peer]:
                     raise AssertionError(
                         f"{layer.proto}: send window to {w.peer} keeps {w.pending} messages, "
-                        f"{self.app_sent[w.peer]} were sent"
+                        f"{self.app_sent[w.peer]} were sent (and {self.member_sent[w.peer]} membership messages)"
                     )
             if len(layer.busy()) > 2 * len(PEERS):
                 raise AssertionError(f"{layer.proto}: busy with {layer.busy()}")
 
 
 def fuzzable() -> tuple[str, ...]:
-    """The registered protocols that name a header fuzzer."""
-    return tuple(name for name in protocols.names() if protocols.get(name).fuzz is not None)
+    """The registered protocols that name a header fuzzer, membership protocols (GMS) included:
+    those are fuzzed running around MEMBERSHIP_OVER."""
+    names = (*protocols.names(), *protocols.membership_names())
+    return tuple(name for name in names if protocols.get(name).fuzz is not None)

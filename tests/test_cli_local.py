@@ -127,6 +127,7 @@ def test_doctor_says_what_and_why(capsys):
     assert lines[7].startswith("spark pipeline: yes (pyspark ") and "java" in lines[7]  # test extra + Java 17
     assert lines[3].startswith(("backend docker: yes", "backend docker: no ("))
     assert lines[8].startswith("protocols: unicast3, unicast2") and "registered" in lines[8]
+    assert "; membership: static, gms (" in lines[8]
     for line in lines[1:]:
         assert line.endswith(")") and " (" in line, line
     netem = lines[5]
@@ -213,6 +214,9 @@ def test_protocols_lists_the_registry(capsys):
     assert info["settings"]["xmit_interval"] == 0.5
     assert listed["nakack2"]["multicast"] and listed["nakack2"]["settings"]["xmit_interval"] == 1.0
     assert "unicast2" in listed and "\nunicast2: " in out
+    assert "\ngms: group membership" in out and "(membership: gms)" in out and "HEARTBEAT" in out
+    assert listed["gms"]["membership"] and not listed["unicast3"]["membership"]
+    assert listed["gms"]["settings"]["fd_timeout"] == 2.0
 
 
 def test_a_bad_protocol_module_is_bad_input_for_every_command(monkeypatch, capsys):

@@ -1,21 +1,27 @@
 """GMS on local node processes (real UDP, wall-clock timers): three nodes started with
-`membership: gms` form one view, read from GET /state's `membership` (generous bounds: two busy
-cores)."""
+`membership: gms` form one view, read from GET /state's `membership`, and a node stopped with
+SIGTERM leaves. Every real-time wait is a bounded `eventually` with a generous bound (two busy
+cores shared with other work); what is asserted exactly (who coordinates, why a view changed) is
+read from the nodes' own state and events, never from how fast they were. The exact timings are
+the simulator's (tests/test_gms.py)."""
 
 from __future__ import annotations
 
 import time
 
 import pytest
-from tenacity import Retrying, retry_if_exception_type, stop_after_delay, wait_fixed
 
 from harness.backends.local import LocalBackend
+from harness.eventlog import read_run
 from harness.scenario import parse_scenario
+from harness.testlib import eventually
 
 pytestmark = pytest.mark.skipif(not LocalBackend().check()[0], reason="local backend unavailable here")
 
+BOUND_S = 60.0  # any real-time wait here: generous for two busy cores
 
-def _scenario(name: str):
+
+def _scenario(name: str, config: dict | None = None):
     return parse_scenario(
         {
             "name": name,
@@ -24,67 +30,69 @@ def _scenario(name: str):
             "nodes": 3,
             "duration": 5,
             "workload": [],
+            "config": config or {},
         }
     )
 
 
-@pytest.mark.timeout(120)
+def _one_view(cluster, names, members) -> dict[str, dict]:
+    """Wait until every node of `names` holds one and the same view whose members are `members`
+    (in any order: the order is the order the JOINs reached the coordinator)."""
+
+    def same_view():
+        states = {n: cluster.admin(n).state()["membership"] for n in names}
+        got = {n: (s["view_id"], tuple(s["members"])) for n, s in states.items()}
+        assert len(set(got.values())) == 1 and sorted(next(iter(got.values()))[1]) == sorted(members), got
+        return states
+
+    return eventually(
+        same_view,
+        timeout=BOUND_S,
+        interval=0.05,
+        what=f"one view of {sorted(members)} on {', '.join(names)}",
+        context=lambda: "\n".join(f"--- {n}\n{cluster.log_tail(n)}" for n in names),
+    )
+
+
+@pytest.mark.timeout(240)
 def test_three_local_nodes_form_one_view(tmp_path):
-    """Three local processes with membership gms: one view [A, B, C] coordinated by A on each."""
+    """Three local processes with membership gms: one view of [A, B, C], the same id and the same
+    coordinator on each, the first member, and only it says it coordinates."""
     sc = _scenario("gms-local")
     cluster = LocalBackend().create_cluster(sc, tmp_path, seed=1)
     try:
         t0 = time.monotonic()
         cluster.start()
-        states: dict[str, dict] = {}
-        for attempt in Retrying(
-            stop=stop_after_delay(30),
-            wait=wait_fixed(0.05),
-            retry=retry_if_exception_type(AssertionError),
-            reraise=True,
-        ):
-            with attempt:
-                states = {name: cluster.admin(name).state() for name in sc.nodes}
-                views = {tuple(s["membership"]["members"]) for s in states.values()}
-                assert views == {("A", "B", "C")}, {n: s["membership"] for n, s in states.items()}
+        ms = _one_view(cluster, sc.nodes, sc.nodes)
         formed = time.monotonic() - t0
-        ms = {n: s["membership"] for n, s in states.items()}
-        assert [ms[n]["is_coord"] for n in sc.nodes] == [True, False, False]
-        assert {m["coord"] for m in ms.values()} == {"A"}
-        assert len({m["view_id"] for m in ms.values()}) == 1
+        members = ms["A"]["members"]
+        assert {m["coord"] for m in ms.values()} == {members[0]}
+        assert {n for n, m in ms.items() if m["is_coord"]} == {members[0]}
         print(f"formation, launch to full view on 3 local nodes: {formed:.2f} s")
     finally:
         cluster.stop_all()
         cluster.teardown()
 
 
-@pytest.mark.timeout(120)
+@pytest.mark.timeout(240)
 def test_sigterm_leaves_and_the_others_install_a_view_without_it(tmp_path):
-    """A node stopped with SIGTERM sends LEAVE: the others drop it well before fd_timeout."""
-    sc = _scenario("gms-leave")
+    """A node stopped with SIGTERM sends LEAVE and the others install a view without it for that
+    reason. fd_timeout is set far beyond the wait, so only the LEAVE can have excluded it: no
+    timing assertion is needed to tell a leave from a failure detection."""
+    sc = _scenario("gms-leave", {"fd_timeout": 600.0})
     cluster = LocalBackend().create_cluster(sc, tmp_path, seed=2)
-
-    def wait_for(names, members, within):
-        for attempt in Retrying(
-            stop=stop_after_delay(within),
-            wait=wait_fixed(0.05),
-            retry=retry_if_exception_type(AssertionError),
-            reraise=True,
-        ):
-            with attempt:
-                got = {n: tuple(cluster.admin(n).state()["membership"]["members"]) for n in names}
-                assert set(got.values()) == {members}, got
-
     try:
         cluster.start()
-        wait_for(sc.nodes, ("A", "B", "C"), 30)
-        t0 = time.monotonic()
+        _one_view(cluster, sc.nodes, sc.nodes)
+        t_stop = cluster.now()  # the run clock every event is stamped with
         cluster.stop("B")
-        wait_for(("A", "C"), ("A", "C"), 30)
-        # Generous for two busy cores, but below the 2 s fd_timeout that a kill would need.
-        assert time.monotonic() - t0 < 2.0
+        _one_view(cluster, ("A", "C"), ("A", "C"))
     finally:
         cluster.stop_all()
         cluster.teardown()
-    events = (tmp_path / "nodes" / "B" / "events.jsonl").read_text()
-    assert '"leave_tx"' in events
+    events = read_run(tmp_path)
+    assert any(e["kind"] == "leave_tx" and e["node"] == "B" for e in events)
+    exclusions = [e for e in events if e["kind"] == "view" and e["node"] in ("A", "C") and e["t"] >= t_stop]
+    assert exclusions and all("B" not in e["members"] and e.get("reason") == "leave" for e in exclusions), exclusions
+    assert {e["node"] for e in exclusions} == {"A", "C"}
+    assert not any(e["kind"] == "suspect" and e.get("peer") == "B" for e in events)

@@ -12,7 +12,7 @@ from node.errors import SettingError
 from node.gms.config import GmsConfig
 from node.gms.fuzz import fuzz_header
 from node.gms.header import CODEC, GMS_ID, GMS_TYPES, LOWER_CODEC, LOWER_ID, LOWER_TYPES, GmsHeader, GmsType
-from node.layer import Bootstrap
+from node.layer import Bootstrap, ViewChange
 from node.message import Message
 from node.wire import WireError, decode_frame, encode_frame
 
@@ -65,7 +65,9 @@ def test_hostile_gms_messages_are_dropped_and_counted():
     for i in range(20_000):
         peer = rng.choice(("B", "C", "Z"))
         hdr = fuzz_header(rng, sent[-20:])
-        if rng.random() < 0.3:
+        if hdr.type in LOWER_TYPES:
+            msg = Message(peer, "A", b"", {LOWER_ID: hdr})
+        elif rng.random() < 0.3:
             lower = GmsHeader(rng.choice(sorted(LOWER_TYPES)), hdr.view_id, hdr.coord, hdr.members)
             msg = Message(peer, "A", b"", {LOWER_ID: lower})
         else:
@@ -123,3 +125,106 @@ def test_scenario_key_membership():
         parse_scenario({**base, "membership": "gossip"})
     assert info.value.path == "membership"
     assert json_schema()["properties"]["membership"]["enum"] == ["static", "gms"]
+
+
+def test_an_injected_view_without_a_leaver_forgets_the_leave():
+    """A LEAVE from B, then (within the heartbeat interval that batches leaves) a view injected
+    without B: the invariants hold and B is not excluded again when the batch ends (found by the
+    protocol fuzzer: the injected view kept B among the leavers, outside the view)."""
+    stack = build_stack("A", "unicast3", {}, random.Random(1), faults=False, membership="gms")
+    stack.command(ViewChange(members=("A", "B", "C"), view_id=1), 0.0)
+    stack.take()
+    leave = Message("B", "A", b"", {LOWER_ID: GmsHeader(GmsType.LEAVE, 1, "A", ("A", "B", "C"))})
+    _src, msgs = decode_frame(encode_frame("B", [leave]))
+    stack.receive(msgs, 0.1)
+    stack.check_invariants()
+    stack.command(ViewChange(members=("A", "C"), view_id=5), 0.2)
+    stack.check_invariants()
+    stack.take()
+    # Past the leave batch (one heartbeat interval), before anyone could be suspected (fd_timeout).
+    now = 0.2
+    while (deadline := stack.next_deadline()) is not None and deadline <= 1.0:
+        now = deadline
+        stack.on_timer(now)
+        stack.check_invariants()
+    _out, _app, events = stack.take()
+    assert now > 0.1 + GmsConfig().heartbeat_interval
+    assert [e for e in events if e["kind"] == "view"] == []
+
+
+def test_drop_steps_name_gms_message_types_only_with_membership_gms():
+    """A drop step by type takes GMS's types with `membership: gms`, and rejects them otherwise
+    naming the membership that sends them; a type nobody sends is named with the known ones."""
+    from harness.scenario import ScenarioError, parse_scenario
+
+    base = {"name": "d", "protocol": "unicast3", "nodes": 3, "duration": 5, "workload": []}
+
+    def with_drop(membership: str, mtype):
+        step = {"at": 1, "drop": {"at": "B", "from": "A", "type": mtype}}
+        return parse_scenario({**base, "membership": membership, "schedule": [step]})
+
+    assert with_drop("gms", ["HEARTBEAT", "DATA"]).schedule[0].params.types == ("HEARTBEAT", "DATA")
+    assert with_drop("gms", "VIEW").schedule[0].params.types == ("VIEW",)
+    with pytest.raises(ScenarioError) as info:
+        with_drop("static", "HEARTBEAT")
+    assert info.value.path == "schedule[0].drop.type"
+    assert "HEARTBEAT is a message of membership protocol gms" in str(info.value)
+    assert "membership: gms" in str(info.value)
+    with pytest.raises(ScenarioError) as info:
+        with_drop("gms", "BEAT")
+    assert "sends no BEAT messages" in str(info.value) and "HEARTBEAT" in str(info.value)
+    assert with_drop("static", ["DATA", "APP"]).schedule[0].params.types == ("DATA", "APP")
+
+
+def test_config_steps_take_gms_settings_with_membership_gms():
+    """A config step may change GMS's settings with `membership: gms` (validated by GMS: fd_timeout
+    above heartbeat_interval); static membership does not know them."""
+    from harness.scenario import ScenarioError, parse_scenario
+
+    base = {"name": "c", "protocol": "unicast3", "nodes": 3, "duration": 5, "workload": []}
+
+    def with_config(membership: str, values: dict):
+        step = {"at": 1, "config": {"at": "A", "set": values}}
+        return parse_scenario({**base, "membership": membership, "schedule": [step]})
+
+    assert with_config("gms", {"heartbeat_interval": 0.2, "xmit_interval": 0.3}).schedule
+    with pytest.raises(ScenarioError) as info:
+        with_config("gms", {"fd_timeout": 0.3})
+    assert info.value.path == "schedule[0].config.set.fd_timeout"
+    with pytest.raises(ScenarioError) as info:
+        with_config("static", {"heartbeat_interval": 0.2})
+    assert info.value.path == "schedule[0].config.set.heartbeat_interval"
+
+
+def test_dropping_heartbeats_by_type_makes_the_receiver_suspect_on_sim():
+    """Sim, exact: B drops A's HEARTBEATs from t=3 to t=9 (a drop step by GMS type): B suspects A
+    and installs a view without it while A still lists B, and after the drop ends one view again."""
+    from harness.checks import run_checks
+    from harness.scenario import parse_scenario
+    from harness.sim.simulator import simulate
+
+    sc = parse_scenario(
+        {
+            "name": "hb",
+            "protocol": "unicast3",
+            "membership": "gms",
+            "nodes": 3,
+            "duration": 12,
+            "settle": 10,
+            "workload": [],
+            "schedule": [{"at": 3, "drop": {"at": "B", "from": "A", "type": "HEARTBEAT", "until": 9}}],
+        }
+    )
+    events = simulate(sc, 1).all_events()
+    first = next(e for e in events if e["kind"] == "suspect")
+    assert (first["node"], first["peer"]) == ("B", "A")
+    # The last heartbeat heard came at most one interval before the drop began; the check runs
+    # every interval.
+    cfg = GmsConfig()
+    assert 3 + cfg.fd_timeout - cfg.heartbeat_interval <= first["t"] <= 3 + cfg.fd_timeout + cfg.heartbeat_interval
+    b_view = next(e for e in events if e["kind"] == "view" and e["node"] == "B" and e["t"] >= first["t"])
+    assert "A" not in b_view["members"]
+    a_views = [e for e in events if e["kind"] == "view" and e["node"] == "A" and e["t"] <= b_view["t"]]
+    assert "B" in a_views[-1]["members"]
+    (agree,) = run_checks(events, ["views_agree"])
+    assert agree.passed, agree.explanation

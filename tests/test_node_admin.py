@@ -8,6 +8,8 @@ import aiohttp
 import pytest
 import pytest_asyncio
 
+from node.gms.base import GmsLayerBase
+from node.gms.config import GmsConfig
 from node.runtime.testing import NodeGroup, pair_configs, wait_until
 from node.unicast3 import Unicast3
 
@@ -273,6 +275,44 @@ async def test_config(pair):
         assert status == 400 and out["field"] == field
     assert (await api.call("POST", "/config", {}))[0] == 400
     assert a.stack.layer(Unicast3).config.xmit_interval == 0.2
+
+
+async def test_config_takes_gms_settings_with_membership_gms(tmp_path):
+    """With membership gms, POST /config takes GMS's keys too (split off like the flat `config:`):
+    every GMS layer gets them, the answer and GET /config show them, bad ones name the key; with
+    static membership the same keys are unknown."""
+    configs = pair_configs(tmp_path, "udp", protocol_config=FAST, token=TOKEN, membership="gms")
+    async with NodeGroup(configs) as (a, _), aiohttp.ClientSession() as session:
+        api = Api(session, a)
+        status, out = await api.call("POST", "/config", {"heartbeat_interval": 0.2, "xmit_interval": 0.3})
+        assert status == 200, out
+        assert out["config"]["heartbeat_interval"] == 0.2 and out["config"]["xmit_interval"] == 0.3
+        assert out["config"]["fd_timeout"] == GmsConfig().fd_timeout
+        gms_layers = [layer for layer in a.stack.layers if isinstance(layer, GmsLayerBase)]
+        assert len(gms_layers) == 4
+        assert {layer.config.heartbeat_interval for layer in gms_layers} == {0.2}
+        assert a.stack.layer(Unicast3).config.xmit_interval == 0.3
+        for body, field in (
+            # fd_timeout must stay above heartbeat_interval; nothing changes when one key is bad.
+            ({"fd_timeout": 0.1, "xmit_interval": 0.4}, "fd_timeout"),
+            ({"merge_interval": "x"}, "merge_interval"),
+            ({"max_join_attempts": 1.5}, "max_join_attempts"),
+        ):
+            status, out = await api.call("POST", "/config", body)
+            assert status == 400 and out["field"] == field, out
+        assert a.stack.layer(Unicast3).config.xmit_interval == 0.3
+        assert {layer.config.fd_timeout for layer in gms_layers} == {GmsConfig().fd_timeout}
+        status, out = await api.call("GET", "/config", token=None)
+        assert out["membership"]["heartbeat_interval"] == 0.2 and out["protocol"]["xmit_interval"] == 0.3
+
+
+async def test_config_refuses_gms_settings_with_static_membership(pair):
+    """Without a membership protocol, GMS's keys are unknown settings."""
+    (api, _), _ = pair
+    status, out = await api.call("POST", "/config", {"heartbeat_interval": 0.2})
+    assert status == 400 and out["field"] == "heartbeat_interval" and "unknown" in out["error"]
+    status, out = await api.call("GET", "/config", token=None)
+    assert out["membership"] is None
 
 
 async def test_metrics(pair):

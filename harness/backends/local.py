@@ -61,7 +61,7 @@ from .base import (
 PROTOCOL_PORT = 7800
 ADMIN_PORT = 8800
 START_ATTEMPTS = 5  # subnets tried when an address turns out to be taken
-HEALTH_POLL_S = 0.05
+HEALTH_POLL_S = 0.02  # a failed probe (connection refused) costs well under 1 ms
 _ADDRESS_IN_USE = ("Address already in use", "[Errno 98]", "EADDRINUSE")
 _PR_SET_PDEATHSIG = 1
 

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from ..events import make_event
-from ..layer import Action, Down, Layer, Log
+from ..layer import Action, Command, Down, Layer, Log, SetConfig
 from ..message import Message
 from ..unicast3.timers import Deadlines
+from .config import GmsConfig
 from .header import LOWER_ID, GmsHeader
 
 PROTO = "gms"
@@ -14,11 +15,23 @@ PROTO = "gms"
 class GmsLayerBase(Layer):
     proto = PROTO
     timer_names: tuple[str, ...] = ()
+    config: GmsConfig  # every GMS layer holds the settings (each layer its own reference)
 
     def __init__(self, local: str) -> None:
         self.local = local
         self.counters: dict[str, int] = {}
         self.timers = Deadlines(*self.timer_names)
+
+    def _reconfigured(self, cmd: Command) -> bool:
+        """Take a SetConfig's GMS keys (admin POST /config, a scenario's config step); the other
+        keys are another protocol's. Each timer takes its new length the next time it is armed
+        (the next heartbeat, discovery round, merge round). True if `cmd` was a SetConfig."""
+        if not isinstance(cmd, SetConfig):
+            return False
+        mine = {k: v for k, v in cmd.values.items() if k in GmsConfig.keys()}
+        if mine:
+            self.config = self.config.updated(mine)
+        return True
 
     def _count(self, key: str, n: int = 1) -> None:
         self.counters[key] = self.counters.get(key, 0) + n

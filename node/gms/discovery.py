@@ -35,6 +35,8 @@ class Discovery(GmsLayerBase):
         self.responses: dict[str, tuple[str, int]] | None = None  # None: no round running
 
     def command(self, cmd: Command, now: float) -> list[Action]:
+        if self._reconfigured(cmd):
+            return []
         if isinstance(cmd, ViewChange):
             self.coord = cmd.coord or (cmd.members[0] if cmd.members else "")
             self.view_id = cmd.view_id

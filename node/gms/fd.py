@@ -44,6 +44,8 @@ class FdAll3(GmsLayerBase):
         self.view_id = 0
 
     def command(self, cmd: Command, now: float) -> list[Action]:
+        if self._reconfigured(cmd):
+            return []
         if isinstance(cmd, ViewChange) and not self.stopped:
             self.members = cmd.members
             self.coord = cmd.coord or (cmd.members[0] if cmd.members else "")

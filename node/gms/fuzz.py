@@ -8,10 +8,12 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..protocols import Rng
-from .header import GMS_TYPES, GmsHeader, GmsType
+from .header import GmsHeader, GmsType
 
-_TYPES = tuple(sorted(GMS_TYPES))
-_NAMES = ("A", "B", "C", "D", "E", "", "Z" * 40)
+# Every type: GMS's own (over UNICAST3) and the unreliable ones of discovery, FD_ALL3 and MERGE3.
+_TYPES = tuple(GmsType)
+# N, P and Q are the fuzzed node and its peers (tests/protocol_fuzz.py); the others are strangers.
+_NAMES = ("N", "P", "Q", "A", "B", "", "Z" * 40)
 _IDS = (0, 1, 2, 3, 1 << 31, (1 << 64) - 1)
 
 
@@ -24,6 +26,7 @@ def fuzz_header(rng: Rng, sent: Sequence[Any]) -> GmsHeader:
     coord = members[0] if members and rng.random() < 0.7 else _pick(rng, _NAMES)
     echoed = [h.view_id for h in sent if isinstance(h, GmsHeader)]
     view_id = _pick(rng, echoed) + int(rng.random() * 3) if echoed and rng.random() < 0.5 else _pick(rng, _IDS)
+    digest = tuple((_pick(rng, _NAMES), _pick(rng, _IDS)) for _ in range(int(rng.random() * 2)))
     return GmsHeader(
         type=GmsType(_pick(rng, _TYPES)),
         view_id=min(view_id, (1 << 64) - 1),
@@ -31,4 +34,5 @@ def fuzz_header(rng: Rng, sent: Sequence[Any]) -> GmsHeader:
         members=members,
         merge_id=_pick(rng, (0, 1, 2, (1 << 32) - 1)),
         reason=_pick(rng, ("", "join", "merge", "x")),
+        digest=digest,
     )

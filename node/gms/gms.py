@@ -184,6 +184,8 @@ class Gms(GmsLayerBase):
     # ---- commands -----------------------------------------------------------------------------
 
     def command(self, cmd: Command, now: float) -> list[Action]:
+        if self._reconfigured(cmd):
+            return []
         if self.state is GmsState.LEFT:
             return []
         if isinstance(cmd, ViewChange):
@@ -237,6 +239,7 @@ class Gms(GmsLayerBase):
         self.view_id = vid
         self.highest_installed = max(self.highest_installed, vid)
         self.suspects &= set(members)
+        self.leavers &= set(members)  # a leaver the injected view leaves out has left
         self.discovering = False
         self.timers.set("discover", None)
         self.timers.set("join", None)

@@ -38,6 +38,8 @@ class Merge3(GmsLayerBase):
         return self.config.merge_interval * (1.0 + 0.5 * self.rng.random())
 
     def command(self, cmd: Command, now: float) -> list[Action]:
+        if self._reconfigured(cmd):
+            return []
         if isinstance(cmd, Bootstrap):
             self.peers = tuple(p for p in cmd.peers if p != self.local)
         elif isinstance(cmd, ViewChange) and not self.stopped:

@@ -21,7 +21,7 @@ a bad request never stops the node.
     POST   /faults            FaultRule fields -> 201 {"id"}
     DELETE /faults/{id}       204 (404 for an unknown id)
     DELETE /faults            204
-    POST   /config            {setting: value} -> {"config": all protocol settings}
+    POST   /config            {setting: value} -> {"config": all protocol settings} (GMS's keys too)
     GET    /metrics           Prometheus text format
     GET    /config            the node's resolved configuration (extra; the token is masked)
     GET    /samples           latency samples of streams and deliveries (extra; for benchmarks)
@@ -46,7 +46,6 @@ from ..errors import SettingError
 from ..faultlayer import FaultRule
 from .config import Address, ConfigError
 from .errors import RequestError
-from .metrics import CONTENT_TYPE, render
 
 if TYPE_CHECKING:
     from .node import Node  # the node imports this module when it serves: no cycle at run time
@@ -188,6 +187,8 @@ class AdminServer:
             {
                 "node": node.config.as_dict(),
                 "protocol": node.settings.as_dict(),
+                # The membership protocol's settings (GMS), or null with static membership.
+                "membership": None if node.membership_settings is None else node.membership_settings.as_dict(),
                 "bind": str(node.bind_address),
                 "admin": str(node.admin_address),
                 "epoch": node.epoch,
@@ -195,6 +196,8 @@ class AdminServer:
         )
 
     async def metrics(self, request: web.Request) -> web.Response:
+        from .metrics import CONTENT_TYPE, render  # prometheus_client only once someone scrapes
+
         return web.Response(body=render(self.node.registry), headers={"Content-Type": CONTENT_TYPE})
 
     async def samples(self, request: web.Request) -> web.Response:

@@ -55,11 +55,12 @@ from .bundler import Bundler
 from .config import Address, ConfigError, NodeConfig
 from .errors import RequestError
 from .eventlog import EventLog
-from .metrics import make_registry
 from .transport import TcpTransport, UdpTransport, resolve_peers
 from .workload import MAX_SAMPLES, SAMPLE_EVERY, Delivered, Stream, make_payload
 
 if TYPE_CHECKING:
+    from prometheus_client import CollectorRegistry
+
     from .admin import AdminServer
 
 # Events of messages that let a peer purge state (the bundler sends them later in this loop turn).
@@ -113,8 +114,12 @@ class Node:
         self.stack = build_stack(
             config.name, config.protocol, config.config, rng, config.incarnation, membership=config.membership
         )
-        own = split_config(config.protocol, config.config, config.membership)[config.protocol]
-        self.settings = protocols.get(config.protocol).config(own)
+        split = split_config(config.protocol, config.config, config.membership)
+        self.settings = protocols.get(config.protocol).config(split[config.protocol])
+        # The membership protocol's settings (GMS), changed at run time like the protocol's.
+        self.membership_settings = (
+            None if config.membership == STATIC else protocols.get(config.membership).config(split[config.membership])
+        )
         self.protocol_layers: list[Layer] = protocol_layers(self.stack)
         # The layers that hold unacked messages, for back-pressure on streams.
         self._flow_layers = [layer for layer in self.protocol_layers if type(layer).unacked is not Layer.unacked]
@@ -134,7 +139,7 @@ class Node:
         self.loop: asyncio.AbstractEventLoop
         self.bind_address: Address | None = None
         self.admin_address: Address | None = None
-        self.registry = make_registry(self)
+        self._registry: CollectorRegistry | None = None
         self._rx: dict[str, list[Message]] = {}
         self._rx_scheduled = False
         self._timer: asyncio.TimerHandle | None = None
@@ -158,6 +163,16 @@ class Node:
 
     def uptime(self) -> float:
         return time.monotonic() - self._started_mono
+
+    @property
+    def registry(self) -> CollectorRegistry:
+        """The node's Prometheus registry, made at the first scrape: prometheus_client costs a
+        starting process about 25 ms of CPU, which ten nodes starting at once on two cores feel."""
+        if self._registry is None:
+            from .metrics import make_registry
+
+            self._registry = make_registry(self)
+        return self._registry
 
     def _loop_time(self, t: float) -> float:
         return self.loop.time() + (t - self.now())
@@ -462,19 +477,29 @@ class Node:
         self.command(cmd)
 
     def set_config(self, values: dict[str, Any]) -> dict[str, Any]:
+        """Change settings at run time: the protocol's, and the membership protocol's (GMS) keys
+        split off as the scenario's flat `config:` is (compose.split_config). Every key is
+        validated before anything changes; the answer is every setting, flat."""
         current = self.settings
-        known = current.as_dict()
+        membership = self.membership_settings
+        known = {**current.as_dict(), **(membership.as_dict() if membership is not None else {})}
         for key in values:
             if key not in known:
                 raise RequestError(f"{key}: unknown protocol setting (known: {', '.join(sorted(known))})", key)
+        theirs = membership.as_dict() if membership is not None else {}
+        own = {k: v for k, v in values.items() if k not in theirs}
         try:
-            updated = current.updated(values)
+            updated = current.updated(own) if own else current
+            membership_updated = (
+                membership.updated({k: v for k, v in values.items() if k in theirs}) if membership is not None else None
+            )
         except SettingError as exc:
             raise RequestError(str(exc), exc.key) from None
         self._refuse_unsafe(updated.as_dict(), bool(self._drop_rules()))
         self.command(SetConfig(values=dict(values)))
         self.settings = updated
-        return updated.as_dict()
+        self.membership_settings = membership_updated
+        return {**updated.as_dict(), **(membership_updated.as_dict() if membership_updated is not None else {})}
 
     def _drop_rules(self) -> list[int]:
         return [rid for rid, rule in self.faults.rules().items() if rule.get("action") == "drop"]
