@@ -176,10 +176,36 @@ class Net:
         return self.events + tail
 
 
-def is_type(msg: Message, name: str, seqno: int | None = None) -> bool:
-    hdr = msg.headers.get(PROTO_ID)
+def is_type(msg: Message, name: str, seqno: int | None = None, proto_id: int = PROTO_ID) -> bool:
+    """Does msg carry a header of protocol `proto_id` (UNICAST3 by default) of this type (and seqno)?"""
+    hdr = msg.headers.get(proto_id)
     return hdr is not None and hdr.type.name == name and (seqno is None or hdr.seqno == seqno)
 
 
 def expected(src: str, n: int, start: int = 1) -> list[str]:
     return [f"{src}:0:{i}" for i in range(start, n + 1)]
+
+
+def from_sender(delivered: list[str], src: str) -> list[str]:
+    """The app ids of one sender, in the order delivered."""
+    return [a for a in delivered if a.startswith(src + ":")]
+
+
+def once(pred):
+    """A drop filter that drops the first message matching pred, and only that one."""
+    state = {"done": False}
+
+    def drop(msg):
+        if not state["done"] and pred(msg):
+            state["done"] = True
+            return True
+        return False
+
+    return drop
+
+
+def checks_by_name(net: Net, bound: float = 2.0) -> dict:
+    """The harness's checks over the net's final events, by check name."""
+    from harness.checks import run_checks
+
+    return {r.name: r for r in run_checks(net.final_events(), recovery_bound_s=bound)}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+from functools import partial
 
 import pytest
 
@@ -14,9 +15,13 @@ from node.mcast.config import McastConfig
 from node.mcast.header import PROTO_ID, McastHeader, MsgType, decode, encode
 from node.mcast.protocol import FixedBuffer, Mcast
 from node.message import MCAST_DEST, Message, app_payload
-from tests.netlab import Net
+from tests.netlab import Net, from_sender, is_type
+from tests.netlab import checks_by_name as checks
+from tests.netlab import expected as ids
+from tests.netlab import once as drop_once
 
 ALL = ("A", "B", "C")
+mtype = partial(is_type, proto_id=PROTO_ID)
 FAST = {"xmit_interval": 0.1}
 
 
@@ -34,35 +39,6 @@ def mc(net: Net, name: str) -> Mcast:
 
 def mcast(net: Net, src: str, count: int = 1, size: int = 20) -> None:
     net.send(src, MCAST_DEST, count, size)
-
-
-def ids(src: str, n: int, start: int = 1) -> list[str]:
-    return [f"{src}:0:{i}" for i in range(start, n + 1)]
-
-
-def from_sender(delivered: list[str], src: str) -> list[str]:
-    return [a for a in delivered if a.startswith(src + ":")]
-
-
-def mtype(msg: Message, name: str, seqno: int | None = None) -> bool:
-    hdr = msg.headers.get(PROTO_ID)
-    return hdr is not None and hdr.type.name == name and (seqno is None or hdr.seqno == seqno)
-
-
-def drop_once(pred):
-    state = {"done": False}
-
-    def drop(msg):
-        if not state["done"] and pred(msg):
-            state["done"] = True
-            return True
-        return False
-
-    return drop
-
-
-def checks(net: Net, bound: float = 2.0) -> dict:
-    return {r.name: r for r in run_checks(net.final_events(), recovery_bound_s=bound)}
 
 
 # ---- the ring buffer ----------------------------------------------------------------------------

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+from functools import partial
 
 import pytest
 
@@ -17,9 +18,13 @@ from node.nakack2.config import Nakack2Config
 from node.nakack2.header import PROTO_ID, MsgType, N2Header, decode, encode
 from node.nakack2.protocol import Nakack2
 from node.unicast3.protocol import Unicast3
-from tests.netlab import Net
+from tests.netlab import Net, from_sender, is_type
+from tests.netlab import checks_by_name as checks
+from tests.netlab import expected as ids
+from tests.netlab import once as drop_once
 
 ALL = ("A", "B", "C")
+n2_type = partial(is_type, proto_id=PROTO_ID)
 # STABLE every 0.5 s here (JGroups: about 50 s), so that purging shows within a short test.
 FAST = {"xmit_interval": 0.1, "stable_interval": 0.5, "resend_last_seqno_max_times": 3}
 
@@ -38,35 +43,6 @@ def n2(net: Net, name: str) -> Nakack2:
 
 def mcast(net: Net, src: str, count: int = 1, size: int = 20) -> None:
     net.send(src, MCAST_DEST, count, size)
-
-
-def ids(src: str, n: int, start: int = 1) -> list[str]:
-    return [f"{src}:0:{i}" for i in range(start, n + 1)]
-
-
-def from_sender(delivered: list[str], src: str) -> list[str]:
-    return [a for a in delivered if a.startswith(src + ":")]
-
-
-def n2_type(msg: Message, name: str, seqno: int | None = None) -> bool:
-    hdr = msg.headers.get(PROTO_ID)
-    return hdr is not None and hdr.type.name == name and (seqno is None or hdr.seqno == seqno)
-
-
-def drop_once(pred):
-    state = {"done": False}
-
-    def drop(msg):
-        if not state["done"] and pred(msg):
-            state["done"] = True
-            return True
-        return False
-
-    return drop
-
-
-def checks(net: Net, bound: float = 2.0) -> dict:
-    return {r.name: r for r in run_checks(net.final_events(), recovery_bound_s=bound)}
 
 
 # ---- the layer, scripted ----------------------------------------------------------------------

@@ -6,20 +6,7 @@ from harness.checks import run_checks
 from node.layer import SyncPeer, ViewChange
 from node.unicast3 import PROTO_ID, MsgType, U3Header, Unicast3Config
 from node.unicast3.entries import ConnState, ConnStateError, next_state
-from tests.netlab import Net, expected, is_type
-
-
-def once(pred):
-    """A drop filter that drops the first message matching pred, and only that one."""
-    state = {"done": False}
-
-    def drop(msg):
-        if not state["done"] and pred(msg):
-            state["done"] = True
-            return True
-        return False
-
-    return drop
+from tests.netlab import Net, expected, is_type, once
 
 
 def test_steady_stream_in_order_exactly_once():
