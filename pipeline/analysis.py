@@ -4,7 +4,7 @@ A verdict's checks are the harness's own, run per run by pipeline.judging. `resu
 one Spark query behind the rest: the advisory check's and every metric's rows, unioned, so the
 events are scanned and the flows shuffled once, then collected (they are small: a few rows per
 run and link). `analyze_runs` assembles them per run; `campaign_summary` computes pass rates per
-scenario, protocol, resync mode and fault type as DataFrame aggregations.
+scenario, protocol, resync mode and fault type from the verdicts on the driver.
 """
 
 from __future__ import annotations
@@ -13,7 +13,6 @@ from dataclasses import dataclass, field
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql import types as T
 
 from harness.checks import KNOWN_CHECKS
 
@@ -139,84 +138,38 @@ def verdicts_from_results(metas: dict[str, dict], results: dict[str, dict]) -> l
     return out
 
 
-SUMMARY_SCHEMA = T.StructType(
-    [
-        T.StructField("run_id", T.StringType()),
-        T.StructField("scenario", T.StringType()),
-        T.StructField("protocol", T.StringType()),
-        T.StructField("resync", T.StringType()),
-        T.StructField("fault_types", T.ArrayType(T.StringType())),
-        T.StructField("outcome", T.StringType()),
-        T.StructField("failed", T.ArrayType(T.StringType())),
-    ]
-)
-
-
-def campaign_summary(spark: SparkSession, verdicts: list[RunVerdict]) -> dict:
+def campaign_summary(verdicts: list[RunVerdict]) -> dict:
     """Pass rates per scenario, protocol, resync mode and fault type, and failing checks per
-    scenario: DataFrame aggregations, unioned into one query."""
-    rows = [
-        (
-            v.run_id,
-            v.meta.get("scenario") or "(none)",
-            v.meta.get("protocol") or "(unknown)",
-            v.meta.get("resync") or "(n/a)",
-            list(v.meta.get("fault_types") or ["(unknown)"]),
-            v.outcome,
-            v.failed_checks,
-        )
-        for v in verdicts
-    ]
-    if not rows:
+    scenario. Plain Python on the driver: the verdicts are already there, one small record per
+    run, and a Spark query for them cost a job (~1-2 s) per analysis."""
+    if not verdicts:
         return {}
-    df = spark.createDataFrame(rows, SUMMARY_SCHEMA)
-    passed = (F.col("outcome") == "passed").cast("long")
-
-    def rate(dim: str, col: F.Column, frame: DataFrame = df) -> DataFrame:
-        return (
-            frame.groupBy(col.alias("value"))
-            .agg(F.count("*").alias("runs"), F.sum(passed).alias("passed"))
-            .select(F.lit(dim).alias("dim"), "value", F.lit(None).cast("string").alias("check"), "runs", "passed")
-        )
-
-    failures = (
-        df.select("scenario", F.explode("failed").alias("check"))
-        .groupBy("scenario", "check")
-        .agg(F.count("*").alias("runs"))
-        .select(
-            F.lit("check_failures").alias("dim"),
-            F.col("scenario").alias("value"),
-            "check",
-            "runs",
-            F.lit(None).cast("long").alias("passed"),
-        )
-    )
-    parts = [
-        rate("scenario", F.col("scenario")),
-        rate("protocol", F.col("protocol")),
-        rate("resync", F.col("resync")),
-        rate("fault_type", F.col("fault_type"), df.withColumn("fault_type", F.explode("fault_types"))),
-        failures,
+    rates: dict[str, dict[str, list[int]]] = {"scenario": {}, "protocol": {}, "resync": {}, "fault_type": {}}
+    failures: dict[tuple[str, str], int] = {}
+    for v in verdicts:
+        scenario = v.meta.get("scenario") or "(none)"
+        values = {
+            "scenario": [scenario],
+            "protocol": [v.meta.get("protocol") or "(unknown)"],
+            "resync": [v.meta.get("resync") or "(n/a)"],
+            "fault_type": list(v.meta.get("fault_types") or ["(unknown)"]),
+        }
+        for dim, keys in values.items():
+            for key in keys:
+                tally = rates[dim].setdefault(key, [0, 0])
+                tally[0] += 1
+                tally[1] += v.outcome == "passed"
+        for check in v.failed_checks:
+            failures[(scenario, check)] = failures.get((scenario, check), 0) + 1
+    out: dict = {"runs": len(verdicts), "passed": sum(1 for v in verdicts if v.outcome == "passed")}
+    for dim, tallies in rates.items():
+        out[f"by_{dim}"] = [
+            {dim: key, "runs": runs, "passed": passed, "pass_rate": passed / runs}
+            for key, (runs, passed) in sorted(tallies.items())
+        ]
+    out["check_failures"] = [
+        {"scenario": scenario, "check": check, "runs": runs} for (scenario, check), runs in sorted(failures.items())
     ]
-    union = parts[0]
-    for part in parts[1:]:
-        union = union.unionByName(part)
-    out: dict = {
-        "runs": len(rows),
-        "passed": sum(1 for r in rows if r[5] == "passed"),
-        "by_scenario": [],
-        "by_protocol": [],
-        "by_resync": [],
-        "by_fault_type": [],
-        "check_failures": [],
-    }
-    for r in sorted(union.collect(), key=lambda r: (r["dim"], r["value"], r["check"] or "")):
-        if r["dim"] == "check_failures":
-            out["check_failures"].append({"scenario": r["value"], "check": r["check"], "runs": r["runs"]})
-        else:
-            out[f"by_{r['dim']}"].append(
-                {r["dim"]: r["value"], "runs": r["runs"], "passed": r["passed"], "pass_rate": r["passed"] / r["runs"]}
-            )
     return out
 
 
@@ -247,13 +200,11 @@ def build_report(
     missing = [rid for rid in chosen if rid not in timelines]
     if missing:  # runs the tasks did not draw a timeline for: one query over the warehouse
         timelines.update(timeline_data(I.load_events(spark, analysis.warehouse, missing), missing, ends))
-    quarantine = [
-        r.asDict()
-        for r in I.load_quarantine(spark, analysis.warehouse, run_ids)
-        .orderBy("run_id", "file_key", "line")
-        .limit(200)
-        .collect()
-    ]
+    # The verdicts count each run's quarantined lines: without any, the query is a job saved.
+    quarantine = []
+    if any(v.quarantined for v in analysis.verdicts):
+        rows = I.load_quarantine(spark, analysis.warehouse, run_ids).orderBy("run_id", "file_key", "line").limit(200)
+        quarantine = [r.asDict() for r in rows.collect()]
     return R.write_report(
         out_dir, analysis.verdicts, analysis.summary, timelines, title=title, quarantine=quarantine, extra=extra
     )
@@ -276,7 +227,7 @@ def analyze_ingested(spark: SparkSession, result: I.IngestResult, *, timelines: 
     return Analysis(
         warehouse=result.warehouse,
         verdicts=verdicts,
-        summary=campaign_summary(spark, verdicts),
+        summary=campaign_summary(verdicts),
         ingest=result,
         timelines=found,
     )
