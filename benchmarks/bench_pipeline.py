@@ -28,6 +28,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import shutil
 import statistics
 import subprocess
@@ -39,6 +40,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
 
 EVENTS_PER_RUN = 100_000
 LINKS = (("A", "B"), ("A", "C"), ("B", "A"), ("B", "C"), ("C", "A"), ("C", "B"))
@@ -449,6 +451,13 @@ def main(argv=None) -> int:
     p.add_argument("--python-max", type=float, default=5e7, help="largest size the Python checker is timed on")
     p.add_argument("--ingest-max", type=float, default=5e7, help="largest size ingest (JSONL -> warehouse) is timed on")
     p.add_argument("--campaign", type=int, default=None, help="campaign seeds (default 1000; --quick 50; 0: none)")
+    p.add_argument(
+        "--standalone",
+        default="",
+        metavar="N,M",
+        help="also run the campaign in Spark tasks on a local standalone cluster of N, M ... one-core executors",
+    )
+    p.add_argument("--no-rundirs", action="store_true", help="skip the campaign that writes run directories")
     p.add_argument("--work", default=None, help="scratch directory (default: a temporary one, removed)")
     p.add_argument("--driver-memory", default="8g")
     p.add_argument("--json", default=None, help="also write the results here")
@@ -508,11 +517,20 @@ def main(argv=None) -> int:
             shutil.rmtree(d, ignore_errors=True)
             if args.json:
                 Path(args.json).write_text(json.dumps(results, indent=1))
-        if seeds:
+        if seeds and not args.no_rundirs:
             results["campaign"] = campaign(seeds, work)
             print(f"campaign: {results['campaign']}", flush=True)
+        if seeds:
             results["campaign_spark"] = campaign(seeds, work, master="local[2]")
             print(f"campaign in Spark tasks: {results['campaign_spark']}", flush=True)
+        for executors in [int(x) for x in args.standalone.split(",") if x]:
+            from standalone import standalone_cluster
+
+            with standalone_cluster(work / f"cluster-{executors}", workers=executors, cores=1) as url:
+                c = campaign(seeds, work, master=url)
+            c["executors"] = executors
+            results.setdefault("campaign_standalone", []).append(c)
+            print(f"campaign on a standalone cluster, {executors} executor(s): {c}", flush=True)
     finally:
         if not args.work:
             shutil.rmtree(work, ignore_errors=True)
@@ -559,6 +577,23 @@ def print_tables(results: dict) -> None:
                 f"{c['wall_s']:.1f} s wall, exit {c['exit']}, {c['runs_judged']} runs judged, {c['passed']} passed. "
                 f"{c['cli']}"
             )
+    standalone = results.get("campaign_standalone", [])
+    if standalone or results.get("campaign_spark"):
+        print()
+        print("| master | executors | seeds | wall s (start to report) | runs/min in the tasks | exit |")
+        print("| --- | --- | --- | --- | --- | --- |")
+        for c in [results.get("campaign_spark"), *standalone]:
+            if c:
+                rate = re.search(r"\(([0-9]+) runs/min\)", c["cli"])
+                cells = [
+                    "local[2]" if c["master"] == "local[2]" else "standalone",
+                    str(c.get("executors", "2 cores")),
+                    str(c["seeds"]),
+                    f"{c['wall_s']:.1f}",
+                    rate.group(1) if rate else "-",
+                    str(c["exit"]),
+                ]
+                print("| " + " | ".join(cells) + " |")
     m = results["machine"]
     print(
         f"\n(machine: {m['cpus']} cpus, 1-min load average {m['load_1m_at_start']:.1f} at start, "

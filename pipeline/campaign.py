@@ -9,7 +9,8 @@ the timeline serialized exactly as harness.eventlog writes them. The task then t
 as the files of a run directory (pipeline.runwise: classify, order, judge, metric rows) and yields
 the run's events, quarantined lines and result document as Arrow rows (pipeline.tasks.OUT_SCHEMA),
 so there are no small files and no second read: Spark writes the events partitions of the
-warehouse, and the driver collects the result documents and writes one runs row per seed (the
+warehouse in one job, the result documents come to the driver through an accumulator
+(pipeline.tasks.Results), and the driver writes one runs row per seed (the
 runs table's row of a run directory with that scenario.yaml and verdict.json).
 
 A run's id is the run directory name `splitbrain run` would give it (`<scenario>-<seed>-<stamp>`).
@@ -28,7 +29,6 @@ from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from typing import Any
 
-from pyspark import StorageLevel
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
@@ -44,8 +44,9 @@ def _lines(events: list[dict]) -> str:
     return "".join(json.dumps(ev, separators=(",", ":")) + "\n" for ev in events)
 
 
-def simulate_one(scenario, seed: int, stamp: str, sim_options: dict, timeline_every: bool):
-    """One seed, as `splitbrain run --backend sim` runs it, as OUT_SCHEMA rows (pyarrow Table)."""
+def simulate_one(scenario, seed: int, stamp: str, sim_options: dict, timeline_every: bool, results, emit: str):
+    """One seed, as `splitbrain run --backend sim` runs it, as OUT_SCHEMA rows of `emit` (pyarrow
+    Table); the result document (with the runs row as `meta`) goes to the accumulator `results`."""
     from harness.rundir import _json_default, error_verdict, judge
     from harness.sim import Simulation
 
@@ -88,10 +89,12 @@ def simulate_one(scenario, seed: int, stamp: str, sim_options: dict, timeline_ev
     want = timeline_every or verdict.outcome != "passed"
     doc = json.loads(TK.result_document(events, (names, bound, want), len(bad)))
     doc["meta"] = meta
-    return TK.out_table(run_id, events, bad, json.dumps(doc, separators=(",", ":")))
+    return TK.emitted(run_id, events, bad, json.dumps(doc, separators=(",", ":")), results, emit)
 
 
-def simulate_function(scenario_yaml: str, stamp: str, sim_options: dict, timeline_every: bool) -> Callable:
+def simulate_function(
+    scenario_yaml: str, stamp: str, sim_options: dict, timeline_every: bool, results, emit: str = TK.EMIT_EVENTS
+) -> Callable:
     """mapInArrow function: batches of seeds -> OUT_SCHEMA batches, one run per seed."""
 
     def run(batches: Iterator) -> Iterator:
@@ -102,7 +105,8 @@ def simulate_function(scenario_yaml: str, stamp: str, sim_options: dict, timelin
         scenario = parse_scenario(yaml.safe_load(scenario_yaml))
         for batch in batches:
             for seed in batch.column(0).to_pylist():
-                yield from simulate_one(scenario, int(seed), stamp, sim_options, timeline_every).to_batches()
+                table = simulate_one(scenario, int(seed), stamp, sim_options, timeline_every, results, emit)
+                yield from table.to_batches()
 
     return run
 
@@ -124,17 +128,17 @@ def run_campaign(
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S")
     parallelism = spark.sparkContext.defaultParallelism
     n_parts = partitions or max(1, min(len(seeds), parallelism * 4))
-    fn = simulate_function(scenario.to_yaml(), stamp, dict(sim_options or {}), len(seeds) <= timelines)
+    acc = TK.results_accumulator(spark)
+    args = (scenario.to_yaml(), stamp, dict(sim_options or {}), len(seeds) <= timelines, acc)
     seeds_df = spark.range(seeds.start, seeds.stop, 1, n_parts).select(F.col("id").alias("seed"))
-    out = seeds_df.mapInArrow(fn, TK.OUT_SCHEMA).persist(StorageLevel.MEMORY_AND_DISK)
-    try:
-        what = F.col("what")
-        results = TK.parse_results(out.where(what == TK.WHAT_RESULT).select("run_id", "result").collect())
-        I.write_events(out.where(what == TK.WHAT_EVENT), wh)
-        if any(r["quarantined"] for r in results.values()):
-            I.write_quarantine(out.where(what == TK.WHAT_QUARANTINE), wh)
-    finally:
-        out.unpersist()
+    I.write_events(seeds_df.mapInArrow(simulate_function(*args), TK.OUT_SCHEMA), wh)
+    results = TK.parse_results({"run_id": k, "result": v} for k, v in acc.value.items())
+    # A simulated run's logs are the harness's own serialization, so this is for a defect only:
+    # the seeds with quarantined lines run again, emitting those lines (a seed replays exactly).
+    again = sorted(doc["meta"]["seed"] for doc in results.values() if doc["quarantined"])
+    if again:
+        seeds_df = spark.createDataFrame([(s,) for s in again], "seed long")
+        I.write_quarantine(seeds_df.mapInArrow(simulate_function(*args, TK.EMIT_QUARANTINE), TK.OUT_SCHEMA), wh)
     metas = {run_id: doc.pop("meta") for run_id, doc in results.items()}
     rows = [metas[run_id] for run_id in sorted(metas)]
     spark.createDataFrame(rows, S.RUNS_SCHEMA).coalesce(1).write.mode("append").parquet(wh["runs"])

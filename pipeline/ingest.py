@@ -39,7 +39,6 @@ from typing import Any
 from urllib.parse import quote, unquote
 
 import yaml
-from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
@@ -538,10 +537,9 @@ def ingest(
     ]
     metas = {row["run_id"]: row for row in rows}
     plans = timeline_plans(metas, runs, timelines)
-    files = [u for r in new for u in [f[0] for f in r.event_files] + ([r.timeline] if r.timeline else [])]
     results: dict[str, dict] = {}
-    if files:
-        results = _ingest_files(spark, files, plans, wh)
+    if _files(new):
+        results = _ingest_files(spark, new, plans, wh)
     for run_id, plan in plans.items():
         if run_id not in results:  # no log file at all: judged on the driver, every check vacuous
             results[run_id] = tasks.empty_result(plan)
@@ -558,7 +556,8 @@ def ingest(
 def write_events(rows: DataFrame, wh: dict) -> None:
     """Event rows of pipeline.tasks.OUT_SCHEMA into the warehouse's events table."""
     (
-        rows.select(*[f.name for f in S.EVENTS_TABLE_SCHEMA.fields])
+        rows.where(F.col("what") == tasks.WHAT_EVENT)
+        .select(*[f.name for f in S.EVENTS_TABLE_SCHEMA.fields])
         .write.mode("overwrite")
         .option("partitionOverwriteMode", "dynamic")
         .partitionBy("run_id")
@@ -569,7 +568,8 @@ def write_events(rows: DataFrame, wh: dict) -> None:
 def write_quarantine(rows: DataFrame, wh: dict) -> None:
     """Quarantine rows of pipeline.tasks.OUT_SCHEMA into the warehouse's quarantine table."""
     (
-        rows.select("src", "file_key", "line", F.col("q_reason").alias("reason"), F.col("q_raw").alias("raw"), "run_id")
+        rows.where(F.col("what") == tasks.WHAT_QUARANTINE)
+        .select("src", "file_key", "line", F.col("q_reason").alias("reason"), F.col("q_raw").alias("raw"), "run_id")
         .write.mode("overwrite")
         .option("partitionOverwriteMode", "dynamic")
         .partitionBy("run_id")
@@ -598,19 +598,26 @@ def timeline_plans(metas: dict[str, dict], runs: list, timelines: int) -> dict[s
     return out
 
 
-def _ingest_files(spark: SparkSession, files: list[str], plans: dict, wh: dict) -> dict[str, dict]:
-    """Read, classify, judge and write the runs of `files` in one pass; their result documents."""
+def _ingest_files(spark: SparkSession, runs: list[RunSource], plans: dict, wh: dict) -> dict[str, dict]:
+    """Read, classify, judge and write `runs` in one Spark job (pipeline.tasks); their result
+    documents. Runs with quarantined lines are read again for those lines alone."""
     default = (list(ALL_CHECKS), DEFAULT_RECOVERY_BOUND_S, True)
-    fn = tasks.ingest_function(plans, default)
+    acc = tasks.results_accumulator(spark)
+    write_events(_run_tasks(spark, _files(runs), tasks.ingest_function(plans, default, acc)), wh)
+    results = tasks.parse_results({"run_id": k, "result": v} for k, v in acc.value.items())
+    again = [r for r in runs if results.get(r.run_id, {}).get("quarantined")]
+    if again:
+        fn = tasks.ingest_function(plans, default, acc, tasks.EMIT_QUARANTINE)
+        write_quarantine(_run_tasks(spark, _files(again), fn), wh)
+    return results
+
+
+def _files(runs: list[RunSource]) -> list[str]:
+    return [u for r in runs for u in [f[0] for f in r.event_files] + ([r.timeline] if r.timeline else [])]
+
+
+def _run_tasks(spark: SparkSession, files: list[str], fn) -> DataFrame:
+    """One task per run over its files' whole texts (Spark's text source, wholetext)."""
     texts = spark.read.text(files, wholetext=True).select(F.col("_metadata.file_path").alias("path"), "value")
     run_key = F.regexp_extract("path", r"/([^/]+)/(?:nodes/[^/]+/events\.jsonl|timeline\.jsonl)$", 1)
-    out = texts.groupBy(run_key.alias("rk")).applyInArrow(fn, tasks.OUT_SCHEMA).persist(StorageLevel.MEMORY_AND_DISK)
-    try:
-        what = F.col("what")
-        results = tasks.parse_results(out.where(what == tasks.WHAT_RESULT).select("run_id", "result").collect())
-        write_events(out.where(what == tasks.WHAT_EVENT), wh)
-        if any(r["quarantined"] for r in results.values()):
-            write_quarantine(out.where(what == tasks.WHAT_QUARANTINE), wh)
-    finally:
-        out.unpersist()
-    return results
+    return texts.groupBy(run_key.alias("rk")).applyInArrow(fn, tasks.OUT_SCHEMA)

@@ -77,3 +77,46 @@ def test_campaign_command_with_a_master_runs_in_spark(spark, tmp_path, capsys):
     assert [v["outcome"] for v in verdicts] == ["passed"] * 3
     assert "runs per minute" in (out / "report" / "index.html").read_text()
     assert "simulated and judged in Spark tasks" in printed and "3/3 run(s) passed" in printed
+
+
+def test_a_seeds_quarantined_lines_come_from_its_second_pass(monkeypatch):
+    """The campaign's tasks emit events and hand results over (first pass); a seed whose logs had
+    a line that is no event replays and emits exactly that line (second pass). Run in process,
+    with a log line torn on purpose, since the simulator's own logs are always clean."""
+    import pyarrow as pa
+
+    from pipeline import campaign as CP
+    from pipeline import tasks as TK
+
+    clean = CP._lines
+
+    def torn(events):
+        text = clean(events)
+        return text[: text.index("\n") // 2] + text[text.index("\n") :] if events else text
+
+    monkeypatch.setattr(CP, "_lines", torn)
+
+    class Acc:
+        def __init__(self):
+            self.value = {}
+
+        def add(self, item):
+            self.value = TK.Results().addInPlace(self.value, item)
+
+    scenario_yaml = _scenario(TINY).to_yaml()
+    seeds = [pa.record_batch([pa.array([11], pa.int64())], names=["seed"])]
+    first = Acc()
+    rows = pa.Table.from_batches(list(CP.simulate_function(scenario_yaml, "S", {}, True, first)(iter(seeds))))
+    (doc,) = [json.loads(v) for v in first.value.values()]
+    files = doc["meta"]["event_files"] + 1  # every node log and the timeline lost half a line
+    assert doc["quarantined"] == files
+    assert set(rows.column("what").to_pylist()) == {TK.WHAT_EVENT}
+    assert rows.num_rows == doc["events"]
+
+    second = Acc()
+    fn = CP.simulate_function(scenario_yaml, "S", {}, True, second, TK.EMIT_QUARANTINE)
+    bad = pa.Table.from_batches(list(fn(iter(seeds))))
+    assert second.value == {}
+    assert bad.column("what").to_pylist() == [TK.WHAT_QUARANTINE] * files
+    assert bad.column("line").to_pylist() == [1] * files
+    assert all(reason for reason in bad.column("q_reason").to_pylist())
