@@ -302,12 +302,13 @@ def generate(spark, n_events: int, out: Path) -> dict:
     # The warehouse: the same events with the line number each has in its file.
     from pyspark.sql import Window
 
-    from pipeline.ingest import with_seq
-
     w = Window.partitionBy("run_id", "src").orderBy("t")
+    # seq numbers a run's events in harness.eventlog.read_run's order (t, file, line).
+    by_run = Window.partitionBy("run_id").orderBy("t", "file_key", "line")
     wh = out / "warehouse"
     (
-        with_seq(events.withColumn("line", F.row_number().over(w).cast("long")))
+        events.withColumn("line", F.row_number().over(w).cast("long"))
+        .withColumn("seq", F.row_number().over(by_run).cast("long"))
         .select(*[f.name for f in S.EVENTS_TABLE_SCHEMA.fields])
         .write.partitionBy("run_id")
         .parquet(str(wh / "events"))

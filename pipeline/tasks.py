@@ -153,14 +153,14 @@ def out_table(run_id: str, events: list[dict], bad: list[dict], result: str | No
     n_r = 0 if result is None else 1
     total = n_e + n_q + n_r
     schema = arrow_schema(OUT_SCHEMA)
-    present = set(chain.from_iterable(map(dict.keys, events)))
+    heads = _event_columns(events, schema)
 
     def col(name: str, values: list):
         return pa.array(values, type=schema.field(name).type)
 
     def events_then(name: str, key: str, from_bad: list | None):
         typ = schema.field(name).type
-        head = _array([e.get(key) for e in events], typ) if key in present else pa.nulls(n_e, typ)
+        head = heads[key]
         tail = pa.array((from_bad if from_bad is not None else [None] * n_q) + [None] * n_r, type=typ)
         return pa.concat_arrays([head, tail])
 
@@ -178,6 +178,31 @@ def out_table(run_id: str, events: list[dict], bad: list[dict], result: str | No
     for f in S.EVENT_SCHEMA_V1.fields:
         arrays[f.name] = events_then(f.name, f.name, None)
     return pa.Table.from_arrays([arrays[f.name] for f in schema], schema=schema)
+
+
+# The keys of a runwise event and the OUT_SCHEMA column each goes to.
+_EVENT_KEYS = {"_src": "src", "_fk": "file_key", "_line": "line", "_seq": "seq", **{n: n for n in S.FIELDS}}
+
+
+def _event_columns(events: list[dict], schema) -> dict:
+    """event key -> Arrow column of the events. One pass of Arrow's converter over the dicts (a
+    struct array; measured 0.5 s instead of 2.2 s of CPU for 258 k events); when it refuses a
+    value (a lone surrogate, an int beyond 64 bits in a float field), column by column with
+    _array's repairs."""
+    import pyarrow as pa
+
+    fields = [pa.field(key, schema.field(name).type) for key, name in _EVENT_KEYS.items()]
+    try:
+        struct = pa.array(events, type=pa.struct(fields))
+        return {f.name: struct.field(i) for i, f in enumerate(fields)}
+    except (UnicodeEncodeError, pa.ArrowException, OverflowError, TypeError, ValueError):
+        present = set(chain.from_iterable(map(dict.keys, events)))
+        return {
+            f.name: _array([e.get(f.name) for e in events], f.type)
+            if f.name in present
+            else pa.nulls(len(events), f.type)
+            for f in fields
+        }
 
 
 def ingest_function(plans: dict[str, Plan], default: Plan, results, emit: str = EMIT_EVENTS) -> Callable:

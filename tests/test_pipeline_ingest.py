@@ -284,3 +284,38 @@ def test_bad_paths_are_input_errors(spark, tmp_path):
     (tmp_path / "empty").mkdir()
     with pytest.raises(InputError, match="not a run directory"):
         ingest(spark, [str(tmp_path / "empty")], str(tmp_path / "wh"))
+
+
+def test_event_columns_equal_the_column_by_column_conversion(monkeypatch):
+    """pipeline.tasks builds a run's event columns in one Arrow pass over the dicts; where Arrow
+    refuses a value (a lone surrogate, an int beyond 64 bits in a float field) it falls back to
+    the column-by-column conversion with its repairs. Both give the same table."""
+    import pyarrow as pa
+
+    from pipeline import runwise as R
+    from pipeline import tasks as TK
+
+    lines = [
+        GOOD,
+        GOOD.replace('"seqno":3', '"seqno":9223372036854775807'),
+        '{"v":1,"t":2,"node":"A","proto":"unicast3","kind":"view","members":["A","B"],"view_id":1}',
+        '{"v":1,"t":3.25,"node":"A","proto":"unicast3","kind":"ack_rx","peer":"B","ranges":[[1,4],[6,9]]}',
+        GOOD.replace('"peer":"B"', '"peer":"\\u00e9"'),
+    ]
+    odd = [
+        GOOD.replace('"peer":"B"', '"peer":"\\ud800"'),  # a lone surrogate: U+FFFD in the table
+        GOOD.replace("1.5", "1180591620717411303424"),  # t = 2**70 seconds, an int beyond 64 bits
+    ]
+    for text in ("\n".join(lines), "\n".join(lines + odd)):
+        events, bad = R.classify_files([("nodes/A/events.jsonl", text)])
+        assert not bad
+        R.order(events)
+        fast = TK.out_table("r", events, bad, "{}")
+        monkeypatch.setattr(pa, "struct", None)  # the one-pass conversion fails: fallback
+        slow = TK.out_table("r", events, bad, "{}")
+        monkeypatch.undo()
+        assert fast.equals(slow)
+        assert fast.num_rows == len(events) + 1
+    by_line = {line: i for i, line in enumerate(fast.column("line").to_pylist()) if line is not None}
+    assert fast.column("peer")[by_line[6]].as_py() == "\ufffd"
+    assert fast.column("t")[by_line[7]].as_py() == float(2**70)
