@@ -469,7 +469,9 @@ def _protocol_config_error(scenario) -> str | None:
     import random
 
     try:
-        build_stack("check", scenario.protocol, dict(scenario.config), random.Random(0), 0)
+        # With its membership: GMS's settings (fd_timeout, ...) sit in the same flat config.
+        membership = getattr(scenario, "membership", "static")
+        build_stack("check", scenario.protocol, dict(scenario.config), random.Random(0), 0, membership=membership)
     except ValueError as exc:
         from harness.sim.simulator import _config_error
 
