@@ -29,7 +29,8 @@ Acks: ack-map[P] = max(ack-map[P], ack) for members only (an ack from a non-memb
 JGRP-2904); when min(ack-map over the other members) passes low the send window is purged up to
 it, which unblocks the waiting sends, in order, as space allows (`unblock` when none is left).
 
-Every `xmit_interval` (the retransmit task, fixed order): for each receive window an
+Every `xmit_interval` (the retransmit task, fixed order; it ends with a `window_fill` event when
+the send window changed since the last one): for each receive window an
 MCAST_XMIT_REQ for its missing seqnos (low+1..high not held) to the sender, which resends them
 (unicast, as MSG); an ack for each window whose low moved since its last ack; and, when this
 member has unacked multicasts and no ack moved since the previous run, an MCAST_HIGHEST_SEQNO to
@@ -221,6 +222,7 @@ class Mcast(Layer):
         self._blocked_since: float | None = None
         self.blocked_s = 0.0  # total time blocked
         self._prev_min_ack = 0
+        self._gauged: tuple[int, int, int] = (0, 0, 0)  # the send window's last window_fill
         self._held_back: Message | None = None  # the mutant's preempted send
         self.timers = Deadlines(*TIMERS)
         self.counters: dict[str, int] = {}
@@ -587,6 +589,16 @@ class Mcast(Layer):
             for member in behind:
                 out.append(self._ctrl(member, hdr))
         self._prev_min_ack = lowest
+        self._gauge(now, out)
+
+    def _gauge(self, now: float, out: list[Action]) -> None:
+        """window_fill: the send window (low = acked by all, high = sent, count = sends waiting)
+        once per retransmit run when it changed, so a report can draw the fill over time at one
+        event per node and xmit_interval at most."""
+        state = (self.send_window.low, self.seqno, len(self._waiting))
+        if state != self._gauged:
+            self._gauged = state
+            out.append(self._log(now, "window_fill", low=state[0], high=state[1], count=state[2]))
 
     # ---- commands -----------------------------------------------------------------------------
 
