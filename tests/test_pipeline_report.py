@@ -383,3 +383,13 @@ def test_a_multicast_run_has_a_panel_per_sender_with_window_fill_and_time_blocke
     write_report(tmp_path / "uc", [_verdict("r-uc", "x")], {}, {"r-uc": unicast}, title="uc")
     _w, h_uc = _png_size(tmp_path / "uc" / "img" / "timeline-r-uc.png")
     assert h_mc > h_uc
+
+
+def test_pass_rates_name_each_protocols_variant():
+    """The pass-rate dimension is the protocol's own variant key, not UNICAST3's resync for all."""
+    from pipeline.analysis import variant_label
+
+    assert variant_label("unicast3", "sync") == "unicast3 resync=sync"
+    assert variant_label("nakack2", "0") == "nakack2 xmit_interval=0"
+    assert variant_label("mcast", "512") == "mcast capacity=512"
+    assert variant_label(None, None) == "(unknown)"
