@@ -689,8 +689,9 @@ class Mcast(Layer):
         return dest == MCAST_DEST and bool(self._waiting)
 
     def held(self) -> int:
-        """Messages this member keeps: its send window, its receive windows, blocked sends."""
-        return self.send_window.size + sum(w.size for w in self.recv.values()) + len(self._waiting)
+        """Messages this member keeps: its send window, its receive windows, blocked sends and
+        (a joiner) sends held until its first view."""
+        return self.send_window.size + sum(w.size for w in self.recv.values()) + len(self._waiting) + len(self._held)
 
     def held_bytes(self) -> int:
         return self.send_window.bytes + sum(w.bytes for w in self.recv.values())
