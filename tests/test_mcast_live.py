@@ -85,7 +85,7 @@ def test_plugin_senders_block_on_a_cut_off_member_and_unblock_at_the_heal(splitb
     assert kinds and kinds[0] == "block" and kinds[-1] == "unblock"
 
 
-JOIN = {
+JOIN = {  # MCAST; the NAKACK2 run drops capacity
     "name": "mcast-join-local",
     "protocol": "mcast",
     "membership": "gms",
@@ -114,14 +114,19 @@ JOIN = {
 
 
 @local_only
-def test_a_joiner_on_local_processes_starts_at_the_join_digest(tmp_path, capsys):
-    """D's process starts at 2 s and joins A, B, C, which multicast 100/s each under 10 % loss: D's
-    windows start at its join digest, it delivers every multicast its senders sent once their view
-    listed D, its own multicasts (held until its view) reach everyone, and every check passes."""
+@pytest.mark.parametrize("protocol", ["mcast", "nakack2"])
+def test_a_joiner_on_local_processes_starts_at_the_join_digest(protocol, tmp_path, capsys):
+    """MCAST and NAKACK2: D's process starts at 2 s and joins A, B, C, which multicast 100/s each
+    under 10 % loss: D's windows start at its join digest, it delivers every multicast its senders
+    sent once their view listed D, its own multicasts (held until its view) reach everyone, and
+    every check passes."""
     import yaml
 
     path = tmp_path / "join.yaml"
-    path.write_text(yaml.safe_dump(JOIN))
+    scenario = {**JOIN, "name": f"{protocol}-join-local", "protocol": protocol, "config": dict(JOIN["config"])}
+    if protocol == "nakack2":
+        del scenario["config"]["capacity"]
+    path.write_text(yaml.safe_dump(scenario))
     out = tmp_path / "runs"
     code = main(["run", str(path), "--out", str(out), "--no-progress"])
     text = capsys.readouterr().out
@@ -136,18 +141,18 @@ def test_a_joiner_on_local_processes_starts_at_the_join_digest(tmp_path, capsys)
         got = [
             e["seqno"]
             for e in events
-            if e["node"] == "D" and e["kind"] == "deliver" and e["proto"] == "mcast" and e["peer"] == sender
+            if e["node"] == "D" and e["kind"] == "deliver" and e["proto"] == protocol and e["peer"] == sender
         ]
         assert got == list(range(got[0], got[-1] + 1)) and got[0] >= digest[sender] + 1, sender
         listed = min(
             e["t"]
             for e in events
-            if e["node"] == sender and e["kind"] == "view" and e["proto"] == "mcast" and "D" in e["members"]
+            if e["node"] == sender and e["kind"] == "view" and e["proto"] == protocol and "D" in e["members"]
         )
         owed = {
             e["app"]
             for e in events
-            if e["node"] == sender and e["kind"] == "send" and e["proto"] == "mcast" and e["t"] >= listed
+            if e["node"] == sender and e["kind"] == "send" and e["proto"] == protocol and e["t"] >= listed
         }
         got_apps = {
             e["app"]
@@ -155,12 +160,12 @@ def test_a_joiner_on_local_processes_starts_at_the_join_digest(tmp_path, capsys)
             if e["node"] == "D" and e["kind"] == "deliver" and e.get("peer") == sender and "app" in e
         }
         assert owed and owed <= got_apps, sender
-    d_sends = [e for e in events if e["node"] == "D" and e["kind"] == "send" and e["proto"] == "mcast"]
+    d_sends = [e for e in events if e["node"] == "D" and e["kind"] == "send" and e["proto"] == protocol]
     assert d_sends and min(e["t"] for e in d_sends) >= join["t"]
     for node in ("A", "B", "C"):
         got = [
             e["app"]
             for e in events
-            if e["node"] == node and e["kind"] == "deliver" and e["proto"] == "mcast" and e.get("peer") == "D"
+            if e["node"] == node and e["kind"] == "deliver" and e["proto"] == protocol and e.get("peer") == "D"
         ]
         assert got == [e["app"] for e in d_sends]
