@@ -1,5 +1,5 @@
 """Settings of the original UNICAST, validated. JGroups 2.x retransmitted each unacked message on
-its own backoff schedule (`timeout="800,1600,3200,6400"` ms); here one retransmit task resends
+its own backoff schedule (the `timeout` property, a list of growing intervals); here one task resends
 every message unacked for `xmit_interval`, which keeps the design (the sender resends until the
 ACK comes) with one named deadline."""
 

@@ -1,6 +1,6 @@
 """The original UNICAST header: a type and a seqno, nothing else (no conn-id, no `first`).
 
-DATA and ACK are 10 bytes each (type, seqno); an ACK names the one message it acknowledges.
+DATA and ACK are 9 bytes each (type, seqno), as in JGroups 2.x; an ACK names the one message it acknowledges.
 """
 
 from __future__ import annotations

@@ -13,8 +13,8 @@ it; JGroups 2.x is the rest.
 - Receiving (the first-message rule): with no entry for A, B creates one that expects seqno 1,
   whatever the message's seqno is. A message below the window is a duplicate and dropped, one
   above the next expected is held, and everything in order is delivered. Every DATA message in
-  the window or below it is acked at once with an ACK naming that one seqno (JGroups acked before
-  delivering, JGRP-713), a duplicate too: its first ACK may have been lost.
+  the window or below it is acked at once with an ACK naming that one seqno, a duplicate too:
+  its first ACK may have been lost (JGroups 2.x acked whatever its window took or already had).
 - ACK at the sender: the message it names leaves the send window (seed 002: "a message gets
   removed by the sender as soon as an ack for it has been received").
 - Retransmission (timer `xmit`, every `xmit_interval`): every message unacked for
@@ -151,7 +151,7 @@ class Unicast(Layer):
             entry.msgs[seqno] = msg
             if seqno > entry.highest:
                 entry.highest = seqno
-        # Acked before delivery, duplicates too (JGRP-713): the sender may have lost the first ACK.
+        # Duplicates are acked too: the sender may have lost the first ACK.
         self._ack(src, seqno, now, out)
         held = entry.msgs
         nxt = entry.delivered + 1
