@@ -32,6 +32,7 @@ own socket within PROBE_WAIT_S, or the node stops with a configuration error nam
 from __future__ import annotations
 
 import asyncio
+import logging
 import socket
 import struct
 from collections.abc import Callable
@@ -41,6 +42,8 @@ from ..message import MCAST_DEST, Message
 from ..wire import WireError, encode_frame, readdressed, split_into_frames
 from .config import Address, ConfigError
 from .transport import DropHandler, FrameHandler, TransportStats, _big_buffers
+
+log = logging.getLogger("node.ipmcast")
 
 MAGIC = b"SBM"
 PROBE = b"SBP"
@@ -204,6 +207,14 @@ class IpMulticast:
             self._probe = None
 
     async def close(self) -> None:
+        if self._send is not None:
+            st = self.stats
+            log.info(
+                "%s: ip multicast %s: %d multicasts (%d copies) sent as %d datagrams; received %d "
+                "(own %d, not for us %d, foreign %d)",
+                self.local, self.group, st.multicasts, st.copies, st.datagrams_out, st.datagrams_in,
+                st.own, st.not_for_us, st.foreign,
+            )
         for transport in (self._send, self._recv):
             if transport is not None:
                 transport.close()
