@@ -1532,7 +1532,9 @@ class ScenarioFile(InputModel):
             return self
         problems = Problems()
         if self.transport != "udp":
-            problems.add(f"needs transport: udp (IP multicast is UDP; this scenario uses {self.transport})", "ip_multicast")
+            problems.add(
+                f"needs transport: udp (IP multicast is UDP; this scenario uses {self.transport})", "ip_multicast"
+            )
         elif self.injector == "toxiproxy":
             problems.add("toxiproxy proxies TCP links only and cannot carry UDP multicast", "injector")
         if self.protocol in protocols.names() and not protocols.get(self.protocol).multicast:

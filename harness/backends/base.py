@@ -147,7 +147,9 @@ class Cluster(abc.ABC):
         # The cluster's own IP multicast group (scenario ip_multicast): administratively scoped,
         # drawn per cluster so that clusters sharing a host's loopback never share a group.
         rng = random.SystemRandom()
-        self.mcast_group = f"239.{rng.randint(1, 254)}.{rng.randint(0, 255)}.{rng.randint(1, 254)}:{rng.randint(20000, 60999)}"
+        self.mcast_group = (
+            f"239.{rng.randint(1, 254)}.{rng.randint(0, 255)}.{rng.randint(1, 254)}:{rng.randint(20000, 60999)}"
+        )
         self.nodes: dict[str, NodeHandle] = {}
         self._admins: dict[str, AdminClient] = {}
         # name -> [(incarnation, part path, spawn time)] of incarnations not yet merged

@@ -343,7 +343,9 @@ def _mcast_group(value: object, transport: str, protocol: str, bind: Address) ->
     try:
         ip = ipaddress.ip_address(group.host)
     except ValueError:
-        raise ConfigError("mcast_group", f"expected an IPv4 multicast address, got the host name {group.host!r}") from None
+        raise ConfigError(
+            "mcast_group", f"expected an IPv4 multicast address, got the host name {group.host!r}"
+        ) from None
     if ip.version != 4 or not ip.is_multicast:
         raise ConfigError("mcast_group", f"{group.host} is not an IPv4 multicast address (224.0.0.0/4)")
     if transport != "udp":

@@ -164,7 +164,7 @@ class IpMulticast:
             infos = await loop.getaddrinfo(self.bind.host, None, family=socket.AF_INET, type=socket.SOCK_DGRAM)
         except OSError as exc:
             raise ConfigError("bind", f"cannot resolve {self.bind.host!r}: {exc}") from None
-        self.own_ip = infos[0][4][0]
+        self.own_ip = str(infos[0][4][0])
         if self.own_ip == "0.0.0.0":
             raise ConfigError("mcast_group", "IP multicast needs bind on the node's own address, not 0.0.0.0")
         iface = socket.inet_aton(self.own_ip)
@@ -212,8 +212,15 @@ class IpMulticast:
             log.info(
                 "%s: ip multicast %s: %d multicasts (%d copies) sent as %d datagrams; received %d "
                 "(own %d, not for us %d, foreign %d)",
-                self.local, self.group, st.multicasts, st.copies, st.datagrams_out, st.datagrams_in,
-                st.own, st.not_for_us, st.foreign,
+                self.local,
+                self.group,
+                st.multicasts,
+                st.copies,
+                st.datagrams_out,
+                st.datagrams_in,
+                st.own,
+                st.not_for_us,
+                st.foreign,
             )
         for transport in (self._send, self._recv):
             if transport is not None:
