@@ -252,3 +252,43 @@ def test_three_members_multicast_over_ip_multicast_under_loss(protocol, tmp_path
     for node, (multicasts, sent, received) in report.items():
         assert multicasts == 800, (node, report)  # 100/s for 8 s, each one run of copies
         assert 0 < sent <= multicasts and received > 0, (node, report)
+
+
+def test_node_exits_2_where_its_probe_datagram_does_not_come_back(tmp_path):
+    """Never assumed, per node: in a namespace of our own whose INPUT drops the group's datagrams,
+    the node joins the group but its probe never comes back, so it exits 2 naming mcast_group."""
+    import sys
+
+    import yaml
+
+    from faults.netns import Lab, can_make_namespaces
+
+    can, why = can_make_namespaces()
+    if not can:
+        pytest.skip(f"needs root and ip netns: {why}")
+    cfg = tmp_path / "node.yaml"
+    cfg.write_text(
+        yaml.safe_dump(
+            {
+                "name": "A",
+                "bind": "127.0.0.1:7800",
+                "admin": "127.0.0.1:0",
+                "protocol": "nakack2",
+                "peers": {"B": "127.0.0.2:7800"},
+                "event_log": False,
+                "mcast_group": "239.1.2.3:45588",
+            }
+        )
+    )
+    argv = ["env", f"PYTHONPATH={ROOT}", sys.executable, "-m", "node", "--config", str(cfg)]
+    with Lab() as lab:
+        ns = lab.add("ipmc")
+        lab.run(ns, ["iptables", "-A", "INPUT", "-d", "239.1.2.3", "-j", "DROP"]).check()
+        refused = lab.run(ns, argv)
+        lab.run(ns, ["iptables", "-F", "INPUT"]).check()
+        # The same node starts once the datagrams flow (a SIGTERM ends it: run it under timeout).
+        works = lab.run(ns, ["timeout", "-s", "TERM", "3", *argv])
+    assert refused.returncode == 2, refused
+    assert "mcast_group" in refused.stderr and "did not come back" in refused.stderr, refused.stderr
+    assert works.returncode in (0, 124), works  # stopped by the timeout, not refused
+    assert "did not come back" not in works.stderr
