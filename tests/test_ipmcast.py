@@ -65,10 +65,11 @@ def test_a_frame_for_all_is_readdressed_to_each_receiver():
 
 
 def test_take_coalesces_copies_of_one_multicast_and_leaves_the_rest_unicast():
-    """Copies sharing headers and payload to distinct known peers become one message for "*";
-    a single copy, a duplicated copy, a copy to an unknown node and unicasts stay as they are."""
+    """Copies sharing headers and payload to distinct known peers become one message for "*", in
+    segments per set of receivers kept in send order; a single copy, a duplicated copy, a copy to
+    an unknown node and unicasts stay as they are."""
 
-    async def run() -> tuple[list[Message], dict]:
+    async def run() -> tuple[list[Message], list]:
         ipm = IpMulticast(
             "A",
             None,  # type: ignore[arg-type]  # never started: take() and its queue only
@@ -81,7 +82,7 @@ def test_take_coalesces_copies_of_one_multicast_and_leaves_the_rest_unicast():
         )
         ipm._loop = asyncio.get_running_loop()
         ipm.flush = lambda: None  # type: ignore[method-assign]  # nothing to send it to
-        h1, h2, h3, h4 = {1: "m1"}, {1: "m2"}, {1: "m3"}, {1: "m4"}
+        h1, h2, h3, h4, h5, h6 = ({1: f"m{i}"} for i in range(1, 7))
         p = b"payload"
         msgs = [
             Message("A", "B", p, h1),
@@ -93,15 +94,23 @@ def test_take_coalesces_copies_of_one_multicast_and_leaves_the_rest_unicast():
             Message("A", "B", p, h3),  # m3 duplicated: stays unicast
             Message("A", "B", p, h4),
             Message("A", "X", p, h4),  # m4 to a stranger: stays unicast
+            Message("A", "C", p, h5),
+            Message("A", "B", p, h5),  # m5 to B and C only: a segment of its own
+            Message("A", "D", p, h6),
+            Message("A", "C", p, h6),
+            Message("A", "B", p, h6),  # m6 to all three again: after m5, never packed with m1
         ]
         rest = ipm.take(msgs)
         return rest, ipm._queues
 
     rest, queues = asyncio.run(run())
     assert [m.headers.get(1, "app") for m in rest] == ["app", "m2", "m3", "m3", "m4", "m4"]
-    assert list(queues) == [("B", "C", "D")]
-    (only,) = queues[("B", "C", "D")]
-    assert only.dest == MCAST_DEST and only.headers == {1: "m1"}
+    assert [(dests, [m.headers[1] for m in msgs]) for dests, msgs in queues] == [
+        (("B", "C", "D"), ["m1"]),
+        (("B", "C"), ["m5"]),
+        (("B", "C", "D"), ["m6"]),
+    ]
+    assert all(m.dest == MCAST_DEST for _, msgs in queues for m in msgs)
 
 
 # ---- configuration and scenario refusals ------------------------------------------------------

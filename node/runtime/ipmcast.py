@@ -6,10 +6,11 @@ A multicast layer (NAKACK2, MCAST) stays sans-I/O and unchanged: it sends one co
 multicast per member, all copies sharing one headers dict and one payload, and the in-process
 fault layer below it still sees (and may drop, delay or duplicate) every copy per destination.
 What reaches the runtime is a run of copies that differ only in their destination. `take()` finds
-such runs (two or more distinct known peers), queues one message for "*" per run, keyed by the set
-of destinations, and returns everything else for the unicast bundler. At the end of the loop
-iteration `flush()` packs each key's queue into as few frames as the bundle size allows (like the
-bundler) and sends each frame once to the group, behind an envelope naming the destinations:
+such runs (two or more distinct known peers), queues one message for "*" per run, in segments of
+consecutive runs to the same set of destinations (so that no receiver sees them out of order),
+and returns everything else for the unicast bundler. At the end of the loop iteration `flush()`
+packs each segment into as few frames as the bundle size allows (like the bundler) and sends each
+frame once to the group, behind an envelope naming the destinations:
 
     datagram := "SBM" ndest:u8 dest:str8*ndest frame      (frame: node/wire.py, dest "*")
 
@@ -146,7 +147,7 @@ class IpMulticast:
         self.on_error = on_error
         self.stats = McastStats()
         self.own_ip = ""
-        self._queues: dict[tuple[str, ...], list[Message]] = {}
+        self._queues: list[tuple[tuple[str, ...], list[Message]]] = []
         self._envelopes: dict[tuple[str, ...], bytes] = {}
         self._scheduled = False
         self._probe: asyncio.Future[None] | None = None
@@ -247,10 +248,10 @@ class IpMulticast:
                 dests = tuple(sorted(m.dest for m in msgs[i:j]))
                 # A duplicated copy (the fault layer's DUPL) or an unknown peer stays unicast.
                 if len(set(dests)) == j - i and peers.issuperset(dests):
-                    queue = self._queues.get(dests)
-                    if queue is None:
-                        queue = self._queues[dests] = []
-                    queue.append(Message(first.src, MCAST_DEST, payload, headers))
+                    queues = self._queues
+                    if not queues or queues[-1][0] != dests:
+                        queues.append((dests, []))
+                    queues[-1][1].append(Message(first.src, MCAST_DEST, payload, headers))
                     self.stats.multicasts += 1
                     self.stats.copies += j - i
                     i = j
@@ -267,14 +268,14 @@ class IpMulticast:
         self._scheduled = False
         if not self._queues:
             return
-        queues, self._queues = self._queues, {}
+        queues, self._queues = self._queues, []
         transport = self._send
         if transport is None or transport.is_closing():
-            self.unicast_stats.dropped_out += sum(len(q) for q in queues.values())
+            self.unicast_stats.dropped_out += sum(len(q) for _, q in queues)
             return
         addr = (self.group.host, self.group.port)
         stats, ustats = self.stats, self.unicast_stats
-        for dests, msgs in queues.items():
+        for dests, msgs in queues:
             head = self._envelopes.get(dests)
             if head is None:
                 head = self._envelopes[dests] = envelope(dests)
