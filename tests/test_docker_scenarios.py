@@ -372,3 +372,21 @@ def test_nakack2_over_ip_multicast_under_20_percent_loss(docker_backend, tmp_pat
             r"ip multicast \S+: 800 multicasts \(1600 copies\) sent as (\d+) datagrams; received (\d+)", log
         )
         assert sent and 0 < int(sent.group(1)) <= 800 and int(sent.group(2)) > 0, log[-2000:]
+
+
+def test_ip_multicast_is_refused_where_the_bridge_probe_fails(docker_backend, tmp_path, monkeypatch, capsys):
+    """Where the bridge probe gets nothing across, a scenario with ip_multicast is refused before
+    any node starts: the CLI exits 2 naming ip_multicast and the probe's reason, and the
+    cluster's network and containers are gone."""
+    import harness.backends.docker.cluster as docker_cluster
+    from harness.cli import main
+
+    mine = owner_label()
+    before = {cid for cid, info in leftovers(docker_backend.client).items() if info["owner"] == mine}
+    monkeypatch.setattr(docker_cluster, "bridge_status", lambda cluster: (False, "nothing crossed (planted)"))
+    code = main(["run", str(SCENARIOS / "nakack2-ip-multicast.yaml"), "--backend", "docker", "--out", str(tmp_path)])
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert "ip_multicast: the docker bridge cannot carry IP multicast here: nothing crossed (planted)" in err
+    after = {cid for cid, info in leftovers(docker_backend.client).items() if info["owner"] == mine}
+    assert after <= before, f"clusters left: {after - before}"
