@@ -301,3 +301,24 @@ def test_node_exits_2_where_its_probe_datagram_does_not_come_back(tmp_path):
     assert "mcast_group" in refused.stderr and "did not come back" in refused.stderr, refused.stderr
     assert works.returncode in (0, 124), works  # stopped by the timeout, not refused
     assert "did not come back" not in works.stderr
+
+
+@local_multicast
+@pytest.mark.splitbrain_backend("local")
+def test_plugin_cluster_over_ip_multicast_loses_nothing_under_loss(splitbrain_cluster, faults):
+    """The pytest plugin with ip_multicast=True: MCAST, A and B multicast under 20 % loss on every
+    link (in-process at each receiver); both reach every member through the group, nothing is lost
+    or duplicated, and the windows end in sync."""
+    cluster = splitbrain_cluster(nodes=3, protocol="mcast", config={"xmit_interval": 0.2}, ip_multicast=True)
+    faults.loss("*", 0.2)
+    cluster.send("A", MCAST_DEST, rate=200, count=400)
+    cluster.send("B", MCAST_DEST, rate=200, count=400)
+    for dst in ("A", "B", "C"):
+        for src in ("A", "B"):
+            cluster.wait_delivered(dst, src, 400, timeout=60)
+    faults.heal()
+    states = {name: cluster.state(name)["ip_multicast"] for name in ("A", "B", "C")}
+    assert states["A"]["multicasts"] >= 400 and states["B"]["multicasts"] >= 400, states
+    assert states["C"]["datagrams_in"] > 0 and states["C"]["foreign"] == 0, states
+    cluster.wait_settled()
+    cluster.assert_checks()
