@@ -201,3 +201,16 @@ def _message_at(data: bytes, pos: int, size: int, src: str, dest: str) -> tuple[
     if end > size:
         raise WireError(f"truncated: payload of {plen} bytes at offset {pos}, have {size - pos}")
     return Message(src, dest, data[pos:end], headers), end
+
+
+def readdressed(frame: bytes, dest: str) -> bytes:
+    """The same frame addressed to `dest`: an IP multicast frame is encoded once, for "*", and
+    each receiver reads it as its own (node/runtime/ipmcast.py). Raises WireError when the bytes
+    do not even hold a frame header."""
+    size = len(frame)
+    if size < 4 or frame[0] != WIRE_VERSION:
+        raise WireError("not a frame")
+    at = 3 + frame[2]  # past version, flags and src
+    if at >= size or at + 1 + frame[at] > size:
+        raise WireError("truncated frame header")
+    return b"".join((frame[:at], _encode_name(dest), frame[at + 1 + frame[at] :]))
