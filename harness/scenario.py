@@ -1538,7 +1538,8 @@ class ScenarioFile(InputModel):
         elif self.injector == "toxiproxy":
             problems.add("toxiproxy proxies TCP links only and cannot carry UDP multicast", "injector")
         if self.protocol in protocols.names() and not protocols.get(self.protocol).multicast:
-            problems.add(f"{self.protocol} sends no multicasts: use nakack2 or mcast", "ip_multicast")
+            multicasting = ", ".join(n for n in protocols.names() if protocols.get(n).multicast)
+            problems.add(f"{self.protocol} sends no multicasts: use one that does ({multicasting})", "ip_multicast")
         problems.raise_any()
         return self
 
