@@ -12,6 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from .events import DataEvents
 from .message import Message
 from .views import Membership, Window
 
@@ -42,9 +43,10 @@ class Up(Action):
 
 @dataclass(slots=True, kw_only=True)
 class Log(Action):
-    """Record one event of the event-log schema (node/events.py)."""
+    """Record one event of the event-log schema (node/events.py), or a record of many send or
+    deliver events (DataEvents)."""
 
-    event: dict[str, Any]
+    event: dict[str, Any] | DataEvents
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

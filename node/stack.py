@@ -12,6 +12,7 @@ from __future__ import annotations
 from functools import partial
 from typing import Any, TypeVar
 
+from .events import DataEvents, unpack_events
 from .layer import Action, Announce, Command, Down, Layer, Log, Query, Up
 from .message import Message
 from .views import Membership
@@ -27,7 +28,7 @@ class Stack:
         self.layers = layers
         self.to_transport: list[Message] = []
         self.to_app: list[Message] = []
-        self.events: list[dict[str, Any]] = []
+        self.events: list[dict[str, Any] | DataEvents] = []
         # Each layer's passes_through() (None for layers that never pass through): a layer that
         # reports it hands every message on unchanged is routed around on every path.
         self._passes = [getattr(layer, "passes_through", None) for layer in layers]
@@ -112,7 +113,14 @@ class Stack:
     # ---- outputs ------------------------------------------------------------------------------
 
     def take(self) -> tuple[list[Message], list[Message], list[dict[str, Any]]]:
-        """Drain the outboxes: (to transport, to application, events)."""
+        """Drain the outboxes: (to transport, to application, events as dicts)."""
+        out = (self.to_transport, self.to_app, unpack_events(self.events))
+        self.to_transport, self.to_app, self.events = [], [], []
+        return out
+
+    def take_packed(self) -> tuple[list[Message], list[Message], list[dict[str, Any] | DataEvents]]:
+        """take(), with the per-message events left as DataEvents records (node/events.py) for a
+        writer that formats them itself (the daemon's event log)."""
         out = (self.to_transport, self.to_app, self.events)
         self.to_transport, self.to_app, self.events = [], [], []
         return out

@@ -59,7 +59,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any, ClassVar, Protocol
 
-from ..events import EVENT_VERSION, make_event
+from ..events import EVENT_VERSION, DataEvents, make_event
 from ..layer import Action, Command, Down, Layer, Log, SetConfig, SyncPeer, Up, ViewChange
 from ..message import MCAST_DEST, Message, app_id_of
 from ..rangeset import RangeSet
@@ -351,14 +351,29 @@ class Unicast3(Layer):
                 out.append(Log(event=self._data_event(now, "deliver", entry.peer, seqno, entry.conn_id, msg)))
                 delivered.append(msg)
             nxt = end
-        events = self.data_events
+        first = nxt
+        start = len(delivered)
         while nxt in held:
-            msg = held.pop(nxt)
-            if events:
-                out.append(Log(event=self._data_event(now, "deliver", entry.peer, nxt, entry.conn_id, msg)))
-            delivered.append(msg)
+            delivered.append(held.pop(nxt))
             nxt += 1
         entry.delivered = nxt - 1
+        if self.data_events and nxt > first:
+            # One record for the deliveries of a batch, not a dict per message (node/events.py):
+            # a run that goes on from the record logged last is added to it.
+            last = out[-1].event if out and type(out[-1]) is Log else None
+            if (
+                type(last) is DataEvents
+                and last.kind == "deliver"
+                and last.first_seqno + len(last.msgs) == first
+                and last.peer == entry.peer
+                and last.conn_id == entry.conn_id
+            ):
+                last.msgs.extend(delivered[start:])
+            else:
+                run = delivered[start:]
+                out.append(
+                    Log(event=DataEvents(now, self.local, PROTO, "deliver", entry.peer, entry.conn_id, first, run))
+                )
 
     def _usable_entry(
         self, src: str, msg: Message, hdr: U3Header, now: float, out: list[Action]
