@@ -35,6 +35,14 @@ class Down(Action):
 
 
 @dataclass(slots=True, kw_only=True)
+class DownBatch(Action):
+    """Pass messages, in order, to the layer below (or to the transport): what one Down per
+    message would do, returned by a layer's down_batch for a run of messages it numbered."""
+
+    msgs: list[Message]
+
+
+@dataclass(slots=True, kw_only=True)
 class Up(Action):
     """Pass messages from one source to the layer above (or to the application from the top)."""
 
@@ -167,6 +175,14 @@ class Layer:
 
     def down(self, msg: Message, now: float) -> list[Action]:
         return [Down(msg=msg)]
+
+    def down_batch(self, msgs: list[Message], now: float) -> list[Action]:
+        """down() for each message, in order, with the same result: a layer may override it to
+        handle a batch of application sends at once (the runtime's bundled workload sends)."""
+        out: list[Action] = []
+        for msg in msgs:
+            out.extend(self.down(msg, now))
+        return out
 
     def up(self, msgs: list[Message], now: float) -> list[Action]:
         """A batch of messages from one source, in the order they arrived."""

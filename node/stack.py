@@ -13,7 +13,7 @@ from functools import partial
 from typing import Any, TypeVar
 
 from .events import DataEvents, unpack_events
-from .layer import Action, Announce, Command, Down, Layer, Log, Query, Up
+from .layer import Action, Announce, Command, Down, DownBatch, Layer, Log, Query, Up
 from .message import Message
 from .views import Membership
 
@@ -56,8 +56,8 @@ class Stack:
         """send() each message, in order, with the same result. When every layer below the top
         one reports `passes_through()` (e.g. a fault layer without rules), the top layer's Down
         actions go straight to the transport outbox: routing them through those layers would
-        hand them on unchanged, one call and one action object per layer and message later.
-        (Added for the asyncio runtime's bundled workload sends.)"""
+        hand them on unchanged, one call and one action object per layer and message later. The top
+        layer gets the whole batch (Layer.down_batch). (For the asyncio runtime's bundled sends.)"""
         top = len(self.layers) - 1
         for layer in self.layers[:top]:
             passes = getattr(layer, "passes_through", None)
@@ -65,16 +65,16 @@ class Stack:
                 for msg in msgs:
                     self.send(msg, now)
                 return
-        layer = self.layers[top]
         to_transport, events = self.to_transport, self.events
-        for msg in msgs:
-            for action in layer.down(msg, now):
-                if type(action) is Down:
-                    to_transport.append(action.msg)
-                elif type(action) is Log:
-                    events.append(action.event)
-                else:
-                    self._route(top, [action], now)
+        for action in self.layers[top].down_batch(msgs, now):
+            if type(action) is DownBatch:
+                to_transport.extend(action.msgs)
+            elif type(action) is Down:
+                to_transport.append(action.msg)
+            elif type(action) is Log:
+                events.append(action.event)
+            else:
+                self._route(top, [action], now)
 
     def receive(self, msgs: list[Message], now: float) -> None:
         """The transport received a batch of messages from one source."""
@@ -184,6 +184,13 @@ class Stack:
                     self.to_transport.append(action.msg)
                 else:
                     self._route(below, self.layers[below].down(action.msg, now), now)
+            elif type(action) is DownBatch:
+                below = self._down_from(idx - 1)
+                if below < 0:
+                    self.to_transport.extend(action.msgs)
+                else:
+                    for msg in action.msgs:
+                        self._route(below, self.layers[below].down(msg, now), now)
             elif type(action) is Up:
                 above = self._up_from(idx + 1)
                 if above == len(self.layers):

@@ -60,7 +60,7 @@ from dataclasses import replace
 from typing import Any, ClassVar, Protocol
 
 from ..events import EVENT_VERSION, DataEvents, make_event
-from ..layer import Action, Command, Down, Layer, Log, SetConfig, SyncPeer, Up, ViewChange
+from ..layer import Action, Command, Down, DownBatch, Layer, Log, SetConfig, SyncPeer, Up, ViewChange
 from ..message import MCAST_DEST, Message, app_id_of
 from ..rangeset import RangeSet
 from ..views import Window
@@ -192,6 +192,44 @@ class Unicast3(Layer):
         if self.data_events:
             out.append(Log(event=self._data_event(now, "send", dest, seqno, entry.conn_id, msg)))
         out.append(Down(msg=msg))
+        return out
+
+    def down_batch(self, msgs: list[Message], now: float) -> list[Action]:
+        """down() for each message, with the same result: a run of messages to one open
+        connection is numbered in one loop and leaves as one DownBatch with one send record."""
+        out: list[Action] = []
+        i, n = 0, len(msgs)
+        while i < n:
+            dest = msgs[i].dest
+            j = i + 1
+            while j < n and msgs[j].dest == dest:
+                j += 1
+            if dest == MCAST_DEST:
+                out.append(DownBatch(msgs=msgs[i:j]))  # multicasts, for the layer below (NAKACK2)
+                i = j
+                continue
+            entry = self.send_table.get(dest)
+            if entry is None or entry.state is ConnState.CLOSING:
+                # Opening or reopening the connection: that first message the one-by-one way.
+                out.extend(self.down(msgs[i], now))
+                i += 1
+                continue
+            if "xmit" not in self.timers.at:
+                self.timers.set("xmit", now + self.config.xmit_interval)
+            run = msgs[i:j]
+            conn_id, store = entry.conn_id, entry.msgs
+            first = seqno = entry.next_seqno
+            for msg in run:
+                msg.headers[PROTO_ID] = U3Header(MsgType.DATA, seqno, conn_id, seqno == 1)
+                store[seqno] = msg
+                seqno += 1
+            entry.next_seqno = seqno
+            entry.last_active = now
+            self.counters["tx_DATA"] = self.counters.get("tx_DATA", 0) + len(run)
+            if self.data_events:
+                out.append(Log(event=DataEvents(now, self.local, PROTO, "send", dest, conn_id, first, run)))
+            out.append(DownBatch(msgs=run))
+            i = j
         return out
 
     def _data_event(
