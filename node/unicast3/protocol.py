@@ -283,8 +283,13 @@ class Unicast3(Layer):
         out: list[Action] = []
         data: list[Message] = []
         mcasts: list[Message] = []
+        n_data = 0  # well-formed DATA, counted once per batch
         for msg in msgs:
             hdr = msg.headers.get(PROTO_ID)
+            if type(hdr) is U3Header and hdr.type is MsgType.DATA and hdr.seqno and hdr.conn_id:
+                data.append(msg)  # nearly every message: the checks below, in the order they pass
+                n_data += 1
+                continue
             if msg.dest == MCAST_DEST and hdr is None:
                 # A multicast delivered by the multicast layer below: not ours to order.
                 mcasts.append(msg)
@@ -313,6 +318,8 @@ class Unicast3(Layer):
                     )
             else:
                 out.extend(self._HANDLERS[hdr.type](self, msg.src, hdr, now))
+        if n_data:
+            self.counters["rx_DATA"] = self.counters.get("rx_DATA", 0) + n_data
         if data:
             out.extend(self._handle_data(data[0].src, data, now))
         if mcasts:
@@ -326,9 +333,34 @@ class Unicast3(Layer):
         if firsts and firsts[0] is not msgs[0]:
             msgs = firsts + [m for m in msgs if not m.headers[PROTO_ID].first]
         delivered: list[Message] = []
-        entry = None
+        # The common case, a message that is next in order on an open connection with nothing
+        # held, is delivered inline: what the general path below does for it, without the calls.
+        # Its deliveries are logged (one record) before anything else is and at the end.
+        fast_ok = self.config.max_recv_window_seqnos >= 1
+        run_start = -1  # >= 0: delivered[run_start:] went the fast way and is not logged yet
+        entry = self.recv_table.get(src)
         for msg in msgs:
             hdr = msg.headers[PROTO_ID]
+            if (
+                entry is not None
+                and hdr.seqno == entry.delivered + 1
+                and hdr.conn_id == entry.conn_id
+                and entry.state is ConnState.OPEN
+                and not entry.msgs
+                and fast_ok
+            ):
+                seqno = entry.delivered = hdr.seqno
+                if seqno > entry.highest:
+                    entry.highest = seqno
+                entry.last_active = now
+                entry.ack_pending = True
+                if run_start < 0:
+                    run_start = len(delivered)
+                delivered.append(msg)
+                continue
+            if run_start >= 0 and entry is not None:
+                self._log_delivered(entry, now, out, delivered, run_start)
+            run_start = -1
             entry = self._usable_entry(src, msg, hdr, now, out)
             if entry is None:
                 continue
@@ -357,6 +389,8 @@ class Unicast3(Layer):
                         reason="beyond the receive window",
                     )
                 )
+        if run_start >= 0 and entry is not None:
+            self._log_delivered(entry, now, out, delivered, run_start)
         if delivered:
             out.append(Up(msgs=delivered))
         entry = self.recv_table.get(src)
@@ -395,23 +429,30 @@ class Unicast3(Layer):
             delivered.append(held.pop(nxt))
             nxt += 1
         entry.delivered = nxt - 1
-        if self.data_events and nxt > first:
-            # One record for the deliveries of a batch, not a dict per message (node/events.py):
-            # a run that goes on from the record logged last is added to it.
-            last = out[-1].event if out and type(out[-1]) is Log else None
-            if (
-                type(last) is DataEvents
-                and last.kind == "deliver"
-                and last.first_seqno + len(last.msgs) == first
-                and last.peer == entry.peer
-                and last.conn_id == entry.conn_id
-            ):
-                last.msgs.extend(delivered[start:])
-            else:
-                run = delivered[start:]
-                out.append(
-                    Log(event=DataEvents(now, self.local, PROTO, "deliver", entry.peer, entry.conn_id, first, run))
-                )
+        if nxt > first:
+            self._log_delivered(entry, now, out, delivered, start)
+
+    def _log_delivered(
+        self, entry: ReceiverEntry, now: float, out: list[Action], delivered: list[Message], start: int
+    ) -> None:
+        """The deliver events of delivered[start:], the run of entry's seqnos up to
+        entry.delivered, as one record, not a dict per message (node/events.py): a run that goes
+        on from the record logged last is added to it."""
+        if not self.data_events:
+            return
+        run = delivered[start:]
+        first = entry.delivered - len(run) + 1
+        last = out[-1].event if out and type(out[-1]) is Log else None
+        if (
+            type(last) is DataEvents
+            and last.kind == "deliver"
+            and last.first_seqno + len(last.msgs) == first
+            and last.peer == entry.peer
+            and last.conn_id == entry.conn_id
+        ):
+            last.msgs.extend(run)
+        else:
+            out.append(Log(event=DataEvents(now, self.local, PROTO, "deliver", entry.peer, entry.conn_id, first, run)))
 
     def _usable_entry(
         self, src: str, msg: Message, hdr: U3Header, now: float, out: list[Action]
