@@ -118,20 +118,28 @@ class DataEvents:
     __slots__ = ("t", "node", "proto", "kind", "peer", "conn_id", "first_seqno", "msgs")
 
     def __init__(
-        self, t: float, node: str, proto: str, kind: str, peer: str, conn_id: int, first_seqno: int, msgs: list[Any]
+        self,
+        t: float,
+        node: str,
+        proto: str,
+        kind: str,
+        peer: str,
+        conn_id: int | None,
+        first_seqno: int,
+        msgs: list[Any],
     ) -> None:
         self.t = t
         self.node = node
         self.proto = proto
         self.kind = kind
         self.peer = peer
-        self.conn_id = conn_id
+        self.conn_id = conn_id  # None: the events have no conn_id (NAKACK2's multicasts)
         self.first_seqno = first_seqno
         self.msgs = msgs  # node.message.Message objects (their payloads give bytes and app)
 
     def dicts(self) -> list[dict[str, Any]]:
         out = []
-        t, node, proto, kind, peer = self.t, self.node, self.proto, self.kind, self.peer
+        t, node, proto, kind, peer, conn_id = self.t, self.node, self.proto, self.kind, self.peer, self.conn_id
         seqno = self.first_seqno
         for msg in self.msgs:
             payload = msg.payload
@@ -143,9 +151,10 @@ class DataEvents:
                 "kind": kind,
                 "peer": peer,
                 "seqno": seqno,
-                "conn_id": self.conn_id,
-                "bytes": len(payload),
             }
+            if conn_id is not None:
+                ev["conn_id"] = conn_id
+            ev["bytes"] = len(payload)
             app = app_id_of(payload)
             if app is not None:
                 ev["app"] = app

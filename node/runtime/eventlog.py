@@ -35,6 +35,7 @@ log = logging.getLogger("node.eventlog")
 _DATA_KEYS = ("v", "t", "node", "proto", "kind", "peer", "seqno", "conn_id", "bytes", "app")
 _INF = float("inf")
 _UNSET = object()  # no t seen yet (None is a value an event could carry)
+_NO_CONN = object()  # the conn_id of a record whose events have none (None would be a JSON null)
 
 
 class EventLog:
@@ -156,7 +157,8 @@ class EventLog:
     def _record_lines(self, rec: DataEvents, lines: list[str]) -> None:
         """The lines of a DataEvents record: those of rec.dicts(), without building them."""
         t = rec.t
-        parts = self._parts_for((EVENT_VERSION, rec.node, rec.proto, rec.kind, rec.peer, rec.conn_id))
+        conn_id = _NO_CONN if rec.conn_id is None else rec.conn_id
+        parts = self._parts_for((EVENT_VERSION, rec.node, rec.proto, rec.kind, rec.peer, conn_id))
         if parts is None or type(t) is not float or not -_INF < t < _INF or type(rec.first_seqno) is not int:
             lines.extend(self._encoder.encode(ev) for ev in rec.dicts())
             return
@@ -179,13 +181,19 @@ class EventLog:
         if parts is not None:
             return parts
         v, node, proto, kind, peer, conn_id = key
-        if type(v) is not int or type(conn_id) is not int or not all(type(x) is str for x in (node, proto, kind, peer)):
+        if conn_id is _NO_CONN:
+            after_seqno = ',"bytes":'
+        elif type(conn_id) is int:
+            after_seqno = ',"conn_id":%d,"bytes":' % conn_id
+        else:
+            return None
+        if type(v) is not int or not all(type(x) is str for x in (node, proto, kind, peer)):
             return None
         parts = (
             '{"v":%d,"t":' % v,
             ',"node":%s,"proto":%s,"kind":%s,"peer":%s,"seqno":'
             % (_c_str(node), _c_str(proto), _c_str(kind), _c_str(peer)),
-            ',"conn_id":%d,"bytes":' % conn_id,
+            after_seqno,
         )
         if len(self._parts) > 10_000:
             self._parts.clear()
