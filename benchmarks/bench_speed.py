@@ -14,8 +14,11 @@ whatever the machine's load. Sections:
      0.5 s per node, the same event dicts, and nothing else (`ceiling_sim`);
    - the same loop with the real wire codec (`wire: true`).
 2. The node's receive and send paths in-process on real frames (341 messages of 100 B per frame,
-   UNICAST3 over the fault layer, as the daemon bundles them): the Stack fed decoded frames vs a
-   stripped loop consuming the same frames (`ceiling_frames`). CPU microseconds per message.
+   UNICAST3 over the fault layer, as the daemon bundles them, GC off as in the daemon): a connected
+   receiver's Stack fed decoded frames, and a sender's Stack with the bundler's encoding, vs a
+   stripped loop consuming or producing the same frames (`ceiling_frames_*`); next to each, what
+   the daemon's event log then spends formatting those events as lines. CPU microseconds per
+   message. 2b: the same for a NAKACK2 member receiving another member's multicasts (3 members).
 3. A campaign: N seeds of the 5x60 case (runs only: Simulation.run and the checks, nothing
    written), on 2 worker processes; runs per minute.
 
@@ -53,7 +56,7 @@ from harness.slots import planned_count  # noqa: E402
 from node import wire  # noqa: E402
 from node.compose import build_stack  # noqa: E402
 from node.layer import ViewChange  # noqa: E402
-from node.message import Message, app_payload  # noqa: E402
+from node.message import MCAST_DEST, Message, app_payload  # noqa: E402
 from node.runtime.eventlog import EventLog  # noqa: E402
 from node.stack import Stack  # noqa: E402
 
@@ -485,6 +488,105 @@ def _bench_node_paths(n_frames: int, repeat: int) -> None:
     print()
 
 
+def mcast_frames(n_frames: int) -> tuple[Stack, list[bytes]]:
+    """A member B of a 3-member NAKACK2 group (static view) and the frames A multicasts to it: the
+    copies for B of FRAME_MSGS multicasts of 100 B per frame, as the daemon bundles them."""
+    members = ("A", "B", "C")
+    sender, receiver = (build_stack(m, "nakack2", {}, random.Random(i), 1) for i, m in enumerate(members[:2]))
+    for stack in (sender, receiver):
+        stack.command(ViewChange(members=members, view_id=1), 0.0)
+        stack.take()
+    frames = []
+    n = 0
+    for _ in range(n_frames):
+        msgs = []
+        for _ in range(FRAME_MSGS):
+            n += 1
+            msgs.append(Message("A", MCAST_DEST, app_payload("A", 0, n, 100)))
+        sender.send_batch(msgs, 0.0)
+        out = [m for m in _take(sender)[0] if m.dest == "B"]
+        frames.extend(wire.split_into_frames("A", out, 60_000))
+    return receiver, frames
+
+
+def mcast_receive(n_frames: int) -> tuple[float, float]:
+    """CPU s for member B to take the frames of n_frames x FRAME_MSGS multicasts (decode + stack +
+    deliver events), and CPU s for the event log to format the events."""
+    stack, frames = mcast_frames(n_frames)
+    delivered = 0
+    events: list = []
+    t0 = time.process_time()
+    for i, frame in enumerate(frames):
+        _src, msgs = wire.decode_frame(frame)
+        stack.receive(msgs, 0.001 * i)
+        _net, app, evs = _take(stack)
+        delivered += len(app)
+        events.extend(evs)
+    cpu = time.process_time() - t0
+    if delivered != n_frames * FRAME_MSGS:
+        raise SystemExit(f"benchmark: the member delivered {delivered} of {n_frames * FRAME_MSGS}")
+    return cpu, encode_cpu(events)
+
+
+_N2_HDR = struct.Struct("!BBHBQ")  # nhdr, proto_id, len, type, seqno
+
+
+def ceiling_mcast_receive(frames: list[bytes]) -> float:
+    """CPU s for a stripped loop to consume the same multicast frames: parse each NAKACK2 MSG header
+    and payload, hold it in the sender's dict window, deliver in order with a deliver event dict."""
+    delivered = 0
+    held: dict[int, bytes] = {}
+    events: list[dict] = []
+    t0 = time.process_time()
+    for i, data in enumerate(frames):
+        t = 0.001 * i
+        pos = 2
+        pos += 1 + data[pos]
+        pos += 1 + data[pos]
+        count = int.from_bytes(data[pos : pos + 2], "big")
+        pos += 2
+        for _ in range(count):
+            _n, _pid, _ln, _type, seqno = _N2_HDR.unpack_from(data, pos)
+            pos += 13
+            (plen,) = _PLEN.unpack_from(data, pos)
+            pos += 4
+            held[seqno] = data[pos : pos + plen]
+            pos += plen
+            nxt = delivered + 1
+            while nxt in held:
+                p = held.pop(nxt)
+                events.append(
+                    {"v": 1, "t": t, "node": "B", "proto": "nakack2", "kind": "deliver", "peer": "A", "seqno": nxt,
+                     "bytes": len(p), "app": p[3 : 3 + p[2]].decode()}
+                )  # fmt: skip
+                nxt += 1
+            delivered = nxt - 1
+    cpu = time.process_time() - t0
+    if delivered != sum(int.from_bytes(f[4 + f[2] + f[3 + f[2]] : 6 + f[2] + f[3 + f[2]]], "big") for f in frames):
+        raise SystemExit(f"benchmark: the multicast ceiling delivered {delivered}")
+    return cpu
+
+
+def bench_mcast_paths(n_frames: int, repeat: int) -> None:
+    gc.collect()
+    gc.disable()
+    try:
+        _, frames = mcast_frames(n_frames)
+        us = 1e6 / (n_frames * FRAME_MSGS)
+        recv, recv_log = (x * us for x in median_of(lambda: mcast_receive(n_frames), repeat))
+        ceiling = median_of(lambda: ceiling_mcast_receive(frames), repeat) * us
+    finally:
+        gc.enable()
+    print(f"## 2b. NAKACK2 multicast receive path in-process (3 members; {n_frames} x {FRAME_MSGS} multicasts)\n")
+    print("| path | stack us/msg | ceiling us/msg | ratio | + event log lines us/msg |")
+    print("| --- | --- | --- | --- | --- |")
+    print(
+        f"| multicast receive at a member (decode + stack + deliver events) | {recv:.2f} | {ceiling:.2f} "
+        f"| {recv / ceiling:.1f} | {recv_log:.2f} |"
+    )
+    print()
+
+
 # ---- 3. a campaign ----------------------------------------------------------------------------
 
 
@@ -520,6 +622,7 @@ def main(argv: list[str] | None = None) -> int:
         bench_sim(scenario, repeat, SCENARIO, wire_rows=not args.no_wire)
     if "node" in sections:
         bench_node_paths(30 if args.quick else 100, repeat)
+        bench_mcast_paths(30 if args.quick else 100, repeat)
     if "campaign" in sections and campaign:
         bench_campaign(campaign)
     return 0
