@@ -27,7 +27,6 @@ from pathlib import Path
 from typing import Any
 
 from ..events import EVENT_VERSION, DataEvents, unpack_events
-from ..message import app_id_of
 
 log = logging.getLogger("node.eventlog")
 
@@ -167,12 +166,17 @@ class EventLog:
         append = lines.append
         seqno = rec.first_seqno
         for msg in rec.msgs:
-            payload = msg.payload
-            app = app_id_of(payload)
-            if app is None:
-                append(f"{prefix}{seqno}{after_seqno}{len(payload)}}}")
-            else:
-                append(f'{prefix}{seqno}{after_seqno}{len(payload)},"app":{_c_str(app)}}}')
+            p = msg.payload
+            size = len(p)
+            # node.message.app_id_of, inlined: b"SB", the id's length, the id in UTF-8.
+            if size > 2 and p[0] == 83 and p[1] == 66 and size >= 3 + p[2]:
+                try:
+                    append(f'{prefix}{seqno}{after_seqno}{size},"app":{_c_str(p[3 : 3 + p[2]].decode())}}}')
+                    seqno += 1
+                    continue
+                except UnicodeDecodeError:
+                    pass
+            append(f"{prefix}{seqno}{after_seqno}{size}}}")
             seqno += 1
 
     def _parts_for(self, key: tuple[Any, ...]) -> tuple[str, str, str] | None:
