@@ -20,7 +20,8 @@ fixed rate measures latency without queueing (full mode only).
   on the machine takes CPU time away from the nodes; "us CPU/msg" is each node's CPU time per
   message delivered;
 - RSS: each node's resident memory when the measured stream started and when its last message
-  was delivered (`--seconds 300` makes that a 5-minute run at full speed).
+  was delivered, and (on stderr) every 30 s in between; `--seconds N` sizes the stream to about
+  N seconds at the warm-up's rate (the warm-up includes start-up, so a stream runs longer).
 
 JGroups on this machine: 3.17 M msgs/s (100 B, UNICAST3 over UDP) at steady state. Our first
 goal in Python: 225 k msgs/s at 100 B over UDP.
@@ -36,7 +37,7 @@ import pstats
 import sys
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -44,6 +45,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from node.runtime.testing import NodeProcess, free_port, unique_host, wait_for
 
 GOAL_100B_UDP = 225_000
+RSS_EVERY_S = 30.0
 
 
 @dataclass(frozen=True)
@@ -79,6 +81,8 @@ class Result:
     # Resident memory (MB) of A and B when the measured stream started and when it was delivered.
     rss_start: tuple[float, float] = (0.0, 0.0)
     rss_end: tuple[float, float] = (0.0, 0.0)
+    stream_s: float = 0.0  # how long the measured stream ran
+    rss_trace: list[tuple[float, float, float]] = field(default_factory=list)  # (s, MB A, MB B)
 
     @property
     def per_core(self) -> float:
@@ -182,8 +186,17 @@ def run_case(case: Case, measure_s: float, paced: bool, workdir: Path, profile: 
         rss0 = (rss_mb(a.proc.pid), rss_mb(b.proc.pid))
         cpu0 = (cpu_seconds(a.proc.pid), cpu_seconds(b.proc.pid), time.monotonic())
         ca.post("/send", {"to": "B", "count": count, "rate": 0, "size": case.size, "stream": 1})
+        # Resident memory of both nodes about every RSS_EVERY_S while the stream runs: flat or not.
+        trace: list[tuple[float, float, float]] = []
+
+        def done() -> bool:
+            elapsed = time.monotonic() - cpu0[2]
+            if not trace or elapsed - trace[-1][0] >= RSS_EVERY_S:
+                trace.append((elapsed, rss_mb(a.proc.pid), rss_mb(b.proc.pid)))
+            return delivered_count(cb, "A", 1) >= count
+
         wait_for(
-            lambda: delivered_count(cb, "A", 1) >= count,
+            done,
             max(60, measure_s * 20),
             0.05,
             f"{count} messages delivered ({case.label})",
@@ -193,7 +206,8 @@ def run_case(case: Case, measure_s: float, paced: bool, workdir: Path, profile: 
         sa, sb = ca.get("/samples"), cb.get("/samples")
         stream = next(s for s in ca.get("/streams")["streams"] if s["stream"] == 1)
         deliv = dict((n, t) for n, t in sb["delivered"]["A"]["1"])
-        elapsed = deliv[count] - stream["started"]
+        # A long stream outruns the samples (MAX_SAMPLES): then its end is when it was seen done.
+        elapsed = deliv.get(count, time.time() - epoch) - stream["started"]
         lat = latencies_ms(sa["sent"]["1"], sb["delivered"]["A"]["1"])
         retx = ca.get("/state")["unicast3"]["counters"].get("retransmit", 0) - retx0
         result = Result(
@@ -207,6 +221,8 @@ def run_case(case: Case, measure_s: float, paced: bool, workdir: Path, profile: 
             cpu_b=(cpu1[1] - cpu0[1]) / (cpu1[2] - cpu0[2]),
             rss_start=rss0,
             rss_end=rss1,
+            stream_s=elapsed,
+            rss_trace=trace,
         )
         if paced:
             rate = 10_000 if case.bundling else 2_000
@@ -356,7 +372,8 @@ def main(argv: list[str] | None = None) -> int:
                 r = runs[-1]
                 print(
                     f"  {case.label}: {r.msgs_per_s:,.0f} msgs/s ({r.count} msgs, {r.wall_s:.1f}s, "
-                    f"CPU {r.cpu_a:.0%}/{r.cpu_b:.0%})",
+                    f"CPU {r.cpu_a:.0%}/{r.cpu_b:.0%}); RSS MB A/B every {RSS_EVERY_S:g} s: "
+                    + ", ".join(f"{ra:.0f}/{rb:.0f}" for _, ra, rb in r.rss_trace),
                     file=sys.stderr,
                 )
             runs.sort(key=lambda r: r.msgs_per_s)
@@ -379,6 +396,7 @@ def main(argv: list[str] | None = None) -> int:
         "msgs/s per busy core",
         "us CPU/msg A / B",
         "RSS MB A / B, start -> end",
+        "stream s",
     ]
     if paced:
         headers += ["paced rate", "paced p50 ms", "paced p99 ms"]
@@ -403,6 +421,7 @@ def main(argv: list[str] | None = None) -> int:
             f"{r.per_core:,.0f}",
             f"{r.cpu_a / r.msgs_per_s * 1e6:.2f} / {r.cpu_b / r.msgs_per_s * 1e6:.2f}",
             f"{r.rss_start[0]:.0f} -> {r.rss_end[0]:.0f} / {r.rss_start[1]:.0f} -> {r.rss_end[1]:.0f}",
+            f"{r.stream_s:.1f}",
         ]
         if paced:
             row += [r.paced_rate or "-", fmt(r.paced_p50_ms, 2), fmt(r.paced_p99_ms, 2)]
