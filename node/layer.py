@@ -161,6 +161,10 @@ class Layer:
     # False when nothing reads the per-message events (send, deliver: the daemon without an event
     # log): a layer may then skip building them. Every other event is still returned.
     data_events = True
+    # True when down() hands a multicast (dest MCAST_DEST) on unchanged, with nothing logged and
+    # no state touched (UNICAST3 over NAKACK2): Stack.send_batch then gives a batch of multicasts
+    # straight to the layer below that numbers them.
+    passes_multicasts = False
     # Set by the Stack that holds this layer: how it asks the other layers a Query (None outside
     # a stack, e.g. a layer driven alone in a test, where nobody answers).
     asker: Callable[[Query], Any] | None = None

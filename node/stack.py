@@ -14,7 +14,7 @@ from typing import Any, TypeVar
 
 from .events import DataEvents, unpack_events
 from .layer import Action, Announce, Command, Down, DownBatch, Layer, Log, Query, Up
-from .message import Message
+from .message import MCAST_DEST, Message
 from .views import Membership
 
 L = TypeVar("L", bound=Layer)
@@ -57,8 +57,14 @@ class Stack:
         one reports `passes_through()` (e.g. a fault layer without rules), the top layer's Down
         actions go straight to the transport outbox: routing them through those layers would
         hand them on unchanged, one call and one action object per layer and message later. The top
-        layer gets the whole batch (Layer.down_batch). (For the asyncio runtime's bundled sends.)"""
+        layer gets the whole batch (Layer.down_batch); a batch of multicasts goes to the first
+        layer from the top that does not pass multicasts on (Layer.passes_multicasts), NAKACK2
+        under UNICAST3. (For the asyncio runtime's bundled sends.)"""
         top = len(self.layers) - 1
+        if msgs and all(msg.dest == MCAST_DEST for msg in msgs):
+            # Multicasts go straight to the first layer that does something with them.
+            while top > 0 and self.layers[top].passes_multicasts:
+                top -= 1
         for layer in self.layers[:top]:
             passes = getattr(layer, "passes_through", None)
             if passes is None or not passes():

@@ -57,6 +57,7 @@ from ..layer import (
     Command,
     Digest,
     Down,
+    DownBatch,
     GetDigest,
     Layer,
     Log,
@@ -65,7 +66,7 @@ from ..layer import (
     Up,
     ViewChange,
 )
-from ..message import MCAST_DEST, Message
+from ..message import MCAST_DEST, Message, app_id_of
 from ..protocols import Rng
 from ..rangeset import RangeSet
 from ..unicast3.timers import Deadlines
@@ -214,6 +215,40 @@ class Nakack2(Layer):
         for member in self.members:
             if member != self.local:
                 out.append(Down(msg=Message(self.local, member, msg.payload, msg.headers)))
+        return out
+
+    def down_batch(self, msgs: list[Message], now: float) -> list[Action]:
+        """down() for each message, with the same events, deliveries and frames in the same order:
+        a batch of multicasts is numbered in one loop, its loopback deliveries go up as one Up and
+        its copies down as one DownBatch (nothing routes them in between)."""
+        if not self.is_server or any(msg.dest != MCAST_DEST for msg in msgs):
+            return super().down_batch(msgs, now)
+        self._arm(now)
+        local = self.local
+        others = self._others()
+        own = self.tables[local]
+        out: list[Action] = []
+        loopback: list[Message] = []
+        copies: list[Message] = []
+        seqno = self.seqno
+        for msg in msgs:
+            seqno += 1
+            headers = msg.headers
+            headers[PROTO_ID] = N2Header(MsgType.MSG, seqno)
+            own.msgs[seqno] = msg
+            payload = msg.payload
+            app = app_id_of(payload)
+            out.append(Log(event=self._event(now, "send", seqno, msg, None, app)))
+            out.append(Log(event=self._event(now, "deliver", seqno, msg, local, app)))
+            loopback.append(Message(local, MCAST_DEST, payload, headers))
+            for member in others:
+                copies.append(Message(local, member, payload, headers))
+        self.seqno = own.highest = own.delivered = seqno
+        self.counters["tx_MSG"] = self.counters.get("tx_MSG", 0) + len(msgs)
+        if loopback:
+            out.append(Up(msgs=loopback))
+        if copies:
+            out.append(DownBatch(msgs=copies))
         return out
 
     # ---- receiving ----------------------------------------------------------------------------

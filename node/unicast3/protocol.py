@@ -88,6 +88,7 @@ class RandomBits(Protocol):
 
 class Unicast3(Layer):
     proto = PROTO
+    passes_multicasts = True  # down() hands a multicast to the multicast layer below, untouched
 
     def __init__(self, local: str, config: Unicast3Config, rng: RandomBits, incarnation: int = 0) -> None:
         """`rng` is a seeded random.Random (only its getrandbits is used); `incarnation` must
