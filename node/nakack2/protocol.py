@@ -319,7 +319,8 @@ class Nakack2(Layer):
         first = nxt
         run = self._run
         # A run that goes on from the Up returned last (nothing logged since) joins it and its
-        # deliver record: a batch of in-order multicasts goes up as one Up with one record.
+        # deliver record: a batch of in-order multicasts goes up as one Up with one record. The
+        # two share one list (no layer changes a list it is handed: they read it, or copy it).
         joined = run is not None and bool(out) and out[-1] is run[0] and run[1] is table and run[2] == nxt
         delivered: list[Message] = run[0].msgs if joined and run is not None else []
         while nxt in held:
