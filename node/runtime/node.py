@@ -314,7 +314,8 @@ class Node:
             self.eventlog.append(event)
 
     def _drain(self, now: float) -> None:
-        to_net, to_app, events = self.stack.take()
+        # Send and deliver events stay records (node/events.py): the event log formats them itself.
+        to_net, to_app, events = self.stack.take_packed()
         if to_net:
             assert self.bundler is not None, "the stack produced frames before start()"
             if self.ipmcast is not None:
@@ -328,7 +329,7 @@ class Node:
             # Log before acknowledging: an ACK lets the sender forget messages, so the deliveries
             # it covers must be on disk before it leaves, or a kill -9 in the next 100 ms would
             # lose their records and make a delivered message look lost.
-            if any(ev["kind"] in _ACKING_EVENTS for ev in events):
+            if any(type(ev) is dict and ev["kind"] in _ACKING_EVENTS for ev in events):
                 self.eventlog.flush()
         self._rearm()
         if self._blocked:
