@@ -11,8 +11,6 @@ runtime's flow control lets it), all members at once.
 - wire/mcast: NAKACK2 messages sent per delivered multicast, from the layers' counters: the N-1
   copies of each multicast, retransmissions, XMIT-REQs and the STABLE and HIGHEST_SEQNO copies, over
   the multicasts delivered (one per member and multicast, the sender's loopback included);
-- frames/mcast: frames (datagrams or TCP writes) the transports sent per delivered multicast
-  (/metrics splitbrain_frames_sent_total where the node exports it);
 - table: the largest retransmit table (messages held by NAKACK2) seen at any member while the
   stream ran, sampled every 0.2 s through GET /state;
 - CPU: the busiest member's CPU time per multicast (each member delivers every multicast, and
@@ -102,21 +100,6 @@ def counters(clients) -> dict:
         for k, v in n2_state(c)["counters"].items():
             out[k] = out.get(k, 0) + v
     return out
-
-
-def frames_sent(clients) -> int | None:
-    total = 0
-    for c in clients:
-        try:
-            text = c.get_text("/metrics") if hasattr(c, "get_text") else None
-        except Exception:
-            return None
-        if text is None:
-            return None
-        for line in text.splitlines():
-            if line.startswith("splitbrain_frames_sent_total"):
-                total += int(float(line.rsplit(" ", 1)[1]))
-    return total
 
 
 def run_case(transport: str, n: int, count: int, size: int, workdir: Path) -> dict:
