@@ -4,7 +4,7 @@ A verdict's checks are the harness's own, run per run by pipeline.judging. `resu
 one Spark query behind the rest: the advisory check's and every metric's rows, unioned, so the
 events are scanned and the flows shuffled once, then collected (they are small: a few rows per
 run and link). `analyze_runs` assembles them per run; `campaign_summary` computes pass rates per
-scenario, protocol, resync mode and fault type from the verdicts on the driver.
+scenario, protocol, protocol variant and fault type from the verdicts on the driver.
 """
 
 from __future__ import annotations
@@ -138,20 +138,37 @@ def verdicts_from_results(metas: dict[str, dict], results: dict[str, dict]) -> l
     return out
 
 
+def variant_label(protocol: str | None, value: str | None) -> str:
+    """A run's protocol variant as the pass rates show it: "unicast3 resync=sync", "nakack2
+    xmit_interval=0", "mcast capacity=512" (the registry's variant_key), the protocol alone when
+    it has none."""
+    from node import protocols
+
+    name = protocol or "(unknown)"
+    try:
+        key = protocols.get(name).variant_key
+    except ValueError:
+        key = None
+    if value is None:
+        return name
+    return f"{name} {key or 'variant'}={value}"
+
+
 def campaign_summary(verdicts: list[RunVerdict]) -> dict:
-    """Pass rates per scenario, protocol, resync mode and fault type, and failing checks per
-    scenario. Plain Python on the driver: the verdicts are already there, one small record per
-    run, and a Spark query for them cost a job (~1-2 s) per analysis."""
+    """Pass rates per scenario, protocol, protocol variant (UNICAST3's resync mode, NAKACK2's
+    xmit_interval, MCAST's capacity) and fault type, and failing checks per scenario. Plain
+    Python on the driver: the verdicts are already there, one small record per run, and a Spark
+    query for them cost a job (~1-2 s) per analysis."""
     if not verdicts:
         return {}
-    rates: dict[str, dict[str, list[int]]] = {"scenario": {}, "protocol": {}, "resync": {}, "fault_type": {}}
+    rates: dict[str, dict[str, list[int]]] = {"scenario": {}, "protocol": {}, "variant": {}, "fault_type": {}}
     failures: dict[tuple[str, str], int] = {}
     for v in verdicts:
         scenario = v.meta.get("scenario") or "(none)"
         values = {
             "scenario": [scenario],
             "protocol": [v.meta.get("protocol") or "(unknown)"],
-            "resync": [v.meta.get("resync") or "(n/a)"],
+            "variant": [variant_label(v.meta.get("protocol"), v.meta.get("resync"))],
             "fault_type": list(v.meta.get("fault_types") or ["(unknown)"]),
         }
         for dim, keys in values.items():
