@@ -112,17 +112,17 @@ def get_spark(
     return spark
 
 
-# The driver JVM compiles with C1 only: most of its life is start-up and short jobs, where C2's
-# compile threads compete with the Python workers for 2 cores (measured: first job 16.7 -> 9.6 s
-# at load 7; the 258 k-event analysis 125 -> 87 s at load 12-14). SPLITBRAIN_SPARK_JIT=full keeps
-# both compilers (for a long local job on many cores).
+# SPLITBRAIN_SPARK_JIT=c1 makes the driver JVM compile with C1 only: a short analysis starts and
+# runs faster (measured: first job 16.7 -> 9.6 s at load 7; the 258 k-event analysis 125 -> 87 s
+# at load 12-14), but in local mode the driver is also the executor, and a 10 M-event judging run
+# with C1 only was still JVM-bound after 15 min (75 s before, with C2). Opt-in, not the default.
 JIT_ENV = "SPLITBRAIN_SPARK_JIT"
 C1_ONLY = "-XX:TieredStopAtLevel=1"
 
 
 def _driver_java_options(conf: dict) -> None:
     """The driver JVM's start options: the class-data archive ci/setup built (pipeline.cds) when
-    there is a current one, and C1-only compilation unless switched off."""
+    there is a current one, and C1-only compilation when asked for (SPLITBRAIN_SPARK_JIT=c1)."""
     from . import cds
 
     options = [o for o in (cds.driver_options(), _jit_option()) if o]
@@ -134,7 +134,7 @@ def _driver_java_options(conf: dict) -> None:
 
 
 def _jit_option() -> str | None:
-    return None if os.environ.get(JIT_ENV, "").lower() == "full" else C1_ONLY
+    return C1_ONLY if os.environ.get(JIT_ENV, "").lower() == "c1" else None
 
 
 def ship_code(spark) -> str | None:

@@ -97,14 +97,19 @@ def test_no_java_no_archive(fake_install, monkeypatch):
 
 
 def test_driver_options_merge_archive_jit_and_the_callers(fake_install, monkeypatch):
-    """The session's driver options: archive, C1-only JIT (unless switched off), then the caller's."""
+    """The session's driver options: archive, C1-only JIT (only when asked for), then the caller's."""
+    monkeypatch.delenv(SS.JIT_ENV, raising=False)
     path = _archive(cds.archive_key())
     conf = {"spark.driver.extraJavaOptions": "-Dfoo=1"}
     SS._driver_java_options(conf)
     opts = conf["spark.driver.extraJavaOptions"].split()
     assert opts[0] == f"-XX:SharedArchiveFile={path}"
-    assert SS.C1_ONLY in opts
+    assert SS.C1_ONLY not in opts
     assert opts[-1] == "-Dfoo=1"
+    monkeypatch.setenv(SS.JIT_ENV, "c1")
+    conf = {}
+    SS._driver_java_options(conf)
+    assert SS.C1_ONLY in conf["spark.driver.extraJavaOptions"].split()
     monkeypatch.setenv(SS.JIT_ENV, "full")
     monkeypatch.setenv(cds.ENV_SWITCH, "off")
     conf = {}
