@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..layer import Action, Layer, SetConfig
-from ..protocols import ProtocolSpec, Rng
+from ..protocols import ChaosSet, ProtocolSpec, Rng, xmit_req_sent
 from ..unicast3.header import MsgType as U3MsgType
 from ..unicast3.protocol import Unicast3
 from .config import MUTATIONS, U3_PREFIX, McastConfig
@@ -55,4 +55,12 @@ SPEC = ProtocolSpec(
     mutations=MUTATIONS,
     chaos_drop_types=("MSG", "MSG", "MCAST_ACK", "MCAST_XMIT_REQ", "MCAST_HIGHEST_SEQNO", "DATA", "ACK"),
     variant_key="capacity",
+    xmit_traffic=xmit_req_sent,
+    # No restarts yet: a receiver restarted under loss can start its window below what the sender
+    # purges on its old life's acks, and waits for those messages for ever (README, MCAST).
+    chaos=ChaosSet(
+        draws={"xmit_interval": (0.1, 0.2, 0.5), "capacity": (64, 256, 1024)},
+        restarts=False,
+        lossless_share=0.4,
+    ),
 )
