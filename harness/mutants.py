@@ -1,25 +1,29 @@
-"""Mutation testing of the checkers: planted protocol bugs against a standard chaos set.
+"""Mutation testing of the checkers: planted protocol bugs against a protocol's chaos set.
 
-A mutant is UNICAST3 with one deliberate bug, selected by `mutation: <name>` in its config
+A mutant is a protocol with one deliberate bug, selected by `mutation: <name>` in its config
 (the protocol spec's `mutations`, each a small change at one spot of the protocol's code). The checkers
 earn their keep when every mutant fails a check on some chaos schedule (the mutant is *killed*)
 while the unmutated protocol passes every schedule (no false failures).
 
-The standard chaos set is a function of a seed (`chaos_scenario`): 3 nodes with streams both
-ways for 10-20 s, and a random fault schedule of partitions (one-way and two-way, healed), loss,
-duplication, reordering, delay with jitter, in-process typed drops (DATA, ACK, XMIT_REQ, SYNC...
-with a count), an asymmetric split where the receiver drops the sender from its view (seed 000),
-a stale ACK delayed past a resync (JGRP-1875), restarts (some late, after the heals) and kills,
-and admin syncs where the scenario model has them. Small conn_expiry/conn_close timeouts make
-windows close, get reaped and reopen. Each seed picks a resync mode (`sync` or `timestamp`; the
-`first_seqno` mode is JGRP-1875 itself and would fail unmutated); a mutant whose bug sits on one
-resync path (the spec's mutation_settings) runs every seed in that mode.
+A chaos set is a function of a seed (`chaos_scenario(seed, protocol)`) drawn from the protocol's
+spec (`ProtocolSpec.chaos`, a node.protocols.ChaosSet: data, so this module names no protocol):
+3 nodes with streams for 10-20 s (unicast both ways, or one multicast stream per node), and a
+random fault schedule of partitions (one-way and two-way, healed), loss, duplication, reordering,
+delay with jitter, in-process typed drops of the spec's `chaos_drop_types` with a count, and as the
+set says: restarts (some late, after the heals) and kills, an asymmetric split where the receiver
+drops the sender from its view (seed 000), a stale ACK delayed past a resync (JGRP-1875), admin
+syncs where the scenario model has them, and connection lifetimes kept longer than the
+disturbances. UNICAST3's set has all of them, small conn_expiry/conn_close timeouts, and a resync
+mode per seed (`sync` or `timestamp`; `first_seqno` is JGRP-1875 itself and would fail
+unmutated); a mutant whose bug sits on one mode's path (the spec's mutation_settings) runs every
+seed in that mode. A set may make a share of its seeds lossless (concurrent senders on links with a
+constant delay and no fault) and judge them by xmit_traffic at xmit_bound 0 (MCAST's).
 
 A run is judged exactly like `splitbrain run --backend sim`: the simulator with invariant checks,
-then harness.rundir.judge with the scenario's checks and recovery bound. A mutant is killed by a
+then harness.rundir.judge with the scenario's checks and bounds. A mutant is killed by a
 seed when the verdict is "failed" (a check failed, not merely vacuous); a simulator exception
 (an invariant assertion, a crash inside a layer) also kills it but is reported as a crash. The
-unmutated protocol runs as the baseline over the same seeds, in every resync mode a mutant used.
+unmutated protocol runs as the baseline over the same seeds, in every mode a mutant used.
 
 Shrinking (`shrink`) removes schedule steps greedily, then streams, then halves what the
 streams send, keeping every change after which the same check still fails with the same seed and
