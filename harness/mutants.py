@@ -10,10 +10,11 @@ spec (`ProtocolSpec.chaos`, a node.protocols.ChaosSet: data, so this module name
 3 nodes with streams for 10-20 s (unicast both ways, or one multicast stream per node), and a
 random fault schedule of partitions (one-way and two-way, healed), loss, duplication, reordering,
 delay with jitter, in-process typed drops of the spec's `chaos_drop_types` with a count, and as the
-set says: restarts (some late, after the heals) and kills, an asymmetric split where the receiver
-drops the sender from its view (seed 000), a stale ACK delayed past a resync (JGRP-1875), admin
-syncs where the scenario model has them, and connection lifetimes kept longer than the
-disturbances. UNICAST3's set has all of them, small conn_expiry/conn_close timeouts, and a resync
+set says: the first messages of a stream lost (seed 002), restarts (some late, after the heals)
+and kills, an asymmetric split where the receiver drops the sender from its view (seed 000), a
+stale ACK delayed past a resync (JGRP-1875), admin syncs where the scenario model has them, and
+connection lifetimes kept longer than the disturbances. UNICAST3's set has all of these but the
+first-messages loss, small conn_expiry/conn_close timeouts, and a resync
 mode per seed (`sync` or `timestamp`; `first_seqno` is JGRP-1875 itself and would fail
 unmutated); a mutant whose bug sits on one mode's path (the spec's mutation_settings) runs every
 seed in that mode. A set may make a share of its seeds lossless (concurrent senders on links with a
@@ -277,6 +278,12 @@ def chaos_scenario(
         spot = place([(a, b)], 0.5, last, lambda: 0.0)
         if spot:
             s.add(spot[0], "drop", {"at": b, "from": a, "type": mtype, "count": rng.randint(1, 5)})
+    if chaos.first_loss_type is not None:
+        w = rng.choice([w for w in workload if w["to"] != "all"])
+        t = max(0.0, w["start"] - 0.01)
+        if busy.free((w["from"], w["to"]), t, t):
+            rule = {"at": w["to"], "from": w["from"], "type": chaos.first_loss_type, "count": rng.randint(1, 3)}
+            s.add(t, "drop", rule)
     dead: set[str] = set()
     for _ in range(rng.choice([0, 1, 1, 2]) if chaos.restarts else 0):  # restarts, anywhere or after the heals
         node = rng.choice(NODES)

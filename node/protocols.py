@@ -91,6 +91,9 @@ class ChaosSet:
     admin_sync_mode: str | None = None
     # Restarts and kills of nodes.
     restarts: bool = True
+    # Seed 002's first message lost: on every seed the first 1-3 messages of one stream are dropped
+    # at its receiver (a typed drop of this type when the stream starts); None: never.
+    first_loss_type: str | None = None
     # The share of seeds that run on a lossless network (constant delay, no other fault) with the
     # check xmit_traffic at xmit_bound 0: no retransmission request is ever needed there.
     lossless_share: float = 0.0

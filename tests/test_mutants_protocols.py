@@ -18,7 +18,7 @@ from node import protocols
 
 # protocol -> mutant -> the first seed of its chaos set that kills it.
 KILL_SEEDS = {
-    "unicast2": {"stable_purges_received": 1, "first_always_new_window": 19, "no_send_first_seqno": 12},
+    "unicast2": {"stable_purges_received": 1, "first_always_new_window": 1, "no_send_first_seqno": 0},
     "mcast": {"seqno_outside_lock": 0},
 }
 OTHERS = ("unicast2", "nakack2", "mcast")

@@ -53,5 +53,6 @@ SPEC = ProtocolSpec(
         settings={"xmit_interval": 0.5, "max_stable_msgs": 100},
         draws={"stable_interval": (0.5, 1.0)},
         restarts=False,
+        first_loss_type="DATA",
     ),
 )
