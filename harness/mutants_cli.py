@@ -45,9 +45,10 @@ def add_command(subparsers, positive_int, non_negative_int) -> None:
             "injected view, a stale ACK past a resync (JGRP-1875), restarts and kills, admin syncs when "
             "the scenario model has them, resync modes sync and timestamp. With SCENARIO files, those "
             "files are run instead (each with seeds first-seed..first-seed+N-1); add --generated to "
-            "run the generated set as well. Mutants that need one resync mode run in it. That is "
-            "UNICAST3's chaos set; --protocol picks another protocol's (its spec's ChaosSet): multicast "
-            "streams for nakack2 and mcast, and for mcast lossless seeds judged by xmit_traffic. "
+            "run the generated set as well. Mutants that need one resync mode run in it. That is the "
+            "default protocol's chaos set; --protocol picks another protocol's (its spec's ChaosSet): "
+            "multicast streams for a multicast protocol, lossless seeds judged by xmit_traffic where the "
+            "set has them. "
             f"Mutants: {planted}."
         ),
         epilog="Exit codes: 0 every mutant killed and the unmutated protocol never failed, 1 a mutant "
