@@ -759,6 +759,7 @@ def check_windows_synced(events: list[dict]) -> CheckResult:
     last_ack_rx: dict[tuple[str, str], float] = {}  # (sender, receiver) -> t
     traffic_since_start: set[str] = set()
     sent_since_start: set[tuple[str, str]] = set()  # (sender, receiver)
+    multicast_since_start: set[str] = set()  # senders of a multicast since their last start
     # node -> {(side, peer): open?} from conn_state since the node's last start.
     open_windows: dict[str, dict[tuple[str, str], bool]] = {}
     reported: dict[str, set[tuple[str | None, str]]] = defaultdict(set)
@@ -774,6 +775,7 @@ def check_windows_synced(events: list[dict]) -> CheckResult:
                 traffic_since_start.discard(node)
                 open_windows.pop(node, None)
                 sent_since_start.difference_update([k for k in sent_since_start if k[0] == node])
+                multicast_since_start.discard(node)
             continue
         if kind in _TRAFFIC:
             traffic_since_start.add(node)
@@ -785,6 +787,8 @@ def check_windows_synced(events: list[dict]) -> CheckResult:
             open_windows.setdefault(node, {})[(ev["side"], ev["peer"])] = ev.get("state") != _CLOSED
         if kind == "send" and "peer" in ev:
             sent_since_start.add((node, ev["peer"]))
+        elif kind == "send" and "members" in ev:
+            multicast_since_start.add(node)
         elif kind == "window" and ev.get("final") and "peer" in ev:
             reported[node].add((ev.get("side"), ev["peer"]))
             # Keyed by proto too: a NAKACK2 stack has NAKACK2's and UNICAST3's windows per pair.
@@ -800,11 +804,26 @@ def check_windows_synced(events: list[dict]) -> CheckResult:
     # With one protocol's windows in the run a pair is named "X->Y" as it always was; with several
     # (NAKACK2 over UNICAST3), "X->Y (proto)".
     several = len({key[2] for key in send_windows}) > 1
+    restarted_silent: set[tuple[str, str, str]] = set()
     for (sender, receiver, proto), send in send_windows.items():
         if lives.dead(sender) or lives.dead(receiver):
             skipped_dead += 1
             continue
         recv = recv_windows.get((sender, receiver, proto))
+        if (
+            lives.starts.get(sender, 0) > 1
+            and sender not in multicast_since_start
+            and not send.get("high")
+            and send.get("conn_id") is None
+            and recv is not None
+            and recv.get("high")
+        ):
+            # A multicast window exists per view member, so a sender restarted without multicasting
+            # since reports an empty one while the receiver still holds its previous life's: stale,
+            # like a unicast receive window of a restarted sender (below); its next multicast opens
+            # a new window at the receiver.
+            restarted_silent.add((sender, receiver, proto))
+            continue
         problem = pair_problem(sender, receiver, send, recv)
         sync_time = None
         if problem is None and last_heal is not None:
@@ -840,7 +859,7 @@ def check_windows_synced(events: list[dict]) -> CheckResult:
     stale_recv = sorted(
         _link(*key[:2])
         for key in recv_windows
-        if key not in send_windows and not lives.dead(key[0]) and not lives.dead(key[1])
+        if (key not in send_windows or key in restarted_silent) and not lives.dead(key[0]) and not lives.dead(key[1])
     )
     silent = []
     for node in sorted(traffic_since_start):

@@ -58,11 +58,5 @@ SPEC = ProtocolSpec(
     chaos_drop_types=("MSG", "MSG", "MCAST_ACK", "MCAST_XMIT_REQ", "MCAST_HIGHEST_SEQNO", "DATA", "ACK"),
     variant_key="capacity",
     xmit_traffic=xmit_req_sent,
-    # No restarts yet: a receiver restarted under loss can start its window below what the sender
-    # purges on its old life's acks, and waits for those messages for ever (README, MCAST).
-    chaos=ChaosSet(
-        draws={"xmit_interval": (0.1, 0.2, 0.5), "capacity": (64, 256, 1024)},
-        restarts=False,
-        lossless_share=0.4,
-    ),
+    chaos=ChaosSet(draws={"xmit_interval": (0.1, 0.2, 0.5), "capacity": (64, 256, 1024)}, lossless_share=0.4),
 )
