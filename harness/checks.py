@@ -29,6 +29,9 @@ narrow an excuse (see no_duplicates), never to widen one.
 - windows_synced: every final send window at X for Y (both alive at the end) matches Y's final
   recv window for X: same conn_id, Y's highest delivered == X's highest sent == X's highest acked.
   A pair whose send window the protocol reaped (CLOSED) after use is judged in sync (send None).
+  Multicast windows (per view member, no conn_id) after a restart: a receiver's window of a sender
+  restarted without multicasting since is stale, and a restarted receiver's empty window is judged
+  as no window (idle when the sender has nothing outstanding).
   A node alive at the end must report a final snapshot of each window its conn_state events left
   open (windows reaped by the protocol are not expected).
 - no_errors: no `error` event (an exception inside a protocol layer: a bug of ours).
@@ -824,6 +827,17 @@ def check_windows_synced(events: list[dict]) -> CheckResult:
             # a new window at the receiver.
             restarted_silent.add((sender, receiver, proto))
             continue
+        if (
+            lives.starts.get(receiver, 0) > 1
+            and recv is not None
+            and recv.get("conn_id") is None
+            and not recv.get("high")
+            and send.get("conn_id") is None
+        ):
+            # The mirror case: a restarted member holds an empty multicast window for a sender that
+            # has not multicast since; like a unicast receiver without a window, the pair is idle if
+            # nothing is outstanding (pair_problem), out of sync otherwise.
+            recv = None
         problem = pair_problem(sender, receiver, send, recv)
         sync_time = None
         if problem is None and last_heal is not None:

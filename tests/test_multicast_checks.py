@@ -208,3 +208,24 @@ def test_a_restarted_multicast_sender_that_sent_nothing_since_leaves_a_stale_win
     assert silent.details["stale_recv"] == ["A->B"]
     sent = run_checks(_restarted_sender(True), ["windows_synced"])[0]
     assert not sent.passed and not sent.vacuous and sent.details["stale_recv"] == []
+
+
+def test_a_restarted_multicast_receiver_is_idle_with_a_sender_that_has_nothing_outstanding():
+    """B restarts after A's 5 multicasts were acked and holds an empty window for A: an idle pair,
+    in sync; if A had a multicast outstanding (HS above HA), the pair is out of sync."""
+
+    def run(acked: int) -> object:
+        events = [make_event(0.0, n, "node", "node_start", incarnation=0) for n in ("A", "B")]
+        for n in range(1, 6):
+            events.append(make_event(1 + n / 10, "A", "mcast", "send", members=["A", "B"], seqno=n, app=f"A:0:{n}"))
+            events.append(make_event(1 + n / 10 + 0.01, "B", "mcast", "deliver", peer="A", seqno=n, app=f"A:0:{n}"))
+        events.append(make_event(2.0, "B", "node", "node_stop", reason="restart", incarnation=0))
+        events.append(make_event(2.0, "B", "node", "node_start", incarnation=1))
+        events.append(_final_window(5.0, "A", "send", "B", acked, 5))
+        events.append(_final_window(5.0, "B", "recv", "A", 0, 0))
+        return run_checks(events, ["windows_synced"])[0]
+
+    idle = run(5)
+    assert idle.passed and idle.details["pairs"]["A->B"]["synced"]
+    behind = run(4)
+    assert not behind.passed and "HA=4 HS=5, B has no recv window" in behind.explanation
