@@ -234,7 +234,7 @@ def _count_before(arr: Column, o: Column, field: str | None = None) -> Column:
 
 
 def flows(events: DataFrame, life: DataFrame) -> DataFrame:
-    """send (with app and peer, or a multicast's one per other member: mcast), deliver (with app),
+    """send (with app and peer, or a multicast's one per other member: is_multicast), deliver (with app),
     retransmit and xmit_req_tx (with peer) rows with
     the context latency, heal-to-sync and stuck retransmission need, repartitioned by (run_id, dst).
 
@@ -247,15 +247,15 @@ def flows(events: DataFrame, life: DataFrame) -> DataFrame:
         ((kind == "send") & app.isNotNull() & F.col("peer").isNotNull())
         | ((kind == "deliver") & app.isNotNull())
         | (kind.isin("retransmit", "xmit_req_tx") & F.col("peer").isNotNull())
-    ).select(*cols, ordkey().alias("o"), F.lit(False).alias("mcast"))
+    ).select(*cols, ordkey().alias("o"), F.lit(False).alias("is_multicast"))
     # A multicast send (no peer; members = the sender's view): a send to every other member.
-    mcast = (
+    multicasts = (
         events.where((kind == "send") & app.isNotNull() & F.col("peer").isNull() & F.col("members").isNotNull())
         .select(*[c for c in cols if c != "peer"], ordkey().alias("o"), F.explode("members").alias("peer"))
         .where(F.col("peer") != F.col("node"))
-        .select(*cols, "o", F.lit(True).alias("mcast"))
+        .select(*cols, "o", F.lit(True).alias("is_multicast"))
     )
-    base = base.unionByName(mcast)
+    base = base.unionByName(multicasts)
     is_deliver = kind == "deliver"
     # Ingest quarantined every deliver whose app id is not "origin:stream:n", so plain string
     # functions split it here (a regex per row costs more than the rest of this select).
@@ -275,7 +275,7 @@ def flows(events: DataFrame, life: DataFrame) -> DataFrame:
         "bytes",
         "t",
         "o",
-        "mcast",
+        "is_multicast",
         # An XMIT-REQ is sent by the receiver of the link it asks about.
         F.when(is_deliver | (kind == "xmit_req_tx"), F.col("node")).otherwise(F.col("peer")).alias("dst"),
         F.when(is_deliver, sender).when(kind == "xmit_req_tx", F.col("peer")).otherwise(F.col("node")).alias("src"),
@@ -302,7 +302,7 @@ def messages(fl: DataFrame, life: DataFrame) -> DataFrame:
             F.min(F.when(is_send, F.col("t"))).alias("send_t"),
             F.max_by(F.col("starts_at"), F.when(is_send, F.col("o"))).alias("starts_at"),
             F.min(F.when(is_deliver, F.col("t"))).alias("deliver_t"),
-            F.max("mcast").alias("mcast"),
+            F.max("is_multicast").alias("is_multicast"),
         )
     )
     ls = F.broadcast(
@@ -318,7 +318,7 @@ def messages(fl: DataFrame, life: DataFrame) -> DataFrame:
     status = (
         F.when(F.col("first_o").isNull(), F.lit(None))
         # Owed by the view rules of the checks, which a heal's backlog does not know.
-        .when(F.col("mcast"), F.lit("multicast"))
+        .when(F.col("is_multicast"), F.lit("multicast"))
         .when(_false_if_null(F.col("src_dead")) | _false_if_null(F.col("dst_dead")), F.lit("dead_at_end"))
         .when(F.coalesce(F.col("src_starts"), F.lit(0)) > F.col("starts_at"), F.lit("sender_restarted"))
         .when(F.col("deliver_t").isNull(), F.lit("lost"))

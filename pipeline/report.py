@@ -981,11 +981,11 @@ def write_report(
             "acked, orange crosses are retransmissions, purple ticks XMIT-REQs; red X marks sends never "
             "delivered, yellow diamonds repeated deliveries; shaded bands are faults, hatched bands a node "
             "down, dashed cyan lines resync messages (sync_tx), triangles new receive windows; the bars at "
-            "the right edge are the final windows. A multicast run (NAKACK2, MCAST) has one panel per "
+            "the right edge are the final windows. A multicast run has one panel per "
             "sender instead: blue dots its highest seqno multicast, one colored line per receiver with the "
             "highest of its multicasts that receiver delivered, faults shaded (strongly where they name the "
-            "sender), orange bands the time it was blocked (the total in the title) and, for MCAST, the dashed "
-            "step on the right axis its window's fill (multicasts not acked by every member).</p>"
+            "sender), orange bands the time it was blocked (the total in the title) and, for a fixed-window protocol, "
+            "the dashed step on the right axis its window's fill (multicasts not acked by every member).</p>"
         )
         for run_id, tl in timelines.items():
             safe = re.sub(r"[^A-Za-z0-9_.-]", "_", run_id)
@@ -1080,7 +1080,7 @@ def _blocked_table(verdicts: list[RunVerdict]) -> str:
         return ""
     more = f"<p class='muted'>{len(rows) - MAX_TABLE_ROWS} more row(s) in verdicts.json.</p>"
     return (
-        "<p>Time blocked per sender (MCAST: sends waiting for acks on a full window; a block still "
+        "<p>Time blocked per sender (sends waiting for acks on a full window; a block still "
         "open at the end counts to the run's end):</p>"
         + _table(rows[:MAX_TABLE_ROWS], ["run", "sender", "blocks", "seconds blocked"])
         + (more if len(rows) > MAX_TABLE_ROWS else "")

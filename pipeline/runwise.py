@@ -277,7 +277,7 @@ def result_parts(events: list[dict]) -> dict[str, list[dict]]:
     heal_ts: list[float] = []
     bu: dict[str, list] = {}
     flows: list[tuple] = []  # (kind, dst, src, app, seqno, t, o)
-    mcast: set[tuple] = set()  # (dst, src, app) of multicasts: latency only, not heal-to-sync
+    multicast: set[tuple] = set()  # (dst, src, app) of multicasts: latency only, not heal-to-sync
     for ev in events:
         kind = ev["kind"]
         node = ev["node"]
@@ -310,7 +310,7 @@ def result_parts(events: list[dict]) -> dict[str, list[dict]]:
                     for member in ev["members"]:
                         if member != node:
                             flows.append((kind, member, node, app, ev.get("seqno"), t, o))
-                            mcast.add((member, node, app))
+                            multicast.add((member, node, app))
             elif kind == "deliver":
                 if app is not None:
                     src = peer if peer else _origin(app)
@@ -374,7 +374,7 @@ def result_parts(events: list[dict]) -> dict[str, list[dict]]:
     for (dst, src, app), (first_o, send_t, _lo, starts_at, deliver_t) in msgs.items():
         if first_o is None:
             status = None
-        elif (dst, src, app) in mcast:
+        elif (dst, src, app) in multicast:
             # Owed by the view rules of harness.checks (left the view, joined later), which a
             # heal's backlog does not know: judged by the checks, timed by latency only.
             status = "multicast"
