@@ -33,6 +33,7 @@ import gc
 import heapq
 import importlib
 import itertools
+import operator
 import random
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -145,8 +146,7 @@ class SimResult:
         return merged
 
 
-def _event_time(ev: dict) -> float:
-    return ev["t"]
+_event_time = operator.itemgetter("t")  # a C call per event: the merge sorts every event of a run
 
 
 class _StreamState:
