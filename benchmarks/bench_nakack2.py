@@ -11,10 +11,11 @@ runtime's flow control lets it), all members at once.
 - wire/mcast: NAKACK2 messages sent per delivered multicast, from the layers' counters: the N-1
   copies of each multicast, retransmissions, XMIT-REQs and the STABLE and HIGHEST_SEQNO copies, over
   the multicasts delivered (one per member and multicast, the sender's loopback included);
-- frames/mcast: frames (datagrams or TCP writes) the transports sent per delivered multicast
-  (/metrics splitbrain_frames_sent_total where the node exports it);
 - table: the largest retransmit table (messages held by NAKACK2) seen at any member while the
-  stream ran, sampled every 0.2 s through GET /state.
+  stream ran, sampled every 0.2 s through GET /state;
+- CPU: the busiest member's CPU time per multicast (each member delivers every multicast, and
+  sends its own), and msgs/s divided by that member's share of a core: the figure that stays
+  comparable when other work on the machine takes CPU time away from the nodes.
 
 `--heap` instead measures the retransmit table under a steady paced load (rate per sender) with
 STABLE every second and with STABLE effectively off (every 1000 s): held messages at the end of
@@ -31,12 +32,14 @@ Run: .venv/bin/python benchmarks/bench_nakack2.py [--nodes 3,5] [--modes udp,tcp
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+# BENCH_TREE=/path/to/another/checkout measures that tree's node code (a "before") with this script.
+sys.path.insert(0, os.environ.get("BENCH_TREE", str(Path(__file__).resolve().parent.parent)))
 
 from node.runtime.testing import NodeProcess, free_port, unique_host, wait_for
 
@@ -72,6 +75,12 @@ def start_cluster(n: int, transport: str, config: dict, workdir: Path) -> list[N
     return procs
 
 
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process so far (Linux /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def delivered_from(client, sender: str, stream: int) -> int:
     d = client.get("/delivered")["delivered"]
     return d.get(sender, {}).get(str(stream), {}).get("count", 0)
@@ -93,21 +102,6 @@ def counters(clients) -> dict:
     return out
 
 
-def frames_sent(clients) -> int | None:
-    total = 0
-    for c in clients:
-        try:
-            text = c.get_text("/metrics") if hasattr(c, "get_text") else None
-        except Exception:
-            return None
-        if text is None:
-            return None
-        for line in text.splitlines():
-            if line.startswith("splitbrain_frames_sent_total"):
-                total += int(float(line.rsplit(" ", 1)[1]))
-    return total
-
-
 def run_case(transport: str, n: int, count: int, size: int, workdir: Path) -> dict:
     xmit = 1.0 if transport == "udp" else 0
     config = {"xmit_interval": xmit, "stable_interval": 5.0, "stable_max_bytes": 1_000_000}
@@ -120,6 +114,8 @@ def run_case(transport: str, n: int, count: int, size: int, workdir: Path) -> di
             c.post("/send", {"to": "*", "count": warm, "rate": 0, "size": size, "stream": 0})
         wait_for(lambda: all_delivered(clients, names, 0, warm), 120, 0.05, "warm-up delivered")
         before = counters(clients)
+        cpu0 = [cpu_seconds(p.proc.pid) for p in procs]
+        wall0 = time.monotonic()
         t0 = time.time()
         for c in clients:
             c.post("/send", {"to": "*", "count": count, "rate": 0, "size": size, "stream": 1})
@@ -130,6 +126,8 @@ def run_case(transport: str, n: int, count: int, size: int, workdir: Path) -> di
                 raise RuntimeError(f"{transport}-{n}: not all delivered in 600 s")
             peak = max([peak] + [n2_state(c)["retransmit_table"] for c in clients])
             time.sleep(0.2)
+        cpu = [cpu_seconds(p.proc.pid) - c0 for p, c0 in zip(procs, cpu0)]
+        busiest = max(cpu) / (time.monotonic() - wall0)
         # Each delivery's time comes from the samples (run clock), the start from the streams.
         last = 0.0
         starts = []
@@ -164,6 +162,10 @@ def run_case(transport: str, n: int, count: int, size: int, workdir: Path) -> di
             "stables": diff.get("tx_STABLE", 0),
             "highest": diff.get("tx_HIGHEST_SEQNO", 0),
             "peak_table": peak,
+            # CPU of the busiest member per multicast it delivered (the sender's own included),
+            # and the rate scaled to a full core for it: comparable on a machine others load.
+            "us_per_delivery": max(cpu) / mcasts * 1e6,
+            "per_busy_core": mcasts / elapsed / max(busiest, 1e-9),
         }
     finally:
         for p in procs:
@@ -213,16 +215,17 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     print(
         "| case | msgs/s (delivered at every member) | x JGroups | NAKACK2 msgs on the wire per delivery "
-        "| retransmits | XMIT-REQs | STABLE | HIGHEST_SEQNO | peak table |"
+        "| retransmits | XMIT-REQs | STABLE | HIGHEST_SEQNO | peak table | busiest member: CPU us per multicast "
+        "| msgs/s per busy core |"
     )
-    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for mode in args.modes.split(","):
         for n in (int(x) for x in args.nodes.split(",")):
             r = run_case(mode, n, args.count, args.size, workdir)
             print(
                 f"| {r['case']} | {r['msgs_per_s']:,.0f} | {r['msgs_per_s'] / JGROUPS[mode]:.3f} | "
                 f"{r['wire_per_mcast']:.4f} | {r['retransmits']} | {r['xmit_reqs']} | {r['stables']} | "
-                f"{r['highest']} | {r['peak_table']} |",
+                f"{r['highest']} | {r['peak_table']} | {r['us_per_delivery']:.2f} | {r['per_busy_core']:,.0f} |",
                 flush=True,
             )
     return 0

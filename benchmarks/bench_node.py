@@ -17,7 +17,11 @@ fixed rate measures latency without queueing (full mode only).
 - CPU A / CPU B: the share of one core each node process used while the measured stream ran
   (polling by this script included), which shows which side is the bottleneck; "msgs/s per busy
   core" divides msgs/s by the larger of the two, a figure that stays comparable when other work
-  on the machine takes CPU time away from the nodes.
+  on the machine takes CPU time away from the nodes; "us CPU/msg" is each node's CPU time per
+  message delivered;
+- RSS: each node's resident memory when the measured stream started and when its last message
+  was delivered, and (on stderr) every 30 s in between; `--seconds N` sizes the stream to about
+  N seconds at the warm-up's rate (the warm-up includes start-up, so a stream runs longer).
 
 JGroups on this machine: 3.17 M msgs/s (100 B, UNICAST3 over UDP) at steady state. Our first
 goal in Python: 225 k msgs/s at 100 B over UDP.
@@ -33,7 +37,7 @@ import pstats
 import sys
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -41,6 +45,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from node.runtime.testing import NodeProcess, free_port, unique_host, wait_for
 
 GOAL_100B_UDP = 225_000
+RSS_EVERY_S = 30.0
 
 
 @dataclass(frozen=True)
@@ -73,6 +78,11 @@ class Result:
     wall_s: float = 0.0
     cpu_a: float = 0.0  # share of one core each node used during the measured stream
     cpu_b: float = 0.0
+    # Resident memory (MB) of A and B when the measured stream started and when it was delivered.
+    rss_start: tuple[float, float] = (0.0, 0.0)
+    rss_end: tuple[float, float] = (0.0, 0.0)
+    stream_s: float = 0.0  # how long the measured stream ran
+    rss_trace: list[tuple[float, float, float]] = field(default_factory=list)  # (s, MB A, MB B)
 
     @property
     def per_core(self) -> float:
@@ -124,6 +134,14 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def rss_mb(pid: int) -> float:
+    """Resident set size of a process now, in MB (Linux /proc)."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
 def delivered_count(client, sender: str, stream: int) -> int:
     d = client.get("/delivered")["delivered"]
     return d.get(sender, {}).get(str(stream), {}).get("count", 0)
@@ -165,19 +183,31 @@ def run_case(case: Case, measure_s: float, paced: bool, workdir: Path, profile: 
         count = max(64 * 50, int(rough * measure_s) // 64 * 64)
         retx0 = ca.get("/state")["unicast3"]["counters"].get("retransmit", 0)
 
+        rss0 = (rss_mb(a.proc.pid), rss_mb(b.proc.pid))
         cpu0 = (cpu_seconds(a.proc.pid), cpu_seconds(b.proc.pid), time.monotonic())
         ca.post("/send", {"to": "B", "count": count, "rate": 0, "size": case.size, "stream": 1})
+        # Resident memory of both nodes about every RSS_EVERY_S while the stream runs: flat or not.
+        trace: list[tuple[float, float, float]] = []
+
+        def done() -> bool:
+            elapsed = time.monotonic() - cpu0[2]
+            if not trace or elapsed - trace[-1][0] >= RSS_EVERY_S:
+                trace.append((elapsed, rss_mb(a.proc.pid), rss_mb(b.proc.pid)))
+            return delivered_count(cb, "A", 1) >= count
+
         wait_for(
-            lambda: delivered_count(cb, "A", 1) >= count,
+            done,
             max(60, measure_s * 20),
             0.05,
             f"{count} messages delivered ({case.label})",
         )
         cpu1 = (cpu_seconds(a.proc.pid), cpu_seconds(b.proc.pid), time.monotonic())
+        rss1 = (rss_mb(a.proc.pid), rss_mb(b.proc.pid))
         sa, sb = ca.get("/samples"), cb.get("/samples")
         stream = next(s for s in ca.get("/streams")["streams"] if s["stream"] == 1)
         deliv = dict((n, t) for n, t in sb["delivered"]["A"]["1"])
-        elapsed = deliv[count] - stream["started"]
+        # A long stream outruns the samples (MAX_SAMPLES): then its end is when it was seen done.
+        elapsed = deliv.get(count, time.time() - epoch) - stream["started"]
         lat = latencies_ms(sa["sent"]["1"], sb["delivered"]["A"]["1"])
         retx = ca.get("/state")["unicast3"]["counters"].get("retransmit", 0) - retx0
         result = Result(
@@ -189,6 +219,10 @@ def run_case(case: Case, measure_s: float, paced: bool, workdir: Path, profile: 
             retransmissions=retx,
             cpu_a=(cpu1[0] - cpu0[0]) / (cpu1[2] - cpu0[2]),
             cpu_b=(cpu1[1] - cpu0[1]) / (cpu1[2] - cpu0[2]),
+            rss_start=rss0,
+            rss_end=rss1,
+            stream_s=elapsed,
+            rss_trace=trace,
         )
         if paced:
             rate = 10_000 if case.bundling else 2_000
@@ -230,10 +264,10 @@ def cost_breakdown(n_msgs: int = 100_000, batch: int = 1024, rounds: int = 3) ->
 
     steps = [
         "payload + Message",
-        "Stack.send_batch (UNICAST3 down)",
+        "Stack.send_batch (UNICAST3 down), take_packed",
         "bundle: wire.split_into_frames",
         "wire.decode_frame",
-        "Stack.receive (UNICAST3 up, deliver, ack)",
+        "Stack.receive (UNICAST3 up, deliver, ack), take_packed",
         "delivered bookkeeping",
         "event log: encode + write (sender)",
         "event log: encode + write (receiver)",
@@ -258,7 +292,7 @@ def cost_breakdown(n_msgs: int = 100_000, batch: int = 1024, rounds: int = 3) ->
                     msgs = [Message("A", "B", make_payload(b"A:0:", n, 100)) for n in range(first, upto)]
                     t1 = clock()
                     a.send_batch(msgs, now)
-                    out, _, ev_a = a.take()
+                    out, _, ev_a = a.take_packed()
                     t2 = clock()
                     frames = wire.split_into_frames("A", out, 60_000)
                     t3 = clock()
@@ -267,7 +301,7 @@ def cost_breakdown(n_msgs: int = 100_000, batch: int = 1024, rounds: int = 3) ->
                         received.extend(wire.decode_frame(frame)[1])
                     t4 = clock()
                     b.receive(received, now)
-                    acks, app, ev_b = b.take()
+                    acks, app, ev_b = b.take_packed()
                     t5 = clock()
                     delivered.add_batch(app, now)
                     t6 = clock()
@@ -278,7 +312,15 @@ def cost_breakdown(n_msgs: int = 100_000, batch: int = 1024, rounds: int = 3) ->
                     log_b.flush()
                     t8 = clock()
                     a.receive(acks, now)
-                    a.take()
+                    # The first batch opens the connection (SYNC, SYNC-OK, SYNC-ACK): A's answers
+                    # go back to B, which then delivers what it kept meanwhile.
+                    back, _, _ = a.take()
+                    if back:
+                        b.receive(back, now)
+                        more, late, _ = b.take()
+                        delivered.add_batch(late, now)
+                        a.receive(more, now)
+                        a.take()
                     for step, dt in zip(
                         steps, (t1 - t0, t2 - t1, t3 - t2, t4 - t3, t5 - t4, t6 - t5, t7 - t6, t8 - t7)
                     ):
@@ -330,7 +372,8 @@ def main(argv: list[str] | None = None) -> int:
                 r = runs[-1]
                 print(
                     f"  {case.label}: {r.msgs_per_s:,.0f} msgs/s ({r.count} msgs, {r.wall_s:.1f}s, "
-                    f"CPU {r.cpu_a:.0%}/{r.cpu_b:.0%})",
+                    f"CPU {r.cpu_a:.0%}/{r.cpu_b:.0%}); RSS MB A/B every {RSS_EVERY_S:g} s: "
+                    + ", ".join(f"{ra:.0f}/{rb:.0f}" for _, ra, rb in r.rss_trace),
                     file=sys.stderr,
                 )
             runs.sort(key=lambda r: r.msgs_per_s)
@@ -351,6 +394,9 @@ def main(argv: list[str] | None = None) -> int:
         "CPU A",
         "CPU B",
         "msgs/s per busy core",
+        "us CPU/msg A / B",
+        "RSS MB A / B, start -> end",
+        "stream s",
     ]
     if paced:
         headers += ["paced rate", "paced p50 ms", "paced p99 ms"]
@@ -373,6 +419,9 @@ def main(argv: list[str] | None = None) -> int:
             f"{r.cpu_a:.0%}",
             f"{r.cpu_b:.0%}",
             f"{r.per_core:,.0f}",
+            f"{r.cpu_a / r.msgs_per_s * 1e6:.2f} / {r.cpu_b / r.msgs_per_s * 1e6:.2f}",
+            f"{r.rss_start[0]:.0f} -> {r.rss_end[0]:.0f} / {r.rss_start[1]:.0f} -> {r.rss_end[1]:.0f}",
+            f"{r.stream_s:.1f}",
         ]
         if paced:
             row += [r.paced_rate or "-", fmt(r.paced_p50_ms, 2), fmt(r.paced_p99_ms, 2)]

@@ -17,8 +17,11 @@ whatever the machine's load. Sections:
    UNICAST3, 5 members multicasting 100 msgs/s each, 10 % loss, 60 s + 5 s settle; 30 k
    multicasts, 199 k events) is timed the same way next to a ceiling of its own (`ceiling_mcast`).
 2. The node's receive and send paths in-process on real frames (341 messages of 100 B per frame,
-   UNICAST3 over the fault layer, as the daemon bundles them): the Stack fed decoded frames vs a
-   stripped loop consuming the same frames (`ceiling_frames`). CPU microseconds per message.
+   UNICAST3 over the fault layer, as the daemon bundles them, GC off as in the daemon): a connected
+   receiver's Stack fed decoded frames, and a sender's Stack with the bundler's encoding, vs a
+   stripped loop consuming or producing the same frames (`ceiling_frames_*`); next to each, what
+   the daemon's event log then spends formatting those events as lines. CPU microseconds per
+   message. 2b: the same for a NAKACK2 member receiving another member's multicasts (3 members).
 3. A campaign: N seeds of the 5x60 case (runs only: Simulation.run, nothing written; with
    --campaign-judged the checks too), on 2 worker processes; runs per minute, CPU s per run.
 
@@ -28,7 +31,9 @@ Run: .venv/bin/python benchmarks/bench_speed.py [--quick] [--repeat N] [--campai
 from __future__ import annotations
 
 import argparse
+import asyncio
 import dataclasses
+import gc
 import heapq
 import os
 import random
@@ -54,7 +59,9 @@ from harness.slots import planned_count  # noqa: E402
 from node import wire  # noqa: E402
 from node.compose import build_stack  # noqa: E402
 from node.layer import ViewChange  # noqa: E402
-from node.message import Message, app_payload  # noqa: E402
+from node.message import MCAST_DEST, Message, app_payload  # noqa: E402
+from node.runtime.eventlog import EventLog  # noqa: E402
+from node.stack import Stack  # noqa: E402
 
 SCENARIO = ROOT / "benchmarks" / "scenarios" / "speed-5x60.yaml"
 MCAST_SCENARIO = ROOT / "benchmarks" / "scenarios" / "speed-nakack2-5x60.yaml"
@@ -398,12 +405,34 @@ def bench_sim(scenario: Scenario, repeat: int, path: Path, wire_rows: bool = Tru
 # ---- 2. the node's paths on real frames -------------------------------------------------------
 
 
-def node_frames(n_frames: int) -> tuple[list[bytes], list[list[Message]]]:
-    """Real frames A -> B as the daemon's bundler sends them, and the messages in them."""
-    sender = build_stack("A", "unicast3", {}, random.Random(1), 1)
-    sender.command(ViewChange(members=("A", "B"), view_id=1), 0.0)
-    sender.take()
-    frames, batches = [], []
+def connected_pair() -> tuple[Stack, Stack]:
+    """Sender A and receiver B with an open UNICAST3 connection, as in a running daemon: the
+    SYNC handshake done through the real codec (a fresh receiver would otherwise only cache and
+    drop what it gets while it waits for a SYNC-OK, which is not the path being measured)."""
+    a = build_stack("A", "unicast3", {}, random.Random(1), 1)
+    b = build_stack("B", "unicast3", {}, random.Random(2), 1)
+    for stack in (a, b):
+        stack.command(ViewChange(members=("A", "B"), view_id=1), 0.0)
+        stack.take()
+    a.send(Message("A", "B", app_payload("A", 9, 1, 100)), 0.0)
+    for _ in range(10):  # SYNC, SYNC-OK, SYNC-ACK, resends, ACK: a few round trips
+        out_a, _, _ = a.take()
+        out_b, _, _ = b.take()
+        if not out_a and not out_b:
+            break
+        if out_a:
+            b.receive(wire.decode_frame(wire.encode_frame("A", out_a))[1], 0.0)
+        if out_b:
+            a.receive(wire.decode_frame(wire.encode_frame("B", out_b))[1], 0.0)
+    if b.layers[-1].recv_table["A"].delivered != 1:
+        raise SystemExit("benchmark set-up: A and B did not connect")
+    return a, b
+
+
+def node_frames(n_frames: int) -> tuple[Stack, list[bytes]]:
+    """A connected receiver and real frames A -> B for it, as the daemon's bundler sends them."""
+    sender, receiver = connected_pair()
+    frames = []
     n = 0
     for _ in range(n_frames):
         msgs = []
@@ -413,29 +442,58 @@ def node_frames(n_frames: int) -> tuple[list[bytes], list[list[Message]]]:
         sender.send_batch(msgs, 0.0)
         out, _, _ = sender.take()
         frames.append(wire.encode_frame("A", out))
-        batches.append(msgs)
-    return frames, batches
+    return receiver, frames
 
 
-def stack_receive(frames: list[bytes]) -> float:
-    """CPU s for a fresh receiver's Stack to take every frame (decode + stack + events)."""
-    stack = build_stack("B", "unicast3", {}, random.Random(2), 1)
-    stack.command(ViewChange(members=("A", "B"), view_id=1), 0.0)
-    stack.take()
+def _take(stack: Stack) -> tuple[list, list, list]:
+    """What the daemon drains after an input: events as the event log gets them (records where
+    the tree has them, dicts before issue 15's batch records)."""
+    take = getattr(stack, "take_packed", stack.take)
+    return take()
+
+
+def stack_receive(n_frames: int) -> tuple[float, float]:
+    """CPU s for a connected receiver's Stack to take n_frames frames (decode + stack + events),
+    and CPU s for the daemon's event log to format those events as lines."""
+    stack, frames = node_frames(n_frames)
+    delivered = 0
+    events: list = []
     t0 = time.process_time()
     for i, frame in enumerate(frames):
         _src, msgs = wire.decode_frame(frame)
         stack.receive(msgs, 0.001 * i)
-        stack.take()
-    return time.process_time() - t0
+        _net, app, evs = _take(stack)
+        delivered += len(app)
+        events.extend(evs)
+    cpu = time.process_time() - t0
+    if delivered != n_frames * FRAME_MSGS:
+        raise SystemExit(f"benchmark: the receiver delivered {delivered} of {n_frames * FRAME_MSGS}")
+    return cpu, encode_cpu(events)
 
 
-def stack_send(n_frames: int) -> float:
-    """CPU s for a sender's Stack to send and encode n_frames frames of FRAME_MSGS messages."""
+def encode_cpu(events: list) -> float:
+    """CPU s for the daemon's EventLog to format events as JSON lines (nothing written)."""
+    loop = asyncio.new_event_loop()
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            log = EventLog(Path(tmp) / "events.jsonl", loop)
+            t0 = time.process_time()
+            log.encode(events)
+            cpu = time.process_time() - t0
+            log.close()
+    finally:
+        loop.close()
+    return cpu
+
+
+def stack_send(n_frames: int) -> tuple[float, float]:
+    """CPU s for a sender's Stack to send n_frames frames of FRAME_MSGS messages and the bundler
+    to encode them (wire.split_into_frames), and CPU s for the event log to format its events."""
     stack = build_stack("A", "unicast3", {}, random.Random(1), 1)
     stack.command(ViewChange(members=("A", "B"), view_id=1), 0.0)
     stack.take()
     n = 0
+    events: list = []
     t0 = time.process_time()
     for i in range(n_frames):
         msgs = []
@@ -443,12 +501,13 @@ def stack_send(n_frames: int) -> float:
             n += 1
             msgs.append(Message("A", "B", app_payload("A", 0, n, 100)))
         stack.send_batch(msgs, 0.001 * i)
-        out, _, _ = stack.take()
-        wire.encode_frame("A", out)
+        out, _, evs = _take(stack)
+        events.extend(evs)
+        wire.split_into_frames("A", out, 60_000)
         # The peer's ACK purges the window, as in a steady stream.
         stack.layers[-1].send_table["B"].msgs.clear()
         stack.layers[-1].send_table["B"].ha = n
-    return time.process_time() - t0
+    return time.process_time() - t0, encode_cpu(events)
 
 
 _HDR = struct.Struct("!BBHBBQI")  # nhdr, proto_id, len, type, flags, seqno, conn_id
@@ -457,8 +516,9 @@ _PLEN = struct.Struct("!I")
 
 def ceiling_frames_receive(frames: list[bytes]) -> float:
     """CPU s for a stripped loop to consume the same frames: parse each message's UNICAST3 DATA
-    header and payload, hold it in a dict window, deliver in order with a deliver event dict."""
-    delivered = 0
+    header and payload, hold it in a dict window, deliver in order with a deliver event dict.
+    Its window starts where connected_pair() left the receiver's: message 1 delivered."""
+    delivered = 1
     held: dict[int, bytes] = {}
     events: list[dict] = []
     t0 = time.process_time()
@@ -486,7 +546,10 @@ def ceiling_frames_receive(frames: list[bytes]) -> float:
                 )  # fmt: skip
                 nxt += 1
             delivered = nxt - 1
-    return time.process_time() - t0
+    cpu = time.process_time() - t0
+    if len(events) != len(frames) * FRAME_MSGS:
+        raise SystemExit(f"benchmark: the ceiling delivered {len(events)} of {len(frames) * FRAME_MSGS}")
+    return cpu
 
 
 def ceiling_frames_send(n_frames: int) -> float:
@@ -518,18 +581,134 @@ def ceiling_frames_send(n_frames: int) -> float:
 
 
 def bench_node_paths(n_frames: int, repeat: int) -> None:
-    frames, _ = node_frames(n_frames)
+    # As in the daemon (node/runtime/runner.py GcPolicy): no automatic collection on the hot path.
+    gc.collect()
+    gc.disable()
+    try:
+        _bench_node_paths(n_frames, repeat)
+    finally:
+        gc.enable()
+
+
+def _bench_node_paths(n_frames: int, repeat: int) -> None:
+    _, frames = node_frames(n_frames)
     msgs = n_frames * FRAME_MSGS
     us = 1e6 / msgs
-    recv = median_of(lambda: stack_receive(frames), repeat) * us
+    recv, recv_log = (x * us for x in median_of(lambda: stack_receive(n_frames), repeat))
     recv_c = median_of(lambda: ceiling_frames_receive(frames), repeat) * us
-    send = median_of(lambda: stack_send(n_frames), repeat) * us
+    send, send_log = (x * us for x in median_of(lambda: stack_send(n_frames), repeat))
     send_c = median_of(lambda: ceiling_frames_send(n_frames), repeat) * us
     print(f"## 2. Node paths in-process ({n_frames} frames x {FRAME_MSGS} msgs of 100 B, CPU us per message)\n")
-    print("| path | stack us/msg | ceiling us/msg | ratio |")
-    print("| --- | --- | --- | --- |")
-    print(f"| receive (decode + stack + deliver events) | {recv:.2f} | {recv_c:.2f} | {recv / recv_c:.1f} |")
-    print(f"| send (stack + send events + encode) | {send:.2f} | {send_c:.2f} | {send / send_c:.1f} |")
+    print(f"Code: {TREE}. Load average at the start: {os.getloadavg()[0]:.1f}.\n")
+    print("| path | stack us/msg | ceiling us/msg | ratio | + event log lines us/msg |")
+    print("| --- | --- | --- | --- | --- |")
+    print(
+        f"| receive (decode + stack + deliver events) | {recv:.2f} | {recv_c:.2f} | {recv / recv_c:.1f} "
+        f"| {recv_log:.2f} |"
+    )
+    print(
+        f"| send (stack + send events + bundle encode) | {send:.2f} | {send_c:.2f} | {send / send_c:.1f} "
+        f"| {send_log:.2f} |"
+    )
+    print()
+
+
+def mcast_frames(n_frames: int) -> tuple[Stack, list[bytes]]:
+    """A member B of a 3-member NAKACK2 group (static view) and the frames A multicasts to it: the
+    copies for B of FRAME_MSGS multicasts of 100 B per frame, as the daemon bundles them."""
+    members = ("A", "B", "C")
+    sender, receiver = (build_stack(m, "nakack2", {}, random.Random(i), 1) for i, m in enumerate(members[:2]))
+    for stack in (sender, receiver):
+        stack.command(ViewChange(members=members, view_id=1), 0.0)
+        stack.take()
+    frames = []
+    n = 0
+    for _ in range(n_frames):
+        msgs = []
+        for _ in range(FRAME_MSGS):
+            n += 1
+            msgs.append(Message("A", MCAST_DEST, app_payload("A", 0, n, 100)))
+        sender.send_batch(msgs, 0.0)
+        out = [m for m in _take(sender)[0] if m.dest == "B"]
+        frames.extend(wire.split_into_frames("A", out, 60_000))
+    return receiver, frames
+
+
+def mcast_receive(n_frames: int) -> tuple[float, float]:
+    """CPU s for member B to take the frames of n_frames x FRAME_MSGS multicasts (decode + stack +
+    deliver events), and CPU s for the event log to format the events."""
+    stack, frames = mcast_frames(n_frames)
+    delivered = 0
+    events: list = []
+    t0 = time.process_time()
+    for i, frame in enumerate(frames):
+        _src, msgs = wire.decode_frame(frame)
+        stack.receive(msgs, 0.001 * i)
+        _net, app, evs = _take(stack)
+        delivered += len(app)
+        events.extend(evs)
+    cpu = time.process_time() - t0
+    if delivered != n_frames * FRAME_MSGS:
+        raise SystemExit(f"benchmark: the member delivered {delivered} of {n_frames * FRAME_MSGS}")
+    return cpu, encode_cpu(events)
+
+
+_N2_HDR = struct.Struct("!BBHBQ")  # nhdr, proto_id, len, type, seqno
+
+
+def ceiling_mcast_receive(frames: list[bytes]) -> float:
+    """CPU s for a stripped loop to consume the same multicast frames: parse each NAKACK2 MSG header
+    and payload, hold it in the sender's dict window, deliver in order with a deliver event dict."""
+    delivered = 0
+    held: dict[int, bytes] = {}
+    events: list[dict] = []
+    t0 = time.process_time()
+    for i, data in enumerate(frames):
+        t = 0.001 * i
+        pos = 2
+        pos += 1 + data[pos]
+        pos += 1 + data[pos]
+        count = int.from_bytes(data[pos : pos + 2], "big")
+        pos += 2
+        for _ in range(count):
+            _n, _pid, _ln, _type, seqno = _N2_HDR.unpack_from(data, pos)
+            pos += 13
+            (plen,) = _PLEN.unpack_from(data, pos)
+            pos += 4
+            held[seqno] = data[pos : pos + plen]
+            pos += plen
+            nxt = delivered + 1
+            while nxt in held:
+                p = held.pop(nxt)
+                events.append(
+                    {"v": 1, "t": t, "node": "B", "proto": "nakack2", "kind": "deliver", "peer": "A", "seqno": nxt,
+                     "bytes": len(p), "app": p[3 : 3 + p[2]].decode()}
+                )  # fmt: skip
+                nxt += 1
+            delivered = nxt - 1
+    cpu = time.process_time() - t0
+    if delivered != sum(int.from_bytes(f[4 + f[2] + f[3 + f[2]] : 6 + f[2] + f[3 + f[2]]], "big") for f in frames):
+        raise SystemExit(f"benchmark: the multicast ceiling delivered {delivered}")
+    return cpu
+
+
+def bench_mcast_paths(n_frames: int, repeat: int) -> None:
+    gc.collect()
+    gc.disable()
+    try:
+        _, frames = mcast_frames(n_frames)
+        us = 1e6 / (n_frames * FRAME_MSGS)
+        recv, recv_log = (x * us for x in median_of(lambda: mcast_receive(n_frames), repeat))
+        ceiling = median_of(lambda: ceiling_mcast_receive(frames), repeat) * us
+    finally:
+        gc.enable()
+    print(f"## 2b. NAKACK2 multicast receive path in-process (3 members; {n_frames} x {FRAME_MSGS} multicasts)\n")
+    print("| path | stack us/msg | ceiling us/msg | ratio | + event log lines us/msg |")
+    print("| --- | --- | --- | --- | --- |")
+    print(
+        f"| multicast receive at a member (decode + stack + deliver events) | {recv:.2f} | {ceiling:.2f} "
+        f"| {recv / ceiling:.1f} | {recv_log:.2f} |"
+    )
     print()
 
 
@@ -591,6 +770,7 @@ def main(argv: list[str] | None = None) -> int:
         bench_sim(load_scenario(MCAST_SCENARIO), repeat, MCAST_SCENARIO, wire_rows=False, ceiling=ceiling_mcast)
     if "node" in sections:
         bench_node_paths(30 if args.quick else 100, repeat)
+        bench_mcast_paths(30 if args.quick else 100, repeat)
     if "campaign" in sections and campaign:
         bench_campaign(campaign, judged=args.campaign_judged)
     return 0

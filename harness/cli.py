@@ -177,7 +177,8 @@ def build_parser() -> argparse.ArgumentParser:
         "compare",
         help="run scenarios on every registered protocol variant and print a table",
         description="Run each SCENARIO (default: every file of scenarios/bugs/, the bug museum) in the "
-        "simulator with seeds 1..N on every registered protocol and each of its variants (the values of "
+        "simulator with seeds 1..N on every registered protocol that delivers the way the scenario's protocol "
+        "does (point-to-point or multicast) and each of its variants (the values of "
         "its variant setting, e.g. a resync mode), judged as `expect: pass`, and print per scenario and "
         "variant: pass rate, resync messages and bytes, time from the last heal to windows in sync, "
         "retransmissions (means per run).",
@@ -471,7 +472,9 @@ def _protocol_config_error(scenario) -> str | None:
     import random
 
     try:
-        build_stack("check", scenario.protocol, dict(scenario.config), random.Random(0), 0)
+        # With its membership: GMS's settings (fd_timeout, ...) sit in the same flat config.
+        membership = getattr(scenario, "membership", "static")
+        build_stack("check", scenario.protocol, dict(scenario.config), random.Random(0), 0, membership=membership)
     except ValueError as exc:
         from harness.sim.simulator import _config_error
 

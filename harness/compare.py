@@ -4,8 +4,11 @@ Each scenario file is run on every variant the registry names (each protocol in
 `protocols.names()`, and for a protocol with a `variant_key` each of its `variants`, e.g. UNICAST3's
 resync modes), in the simulator, with seeds 1..N. The file's protocol and variant setting are
 replaced; its other settings are kept where the target protocol accepts them (a setting or a
-planted bug it does not know makes that cell "n/a"). Every run is judged as `expect: pass`, so the
-pass rate says how often a design gets through the scenario with every check passing.
+planted bug it does not know makes that cell "n/a"). A variant applies only where its protocol
+delivers the same way as the file's (multicast or unicast, the spec's `multicast`): a piece about
+point-to-point connections says nothing about a multicast protocol, and the reverse; such cells
+are left out of the table. Every run is judged as `expect: pass`, so the pass rate says how often
+a design gets through the scenario with every check passing.
 
 Per cell: pass rate, and means per run of resync messages and bytes (the `resync_traffic` count:
 what the protocol's spec calls resync traffic, both directions), time from the last heal to
@@ -46,6 +49,12 @@ def variants() -> list[Variant]:
         else:
             out.append(Variant(name, None, None))
     return out
+
+
+def applies(data: dict, variant: Variant) -> bool:
+    """Does the variant's protocol deliver the way the file's protocol does (multicast or not)?"""
+    source = protocols.get(data.get("protocol") or protocols.DEFAULT_PROTOCOL)
+    return protocols.get(variant.protocol).multicast == source.multicast
 
 
 def on_variant(data: dict, variant: Variant) -> tuple[dict | None, str]:
@@ -146,7 +155,8 @@ def compare(
     jobs: int = 1,
     advance: Callable[[str], None] = lambda line: None,
 ) -> tuple[list[Variant], dict[str, dict[str, Cell]]]:
-    """scenario name -> variant label -> Cell, for every file and variant, over `seeds`."""
+    """scenario name -> variant label -> Cell, for every file and each variant that applies to it,
+    over `seeds`."""
     vs = variants()
     table: dict[str, dict[str, Cell]] = {}
     pool = ProcessPoolExecutor(jobs) if jobs > 1 else None
@@ -154,6 +164,8 @@ def compare(
         for name, data in files:
             row = table.setdefault(name, {})
             for v in vs:
+                if not applies(data, v):
+                    continue
                 cell = row[v.label] = Cell()
                 scenario, why = on_variant(data, v)
                 if scenario is None:
@@ -190,7 +202,9 @@ def markdown(vs: list[Variant], table: dict[str, dict[str, Cell]]) -> str:
     ]
     for name, row in table.items():
         for v in vs:
-            cell = row[v.label]
+            cell = row.get(v.label)
+            if cell is None:
+                continue
             if cell.na:
                 why = cell.na.removeprefix("n/a (").removesuffix(")")
                 lines.append(f"| {name} | {v.label} | n/a | | | | | {why[:NA_CHARS]} |")

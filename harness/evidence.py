@@ -48,12 +48,17 @@ def evidence_lines(events: list[dict]) -> list[str]:
         side = ev.get("side")
         if side == "send":
             lines.append(
-                f"window {ev['node']} send to {ev['peer']}: conn {ev.get('conn_id')} HA={ev.get('low')} "
+                f"window {ev['node']} send to {ev['peer']}: {_conn(ev)}HA={ev.get('low')} "
                 f"HS={ev.get('high')} {ev.get('state') or ''}".rstrip()
             )
         elif side == "recv":
             lines.append(
-                f"window {ev['node']} recv from {ev['peer']}: conn {ev.get('conn_id')} delivered={ev.get('low')} "
+                f"window {ev['node']} recv from {ev['peer']}: {_conn(ev)}delivered={ev.get('low')} "
                 f"received={ev.get('high')} {ev.get('state') or ''}".rstrip()
             )
     return lines
+
+
+def _conn(window: dict) -> str:
+    """ "conn N " for a window with a connection id; nothing for a protocol without them."""
+    return "" if window.get("conn_id") is None else f"conn {window['conn_id']} "

@@ -6,8 +6,12 @@ for the group, then on loopback with IP_MULTICAST_IF 127.0.0.1. Linux sends a mu
 a route for it exists: a host (or a network namespace) with nothing but `lo` and no
 `224.0.0.0/4` route cannot even join the group on the default interface ("No such device"), while
 an explicit IP_MULTICAST_IF on 127.0.0.1 still loops back on the same host (it never reaches
-another host or namespace). splitbrain's UDP transport sends N unicasts for now, so this is a
-report for people planning IP multicast, not a requirement.
+another host or namespace).
+
+The IP multicast transport (scenario key `ip_multicast`, node key `mcast_group`) needs the
+loopback probe on the local backend (every node joins on its own 127.x address, and the datagrams
+loop back on this host); `check_backend` refuses such a scenario where it fails. In containers
+each node proves its own path when it starts (node/runtime/ipmcast.py).
 """
 
 from __future__ import annotations
@@ -44,14 +48,23 @@ def _loop_once(iface: str | None) -> tuple[bool, str]:
         send.close()
 
 
+def loopback_status() -> tuple[bool, str]:
+    """Whether the local backend can run `ip_multicast: true` (a group joined on 127.x)."""
+    lo, why = _loop_once("127.0.0.1")
+    return lo, "a datagram to the group looped back on 127.0.0.1" if lo else why
+
+
 def ip_multicast_status() -> tuple[bool, str]:
-    """(works on the routed interface, one line on both probes)."""
+    """(works on the routed interface, one line on both probes and what the transport can do)."""
     routed, why = _loop_once(None)
-    lo, lo_why = _loop_once("127.0.0.1")
+    lo, lo_why = loopback_status()
     lo_text = "on loopback (IP_MULTICAST_IF 127.0.0.1, this host only): " + ("yes" if lo else f"no, {lo_why}")
+    transport = "; ip_multicast transport on the local backend: " + (
+        "can run" if lo else "cannot run (scenarios with ip_multicast: true are refused)"
+    )
     if routed:
-        return True, f"{GROUP} looped back through the multicast route; {lo_text}; the UDP transport sends N unicasts"
+        return True, f"{GROUP} looped back through the multicast route; {lo_text}{transport}"
     return False, (
         f"{GROUP} on the default route: {why} (no multicast route? `ip route add 224.0.0.0/4 dev <if>`); "
-        f"{lo_text}; the UDP transport sends N unicasts"
+        f"{lo_text}{transport}"
     )

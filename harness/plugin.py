@@ -32,7 +32,7 @@ here (no engine, no image and no way to build it) its tests are skipped with the
 Fixtures:
 
 - `splitbrain_cluster(nodes=3, protocol=, transport=, config=, seed=, injector=, name=, start=,
-  membership=)`: a started `SplitbrainCluster` (with `membership="static"`, the default, every node
+  membership=, ip_multicast=)`: a started `SplitbrainCluster` (with `membership="static"`, the default, every node
   has the view of all; with `"gms"` the nodes discover each other and make their own views, and
   `cluster.wait_view(members, timeout)` waits until every running node holds one view of exactly
   those members); torn down when the test ends, whatever happened (unless --splitbrain-keep).
@@ -309,6 +309,7 @@ def splitbrain_cluster(request, splitbrain_backend, splitbrain_backend_name):
         start: bool = True,
         start_timeout_s: float = 60.0,
         membership: str = "static",
+        ip_multicast: bool = False,
     ) -> SplitbrainCluster:
         if seed is None:
             seed = _session_seed(request.config)
@@ -322,6 +323,7 @@ def splitbrain_cluster(request, splitbrain_backend, splitbrain_backend_name):
             name=test_name.strip("-.") or "pytest",
             injector=injector or "auto",
             membership=membership,
+            ip_multicast=ip_multicast,
         )
         run_dir = make_run_dir(_run_parent(request), scenario.name, seed)
         write_scenario(run_dir, scenario)

@@ -515,6 +515,9 @@ class Scenario:
     # sim backend: frames cross the simulated network through the real wire codec (node.wire)
     # instead of as message objects; the same seed gives the same run either way.
     wire: bool = False
+    # Live backends over UDP: each multicast leaves as one IP multicast datagram to a group the
+    # cluster picks, instead of one unicast per member (node key mcast_group).
+    ip_multicast: bool = False
 
     @property
     def end_time(self) -> float:
@@ -547,6 +550,7 @@ class Scenario:
             **({} if self.recovery_bound is None else {"recovery_bound": self.recovery_bound}),
             **({} if self.resync_bound is None else {"resync_bound": self.resync_bound}),
             **({"wire": True} if self.wire else {}),
+            **({"ip_multicast": True} if self.ip_multicast else {}),
         }
 
     def to_yaml(self) -> str:
@@ -596,6 +600,7 @@ def parse_scenario(data: Any) -> Scenario:
         recovery_bound=f.recovery_bound,
         resync_bound=f.resync_bound,
         wire=f.wire,
+        ip_multicast=f.ip_multicast,
     )
 
 
@@ -634,6 +639,14 @@ def check_backend(scenario: Scenario, backend: str, injector: str | None = None)
     why = _injector_problem(chosen, scenario.transport, scenario.schedule)
     if why:
         raise ScenarioError(where, why)
+    if scenario.ip_multicast and backend == "local":
+        from harness.mcastprobe import loopback_status
+
+        works, why = loopback_status()
+        if not works:
+            raise ScenarioError(
+                "ip_multicast", f"the local backend cannot use IP multicast here: {why} (splitbrain doctor)"
+            )
 
 
 def _injector_problem(injector: str, transport: str, schedule: tuple[FaultStep, ...]) -> str | None:
@@ -1505,6 +1518,30 @@ class ScenarioFile(InputModel):
         description="sim backend: send frames through the real wire codec instead of passing message "
         "objects (slower; the same seed gives the same run)",
     )
+
+    ip_multicast: bool = Field(
+        False,
+        description="live backends over UDP: each multicast is one IP multicast datagram to a group "
+        "instead of one unicast per member (the simulator's links model either the same way)",
+    )
+
+    @model_validator(mode="after")
+    def _ip_multicast_fits(self) -> ScenarioFile:
+        """IP multicast is a UDP transport for multicast protocols; Toxiproxy carries no UDP."""
+        if not self.ip_multicast:
+            return self
+        problems = Problems()
+        if self.transport != "udp":
+            problems.add(
+                f"needs transport: udp (IP multicast is UDP; this scenario uses {self.transport})", "ip_multicast"
+            )
+        elif self.injector == "toxiproxy":
+            problems.add("toxiproxy proxies TCP links only and cannot carry UDP multicast", "injector")
+        if self.protocol in protocols.names() and not protocols.get(self.protocol).multicast:
+            multicasting = ", ".join(n for n in protocols.names() if protocols.get(n).multicast)
+            problems.add(f"{self.protocol} sends no multicasts: use one that does ({multicasting})", "ip_multicast")
+        problems.raise_any()
+        return self
 
     @model_validator(mode="after")
     def _safe_settings(self) -> ScenarioFile:

@@ -147,10 +147,12 @@ def cluster_scenario(
     name: str = "pytest",
     injector: str = "auto",
     membership: str = "static",
+    ip_multicast: bool = False,
 ) -> Scenario:
     """The Scenario a test cluster is made from (no workload, no schedule: the test drives it).
     `membership`: "static" (views installed by the harness) or "gms" (the nodes find each other and
-    make their views; see SplitbrainCluster.wait_view)."""
+    make their views; see SplitbrainCluster.wait_view). `ip_multicast`: multicasts as IP
+    multicast datagrams (scenario key ip_multicast)."""
     data: dict[str, Any] = {
         "name": name,
         "protocol": protocol,
@@ -164,6 +166,8 @@ def cluster_scenario(
     }
     if membership != "static":
         data["membership"] = membership
+    if ip_multicast:
+        data["ip_multicast"] = True
     return parse_scenario(data)
 
 

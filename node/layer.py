@@ -12,6 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from .events import DataEvents
 from .message import Message
 from .views import Membership, Window
 
@@ -34,6 +35,14 @@ class Down(Action):
 
 
 @dataclass(slots=True, kw_only=True)
+class DownBatch(Action):
+    """Pass messages, in order, to the layer below (or to the transport): what one Down per
+    message would do, returned by a layer's down_batch for a run of messages it numbered."""
+
+    msgs: list[Message]
+
+
+@dataclass(slots=True, kw_only=True)
 class Up(Action):
     """Pass messages from one source to the layer above (or to the application from the top)."""
 
@@ -42,9 +51,10 @@ class Up(Action):
 
 @dataclass(slots=True, kw_only=True)
 class Log(Action):
-    """Record one event of the event-log schema (node/events.py)."""
+    """Record one event of the event-log schema (node/events.py), or a record of many send or
+    deliver events (DataEvents)."""
 
-    event: dict[str, Any]
+    event: dict[str, Any] | DataEvents
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -151,6 +161,10 @@ class Layer:
     # False when nothing reads the per-message events (send, deliver: the daemon without an event
     # log): a layer may then skip building them. Every other event is still returned.
     data_events = True
+    # True when down() hands a multicast (dest MCAST_DEST) on unchanged, with nothing logged and
+    # no state touched (UNICAST3 over NAKACK2): Stack.send_batch then gives a batch of multicasts
+    # straight to the layer below that numbers them.
+    passes_multicasts = False
     # Set by the Stack that holds this layer: how it asks the other layers a Query (None outside
     # a stack, e.g. a layer driven alone in a test, where nobody answers).
     asker: Callable[[Query], Any] | None = None
@@ -165,6 +179,14 @@ class Layer:
 
     def down(self, msg: Message, now: float) -> list[Action]:
         return [Down(msg=msg)]
+
+    def down_batch(self, msgs: list[Message], now: float) -> list[Action]:
+        """down() for each message, in order, with the same result: a layer may override it to
+        handle a batch of application sends at once (the runtime's bundled workload sends)."""
+        out: list[Action] = []
+        for msg in msgs:
+            out.extend(self.down(msg, now))
+        return out
 
     def up(self, msgs: list[Message], now: float) -> list[Action]:
         """A batch of messages from one source, in the order they arrived."""

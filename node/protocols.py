@@ -126,7 +126,14 @@ class ProtocolSpec:
 
 
 # Modules with a module-level `SPEC: ProtocolSpec`, one line per protocol.
-BUILTIN = ("node.unicast3.spec", "node.unicast2.spec", "node.nakack2.spec", "node.mcast.spec", "node.gms.spec")
+BUILTIN = (
+    "node.unicast3.spec",
+    "node.unicast2.spec",
+    "node.unicast.spec",
+    "node.nakack2.spec",
+    "node.mcast.spec",
+    "node.gms.spec",
+)
 ENV_PROTOCOLS = "SPLITBRAIN_PROTOCOLS"
 DEFAULT_PROTOCOL = "unicast3"
 

@@ -12,8 +12,9 @@ from __future__ import annotations
 from functools import partial
 from typing import Any, TypeVar
 
-from .layer import Action, Announce, Command, Down, Layer, Log, Query, Up
-from .message import Message
+from .events import DataEvents, unpack_events
+from .layer import Action, Announce, Command, Down, DownBatch, Layer, Log, Query, Up
+from .message import MCAST_DEST, Message
 from .views import Membership
 
 L = TypeVar("L", bound=Layer)
@@ -27,7 +28,7 @@ class Stack:
         self.layers = layers
         self.to_transport: list[Message] = []
         self.to_app: list[Message] = []
-        self.events: list[dict[str, Any]] = []
+        self.events: list[dict[str, Any] | DataEvents] = []
         # Each layer's passes_through() (None for layers that never pass through): a layer that
         # reports it hands every message on unchanged is routed around on every path.
         self._passes = [getattr(layer, "passes_through", None) for layer in layers]
@@ -59,25 +60,31 @@ class Stack:
         """send() each message, in order, with the same result. When every layer below the top
         one reports `passes_through()` (e.g. a fault layer without rules), the top layer's Down
         actions go straight to the transport outbox: routing them through those layers would
-        hand them on unchanged, one call and one action object per layer and message later.
-        (Added for the asyncio runtime's bundled workload sends.)"""
+        hand them on unchanged, one call and one action object per layer and message later. The top
+        layer gets the whole batch (Layer.down_batch); a batch of multicasts goes to the first
+        layer from the top that does not pass multicasts on (Layer.passes_multicasts), NAKACK2
+        under UNICAST3. (For the asyncio runtime's bundled sends.)"""
         top = len(self.layers) - 1
+        if msgs and all(msg.dest == MCAST_DEST for msg in msgs):
+            # Multicasts go straight to the first layer that does something with them.
+            while top > 0 and self.layers[top].passes_multicasts:
+                top -= 1
         for layer in self.layers[:top]:
             passes = getattr(layer, "passes_through", None)
             if passes is None or not passes():
                 for msg in msgs:
                     self.send(msg, now)
                 return
-        layer = self.layers[top]
         to_transport, events = self.to_transport, self.events
-        for msg in msgs:
-            for action in layer.down(msg, now):
-                if type(action) is Down:
-                    to_transport.append(action.msg)
-                elif type(action) is Log:
-                    events.append(action.event)
-                else:
-                    self._route(top, [action], now)
+        for action in self.layers[top].down_batch(msgs, now):
+            if type(action) is DownBatch:
+                to_transport.extend(action.msgs)
+            elif type(action) is Down:
+                to_transport.append(action.msg)
+            elif type(action) is Log:
+                events.append(action.event)
+            else:
+                self._route(top, [action], now)
 
     def receive(self, msgs: list[Message], now: float) -> None:
         """The transport received a batch of messages from one source."""
@@ -116,7 +123,14 @@ class Stack:
     # ---- outputs ------------------------------------------------------------------------------
 
     def take(self) -> tuple[list[Message], list[Message], list[dict[str, Any]]]:
-        """Drain the outboxes: (to transport, to application, events)."""
+        """Drain the outboxes: (to transport, to application, events as dicts)."""
+        out = (self.to_transport, self.to_app, unpack_events(self.events))
+        self.to_transport, self.to_app, self.events = [], [], []
+        return out
+
+    def take_packed(self) -> tuple[list[Message], list[Message], list[dict[str, Any] | DataEvents]]:
+        """take(), with the per-message events left as DataEvents records (node/events.py) for a
+        writer that formats them itself (the daemon's event log)."""
         out = (self.to_transport, self.to_app, self.events)
         self.to_transport, self.to_app, self.events = [], [], []
         return out
@@ -184,6 +198,13 @@ class Stack:
                     self.to_transport.append(action.msg)
                 else:
                     self._route(below, self.layers[below].down(action.msg, now), now)
+            elif type(action) is DownBatch:
+                below = self._down_from(idx - 1)
+                if below < 0:
+                    self.to_transport.extend(action.msgs)
+                else:
+                    for msg in action.msgs:
+                        self._route(below, self.layers[below].down(msg, now), now)
             elif type(action) is Up:
                 above = self._up_from(idx + 1)
                 if above == len(self.layers):

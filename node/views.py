@@ -85,11 +85,13 @@ def pair_problem(sender: str, receiver: str, send: dict[str, Any], recv: dict[st
     windows_synced checker."""
     acked, sent = send.get("low"), send.get("high")
     # HA / HS: highest acked / highest sent, JGroups' names, which every windowed protocol shares.
-    head = f"{sender} send conn {send.get('conn_id')} HA={acked} HS={sent}"
+    conn = "" if send.get("conn_id") is None else f"conn {send.get('conn_id')} "
+    head = f"{sender} send {conn}HA={acked} HS={sent}"
     if recv is None:
         # No receive window and nothing outstanding is an idle pair, not a divergence.
         return None if acked == sent else f"{head}, {receiver} has no recv window"
-    tail = f"{receiver} recv conn {recv.get('conn_id')} delivered={recv.get('low')} received={recv.get('high')}"
+    conn = "" if recv.get("conn_id") is None else f"conn {recv.get('conn_id')} "
+    tail = f"{receiver} recv {conn}delivered={recv.get('low')} received={recv.get('high')}"
     if send.get("conn_id") != recv.get("conn_id"):
         return f"conn_id mismatch: {head}, {tail}"
     if acked != sent or recv.get("low") != sent:

@@ -11,6 +11,11 @@ Every length is checked against the bytes actually left before anything is slice
 allocated, so a hostile length field costs nothing. Decoding any byte string returns a frame or
 raises WireError; nothing else escapes. Protocols register their header codec with
 `register_header` (UNICAST3 registers id 3).
+
+Hot layouts: a codec may name the one fixed-size header body it sees on most messages (UNICAST3's
+and NAKACK2's DATA). A message whose only header has that layout is then encoded and decoded in
+one struct call (the message head, the header body and the payload length together) instead of
+the generic per-header loop: the same bytes, about a third of the cost per message.
 """
 
 from __future__ import annotations
@@ -39,6 +44,22 @@ class WireError(ValueError):
 
 
 @dataclass(frozen=True, slots=True)
+class HotLayout:
+    """A codec's most frequent header body: fixed size, its first byte a type tag.
+
+    `fields` is the body's struct format after the tag (e.g. "BQI"); `make(*values, payload_len)`
+    builds the header from those values (raising WireError for a bad one, e.g. unknown flags;
+    the payload length is for the frame codec and ignored); `values` returns
+    them for a header of this layout and None for any other header, which then takes the
+    codec's own encode. Both must agree with the codec's encode and decode byte for byte."""
+
+    tag: int
+    fields: str
+    make: Callable[..., Any]
+    values: Callable[[Any], tuple[Any, ...] | None]
+
+
+@dataclass(frozen=True, slots=True)
 class HeaderCodec:
     proto_id: int
     header_type: type
@@ -46,9 +67,16 @@ class HeaderCodec:
     encode: Callable[[Any], bytes]
     decode: Callable[[bytes], Any]  # raises WireError (or struct.error, which is wrapped)
     type_name: Callable[[Any], str]  # message type of a header, e.g. "DATA", "ACK"
+    hot: HotLayout | None = None
 
 
 _CODECS: dict[int, HeaderCodec] = {}
+# A message with one header of a hot layout, keyed by its first 5 bytes (nhdr=1, proto_id, body
+# length, tag): the struct of what follows up to the payload (the body after the tag and the
+# payload length), the header's maker, the protocol id.
+_HOT_DECODE: dict[bytes, tuple[struct.Struct, Callable[..., Any], int]] = {}
+# proto_id -> (values of a header, struct of the message head up to the payload, body length, tag).
+_HOT_ENCODE: dict[int, tuple[Callable[[Any], tuple[Any, ...] | None], struct.Struct, int, int]] = {}
 
 
 def register_header(codec: HeaderCodec) -> None:
@@ -56,6 +84,12 @@ def register_header(codec: HeaderCodec) -> None:
     if existing is not None and existing.header_type is not codec.header_type:
         raise ValueError(f"protocol id {codec.proto_id} is taken by {existing.header_type.__name__}")
     _CODECS[codec.proto_id] = codec
+    hot = codec.hot
+    if hot is not None:
+        body_len = 1 + struct.calcsize("!" + hot.fields)
+        key = bytes((1, codec.proto_id)) + body_len.to_bytes(2, "big") + bytes((hot.tag,))
+        _HOT_DECODE[key] = (struct.Struct(f"!{hot.fields}I"), hot.make, codec.proto_id)
+        _HOT_ENCODE[codec.proto_id] = (hot.values, struct.Struct(f"!BBHB{hot.fields}I"), body_len, hot.tag)
 
 
 def message_type(msg: Message) -> str:
@@ -75,6 +109,9 @@ def _encode_name(name: str) -> bytes:
 
 
 def encode_message(msg: Message) -> bytes:
+    head = _hot_head(msg)
+    if head is not None:
+        return head + msg.payload
     parts = [_U8.pack(len(msg.headers))]
     for proto_id, header in msg.headers.items():
         codec = _CODECS.get(proto_id)
@@ -86,6 +123,20 @@ def encode_message(msg: Message) -> bytes:
     parts.append(_PAYLOAD_LEN.pack(len(msg.payload)))
     parts.append(msg.payload)
     return b"".join(parts)
+
+
+def _hot_head(msg: Message) -> bytes | None:
+    """The bytes of msg before its payload when its only header has a hot layout, else None."""
+    headers = msg.headers
+    if len(headers) != 1:
+        return None
+    for proto_id, header in headers.items():
+        hot = _HOT_ENCODE.get(proto_id)
+        if hot is not None:
+            values = hot[0](header)
+            if values is not None:
+                return hot[1].pack(1, proto_id, hot[2], hot[3], *values, len(msg.payload))
+    return None
 
 
 def encode_frame(src: str, msgs: list[Message], dest: str | None = None) -> bytes:
@@ -107,7 +158,8 @@ def split_into_frames(src: str, msgs: list[Message], max_bytes: int = MAX_FRAME_
     head = len(_encode_name(src)) + len(_encode_name(msgs[0].dest)) + 4 if msgs else 0
     size = head
     for msg in msgs:
-        raw = encode_message(msg)
+        head_bytes = _hot_head(msg)
+        raw = head_bytes + msg.payload if head_bytes is not None else encode_message(msg)
         if batch and size + len(raw) > max_bytes:
             frames.append(_assemble(src, msgs[0].dest, batch))
             batch, size = [], head
@@ -144,10 +196,24 @@ def decode_frame(data: bytes) -> tuple[str, list[Message]]:
         raise WireError("frame with no messages")
     if count * _MIN_MESSAGE_BYTES > size - pos:
         raise WireError(f"frame claims {count} messages but has only {size - pos} bytes")
-    msgs = []
+    msgs: list[Message] = []
+    append = msgs.append
+    hot_get = _HOT_DECODE.get
     for _ in range(count):
+        hot = hot_get(data[pos : pos + 5])
+        if hot is not None:
+            st, make, proto_id = hot
+            start = pos + 5 + st.size
+            if start <= size:
+                values = st.unpack_from(data, pos + 5)
+                end = start + values[-1]
+                if end <= size:
+                    append(Message(src, dest, data[start:end], {proto_id: make(*values)}))
+                    pos = end
+                    continue
+        # Any other message, and a hot one cut short (the generic path names what is missing).
         msg, pos = _message_at(data, pos, size, src, dest)
-        msgs.append(msg)
+        append(msg)
     if pos != size:
         raise WireError(f"{size - pos} trailing bytes after the last message")
     return src, msgs
@@ -201,3 +267,16 @@ def _message_at(data: bytes, pos: int, size: int, src: str, dest: str) -> tuple[
     if end > size:
         raise WireError(f"truncated: payload of {plen} bytes at offset {pos}, have {size - pos}")
     return Message(src, dest, data[pos:end], headers), end
+
+
+def readdressed(frame: bytes, dest: str) -> bytes:
+    """The same frame addressed to `dest`: an IP multicast frame is encoded once, for "*", and
+    each receiver reads it as its own (node/runtime/ipmcast.py). Raises WireError when the bytes
+    do not even hold a frame header."""
+    size = len(frame)
+    if size < 4 or frame[0] != WIRE_VERSION:
+        raise WireError("not a frame")
+    at = 3 + frame[2]  # past version, flags and src
+    if at >= size or at + 1 + frame[at] > size:
+        raise WireError("truncated frame header")
+    return b"".join((frame[:at], _encode_name(dest), frame[at + 1 + frame[at] :]))

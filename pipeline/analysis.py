@@ -4,7 +4,7 @@ A verdict's checks are the harness's own, run per run by pipeline.judging. `resu
 one Spark query behind the rest: the advisory check's and every metric's rows, unioned, so the
 events are scanned and the flows shuffled once, then collected (they are small: a few rows per
 run and link). `analyze_runs` assembles them per run; `campaign_summary` computes pass rates per
-scenario, protocol, resync mode and fault type as DataFrame aggregations.
+scenario, protocol, protocol variant and fault type as DataFrame aggregations.
 """
 
 from __future__ import annotations
@@ -144,7 +144,7 @@ SUMMARY_SCHEMA = T.StructType(
         T.StructField("run_id", T.StringType()),
         T.StructField("scenario", T.StringType()),
         T.StructField("protocol", T.StringType()),
-        T.StructField("resync", T.StringType()),
+        T.StructField("variant", T.StringType()),
         T.StructField("fault_types", T.ArrayType(T.StringType())),
         T.StructField("outcome", T.StringType()),
         T.StructField("failed", T.ArrayType(T.StringType())),
@@ -152,15 +152,32 @@ SUMMARY_SCHEMA = T.StructType(
 )
 
 
+def variant_label(protocol: str | None, value: str | None) -> str:
+    """A run's protocol variant as the pass rates show it: "unicast3 resync=sync", "nakack2
+    xmit_interval=0", "mcast capacity=512" (the registry's variant_key), the protocol alone when
+    it has none."""
+    from node import protocols
+
+    name = protocol or "(unknown)"
+    try:
+        key = protocols.get(name).variant_key
+    except ValueError:
+        key = None
+    if value is None:
+        return name
+    return f"{name} {key or 'variant'}={value}"
+
+
 def campaign_summary(spark: SparkSession, verdicts: list[RunVerdict]) -> dict:
-    """Pass rates per scenario, protocol, resync mode and fault type, and failing checks per
-    scenario: DataFrame aggregations, unioned into one query."""
+    """Pass rates per scenario, protocol, protocol variant (UNICAST3's resync mode, NAKACK2's
+    xmit_interval, MCAST's capacity) and fault type, and failing checks per scenario: DataFrame
+    aggregations, unioned into one query."""
     rows = [
         (
             v.run_id,
             v.meta.get("scenario") or "(none)",
             v.meta.get("protocol") or "(unknown)",
-            v.meta.get("resync") or "(n/a)",
+            variant_label(v.meta.get("protocol"), v.meta.get("resync")),
             list(v.meta.get("fault_types") or ["(unknown)"]),
             v.outcome,
             v.failed_checks,
@@ -194,7 +211,7 @@ def campaign_summary(spark: SparkSession, verdicts: list[RunVerdict]) -> dict:
     parts = [
         rate("scenario", F.col("scenario")),
         rate("protocol", F.col("protocol")),
-        rate("resync", F.col("resync")),
+        rate("variant", F.col("variant")),
         rate("fault_type", F.col("fault_type"), df.withColumn("fault_type", F.explode("fault_types"))),
         failures,
     ]
@@ -206,7 +223,7 @@ def campaign_summary(spark: SparkSession, verdicts: list[RunVerdict]) -> dict:
         "passed": sum(1 for r in rows if r[5] == "passed"),
         "by_scenario": [],
         "by_protocol": [],
-        "by_resync": [],
+        "by_variant": [],
         "by_fault_type": [],
         "check_failures": [],
     }

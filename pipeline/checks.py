@@ -234,18 +234,28 @@ def _count_before(arr: Column, o: Column, field: str | None = None) -> Column:
 
 
 def flows(events: DataFrame, life: DataFrame) -> DataFrame:
-    """send (with app and peer), deliver (with app), retransmit and xmit_req_tx (with peer) rows with
+    """send (with app and peer, or a multicast's one per other member: is_multicast), deliver (with app),
+    retransmit and xmit_req_tx (with peer) rows with
     the context latency, heal-to-sync and stuck retransmission need, repartitioned by (run_id, dst).
 
     src/dst: the link; for a deliver src is `peer` or, when it is missing or empty, the app id's
     origin (as harness.checks reads it); starts_at: the sender's starts so far (send)."""
     app = F.col("app")
     kind = F.col("kind")
+    cols = ("run_id", "kind", "node", "peer", "app", "conn_id", "seqno", "bytes", "t")
     base = events.where(
         ((kind == "send") & app.isNotNull() & F.col("peer").isNotNull())
         | ((kind == "deliver") & app.isNotNull())
         | (kind.isin("retransmit", "xmit_req_tx") & F.col("peer").isNotNull())
-    ).select("run_id", "kind", "node", "peer", "app", "conn_id", "seqno", "bytes", "t", ordkey().alias("o"))
+    ).select(*cols, ordkey().alias("o"), F.lit(False).alias("is_multicast"))
+    # A multicast send (no peer; members = the sender's view): a send to every other member.
+    multicasts = (
+        events.where((kind == "send") & app.isNotNull() & F.col("peer").isNull() & F.col("members").isNotNull())
+        .select(*[c for c in cols if c != "peer"], ordkey().alias("o"), F.explode("members").alias("peer"))
+        .where(F.col("peer") != F.col("node"))
+        .select(*cols, "o", F.lit(True).alias("is_multicast"))
+    )
+    base = base.unionByName(multicasts)
     is_deliver = kind == "deliver"
     # Ingest quarantined every deliver whose app id is not "origin:stream:n", so plain string
     # functions split it here (a regex per row costs more than the rest of this select).
@@ -265,6 +275,7 @@ def flows(events: DataFrame, life: DataFrame) -> DataFrame:
         "bytes",
         "t",
         "o",
+        "is_multicast",
         # An XMIT-REQ is sent by the receiver of the link it asks about.
         F.when(is_deliver | (kind == "xmit_req_tx"), F.col("node")).otherwise(F.col("peer")).alias("dst"),
         F.when(is_deliver, sender).when(kind == "xmit_req_tx", F.col("peer")).otherwise(F.col("node")).alias("src"),
@@ -279,7 +290,8 @@ def flows(events: DataFrame, life: DataFrame) -> DataFrame:
 def messages(fl: DataFrame, life: DataFrame) -> DataFrame:
     """One row per (run_id, dst, src, app) sent or delivered: the first send, the sender's starts
     at its last send, the first delivery, and the no_loss status: ok, lost, dead_at_end,
-    sender_restarted, or null when it was delivered but never sent (not judged)."""
+    sender_restarted, multicast (timed by latency, judged by the checks), or null when it was
+    delivered but never sent (not judged)."""
     is_send = F.col("kind") == "send"
     is_deliver = F.col("kind") == "deliver"
     m = (
@@ -290,6 +302,7 @@ def messages(fl: DataFrame, life: DataFrame) -> DataFrame:
             F.min(F.when(is_send, F.col("t"))).alias("send_t"),
             F.max_by(F.col("starts_at"), F.when(is_send, F.col("o"))).alias("starts_at"),
             F.min(F.when(is_deliver, F.col("t"))).alias("deliver_t"),
+            F.max("is_multicast").alias("is_multicast"),
         )
     )
     ls = F.broadcast(
@@ -304,6 +317,8 @@ def messages(fl: DataFrame, life: DataFrame) -> DataFrame:
     m = m.join(ls, ["run_id", "src"], "left").join(ld, ["run_id", "dst"], "left")
     status = (
         F.when(F.col("first_o").isNull(), F.lit(None))
+        # Owed by the view rules of the checks, which a heal's backlog does not know.
+        .when(F.col("is_multicast"), F.lit("multicast"))
         .when(_false_if_null(F.col("src_dead")) | _false_if_null(F.col("dst_dead")), F.lit("dead_at_end"))
         .when(F.coalesce(F.col("src_starts"), F.lit(0)) > F.col("starts_at"), F.lit("sender_restarted"))
         .when(F.col("deliver_t").isNull(), F.lit("lost"))

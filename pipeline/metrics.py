@@ -4,12 +4,13 @@
   ack_tx, xmit_req_tx, retransmit and each protocol's own), and their ratio to deliveries.
   `bytes` is the payload of DATA (send, retransmit) and the protocol header of a control message
   (which has no payload); frame and transport headers are not counted.
-- delivery latency: for each app id sent on a link, its first delivery t minus its first send t;
-  percentiles per run (percentile_approx) and a log-scale histogram;
+- delivery latency: for each app id sent on a link, its first delivery t minus its first send t
+  (a multicast: from its send to its first delivery at each other member of the sender's view);
+  percentiles per run and per receiver (percentile_approx) and a log-scale histogram;
 - heal to sync: for each heal in the harness timeline and each link, the messages sent before the
   heal and not delivered by then (the backlog), and how long after the heal the last of them was
   delivered (never, if one of them was not);
-- time blocked (MCAST block/unblock; no rows for UNICAST3, which never blocks);
+- time blocked per node (MCAST block/unblock; no rows for UNICAST3, which never blocks);
 - views installed per run (from the counts by kind).
 
 Counts by kind count what happened: a `drop` event with a `count` (the drops of bad frames,
@@ -60,12 +61,17 @@ def latency(msgs: DataFrame) -> DataFrame:
     lat = msgs.where(F.col("send_t").isNotNull() & F.col("deliver_t").isNotNull()).select(
         "run_id", "dst", (F.col("deliver_t") - F.col("send_t")).alias("lat")
     )
-    per_run = lat.groupBy("run_id").agg(
-        F.count("*").alias("lat_n"),
-        F.avg("lat").alias("lat_mean"),
-        F.max("lat").alias("lat_max"),
-        F.percentile_approx("lat", list(PERCENTILES), 10000).alias("lat_p"),
-    )
+
+    def stats(*key: str) -> DataFrame:
+        return lat.groupBy("run_id", *key).agg(
+            F.count("*").alias("lat_n"),
+            F.avg("lat").alias("lat_mean"),
+            F.max("lat").alias("lat_max"),
+            F.percentile_approx("lat", list(PERCENTILES), 10000).alias("lat_p"),
+        )
+
+    per_run = stats()
+    per_dst = stats("dst")
     clamped = F.greatest(F.col("lat"), F.lit(LAT_MIN_S))
     hist = lat.groupBy("run_id", "dst", F.floor(F.log10(clamped) * LAT_BINS_PER_DECADE).cast("long").alias("bin")).agg(
         F.count("*").alias("n")
@@ -74,6 +80,7 @@ def latency(msgs: DataFrame) -> DataFrame:
         [
             _rows(per_run, "latency", "lat_n", "lat_mean", "lat_max", "lat_p"),
             _rows(hist, "lat_hist", "dst", "bin", "n"),
+            _rows(per_dst, "lat_dst", "dst", "lat_n", "lat_mean", "lat_max", "lat_p"),
         ]
     )
 
@@ -161,16 +168,19 @@ def run_metrics(parts: dict) -> dict:
         }
     # Everything but the first transmission of DATA: retransmissions and control messages.
     overhead["total_bytes_per_delivered"] = per_delivered(sum(overhead[name]["bytes"] or 0 for name in overhead_kinds))
-    lat = parts.get("latency", [None])[0]
-    latency = None
-    if lat is not None:
+
+    def lat_dict(lat: dict) -> dict:
         p = lat["lat_p"] or [None] * len(PERCENTILES)
-        latency = {
+        return {
             "n": lat["lat_n"],
             "mean_s": lat["lat_mean"],
             "max_s": lat["lat_max"],
             **{f"p{int(q * 100)}_s": v for q, v in zip(PERCENTILES, p)},
         }
+
+    lat = parts.get("latency", [None])[0]
+    latency = None if lat is None else lat_dict(lat)
+    by_receiver = {r["dst"]: lat_dict(r) for r in sorted(parts.get("lat_dst", []), key=lambda r: r["dst"])}
     bins: dict[int, int] = {}
     for r in parts.get("lat_hist", []):
         bins[r["bin"]] = bins.get(r["bin"], 0) + r["n"]
@@ -200,11 +210,15 @@ def run_metrics(parts: dict) -> dict:
         )
     blocked_s = 0.0
     blocks = 0
-    for r in parts.get("blocked", []):
-        blocks += r["blocks"]
-        blocked_s += r["blocked_s"] or 0.0
+    by_node = {}
+    for r in sorted(parts.get("blocked", []), key=lambda r: r["node"]):
+        seconds = r["blocked_s"] or 0.0
         if r["open_since"] is not None and end_t is not None:
-            blocked_s += max(0.0, end_t - r["open_since"])
+            seconds += max(0.0, end_t - r["open_since"])
+        blocks += r["blocks"]
+        blocked_s += seconds
+        if r["blocks"]:
+            by_node[r["node"]] = {"blocks": r["blocks"], "seconds": seconds}
     return {
         "events": sum(r["lines"] for r in kinds.values()),  # lines; `counts` sums aggregated drops
         "delivered": delivered,
@@ -212,9 +226,10 @@ def run_metrics(parts: dict) -> dict:
         "counts": dict(sorted(count.items())),
         "overhead": overhead,
         "latency": latency,
+        "latency_by_receiver": by_receiver,
         "latency_hist": hist,
         "heals": heals,
-        "blocked": {"blocks": blocks, "seconds": blocked_s} if blocks else None,
+        "blocked": {"blocks": blocks, "seconds": blocked_s, "by_node": by_node} if blocks else None,
         "views": count.get("view", 0),
         "end_t": end_t,
     }

@@ -1,15 +1,18 @@
 """The HTML report: one page per campaign (or analyze call) with PNG plots drawn by matplotlib (Agg).
 
 - a pass/fail matrix (runs x checks, or scenarios x checks for big campaigns);
-- pass rates per scenario, protocol, resync mode and fault type;
-- latency and overhead distributions, time from heal to sync;
+- pass rates per scenario, protocol, protocol variant (resync mode, xmit_interval, capacity) and fault type;
+- latency and overhead distributions, a table of control messages per delivered message per
+  scenario, time blocked per sender (MCAST), latency per receiver, time from heal to sync;
 - a timeline per run for every failing run (and one passing run per scenario): one panel per
   link with the seqnos sent, delivered, acked and retransmitted over time, XMIT-REQs, faults
   shaded, nodes down, syncs and new windows marked, sends never delivered and repeated
   deliveries crossed out, and the final windows; the failing checks' explanations on top; under
   the links, when the run has `view` events, one band per node showing the view it held (members
   and coordinator per interval, each change marked) with suspicions and merges marked, and the same
-  as a table in the page (who believed what, and when).
+  as a table in the page (who believed what, and when). A multicast run has a panel per sender
+  instead of per link: every receiver's delivered seqno of its multicasts over time, faults
+  shaded, the time it was blocked and (MCAST) its window's fill.
 
 Everything here is presentation over results already computed; it only reads.
 """
@@ -288,8 +291,10 @@ def _time_axes(axes: list, origin: float | None) -> None:
 
 
 def plot_timeline(tl: RunTimeline, verdict: RunVerdict | None, path: Path) -> Path:
-    """One PNG: a panel per link, seqnos over time, with faults, syncs, losses and final windows."""
-    links = sorted(tl.links)[:MAX_LINKS_PER_TIMELINE]
+    """One PNG: a panel per link, seqnos over time, with faults, syncs, losses and final windows;
+    for a multicast run a panel per sender instead (plot_sender)."""
+    senders = sorted(tl.senders)[:MAX_LINKS_PER_TIMELINE]
+    links = [] if senders else sorted(tl.links)[:MAX_LINKS_PER_TIMELINE]
     nodes = {n for link in tl.links for n in link}
     spans, instants = _fault_spans(tl.rare, tl.end_t)
     fail_text = []
@@ -300,7 +305,7 @@ def plot_timeline(tl: RunTimeline, verdict: RunVerdict | None, path: Path) -> Pa
     wrapped = [textwrap.fill(t, 165, subsequent_indent="    ") for t in fail_text[:6]]
     text_lines = sum(w.count("\n") + 1 for w in wrapped)
     bands = view_bands(tl.rare, tl.end_t)
-    n = max(1, len(links))
+    n = max(1, len(links) + len(senders))
     panel_h = 2.6
     head_h = 0.55 + (0.15 * text_lines + 0.15 if text_lines else 0.0)  # inches: title, explanations
     foot_h = 0.55  # x axis label
@@ -340,6 +345,8 @@ def plot_timeline(tl: RunTimeline, verdict: RunVerdict | None, path: Path) -> Pa
             color="#5d1010",
         )
     legend_faults: dict[str, Patch] = {}
+    for ax, sender in zip(axes, senders):
+        plot_sender(ax, tl, sender, spans, nodes | set(tl.senders), legend_faults)
     for ax, link in zip(axes, links):
         src, dst = link
         s = tl.links[link]
@@ -420,7 +427,7 @@ def plot_timeline(tl: RunTimeline, verdict: RunVerdict | None, path: Path) -> Pa
         ax.set_ylabel("seqno")
         ax.grid(alpha=0.25)
         ax.margins(x=0.01)
-    if not links:
+    if not links and not senders:
         axes[0].text(0.5, 0.5, "no DATA on any link", ha="center", va="center", transform=axes[0].transAxes)
     if views_ax is not None:
         _plot_views(views_ax, tl, bands)
@@ -438,6 +445,67 @@ def plot_timeline(tl: RunTimeline, verdict: RunVerdict | None, path: Path) -> Pa
     fig.savefig(path, dpi=90)
     plt.close(fig)
     return path
+
+
+RECEIVER_COLORS = ("tab:green", "tab:purple", "tab:red", "tab:pink", "tab:olive", "tab:cyan", "tab:gray", "gold")
+FILL_COLOR = "#333333"
+
+
+def window_fill(rare: list[dict], node: str) -> list[tuple[float, int]]:
+    """(t, unacked multicasts) of `node`'s send window over time: MCAST's window_fill gauge (high -
+    low, at most one per retransmit run) and the block/unblock events (the window full, then
+    purged), in time order; empty for a protocol without them."""
+    return [
+        (e["t"], (e.get("high") or 0) - (e.get("low") or 0))
+        for e in rare
+        if e["node"] == node and e["kind"] in ("window_fill", "block", "unblock") and e.get("low") is not None
+    ]
+
+
+def blocked_total(rare: list[dict], node: str, end_t: float) -> tuple[int, float]:
+    """(blocks, seconds blocked) of `node`'s sender, from blocked_spans."""
+    spans = blocked_spans(rare, node, end_t)
+    return len(spans), sum(t1 - t0 for t0, t1 in spans)
+
+
+def plot_sender(ax, tl: RunTimeline, sender: str, spans: list, nodes: set, legend_faults: dict) -> None:
+    """A multicast sender's panel: the highest seqno it multicast, each receiver's highest
+    delivered of its multicasts, faults shaded (strong where they name the sender), the time it
+    was blocked, and on a right axis its window's fill (MCAST: unacked multicasts)."""
+    series = tl.senders[sender]
+    for t0, t1, fault, detail in spans:
+        named = _mentions(detail, nodes)
+        color = FAULT_COLORS.get(fault, "#17becf")
+        ax.axvspan(t0, t1, color=color, alpha=0.18 if not named or sender in named else 0.06, lw=0)
+        legend_faults.setdefault(fault, Patch(color=color, alpha=0.3, label=f"fault: {fault}"))
+    for t0, t1 in _down_spans(tl.rare, sender, tl.end_t):
+        ax.axvspan(t0, t1, facecolor="none", edgecolor="#444", hatch="///", lw=0)
+    blocks, blocked_s = blocked_total(tl.rare, sender, tl.end_t)
+    for t0, t1 in blocked_spans(tl.rare, sender, tl.end_t):
+        ax.axvspan(t0, t1, color="tab:orange", alpha=0.15, lw=0, label="sender blocked (window full)")
+    if series.sent:
+        ax.plot(*zip(*series.sent), ".", ms=3, color="tab:blue", label="multicast (highest seqno sent)")
+    receivers = sorted(r for r in series.delivered if r != sender)
+    everyone = sorted({r for s in tl.senders.values() for r in s.delivered} | set(tl.senders))
+    for receiver in receivers:
+        color = RECEIVER_COLORS[everyone.index(receiver) % len(RECEIVER_COLORS)]
+        # A step: the highest delivered holds until the next delivery (flat across a partition).
+        ax.step(*zip(*series.delivered[receiver]), where="post", lw=1.1, color=color, label=f"delivered at {receiver}")
+    fill = window_fill(tl.rare, sender)
+    if fill:
+        right = ax.twinx()
+        right.step(*zip(*fill), where="post", lw=1.0, ls="--", color=FILL_COLOR, alpha=0.8)
+        right.set_ylabel("window fill", fontsize=8, color=FILL_COLOR)
+        right.tick_params(labelsize=7, colors=FILL_COLOR)
+        right.set_ylim(bottom=0)
+        ax.plot([], [], "--", color=FILL_COLOR, label="window fill (unacked, right axis)")
+    title = f"{sender} multicasts → every member"
+    if blocks:
+        title += f"   [blocked {blocked_s:.2f} s in {blocks} block(s)]"
+    ax.set_title(title, loc="left", fontsize=10)
+    ax.set_ylabel("seqno")
+    ax.grid(alpha=0.25)
+    ax.margins(x=0.01)
 
 
 def _mark_rare(ax, tl: RunTimeline, src: str, dst: str) -> None:
@@ -650,7 +718,7 @@ def plot_pass_rates(summary: dict, path: Path) -> Path:
     panels = [
         ("by_scenario", "scenario"),
         ("by_protocol", "protocol"),
-        ("by_resync", "resync"),
+        ("by_variant", "variant"),
         ("by_fault_type", "fault_type"),
     ]
     fig, axes = plt.subplots(1, 4, figsize=(16, 1.0 + 0.35 * max([4] + [len(summary.get(k, [])) for k, _ in panels])))
@@ -881,7 +949,7 @@ def write_report(
         for key, col in (
             ("by_scenario", "scenario"),
             ("by_protocol", "protocol"),
-            ("by_resync", "resync"),
+            ("by_variant", "variant"),
             ("by_fault_type", "fault_type"),
         ):
             parts.append(_table(summary.get(key, []), [col, "runs", "passed", "pass_rate"]))
@@ -898,10 +966,14 @@ def write_report(
         "<p class='muted'>Overhead counts the messages each node logged sending ("
         + ", ".join(protocols.overhead_kinds().values())
         + ") divided by the deliveries of the "
-        "run; the runs table gives their bytes per delivered message. "
+        "run (a multicast counts once per member that delivered it, the sender's own delivery "
+        "included); the runs table gives their bytes per delivered message. "
         "Bytes are DATA payloads and the protocol headers of control messages (frame and transport "
         "headers not counted).</p>"
     )
+    parts.append(_overhead_table(verdicts))
+    parts.append(_blocked_table(verdicts))
+    parts.append(_latency_table(verdicts))
     if timelines:
         parts.append(
             "<h2>Timelines</h2><p class='muted'>One panel per link (sender \u2192 receiver): dots are the "
@@ -909,7 +981,11 @@ def write_report(
             "acked, orange crosses are retransmissions, purple ticks XMIT-REQs; red X marks sends never "
             "delivered, yellow diamonds repeated deliveries; shaded bands are faults, hatched bands a node "
             "down, dashed cyan lines resync messages (sync_tx), triangles new receive windows; the bars at "
-            "the right edge are the final windows.</p>"
+            "the right edge are the final windows. A multicast run has one panel per "
+            "sender instead: blue dots its highest seqno multicast, one colored line per receiver with the "
+            "highest of its multicasts that receiver delivered, faults shaded (strongly where they name the "
+            "sender), orange bands the time it was blocked (the total in the title) and, for a fixed-window protocol, "
+            "the dashed step on the right axis its window's fill (multicasts not acked by every member).</p>"
         )
         for run_id, tl in timelines.items():
             safe = re.sub(r"[^A-Za-z0-9_.-]", "_", run_id)
@@ -962,6 +1038,74 @@ def write_report(
         json.dumps([v.to_dict() for v in verdicts], indent=1, default=str), encoding="utf-8"
     )
     return page
+
+
+MAX_TABLE_ROWS = 60
+
+
+def _overhead_table(verdicts: list[RunVerdict]) -> str:
+    """Per scenario, the mean over its runs of each control message kind per delivered message,
+    for the kinds some run sent (NAKACK2's STABLE, MCAST's ACK and XMIT-REQ, UNICAST3's SYNC...)."""
+    kinds = [
+        (key, kind)
+        for key, kind in protocols.overhead_kinds().items()
+        if any(((v.metrics.get("overhead") or {}).get(key) or {}).get("messages") for v in verdicts)
+    ]
+    if not kinds:
+        return ""
+    rows = []
+    for scen, vs in _by_scenario(verdicts).items():
+        row: dict = {"scenario": scen, "runs": len(vs)}
+        for key, kind in kinds:
+            vals = [
+                v.metrics["overhead"][key]["per_delivered"]
+                for v in vs
+                if ((v.metrics.get("overhead") or {}).get(key) or {}).get("per_delivered") is not None
+            ]
+            row[kind] = sum(vals) / len(vals) if vals else None
+        rows.append(row)
+    return "<p>Control messages per delivered message (mean over runs):</p>" + _table(
+        rows, ["scenario", "runs", *[kind for _, kind in kinds]]
+    )
+
+
+def _blocked_table(verdicts: list[RunVerdict]) -> str:
+    """MCAST: the time each sender was blocked on a full window, per run (metrics.blocked)."""
+    rows = [
+        {"run": v.run_id, "sender": node, "blocks": b["blocks"], "seconds blocked": b["seconds"]}
+        for v in verdicts
+        for node, b in ((v.metrics.get("blocked") or {}).get("by_node") or {}).items()
+    ]
+    if not rows:
+        return ""
+    more = f"<p class='muted'>{len(rows) - MAX_TABLE_ROWS} more row(s) in verdicts.json.</p>"
+    return (
+        "<p>Time blocked per sender (sends waiting for acks on a full window; a block still "
+        "open at the end counts to the run's end):</p>"
+        + _table(rows[:MAX_TABLE_ROWS], ["run", "sender", "blocks", "seconds blocked"])
+        + (more if len(rows) > MAX_TABLE_ROWS else "")
+    )
+
+
+def _latency_table(verdicts: list[RunVerdict]) -> str:
+    """Delivery latency per receiver and run (a multicast: from its send to each other member's
+    delivery), from metrics.latency_by_receiver."""
+    rows = [
+        {"run": v.run_id, "receiver": dst, "n": lat["n"], "p50 (s)": lat["p50_s"], "p99 (s)": lat["p99_s"]}
+        | {"max (s)": lat["max_s"]}
+        for v in verdicts
+        for dst, lat in (v.metrics.get("latency_by_receiver") or {}).items()
+    ]
+    if not rows:
+        return ""
+    more = f"<p class='muted'>{len(rows) - MAX_TABLE_ROWS} more row(s) in verdicts.json.</p>"
+    return (
+        "<details><summary>latency per receiver (send to first delivery; a multicast to each other "
+        "member)</summary>"
+        + _table(rows[:MAX_TABLE_ROWS], ["run", "receiver", "n", "p50 (s)", "p99 (s)", "max (s)"])
+        + (more if len(rows) > MAX_TABLE_ROWS else "")
+        + "</details>"
+    )
 
 
 def _views_table(tl: RunTimeline) -> str:

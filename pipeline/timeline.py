@@ -4,9 +4,15 @@ Per link X->Y (a pair of nodes with DATA between them) and per time bin (the run
 TIME_BINS bins, so a run of millions of events still gives a plot-sized result): the highest seqno
 X sent, Y delivered, X saw acked, X retransmitted, and how many XMIT-REQs Y sent. The rare events
 (syncs, connection states, views with their coordinator, suspicions and merges, node lifecycles,
-drops, final windows, harness faults) come back
+drops, final windows, harness faults, MCAST's window_fill) come back
 as they are, and so do the sends that were never delivered and the deliveries of an app id a
 receiver already had (at most MARKS per run each), so the picture shows what went wrong where.
+
+Multicast (a `send` without peer but with `members`; NAKACK2, MCAST): per sender and bin the highest
+seqno it multicast and, per receiver, the highest of its multicasts that receiver delivered (the
+multicast layer's `deliver` events, told from UNICAST3's by the registry's `multicast` flag), so the
+report draws one panel per sender. Multicasts are not marked "lost": what a member is owed depends on
+the views (harness.checks), and the checks' explanations name what was lost.
 """
 
 from __future__ import annotations
@@ -34,11 +40,26 @@ class LinkSeries:
 
 
 @dataclass
+class SenderSeries:
+    """A multicast sender: the highest seqno it multicast, and each receiver's highest delivered
+    of its multicasts, per bin (the multicast layer's deliveries only, not UNICAST3's)."""
+
+    sent: list = field(default_factory=list)  # (t, max seqno) per bin
+    delivered: dict = field(default_factory=dict)  # receiver -> [(t, max seqno)] per bin
+
+
+@dataclass
 class RunTimeline:
     run_id: str
     end_t: float = 0.0
     links: dict = field(default_factory=dict)  # (src, dst) -> LinkSeries
     rare: list = field(default_factory=list)  # dicts of the rare events, by time
+    senders: dict = field(default_factory=dict)  # multicast sender -> SenderSeries
+
+
+def multicast_protos() -> tuple[str, ...]:
+    """The `proto` of the layers whose deliveries are multicasts (from the protocol registry)."""
+    return tuple(name for name in protocols.names() if protocols.get(name).multicast)
 
 
 def timeline_data(events: DataFrame, run_ids: list[str], end_times: dict | None = None) -> dict[str, RunTimeline]:
@@ -116,6 +137,7 @@ def timeline_data(events: DataFrame, run_ids: list[str], end_times: dict | None 
             "members",
             "view_id",
             "coord",
+            "count",
             "fault",
             "detail",
             "incarnation",
@@ -127,9 +149,30 @@ def timeline_data(events: DataFrame, run_ids: list[str], end_times: dict | None 
         .drop("_rn", "file_key", "line")
         .withColumn("what", F.lit("rare"))
     )
+    # Multicast senders: their sends (no peer, members) and the multicast layer's deliveries.
+    kind = F.col("kind")
+    is_msend = (kind == "send") & F.col("peer").isNull() & F.col("members").isNotNull()
+    is_mdeliver = (kind == "deliver") & F.col("proto").isin(*multicast_protos()) & F.col("peer").isNotNull()
+    mbins = (
+        ev.where(is_msend | is_mdeliver)
+        .join(F.broadcast(width), "run_id")
+        .select(
+            "run_id",
+            "kind",
+            "seqno",
+            F.when(kind == "deliver", F.col("peer")).otherwise(F.col("node")).alias("src"),
+            F.when(kind == "deliver", F.col("node")).otherwise(F.lit("*")).alias("dst"),
+            F.floor(F.col("t") / F.col("width")).alias("bin"),
+            "width",
+        )
+        .groupBy("run_id", "src", "dst", "kind", "bin")
+        .agg(F.max("seqno").alias("seqno"), F.count("*").alias("n"), F.first("width").alias("width"))
+        .withColumn("what", F.lit("mbin"))
+    )
     series_of = {"send": "sent", "deliver": "delivered", "ack_rx": "acked", "retransmit": "retransmitted"}
     rows = (
         bins.withColumn("what", F.lit("bin"))
+        .unionByName(mbins)
         .unionByName(marks, allowMissingColumns=True)
         .unionByName(rare, allowMissingColumns=True)
         .collect()
@@ -142,6 +185,10 @@ def timeline_data(events: DataFrame, run_ids: list[str], end_times: dict | None 
             for key in ("what", "bin", "n", "width", "src", "dst", "app"):
                 d.pop(key, None)
             tl.rare.append(d)
+            continue
+        if what == "mbin":
+            if r["seqno"] is not None:
+                _add_sender_bin(tl.senders, r["src"], r["dst"], (r["bin"] + 0.5) * r["width"], r["seqno"])
             continue
         link = tl.links.setdefault((r["src"], r["dst"]), LinkSeries())
         if what == "bin":
@@ -157,7 +204,20 @@ def timeline_data(events: DataFrame, run_ids: list[str], end_times: dict | None 
         for link in tl.links.values():
             for name in ("sent", "delivered", "acked", "retransmitted", "xmit_reqs", "lost", "again"):
                 getattr(link, name).sort(key=lambda x: (x[0], x[1] if x[1] is not None else -1))
+        _sort_senders(tl.senders)
     return out
+
+
+def _add_sender_bin(senders: dict, src: str, dst: str, t: float, seqno: int) -> None:
+    series = senders.setdefault(src, SenderSeries())
+    (series.sent if dst == "*" else series.delivered.setdefault(dst, [])).append((t, seqno))
+
+
+def _sort_senders(senders: dict) -> None:
+    for series in senders.values():
+        series.sent.sort()
+        for values in series.delivered.values():
+            values.sort()
 
 
 # ---- the same, for one run's ordered events in plain Python (pipeline.runwise tasks) -----------
@@ -180,6 +240,7 @@ _RARE_FIELDS = (
     "final",
     "members",
     "view_id",
+    "count",
     "fault",
     "detail",
     "incarnation",
@@ -195,6 +256,8 @@ def timeline_of(events: list[dict]) -> dict:
     end_t = max((e["t"] for e in events), default=0.0)
     width = max(end_t / TIME_BINS, 1e-6)
     rare_kinds = set(protocols.rare_event_kinds())
+    mprotos = set(multicast_protos())
+    mbins: dict[tuple, int] = {}  # (src, dst or "*", bin) -> max seqno, multicast senders
     bins: dict[tuple, list] = {}
     sends: list[tuple] = []
     delivered: dict[tuple, int] = {}
@@ -215,6 +278,15 @@ def timeline_of(events: list[dict]) -> dict:
                 if seqno is not None and (b[0] is None or seqno > b[0]):
                     b[0] = seqno
                 b[1] += 1
+        if (kind == "send" and peer is None and ev.get("members")) or (
+            kind == "deliver" and peer is not None and ev["proto"] in mprotos
+        ):
+            seqno = ev.get("seqno")
+            if seqno is not None:
+                mkey = (ev["node"], "*") if kind == "send" else (peer, ev["node"])
+                key = (*mkey, math.floor(ev["t"] / width))
+                if seqno > mbins.get(key, -1):
+                    mbins[key] = seqno
         app = ev.get("app")
         if app is not None:
             if kind == "send" and peer is not None:
@@ -246,7 +318,20 @@ def timeline_of(events: list[dict]) -> dict:
     for series in links.values():
         for values in series.values():
             values.sort(key=lambda x: (x[0], x[1] if x[1] is not None else -1))
-    return {"end_t": end_t, "links": [[s, d, series] for (s, d), series in links.items()], "rare": rare}
+    senders: dict[str, dict] = {}
+    for (src, dst, b), seqno in mbins.items():
+        doc = senders.setdefault(src, {"sent": [], "delivered": {}})
+        (doc["sent"] if dst == "*" else doc["delivered"].setdefault(dst, [])).append(((b + 0.5) * width, seqno))
+    for doc in senders.values():
+        doc["sent"].sort()
+        for values in doc["delivered"].values():
+            values.sort()
+    return {
+        "end_t": end_t,
+        "links": [[s, d, series] for (s, d), series in links.items()],
+        "rare": rare,
+        "senders": senders,
+    }
 
 
 def timeline_from_doc(run_id: str, doc: dict, end_t: float | None = None) -> RunTimeline:
@@ -254,4 +339,9 @@ def timeline_from_doc(run_id: str, doc: dict, end_t: float | None = None) -> Run
     tl = RunTimeline(run_id=run_id, end_t=end_t if end_t is not None else doc["end_t"], rare=list(doc["rare"]))
     for src, dst, series in doc["links"]:
         tl.links[(src, dst)] = LinkSeries(**{name: [tuple(x) for x in values] for name, values in series.items()})
+    for src, sdoc in doc.get("senders", {}).items():
+        tl.senders[src] = SenderSeries(
+            sent=[tuple(x) for x in sdoc["sent"]],
+            delivered={dst: [tuple(x) for x in values] for dst, values in sdoc["delivered"].items()},
+        )
     return tl

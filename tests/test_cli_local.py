@@ -126,7 +126,7 @@ def test_doctor_says_what_and_why(capsys):
     assert "on loopback (IP_MULTICAST_IF 127.0.0.1, this host only): " in lines[9]
     assert lines[7].startswith("spark pipeline: yes (pyspark ") and "java" in lines[7]  # test extra + Java 17
     assert lines[3].startswith(("backend docker: yes", "backend docker: no ("))
-    assert lines[8].startswith("protocols: unicast3, unicast2") and "registered" in lines[8]
+    assert lines[8].startswith("protocols: unicast3, unicast2, unicast, ") and "registered" in lines[8]
     assert "; membership: static, gms (" in lines[8]
     for line in lines[1:]:
         assert line.endswith(")") and " (" in line, line
@@ -214,6 +214,8 @@ def test_protocols_lists_the_registry(capsys):
     assert info["settings"]["xmit_interval"] == 0.5
     assert listed["nakack2"]["multicast"] and listed["nakack2"]["settings"]["xmit_interval"] == 1.0
     assert "unicast2" in listed and "\nunicast2: " in out
+    assert "\nunicast: the original UNICAST" in out and listed["unicast"]["message_types"] == ["DATA", "ACK"]
+    assert listed["unicast"]["settings"] == {"xmit_interval": 0.5, "max_recv_window_seqnos": 100000}
     assert "\ngms: group membership" in out and "(membership: gms)" in out and "HEARTBEAT" in out
     assert listed["gms"]["membership"] and not listed["unicast3"]["membership"]
     assert listed["gms"]["settings"]["fd_timeout"] == 2.0

@@ -505,3 +505,18 @@ def test_a_member_killed_and_restarted_under_loss_catches_up_and_unblocks_nobody
     for name, events in result.events.items():
         kinds = [e["kind"] for e in events if e["kind"] in ("block", "unblock")]
         assert kinds.count("block") == kinds.count("unblock"), name
+
+
+def test_window_fill_is_logged_at_retransmit_runs_only_when_the_send_window_changed():
+    """A multicasts 10 and B, C ack: window_fill events (low acked, high sent, count waiting) at
+    A's retransmit runs trace the fill down to 0; once nothing changes, no more of them."""
+    net = mnet()
+    mcast(net, "A", 10)
+    net.run_until_quiet(2.0)
+    net.run(1.0)
+    fills = [(e["low"], e["high"], e["count"]) for e in net.kinds("window_fill", "A")]
+    assert fills and fills[-1] == (10, 10, 0)
+    assert len(fills) == len(set(fills))  # one per change, never the same state twice in a row
+    before = len(net.kinds("window_fill"))
+    net.run(2.0)  # 20 retransmit runs per node, nothing changes
+    assert len(net.kinds("window_fill")) == before

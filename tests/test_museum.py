@@ -11,7 +11,7 @@ import yaml
 
 from harness.checks import check_resync_traffic, run_checks
 from harness.cli import main
-from harness.compare import compare, markdown, on_variant, variants
+from harness.compare import applies, compare, markdown, on_variant, variants
 from harness.rundir import run_scenario
 from harness.scenario import ScenarioError, load_scenario, parse_scenario
 from harness.shrink import NothingToShrink, shrink_scenario
@@ -36,6 +36,8 @@ TWINS = {
     # where UNICAST2 holds back a STABLE, so their schedules differ.
     "unicast2-stale-stable": "unicast3-stale-ack",
     "unicast2-lost-first-after-reopen": "unicast3-lost-first-after-reopen",
+    # The original UNICAST (seed 001's motivation): the same schedule on UNICAST3 + SYNC.
+    "unicast-asymmetric-split": "unicast3-asymmetric-split",
     # NAKACK2 (seed 003): the bounded become_server_queue of a joiner (membership: gms) and the
     # last multicast dropped below NAKACK2, each without retransmission.
     "nakack2-become-server-queue-bounded": "nakack2-become-server-queue",
@@ -76,6 +78,22 @@ def test_run_shows_the_failure_with_its_evidence(tmp_path, capsys):
     assert "no_loss failed (as expected): 5 of 20 owed message(s) lost" in out and "A:2:1" in out
     assert "evidence: B->A xmit_req_tx:" in out and "still going at the end" in out
     assert "evidence: window A send to B:" in out and "HA=15 HS=20" in out
+
+
+def test_run_shows_seed_001s_motivation_on_the_original_unicast(tmp_path, capsys):
+    """splitbrain run of unicast-asymmetric-split: exit 0 (the bug reproduced); A's messages after
+    the cut are named as never delivered and B's window shows them stored (received=800) but not
+    delivered; B's first messages of its new stream are named as lost at A. Its twin on UNICAST3 +
+    SYNC delivers all 1200."""
+    code = main(["run", str(BUGS / "unicast-asymmetric-split.yaml"), "--backend", "sim", "--out", str(tmp_path)])
+    out = capsys.readouterr().out
+    assert code == 0
+    assert "no_loss failed (as expected): 725 of 1200 owed message(s) lost" in out
+    assert "A->B: 600 never delivered (first A:0:201 " in out and "B->A: 125 never delivered (first B:1:126 " in out
+    assert "evidence: window B recv from A: delivered=0 received=800" in out
+    assert "evidence: window A send to B: HA=800 HS=800" in out
+    code = main(["run", str(BUGS / "unicast3-asymmetric-split.yaml"), "--backend", "sim", "--out", str(tmp_path)])
+    assert code == 0 and "1200 msgs sent / 1200 delivered" in capsys.readouterr().out
 
 
 # ---- resync_traffic ---------------------------------------------------------------------------
@@ -199,6 +217,23 @@ def test_compare_runs_each_registered_variant_and_tells_the_designs_apart():
     assert storm["unicast3 resync=sync"].row()["resync_msgs"] <= 12
     text = markdown(vs, table)
     assert "| jgrp-1875-sync | unicast3 resync=first_seqno | 0/2 |" in text
+
+
+def test_compare_runs_a_piece_only_on_protocols_that_deliver_the_same_way():
+    """A unicast piece runs on every unicast protocol, the original UNICAST included, and on no
+    multicast one (and the reverse); the original fails seed 001's motivation, UNICAST3 + SYNC
+    passes it."""
+    unicast_piece, multicast_piece = _data("unicast-asymmetric-split"), _data("nakack2-last-message-dropped")
+    for v in variants():
+        multicast = protocols.get(v.protocol).multicast
+        assert applies(unicast_piece, v) is not multicast and applies(multicast_piece, v) is multicast
+    vs, table = compare([("unicast-asymmetric-split", unicast_piece)], range(1, 2))
+    row = table["unicast-asymmetric-split"]
+    assert "unicast" in row and not any(protocols.get(v.protocol).multicast for v in vs if v.label in row)
+    assert row["unicast"].row()["pass_rate"] == 0.0 and row["unicast"].row()["failed_checks"]["no_loss"] == 1
+    assert row["unicast3 resync=sync"].row()["pass_rate"] == 1.0
+    text = markdown(vs, table)
+    assert "| unicast-asymmetric-split | unicast | 0/1 |" in text and "| nakack2 |" not in text
 
 
 def test_compare_marks_settings_a_protocol_does_not_have():

@@ -9,7 +9,7 @@ import random
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from node.events import make_event
+from node.events import DataEvents, make_event, unpack_events
 from node.message import Message, app_payload
 from node.runtime.bundler import Bundler
 from node.runtime.eventlog import EventLog
@@ -178,6 +178,88 @@ def test_event_log_encoding_is_json(evs):
     lines = data.split("\n")
     assert lines[-1] == ""
     assert [json.loads(line) for line in lines[:-1]] == evs
+
+
+payloads = st.one_of(
+    st.builds(app_payload, names, st.integers(0, 9), st.integers(1, 10**9), st.integers(0, 120)),
+    st.binary(max_size=40),  # no app id: the line has no "app"
+)
+
+
+@settings(max_examples=200, deadline=None)  # a temporary file per example: slow on a busy machine
+@given(
+    st.lists(
+        st.tuples(
+            st.one_of(floats, st.integers(0, 5)),
+            names,
+            st.sampled_from(["send", "deliver"]),
+            st.integers(1, 2**40),
+            st.lists(payloads, min_size=1, max_size=5),
+            st.sampled_from([7, None]),
+        ),
+        max_size=6,
+    ),
+    st.lists(st.integers(0, 10), max_size=4),
+)
+def test_event_records_write_the_lines_of_their_dicts(records, other_at):
+    """A DataEvents record (with a conn_id, or without as NAKACK2's) is written byte for byte as
+    the dicts it stands for (which it never builds), mixed with other events in any order, and
+    counts as one event per message."""
+    evs: list = [
+        DataEvents(t, "A", "unicast3", kind, peer, conn_id, first, [Message("A", peer, p) for p in msgs])
+        for t, peer, kind, first, msgs, conn_id in records
+    ]
+    for i in other_at:
+        evs.insert(min(i, len(evs)), make_event(1.5, "A", "unicast3", "ack_tx", peer="B", seqno=i))
+    flat = unpack_events(evs)
+    assert len(flat) == sum(len(ev) if isinstance(ev, DataEvents) else 1 for ev in evs)
+    loop = asyncio.new_event_loop()
+    try:
+        import tempfile
+
+        with tempfile.TemporaryDirectory() as tmp:
+            log = EventLog(f"{tmp}/e.jsonl", loop)
+            assert log.encode(evs) == log.encode(flat)
+            enc = json.JSONEncoder(separators=(",", ":"))
+            assert log.encode(evs) == "".join(enc.encode(ev) + "\n" for ev in flat).encode()
+            log.extend(evs)
+            assert log.pending == len(flat)
+            log.close()
+            assert log.written == len(flat)
+    finally:
+        loop.close()
+
+
+def test_stack_take_gives_the_dicts_of_its_records():
+    """Stack.take() hands out dicts (what the simulator and tests read); take_packed() the records,
+    which stand for exactly those dicts; a delivered batch is one record, not one per message."""
+    from node.compose import build_stack
+    from node.layer import ViewChange
+
+    sender, receivers = build_stack("A", "unicast3", {}, random.Random(1)), []
+    for _ in range(2):
+        b = build_stack("B", "unicast3", {}, random.Random(2))
+        b.command(ViewChange(members=("A", "B"), view_id=1), 0.0)
+        b.take()
+        receivers.append(b)
+    sender.send_batch([Message("A", "B", app_payload("A", 0, n, 50)) for n in range(1, 21)], 0.0)
+    frames, _, _ = sender.take()
+    sync = None
+    for b in receivers:
+        b.receive(decode_frame(split_into_frames("A", frames)[0])[1], 0.5)
+        out, _, _ = b.take()  # no window yet: SYNC, messages cached
+        sync = out
+    sender.receive(decode_frame(split_into_frames("B", sync)[0])[1], 0.6)
+    sync_ok, _, _ = sender.take()
+    for b in receivers:
+        b.receive(decode_frame(split_into_frames("A", sync_ok)[0])[1], 0.7)
+    net_a, app_a, dicts = receivers[0].take()
+    net_b, app_b, records = receivers[1].take_packed()
+    assert net_a == net_b and app_a == app_b
+    assert len(app_a) == len(app_b) == 20
+    assert [e for e in records if isinstance(e, DataEvents)] and len(records) < len(dicts)
+    assert unpack_events(records) == dicts
+    assert [e["seqno"] for e in dicts if e["kind"] == "deliver"] == list(range(1, 21))
 
 
 def test_event_log_appends_and_flushes(tmp_path):

@@ -126,7 +126,7 @@ def test_report_for_a_small_analysis(tmp_path):
             {"scenario": "steady", "runs": 1, "passed": 1, "pass_rate": 1.0},
         ],
         "by_protocol": [{"protocol": "unicast3", "runs": 2, "passed": 1, "pass_rate": 0.5}],
-        "by_resync": [{"resync": "sync", "runs": 2, "passed": 1, "pass_rate": 0.5}],
+        "by_variant": [{"variant": "unicast3 resync=sync", "runs": 2, "passed": 1, "pass_rate": 0.5}],
         "by_fault_type": [{"fault_type": "none", "runs": 1, "passed": 1, "pass_rate": 1.0}],
     }
     chosen = timeline_runs(verdicts)
@@ -154,6 +154,8 @@ def test_report_for_a_small_analysis(tmp_path):
         assert width > 400 and height > 150
     assert "not a single flat JSON object" in text and "r-ok" in text
     assert (tmp_path / "verdicts.json").exists()
+    # Pass rates per protocol variant, named as such (no "resync" column for every protocol).
+    assert "<th>variant</th>" in text and "unicast3 resync=sync" in text and "<th>resync</th>" not in text
 
 
 def test_big_campaign_matrix_is_per_scenario(tmp_path):
@@ -322,3 +324,72 @@ def test_timeline_shades_the_time_a_sender_was_blocked(tmp_path):
     assert blocked_spans(tl.rare, "C", tl.end_t) == []
     page = write_report(tmp_path / "r", [_verdict("r-blocked", "flow")], {}, {"r-blocked": tl}, title="blocked")
     assert (tmp_path / "r" / "img" / "timeline-r-blocked.png").exists() and page.exists()
+
+
+def _multicast_timeline(run_id):
+    """Two multicast senders A and B, receivers A, B, C; C cut off 2-4 s (its delivered line
+    flat), A blocked 2.5-4.2 s with its window's fill gauged."""
+    from pipeline.timeline import SenderSeries
+
+    def steps(hold=None):
+        out = []
+        for k in range(1, 60):
+            t = k / 10
+            seqno = k * 10 if hold is None or not (hold[0] <= t < hold[1]) else int(hold[0] * 100)
+            out.append((t, seqno))
+        return out
+
+    senders = {
+        "A": SenderSeries(sent=steps(), delivered={"A": steps(), "B": steps(), "C": steps(hold=(2.0, 4.0))}),
+        "B": SenderSeries(sent=steps(), delivered={"A": steps(), "B": steps(), "C": steps(hold=(2.0, 4.0))}),
+    }
+    rare = [
+        {"t": 2.0, "node": "harness", "kind": "fault_on", "fault": "partition", "detail": "#0 partition [A, B] | [C]"},
+        {"t": 4.0, "node": "harness", "kind": "fault_off", "fault": "partition", "detail": "#0 partition (by #1 heal)"},
+        {"t": 1.0, "node": "A", "kind": "window_fill", "low": 0, "high": 40, "count": 0},
+        {"t": 2.0, "node": "A", "kind": "window_fill", "low": 5, "high": 150, "count": 0},
+        {"t": 2.5, "node": "A", "kind": "block", "seqno": 201, "low": 0, "high": 200},
+        {"t": 4.2, "node": "A", "kind": "unblock", "seqno": 260, "low": 150, "high": 260},
+        {"t": 5.0, "node": "A", "kind": "window_fill", "low": 500, "high": 510, "count": 0},
+    ]
+    return RunTimeline(run_id=run_id, end_t=6.0, links={("A", "B"): LinkSeries()}, rare=rare, senders=senders)
+
+
+def test_a_multicast_run_has_a_panel_per_sender_with_window_fill_and_time_blocked(tmp_path):
+    """A multicast timeline draws one panel per sender (not per link), with the window fill from
+    window_fill/block/unblock and the time blocked; the page has the time-blocked table, the
+    control messages per delivered message (MCAST's ACK, NAKACK2's STABLE) and latency per receiver."""
+    from pipeline.report import blocked_total, window_fill
+
+    tl = _multicast_timeline("r-mc")
+    assert window_fill(tl.rare, "A") == [(1.0, 40), (2.0, 145), (2.5, 200), (4.2, 110), (5.0, 10)]
+    assert window_fill(tl.rare, "B") == []
+    assert blocked_total(tl.rare, "A", tl.end_t) == (1, 4.2 - 2.5)
+    v = _verdict("r-mc", "mcast-flow")
+    v.metrics["blocked"] = {"blocks": 1, "seconds": 1.7, "by_node": {"A": {"blocks": 1, "seconds": 1.7}}}
+    v.metrics["overhead"]["stables"] = {"messages": 4, "per_delivered": 0.4}
+    v.metrics["latency_by_receiver"] = {
+        "C": {"n": 5, "mean_s": 1.0, "max_s": 2.0, "p50_s": 0.5, "p90_s": 1.9, "p99_s": 2.0}
+    }
+    page = write_report(tmp_path / "mc", [v], {}, {"r-mc": tl}, title="mc")
+    text = page.read_text()
+    assert "Time blocked per sender" in text and "<td>1.700</td>" in text
+    assert "<th>stable_tx</th>" in text and "<td>0.400</td>" in text and "<th>ack_tx</th>" in text
+    assert "latency per receiver" in text and "<td>C</td>" in text
+    # One panel per sender (2) plus the views band would be taller than one per link (1).
+    _w, h_mc = _png_size(tmp_path / "mc" / "img" / "timeline-r-mc.png")
+    unicast = _multicast_timeline("r-uc")
+    unicast.senders = {}
+    write_report(tmp_path / "uc", [_verdict("r-uc", "x")], {}, {"r-uc": unicast}, title="uc")
+    _w, h_uc = _png_size(tmp_path / "uc" / "img" / "timeline-r-uc.png")
+    assert h_mc > h_uc
+
+
+def test_pass_rates_name_each_protocols_variant():
+    """The pass-rate dimension is the protocol's own variant key, not UNICAST3's resync for all."""
+    from pipeline.analysis import variant_label
+
+    assert variant_label("unicast3", "sync") == "unicast3 resync=sync"
+    assert variant_label("nakack2", "0") == "nakack2 xmit_interval=0"
+    assert variant_label("mcast", "512") == "mcast capacity=512"
+    assert variant_label(None, None) == "(unknown)"

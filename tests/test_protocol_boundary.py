@@ -20,6 +20,9 @@ ROOT = Path(__file__).resolve().parent.parent
 OUTSIDE = ("harness", "faults", "pipeline")
 # Message types every protocol may have, and CLOSE, which is also a plain word (a TCP close).
 SHARED_TYPES = {"DATA", "ACK", "APP", "CLOSE"}
+# Protocol names that are also plain networking words ("one unicast per member", the node key
+# mcast_group): flagged only where a string or an identifier is exactly the name.
+PLAIN_WORDS = {"unicast", "mcast"}
 
 
 def _protocol_words() -> tuple[set[str], set[str]]:
@@ -44,6 +47,8 @@ def protocol_mentions(source: str, names: set[str], types: set[str]) -> list[str
     """Every place in `source` that names a protocol or one protocol's message type."""
     tree = ast.parse(source)
     docs = _docstrings(tree)
+    exact = {n for n in names if n in PLAIN_WORDS}
+    names = names - exact
     name_re = re.compile(r"(?i)\b(?:%s)\b" % "|".join(map(re.escape, sorted(names)))) if names else None
     type_re = re.compile(r"\b(?:%s)\b" % "|".join(map(re.escape, sorted(types)))) if types else None
     found = []
@@ -60,10 +65,10 @@ def protocol_mentions(source: str, names: set[str], types: set[str]) -> list[str
             ident = (
                 node.id if isinstance(node, ast.Name) else node.attr if isinstance(node, ast.Attribute) else node.arg
             )
-            if name_re and name_re.search(ident.replace("_", " ")):
+            if ident.lower() in exact or (name_re and name_re.search(ident.replace("_", " "))):
                 found.append(f"line {line}: identifier {ident}")
         elif isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docs:
-            if name_re and name_re.search(node.value):
+            if node.value.lower() in exact or (name_re and name_re.search(node.value)):
                 found.append(f"line {line}: string {node.value!r}")
             elif type_re and type_re.search(node.value):
                 found.append(f"line {line}: message type in {node.value!r}")
@@ -95,6 +100,8 @@ def test_no_module_outside_node_names_a_protocol():
         ("def f(u):\n    return u.unicast3_table\n", "identifier unicast3_table"),
         ("types = ['DATA', 'SYNC_OK']\n", "message type in 'SYNC_OK'"),
         ("msg = f'awaiting {peer} SEND_FIRST_SEQNO'\n", "message type in"),
+        ("if spec == 'mcast':\n    pass\n", "string 'mcast'"),
+        ("mcast = 1\n", "identifier mcast"),
     ],
 )
 def test_the_boundary_check_catches(source, expected):
@@ -106,4 +113,10 @@ def test_the_boundary_check_catches(source, expected):
 def test_docstrings_data_and_ack_are_allowed():
     names, types = _protocol_words()
     source = '"""UNICAST3 is described here."""\nkinds = ["DATA", "ACK"]\n'
+    assert protocol_mentions(source, names, types) == []
+
+
+def test_plain_networking_words_are_allowed_in_prose_and_compound_names():
+    names, types = _protocol_words()
+    source = 'msg = "one unicast per member"\nmcast_group = "239.1.2.3:7600"\n'
     assert protocol_mentions(source, names, types) == []

@@ -19,7 +19,7 @@ from node.stack import Stack
 
 EXAMPLE = textwrap.dedent("""\
     name: asym-split-resync
-    protocol: unicast3          # unicast3 | unicast2 | nakack2 | mcast
+    protocol: unicast3          # unicast3 | unicast2 | unicast | nakack2 | mcast
     transport: udp              # udp | tcp
     nodes: [A, B, C]            # or a count: 3 -> A, B, C
     config: {xmit_interval: 0.5, conn_close_timeout: 2.0, resync: sync}

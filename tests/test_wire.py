@@ -134,3 +134,43 @@ def test_fuzz_decoder_with_random_garbage_for_a_bounded_count():
             wire.decode_frame(data)
         except wire.WireError:
             pass
+
+
+def _generic_message(msg: Message) -> bytes:
+    """A message laid out by the format's grammar, header by header through each codec's own
+    encode: what the hot layouts (one struct call per DATA message) must match byte for byte."""
+    out = bytes([len(msg.headers)])
+    for proto_id, header in msg.headers.items():
+        body = wire._CODECS[proto_id].encode(header)
+        out += bytes([proto_id]) + len(body).to_bytes(2, "big") + body
+    return out + len(msg.payload).to_bytes(4, "big") + msg.payload
+
+
+@given(st.lists(messages, min_size=1, max_size=20))
+def test_hot_layout_is_the_generic_layout(msgs):
+    """UNICAST3 DATA through the hot layout gives the bytes of the generic layout, and frames of
+    generic bytes decode (through the hot path where it applies) to the same messages."""
+    for m in msgs:
+        m.src, m.dest = "A", "B"
+        assert wire.encode_message(m) == _generic_message(m)
+    frame = wire.encode_frame("A", msgs)
+    generic = frame[: frame.index(b"B") + 1] + len(msgs).to_bytes(2, "big") + b"".join(map(_generic_message, msgs))
+    assert frame == generic
+    assert wire.split_into_frames("A", msgs, 10**9) == [frame]
+    assert wire.decode_frame(generic)[1] == msgs
+
+
+def test_hot_layout_rejects_what_the_codec_rejects():
+    """A DATA header with unknown flags, or a DATA message cut short, is a WireError on the hot path."""
+    msg = Message("A", "B", b"payload", {PROTO_ID: U3Header(MsgType.DATA, 5, 7, False)})
+    frame = wire.encode_frame("A", [msg])
+    flags_at = len(frame) - len(b"payload") - 4 - 12 - 1
+    assert frame[flags_at] == 0
+    bad = frame[:flags_at] + b"\x02" + frame[flags_at + 1 :]
+    for broken, why in ((bad, "flags"), (frame[:-1], "truncated")):
+        try:
+            wire.decode_frame(broken)
+        except wire.WireError as exc:
+            assert why in str(exc)
+        else:
+            raise AssertionError(f"decoded a frame that should fail ({why})")

@@ -144,6 +144,12 @@ class Cluster(abc.ABC):
         self.epoch = time.time() if epoch is None else epoch
         self.options = options or ClusterOptions()
         self.token = self.options.token or secrets.token_hex(16)
+        # The cluster's own IP multicast group (scenario ip_multicast): administratively scoped,
+        # drawn per cluster so that clusters sharing a host's loopback never share a group.
+        rng = random.SystemRandom()
+        self.mcast_group = (
+            f"239.{rng.randint(1, 254)}.{rng.randint(0, 255)}.{rng.randint(1, 254)}:{rng.randint(20000, 60999)}"
+        )
         self.nodes: dict[str, NodeHandle] = {}
         self._admins: dict[str, AdminClient] = {}
         # name -> [(incarnation, part path, spawn time)] of incarnations not yet merged
@@ -201,6 +207,7 @@ class Cluster(abc.ABC):
             "admin_token": self.token,
             # Only with a membership protocol, so a static node's configuration is unchanged.
             **({} if sc.membership == "static" else {"membership": sc.membership}),
+            **({"mcast_group": self.mcast_group} if getattr(sc, "ip_multicast", False) else {}),
         }
 
     # ---- packet-level fault injectors ----------------------------------------------------------

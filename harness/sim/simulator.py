@@ -44,7 +44,7 @@ from harness import nemesis
 from harness.scenario import FaultStep, Scenario, ScenarioError, Stream
 from harness.slots import planned_count
 from node.errors import SettingError
-from node.events import make_event
+from node.events import make_event, unpack_events
 from node.faultlayer import FaultLayer
 from node.layer import Bootstrap, Leave, SetConfig, SyncPeer, ViewChange
 from node.message import Message, app_payload
@@ -484,10 +484,11 @@ class Simulation:
                     f"invariant broken at node {node.name} (incarnation {node.incarnation}) at "
                     f"t={t:.6f}s, seed {self.seed}: {exc}"
                 ) from exc
-        # Stack.take, inlined: only a non-empty outbox is replaced (the frames keep their lists).
+        # Stack.take, inlined: only a non-empty outbox is replaced (the frames keep their lists),
+        # and the per-message event records become dicts as take() makes them.
         evs = stack.events
         if evs:
-            node.events.extend(evs)
+            node.events.extend(unpack_events(evs))
             stack.events = []
         app = stack.to_app
         if app:

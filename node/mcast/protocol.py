@@ -29,7 +29,8 @@ Acks: ack-map[P] = max(ack-map[P], ack) for members only (an ack from a non-memb
 JGRP-2904); when min(ack-map over the other members) passes low the send window is purged up to
 it, which unblocks the waiting sends, in order, as space allows (`unblock` when none is left).
 
-Every `xmit_interval` (the retransmit task, fixed order): for each receive window an
+Every `xmit_interval` (the retransmit task, fixed order; it ends with a `window_fill` event when
+the send window changed since the last one): for each receive window an
 MCAST_XMIT_REQ for its missing seqnos (low+1..high not held) to the sender, which resends them
 (unicast, as MSG); an ack for each window whose low moved since its last ack; and, when this
 member has unacked multicasts and no ack moved since the previous run, an MCAST_HIGHEST_SEQNO to
@@ -40,9 +41,19 @@ blocked).
 Views: receive windows and ack-map entries of members that left are removed (a sender blocked on
 a dead member unblocks when the view drops it); new members get a receive window at the view's
 digest offset and an ack-map entry at this member's digest entry, or its current seqno (a joiner is
-owed what is sent after it joined). Without a digest entry a window of the first view starts at 0
-(static membership: everyone starts together) and one of a later view (a join or merge made by GMS,
-which sends no digests yet) at the first seqno received from that sender, minus one.
+owed what is sent after it joined), never below its send-window low. Without a digest entry a
+window of the first view starts at 0 (static membership: everyone starts together) and one of a
+later view (a member a merge brought, or every member after this node restarted) where the first
+MSG or HIGHEST_SEQNO from that sender says (its send-window low).
+
+Joining (membership gms: Bootstrap, then the join view with GMS's digest): until its first view a
+joiner holds what the application multicasts and drops what arrives, making no window (one made
+then would start at 0, not at the digest, and never fill); its senders hold those messages for it,
+as their ack-map entry for it starts at the digest. A member that installs the join view after it
+purged past the digest's entry for itself (it kept multicasting to the old view meanwhile) starts
+that entry at its low, and the joiner skips what the sender purged when a MSG or HIGHEST_SEQNO
+shows a send-window low above what it delivered (only messages sent to a view without it can be
+purged before it acked them).
 
 Mutation `seqno_outside_lock` (seed 004, Misc): the seqno is taken outside the lock, so a sender
 "thread" may be preempted between numbering a message and sending it; the layer models that with
@@ -58,7 +69,20 @@ from collections import deque
 from typing import Any
 
 from ..events import EVENT_VERSION, make_event
-from ..layer import Action, Command, Digest, Down, GetDigest, Layer, Log, Query, SetConfig, Up, ViewChange
+from ..layer import (
+    Action,
+    Bootstrap,
+    Command,
+    Digest,
+    Down,
+    GetDigest,
+    Layer,
+    Log,
+    Query,
+    SetConfig,
+    Up,
+    ViewChange,
+)
 from ..message import MCAST_DEST, Message
 from ..protocols import Rng
 from ..rangeset import RangeSet
@@ -191,9 +215,14 @@ class Mcast(Layer):
         self._unsynced: set[str] = set()
         self._left_low: dict[str, int] = {}  # sender -> delivered up to when it left the view
         self._waiting: deque[Message] = deque()  # sends blocked on a full window
+        # A joiner (Bootstrap, no view yet) holds what the application multicasts until its first
+        # view, and keeps no window for what arrives meanwhile (see _on_view).
+        self._joining = False
+        self._held: list[Message] = []
         self._blocked_since: float | None = None
         self.blocked_s = 0.0  # total time blocked
         self._prev_min_ack = 0
+        self._gauged: tuple[int, int, int] = (0, 0, 0)  # the send window's last window_fill
         self._held_back: Message | None = None  # the mutant's preempted send
         self.timers = Deadlines(*TIMERS)
         self.counters: dict[str, int] = {}
@@ -256,6 +285,10 @@ class Mcast(Layer):
     def down(self, msg: Message, now: float) -> list[Action]:
         if msg.dest != MCAST_DEST:
             return [Down(msg=msg)]
+        if self._joining:
+            # JGroups: a channel multicasts once connected; numbered and sent at the first view.
+            self._held.append(msg)
+            return []
         self._arm(now)
         out: list[Action] = []
         if self._waiting or self._full():
@@ -342,6 +375,7 @@ class Mcast(Layer):
             if t is MsgType.MSG:
                 if self._new_life(msg.src, hdr.incarnation, now, out):
                     self._sync(msg.src, hdr.low)
+                    self._skip_purged(msg.src, hdr.low, now, out)
                     self._receive(msg.src, hdr.seqno, msg, now, out)
             elif t is MsgType.MCAST_ACK:
                 self._on_ack(msg.src, hdr.seqno, now, out)
@@ -391,6 +425,29 @@ class Mcast(Layer):
             self.recv[sender] = FixedBuffer(self.config.capacity, start)
             self._acked_sent[sender] = start
 
+    def _skip_purged(self, sender: str, low: int, now: float, out: list[Action]) -> None:
+        """The sender's send-window low (carried by MSG and HIGHEST_SEQNO) is above what this
+        member delivered: the sender purged messages this member never got. Its purge waits for
+        every member's ack, so those went to a view without this member (the coordinator took the
+        join digest while the sender still multicast to its old view): start the window after
+        them, keeping what it holds above, or it would ask for them forever."""
+        win = self.recv.get(sender)
+        if win is None or low <= win.low or sender in self._unsynced:
+            return
+        out.append(
+            self._log(
+                now, "drop", peer=sender, seqno=low, type="MSG", reason="skipped: purged before this member joined"
+            )
+        )
+        fresh = FixedBuffer(self.config.capacity, low)
+        for seqno in range(low + 1, win.high + 1):
+            held = win.get(seqno)
+            if held is not None:
+                fresh.add(seqno, held)
+        fresh.raise_high(win.high)
+        self.recv[sender] = fresh
+        self._deliver(sender, fresh, now, out)
+
     def _window_for(self, sender: str) -> FixedBuffer:
         win = self.recv.get(sender)
         if win is None:
@@ -398,6 +455,12 @@ class Mcast(Layer):
         return win
 
     def _receive(self, sender: str, seqno: int, msg: Message, now: float, out: list[Action]) -> None:
+        if self._joining:
+            # A window made now would start at 0, not at the join digest, and never fill: the
+            # sender holds this message for us (its ack-map starts at the digest) and resends it
+            # when the window, made at the first view, asks.
+            out.append(self._log(now, "drop", peer=sender, seqno=seqno, type="MSG", reason="joining: no view yet"))
+            return
         if sender == self.local or (self.members and sender not in self.members) or seqno < 1:
             why = "own multicast" if sender == self.local else "seqno 0" if seqno < 1 else "sender not in view"
             out.append(self._log(now, "drop", peer=sender, seqno=seqno, type="MSG", reason=why))
@@ -412,6 +475,10 @@ class Mcast(Layer):
             out.append(self._log(now, "drop", peer=sender, seqno=seqno, type="MSG", reason="outside the window"))
             return
         self._note_memory()
+        self._deliver(sender, win, now, out)
+
+    def _deliver(self, sender: str, win: FixedBuffer, now: float, out: list[Action]) -> None:
+        """Deliver from low+1 up to the first gap; ack every `ack_threshold` deliveries."""
         delivered: list[Message] = []
         while (nxt := win.remove_next()) is not None:
             out.append(Log(event=self._event(now, "deliver", win.low, nxt, sender)))
@@ -483,6 +550,7 @@ class Mcast(Layer):
         if src not in self.members or src == self.local:
             return
         self._sync(src, low)
+        self._skip_purged(src, low, now, out)
         win = self._window_for(src)
         if seqno > win.low:
             win.raise_high(seqno)  # the next retransmit run asks for what is missing
@@ -521,12 +589,26 @@ class Mcast(Layer):
             for member in behind:
                 out.append(self._ctrl(member, hdr))
         self._prev_min_ack = lowest
+        self._gauge(now, out)
+
+    def _gauge(self, now: float, out: list[Action]) -> None:
+        """window_fill: the send window (low = acked by all, high = sent, count = sends waiting)
+        once per retransmit run when it changed, so a report can draw the fill over time at one
+        event per node and xmit_interval at most."""
+        state = (self.send_window.low, self.seqno, len(self._waiting))
+        if state != self._gauged:
+            self._gauged = state
+            out.append(self._log(now, "window_fill", low=state[0], high=state[1], count=state[2]))
 
     # ---- commands -----------------------------------------------------------------------------
 
     def command(self, cmd: Command, now: float) -> list[Action]:
         if isinstance(cmd, ViewChange):
             return self._on_view(cmd, now)
+        if isinstance(cmd, Bootstrap):
+            # A node joining through a membership protocol: no view until its join completes.
+            self._joining = not self.members
+            return []
         if isinstance(cmd, SetConfig):
             return self._set_config(cmd.values, now)
         return []
@@ -560,8 +642,15 @@ class Mcast(Layer):
                     self._unsynced.add(member)
             if member not in self.ack_map and member not in old:
                 # A joiner is owed what is sent after it joined (its digest says where it starts).
-                self.ack_map[member] = min(digest.get(self.local, self.seqno), self.seqno)
+                # Never below low: what this member purged before the view went to the old
+                # view only, and the joiner skips it (_skip_purged).
+                self.ack_map[member] = max(min(digest.get(self.local, self.seqno), self.seqno), self.send_window.low)
         self._purge(now, out)
+        if self._joining:
+            self._joining = False
+            held, self._held = self._held, []
+            for msg in held:
+                out.extend(self.down(msg, now))
         return out
 
     def _set_config(self, values: dict[str, Any], now: float) -> list[Action]:
@@ -600,8 +689,9 @@ class Mcast(Layer):
         return dest == MCAST_DEST and bool(self._waiting)
 
     def held(self) -> int:
-        """Messages this member keeps: its send window, its receive windows, blocked sends."""
-        return self.send_window.size + sum(w.size for w in self.recv.values()) + len(self._waiting)
+        """Messages this member keeps: its send window, its receive windows, blocked sends and
+        (a joiner) sends held until its first view."""
+        return self.send_window.size + sum(w.size for w in self.recv.values()) + len(self._waiting) + len(self._held)
 
     def held_bytes(self) -> int:
         return self.send_window.bytes + sum(w.bytes for w in self.recv.values())
@@ -669,6 +759,8 @@ class Mcast(Layer):
             out.append(f"blocked: {len(self._waiting)} send(s) waiting for acks (low {self.send_window.low})")
         if self._held_back is not None:
             out.append("a numbered multicast not sent yet (mutant)")
+        if self._joining:
+            out.append(f"joining: no view yet, {len(self._held)} multicast(s) held")
         for sender, w in sorted(self.recv.items()):
             if w.high > w.low:
                 out.append(f"gap from {sender}: delivered {w.low}, highest {w.high}")

@@ -48,6 +48,8 @@ SPEC = ProtocolSpec(
         "highest_seqno_tx": "acks did not move: the highest seqno sent to the members behind (seqno, members)",
         "highest_seqno_rx": "a sender's HIGHEST_SEQNO received (peer, seqno)",
         "config_change": "a run-time setting changed (detail = key=value, ...)",
+        "window_fill": "the send window at a retransmit run, when it changed (low = acked by all, high = sent, "
+        "count = sends waiting)",
     },
     per_message_kinds=("highest_seqno_rx",),
     overhead_kinds={"highest_seqnos": "highest_seqno_tx"},

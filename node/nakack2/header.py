@@ -16,7 +16,7 @@ import struct
 from dataclasses import dataclass
 from enum import IntEnum
 
-from ..wire import HeaderCodec, WireError, register_header
+from ..wire import HeaderCodec, HotLayout, WireError, register_header
 
 PROTO_ID = 4
 MAX_XMIT_RANGES = 256
@@ -31,7 +31,10 @@ class MsgType(IntEnum):
     STABLE = 4
 
 
-@dataclass(frozen=True, slots=True)
+# Not frozen (as U3Header): a frozen dataclass costs several times as much to build, and one is
+# built for every multicast. Treat it as immutable all the same: headers are shared by the copies
+# of a multicast and by what a member keeps to answer XMIT-REQs.
+@dataclass(slots=True, unsafe_hash=True)
 class N2Header:
     type: MsgType
     seqno: int = 0
@@ -137,5 +140,14 @@ def type_name(h: N2Header) -> str:
     return h.type.name
 
 
-CODEC = HeaderCodec(PROTO_ID, N2Header, encode, decode, type_name)
+def _make_msg(seqno: int, _payload_len: int) -> N2Header:
+    return N2Header(MsgType.MSG, seqno)
+
+
+def _msg_values(h: N2Header) -> tuple[int] | None:
+    return (h.seqno,) if h.type is MsgType.MSG else None
+
+
+# MSG, the header of every multicast, is coded by the frame codec in one pass (wire.HotLayout).
+CODEC = HeaderCodec(PROTO_ID, N2Header, encode, decode, type_name, HotLayout(0, "Q", _make_msg, _msg_values))
 register_header(CODEC)

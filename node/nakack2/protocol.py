@@ -51,7 +51,7 @@ from collections.abc import Iterable
 from itertools import takewhile
 from typing import Any
 
-from ..events import EVENT_VERSION, make_event
+from ..events import EVENT_VERSION, DataEvents, make_event
 from ..layer import (
     Action,
     BecomeServer,
@@ -59,6 +59,7 @@ from ..layer import (
     Command,
     Digest,
     Down,
+    DownBatch,
     GetDigest,
     Layer,
     Log,
@@ -67,7 +68,7 @@ from ..layer import (
     Up,
     ViewChange,
 )
-from ..message import MCAST_DEST, Message
+from ..message import MCAST_DEST, Message, app_id_of
 from ..protocols import Rng
 from ..rangeset import RangeSet
 from ..unicast3.timers import Deadlines
@@ -78,6 +79,8 @@ from .header import encode as encode_header
 
 PROTO = "nakack2"
 TIMERS = ("xmit", "stable")
+# Counter names per message type, built once: an Enum's .name is a property, slow on a hot path.
+_RX_COUNTER = {t: f"rx_{t.name}" for t in MsgType}
 # A persisting gap is asked of a member other than the original sender every this many runs.
 ASK_OTHER_EVERY = 3
 
@@ -137,6 +140,8 @@ class Nakack2(Layer):
         self._bytes_since_stable = 0
         self._last_seqno_seen = 0
         self._last_seqno_resends = 0
+        # The Up returned last for in-order deliveries, its table and the next seqno (_deliver).
+        self._run: tuple[Up, RecvTable, int] | None = None
 
     # ---- helpers ------------------------------------------------------------------------------
 
@@ -216,6 +221,40 @@ class Nakack2(Layer):
                 out.append(Down(msg=Message(self.local, member, msg.payload, msg.headers)))
         return out
 
+    def down_batch(self, msgs: list[Message], now: float) -> list[Action]:
+        """down() for each message, with the same events, deliveries and frames in the same order:
+        a batch of multicasts is numbered in one loop, its loopback deliveries go up as one Up and
+        its copies down as one DownBatch (nothing routes them in between)."""
+        if not self.is_server or any(msg.dest != MCAST_DEST for msg in msgs):
+            return super().down_batch(msgs, now)
+        self._arm(now)
+        local = self.local
+        others = self._others()
+        own = self.tables[local]
+        out: list[Action] = []
+        loopback: list[Message] = []
+        copies: list[Message] = []
+        seqno = self.seqno
+        for msg in msgs:
+            seqno += 1
+            headers = msg.headers
+            headers[PROTO_ID] = N2Header(MsgType.MSG, seqno)
+            own.msgs[seqno] = msg
+            payload = msg.payload
+            app = app_id_of(payload)
+            out.append(Log(event=self._event(now, "send", seqno, msg, None, app)))
+            out.append(Log(event=self._event(now, "deliver", seqno, msg, local, app)))
+            loopback.append(Message(local, MCAST_DEST, payload, headers))
+            for member in others:
+                copies.append(Message(local, member, payload, headers))
+        self.seqno = own.highest = own.delivered = seqno
+        self.counters["tx_MSG"] = self.counters.get("tx_MSG", 0) + len(msgs)
+        if loopback:
+            out.append(Up(msgs=loopback))
+        if copies:
+            out.append(DownBatch(msgs=copies))
+        return out
+
     # ---- receiving ----------------------------------------------------------------------------
 
     def up(self, msgs: list[Message], now: float) -> list[Action]:
@@ -226,9 +265,10 @@ class Nakack2(Layer):
             if hdr is None:
                 passed.append(msg)  # a unicast for the layers above (UNICAST3)
                 continue
-            self._arm(now)
+            if not self._armed:
+                self._arm(now)
             t = hdr.type
-            self._count(f"rx_{t.name}")
+            self._count(_RX_COUNTER[t])
             if t is MsgType.MSG:
                 self._receive(msg.src, hdr.seqno, msg, now, out)
             elif t is MsgType.XMIT_RSP:
@@ -280,14 +320,27 @@ class Nakack2(Layer):
         nxt = table.delivered + 1
         if nxt not in held:
             return
-        delivered: list[Message] = []
+        first = nxt
+        run = self._run
+        # A run that goes on from the Up returned last (nothing logged since) joins it and its
+        # deliver record: a batch of in-order multicasts goes up as one Up with one record. The
+        # two share one list (no layer changes a list it is handed: they read it, or copy it).
+        joined = run is not None and bool(out) and out[-1] is run[0] and run[1] is table and run[2] == nxt
+        delivered: list[Message] = run[0].msgs if joined and run is not None else []
         while nxt in held:
-            msg = held[nxt]
-            out.append(Log(event=self._event(now, "deliver", nxt, msg, table.sender)))
-            delivered.append(msg)
+            delivered.append(held[nxt])
             nxt += 1
         table.delivered = nxt - 1
-        out.append(Up(msgs=delivered))
+        if joined and run is not None:
+            up = run[0]
+        else:
+            if self.data_events:
+                out.append(
+                    Log(event=DataEvents(now, self.local, PROTO, "deliver", table.sender, None, first, delivered))
+                )
+            up = Up(msgs=delivered)
+            out.append(up)
+        self._run = (up, table, nxt)
 
     def _enqueue(self, msg: Message, now: float, out: list[Action]) -> None:
         if self.config.queue_bounded and len(self.queue) >= self.config.become_server_queue_size:

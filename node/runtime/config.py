@@ -105,6 +105,9 @@ class NodeConfig:
     admin_open: bool = False
     bundling: bool = True
     bundle_max_bytes: int = 60_000
+    # UDP only: multicasts go to this IP multicast group ("239.x.y.z:port"), one datagram for
+    # every member instead of one per member (node/runtime/ipmcast.py). None: N unicasts.
+    mcast_group: Address | None = None
 
     @classmethod
     def from_dict(cls, raw: object, env: dict[str, str] | None = None) -> NodeConfig:
@@ -132,7 +135,7 @@ class NodeConfig:
 
 
 _KEYS = {f.name for f in fields(NodeConfig)}
-_STRING_KEYS = {"name", "bind", "admin", "transport", "protocol", "membership", "events", "admin_token"}
+_STRING_KEYS = {"name", "bind", "admin", "transport", "protocol", "membership", "events", "admin_token", "mcast_group"}
 
 
 def load_config(path: str | os.PathLike[str] | None, env: dict[str, str] | None = None) -> NodeConfig:
@@ -308,6 +311,7 @@ def _validate(values: dict[str, Any]) -> NodeConfig:
     bundle_max = _int("bundle_max_bytes", values.get("bundle_max_bytes", 60_000), lowest=MIN_BUNDLE_BYTES)
     if bundle_max > limit:
         raise ConfigError("bundle_max_bytes", f"must be <= {limit} over {transport}, got {bundle_max}")
+    mcast_group = _mcast_group(values.get("mcast_group"), transport, protocol, bind)
     return NodeConfig(
         name=name,
         bind=bind,
@@ -326,7 +330,31 @@ def _validate(values: dict[str, Any]) -> NodeConfig:
         admin_open=admin_open,
         bundling=bundling,
         bundle_max_bytes=bundle_max,
+        mcast_group=mcast_group,
     )
+
+
+def _mcast_group(value: object, transport: str, protocol: str, bind: Address) -> Address | None:
+    """The IP multicast group: an IPv4 multicast address and a port, for UDP and a multicast
+    protocol only (a unicast protocol would never use it, TCP cannot carry it)."""
+    if value is None:
+        return None
+    group = parse_address("mcast_group", value, allow_port_zero=False)
+    try:
+        ip = ipaddress.ip_address(group.host)
+    except ValueError:
+        raise ConfigError(
+            "mcast_group", f"expected an IPv4 multicast address, got the host name {group.host!r}"
+        ) from None
+    if ip.version != 4 or not ip.is_multicast:
+        raise ConfigError("mcast_group", f"{group.host} is not an IPv4 multicast address (224.0.0.0/4)")
+    if transport != "udp":
+        raise ConfigError("mcast_group", f"IP multicast needs transport udp (this node uses {transport})")
+    if not protocols.get(protocol).multicast:
+        raise ConfigError("mcast_group", f"{protocol} sends no multicasts: use nakack2 or mcast, or drop the key")
+    if ":" in bind.host:
+        raise ConfigError("mcast_group", f"IP multicast is IPv4 only here, and bind is {bind}")
+    return group
 
 
 def is_loopback(host: str) -> bool:

@@ -5,7 +5,9 @@ Events are kept as dicts until a flush and encoded then in one go: a flush runs 
 waiting, so that one flush never blocks the loop for long. The two events written once per
 message (UNICAST3's send and deliver) have a fixed key order; they are formatted from parts
 built once per (node, proto, kind, peer, conn_id), about 2.5x cheaper than json.dumps (and the
-same JSON; tests/test_node_parts.py checks it). Any other event goes through the json encoder.
+same JSON; tests/test_node_parts.py checks it). They mostly come as DataEvents records (one per
+batch, node/events.py), whose lines are formatted straight from the record's messages, byte for
+byte the lines of its dicts, which are never built. Any other event goes through the json encoder.
 
 The file is opened for appending: a restarted node (a new incarnation) continues its own log.
 """
@@ -17,9 +19,14 @@ import json
 import logging
 import os
 from io import FileIO
-from json.encoder import encode_basestring as _c_str  # the C implementation when available
+
+# The C implementation when available; the ASCII variant, as the json encoder's default, so a
+# formatted line is byte for byte what the encoder writes for the same dict.
+from json.encoder import encode_basestring_ascii as _c_str
 from pathlib import Path
 from typing import Any
+
+from ..events import EVENT_VERSION, DataEvents, unpack_events
 
 log = logging.getLogger("node.eventlog")
 
@@ -27,6 +34,7 @@ log = logging.getLogger("node.eventlog")
 _DATA_KEYS = ("v", "t", "node", "proto", "kind", "peer", "seqno", "conn_id", "bytes", "app")
 _INF = float("inf")
 _UNSET = object()  # no t seen yet (None is a value an event could carry)
+_NO_CONN = object()  # the conn_id of a record whose events have none (None would be a JSON null)
 
 
 class EventLog:
@@ -45,7 +53,8 @@ class EventLog:
         self._loop = loop
         self._interval = flush_interval_s
         self._batch = batch_events
-        self._pending: list[dict[str, Any]] = []
+        self._pending: list[dict[str, Any] | DataEvents] = []
+        self._pending_n = 0  # events in _pending, a record counting as its messages
         self._timer: asyncio.TimerHandle | None = None
         self._soon: asyncio.Handle | None = None
         self._encoder = json.JSONEncoder(separators=(",", ":"), check_circular=False, allow_nan=False)
@@ -59,14 +68,13 @@ class EventLog:
 
     # ---- input --------------------------------------------------------------------------------
 
-    def append(self, event: dict[str, Any]) -> None:
-        self._pending.append(event)
-        if len(self._pending) >= self._batch and self._soon is None and not self.closed:
-            self._soon = self._loop.call_soon(self._flush_soon)
+    def append(self, event: dict[str, Any] | DataEvents) -> None:
+        self.extend([event])
 
-    def extend(self, events: list[dict[str, Any]]) -> None:
+    def extend(self, events: list[dict[str, Any] | DataEvents]) -> None:
         self._pending.extend(events)
-        if len(self._pending) >= self._batch and self._soon is None and not self.closed:
+        self._pending_n += sum(len(ev) if type(ev) is DataEvents else 1 for ev in events)
+        if self._pending_n >= self._batch and self._soon is None and not self.closed:
             self._soon = self._loop.call_soon(self._flush_soon)
 
     # ---- output -------------------------------------------------------------------------------
@@ -87,6 +95,7 @@ class EventLog:
         if not self._pending or self._file is None:
             return
         events, self._pending = self._pending, []
+        count, self._pending_n = self._pending_n, 0
         try:
             data = self.encode(events)
         except (TypeError, ValueError) as exc:
@@ -95,12 +104,12 @@ class EventLog:
             data = self._encode_tolerant(events)
         try:
             self._file.write(data)
-            self.written += len(events)
+            self.written += count
         except OSError as exc:
-            self.write_errors += len(events)
-            log.error("event log %s: write failed: %s (%d events lost)", self.path, exc, len(events))
+            self.write_errors += count
+            log.error("event log %s: write failed: %s (%d events lost)", self.path, exc, count)
 
-    def encode(self, events: list[dict[str, Any]]) -> bytes:
+    def encode(self, events: list[dict[str, Any] | DataEvents]) -> bytes:
         """Events as JSON lines (bytes, with a final newline)."""
         enc = self._encoder.encode
         lines: list[str] = []
@@ -110,6 +119,9 @@ class EventLog:
         lv = lnode = lproto = lkind = lpeer = lconn = None
         head = after_t = after_seqno = prefix = ""
         for ev in events:
+            if isinstance(ev, DataEvents):
+                self._record_lines(ev, lines)
+                continue
             if tuple(ev) != _DATA_KEYS:
                 append(enc(ev))
                 continue
@@ -141,28 +153,60 @@ class EventLog:
         append("")
         return "\n".join(lines).encode()
 
+    def _record_lines(self, rec: DataEvents, lines: list[str]) -> None:
+        """The lines of a DataEvents record: those of rec.dicts(), without building them."""
+        t = rec.t
+        conn_id = _NO_CONN if rec.conn_id is None else rec.conn_id
+        parts = self._parts_for((EVENT_VERSION, rec.node, rec.proto, rec.kind, rec.peer, conn_id))
+        if parts is None or type(t) is not float or not -_INF < t < _INF or type(rec.first_seqno) is not int:
+            lines.extend(self._encoder.encode(ev) for ev in rec.dicts())
+            return
+        head, after_t, after_seqno = parts
+        prefix = f"{head}{t!r}{after_t}"
+        append = lines.append
+        seqno = rec.first_seqno
+        for msg in rec.msgs:
+            p = msg.payload
+            size = len(p)
+            # node.message.app_id_of, inlined: b"SB", the id's length, the id in UTF-8.
+            if size > 2 and p[0] == 83 and p[1] == 66 and size >= 3 + p[2]:
+                try:
+                    append(f'{prefix}{seqno}{after_seqno}{size},"app":{_c_str(p[3 : 3 + p[2]].decode())}}}')
+                    seqno += 1
+                    continue
+                except UnicodeDecodeError:
+                    pass
+            append(f"{prefix}{seqno}{after_seqno}{size}}}")
+            seqno += 1
+
     def _parts_for(self, key: tuple[Any, ...]) -> tuple[str, str, str] | None:
         """The constant parts of a data event's line, or None when a value has the wrong type."""
         parts = self._parts.get(key)
         if parts is not None:
             return parts
         v, node, proto, kind, peer, conn_id = key
-        if type(v) is not int or type(conn_id) is not int or not all(type(x) is str for x in (node, proto, kind, peer)):
+        if conn_id is _NO_CONN:
+            after_seqno = ',"bytes":'
+        elif type(conn_id) is int:
+            after_seqno = ',"conn_id":%d,"bytes":' % conn_id
+        else:
+            return None
+        if type(v) is not int or not all(type(x) is str for x in (node, proto, kind, peer)):
             return None
         parts = (
             '{"v":%d,"t":' % v,
             ',"node":%s,"proto":%s,"kind":%s,"peer":%s,"seqno":'
             % (_c_str(node), _c_str(proto), _c_str(kind), _c_str(peer)),
-            ',"conn_id":%d,"bytes":' % conn_id,
+            after_seqno,
         )
         if len(self._parts) > 10_000:
             self._parts.clear()
         self._parts[key] = parts
         return parts
 
-    def _encode_tolerant(self, events: list[dict[str, Any]]) -> bytes:
+    def _encode_tolerant(self, events: list[dict[str, Any] | DataEvents]) -> bytes:
         out = []
-        for ev in events:
+        for ev in unpack_events(events):
             try:
                 out.append(self._encoder.encode(ev))
             except (TypeError, ValueError) as exc:
@@ -187,4 +231,4 @@ class EventLog:
 
     @property
     def pending(self) -> int:
-        return len(self._pending)
+        return self._pending_n

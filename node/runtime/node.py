@@ -55,6 +55,7 @@ from .bundler import Bundler
 from .config import Address, ConfigError, NodeConfig
 from .errors import RequestError
 from .eventlog import EventLog
+from .ipmcast import IpMulticast
 from .transport import TcpTransport, UdpTransport, resolve_peers
 from .workload import MAX_SAMPLES, SAMPLE_EVERY, Delivered, Stream, make_payload
 
@@ -134,6 +135,7 @@ class Node:
         self.eventlog: EventLog | None = None
         self.transport: UdpTransport | TcpTransport | None = None
         self.bundler: Bundler | None = None
+        self.ipmcast: IpMulticast | None = None  # with mcast_group: multicasts as IP multicast
         self.admin: AdminServer | None = None
         # Set by start(); the callbacks that use it run only after.
         self.loop: asyncio.AbstractEventLoop
@@ -201,6 +203,20 @@ class Node:
             self.bundler = Bundler(
                 self.name, self.loop, transport, cfg.bundle_max_bytes, cfg.bundling, on_error=self._bundle_error
             )
+            if cfg.mcast_group is not None:
+                self.ipmcast = IpMulticast(
+                    self.name,
+                    cfg.bind,
+                    cfg.mcast_group,
+                    resolved,
+                    self.on_frame,
+                    self._transport_drop,
+                    transport.stats,
+                    cfg.bundle_max_bytes,
+                    cfg.bundling,
+                    on_error=self._bundle_error,
+                )
+                await self.ipmcast.start()
             from .admin import AdminServer  # aiohttp is imported only by a node that serves
 
             admin = self.admin = AdminServer(self)
@@ -256,6 +272,8 @@ class Node:
                 self._rx.clear()
                 if self.bundler is not None:
                     self.bundler.flush()
+                if self.ipmcast is not None:
+                    self.ipmcast.flush()
                 events = self.drops.flush(now)
                 for layer in self.stack.layers:
                     events.extend(layer.window_events(now, final=True))
@@ -277,6 +295,8 @@ class Node:
             self.eventlog.close()
         if self.transport is not None:
             await self.transport.close()
+        if self.ipmcast is not None:
+            await self.ipmcast.close()
         if self.admin is not None:
             await self.admin.stop()
 
@@ -294,10 +314,14 @@ class Node:
             self.eventlog.append(event)
 
     def _drain(self, now: float) -> None:
-        to_net, to_app, events = self.stack.take()
+        # Send and deliver events stay records (node/events.py): the event log formats them itself.
+        to_net, to_app, events = self.stack.take_packed()
         if to_net:
             assert self.bundler is not None, "the stack produced frames before start()"
-            self.bundler.add(to_net)
+            if self.ipmcast is not None:
+                to_net = self.ipmcast.take(to_net)
+            if to_net:
+                self.bundler.add(to_net)
         if to_app:
             self.delivered.add_batch(to_app, now)
         if events and self.eventlog is not None:
@@ -305,7 +329,7 @@ class Node:
             # Log before acknowledging: an ACK lets the sender forget messages, so the deliveries
             # it covers must be on disk before it leaves, or a kill -9 in the next 100 ms would
             # lose their records and make a delivered message look lost.
-            if any(ev["kind"] in _ACKING_EVENTS for ev in events):
+            if any(type(ev) is dict and ev["kind"] in _ACKING_EVENTS for ev in events):
                 self.eventlog.flush()
         self._rearm()
         if self._blocked:
@@ -766,6 +790,7 @@ class Node:
             # Each layer's own detail, under its name (for people; code reads the two above).
             **{layer.proto: layer.snapshot() for layer in self.stack.layers},
             "streams": [s.to_dict() for s in self.streams.values()],
+            **({} if self.ipmcast is None else {"ip_multicast": self.ipmcast.snapshot()}),
         }
 
     def samples(self) -> dict[str, Any]:

@@ -59,8 +59,8 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any, ClassVar, Protocol
 
-from ..events import EVENT_VERSION, make_event
-from ..layer import Action, Command, Down, Layer, Log, SetConfig, SyncPeer, Up, ViewChange
+from ..events import EVENT_VERSION, DataEvents, make_event
+from ..layer import Action, Command, Down, DownBatch, Layer, Log, SetConfig, SyncPeer, Up, ViewChange
 from ..message import MCAST_DEST, Message, app_id_of
 from ..rangeset import RangeSet
 from ..views import Window
@@ -88,6 +88,7 @@ class RandomBits(Protocol):
 
 class Unicast3(Layer):
     proto = PROTO
+    passes_multicasts = True  # down() hands a multicast to the multicast layer below, untouched
 
     def __init__(self, local: str, config: Unicast3Config, rng: RandomBits, incarnation: int = 0) -> None:
         """`rng` is a seeded random.Random (only its getrandbits is used); `incarnation` must
@@ -194,6 +195,44 @@ class Unicast3(Layer):
         out.append(Down(msg=msg))
         return out
 
+    def down_batch(self, msgs: list[Message], now: float) -> list[Action]:
+        """down() for each message, with the same result: a run of messages to one open
+        connection is numbered in one loop and leaves as one DownBatch with one send record."""
+        out: list[Action] = []
+        i, n = 0, len(msgs)
+        while i < n:
+            dest = msgs[i].dest
+            j = i + 1
+            while j < n and msgs[j].dest == dest:
+                j += 1
+            if dest == MCAST_DEST:
+                out.append(DownBatch(msgs=msgs[i:j]))  # multicasts, for the layer below (NAKACK2)
+                i = j
+                continue
+            entry = self.send_table.get(dest)
+            if entry is None or entry.state is ConnState.CLOSING:
+                # Opening or reopening the connection: that first message the one-by-one way.
+                out.extend(self.down(msgs[i], now))
+                i += 1
+                continue
+            if "xmit" not in self.timers.at:
+                self.timers.set("xmit", now + self.config.xmit_interval)
+            run = msgs[i:j]
+            conn_id, store = entry.conn_id, entry.msgs
+            first = seqno = entry.next_seqno
+            for msg in run:
+                msg.headers[PROTO_ID] = U3Header(MsgType.DATA, seqno, conn_id, seqno == 1)
+                store[seqno] = msg
+                seqno += 1
+            entry.next_seqno = seqno
+            entry.last_active = now
+            self.counters["tx_DATA"] = self.counters.get("tx_DATA", 0) + len(run)
+            if self.data_events:
+                out.append(Log(event=DataEvents(now, self.local, PROTO, "send", dest, conn_id, first, run)))
+            out.append(DownBatch(msgs=run))
+            i = j
+        return out
+
     def _data_event(
         self, now: float, kind: str, peer: str, seqno: int, conn_id: int, msg: Message
     ) -> dict[str, object]:
@@ -242,8 +281,13 @@ class Unicast3(Layer):
         out: list[Action] = []
         data: list[Message] = []
         mcasts: list[Message] = []
+        n_data = 0  # well-formed DATA, counted once per batch
         for msg in msgs:
             hdr = msg.headers.get(PROTO_ID)
+            if type(hdr) is U3Header and hdr.type is MsgType.DATA and hdr.seqno and hdr.conn_id:
+                data.append(msg)  # nearly every message: the checks below, in the order they pass
+                n_data += 1
+                continue
             if msg.dest == MCAST_DEST and hdr is None:
                 # A multicast delivered by the multicast layer below: not ours to order.
                 mcasts.append(msg)
@@ -272,6 +316,8 @@ class Unicast3(Layer):
                     )
             else:
                 out.extend(self._HANDLERS[hdr.type](self, msg.src, hdr, now))
+        if n_data:
+            self.counters["rx_DATA"] = self.counters.get("rx_DATA", 0) + n_data
         if data:
             out.extend(self._handle_data(data[0].src, data, now))
         if mcasts:
@@ -285,9 +331,34 @@ class Unicast3(Layer):
         if firsts and firsts[0] is not msgs[0]:
             msgs = firsts + [m for m in msgs if not m.headers[PROTO_ID].first]
         delivered: list[Message] = []
-        entry = None
+        # The common case, a message that is next in order on an open connection with nothing
+        # held, is delivered inline: what the general path below does for it, without the calls.
+        # Its deliveries are logged (one record) before anything else is and at the end.
+        fast_ok = self.config.max_recv_window_seqnos >= 1
+        run_start = -1  # >= 0: delivered[run_start:] went the fast way and is not logged yet
+        entry = self.recv_table.get(src)
         for msg in msgs:
             hdr = msg.headers[PROTO_ID]
+            if (
+                entry is not None
+                and hdr.seqno == entry.delivered + 1
+                and hdr.conn_id == entry.conn_id
+                and entry.state is ConnState.OPEN
+                and not entry.msgs
+                and fast_ok
+            ):
+                seqno = entry.delivered = hdr.seqno
+                if seqno > entry.highest:
+                    entry.highest = seqno
+                entry.last_active = now
+                entry.ack_pending = True
+                if run_start < 0:
+                    run_start = len(delivered)
+                delivered.append(msg)
+                continue
+            if run_start >= 0 and entry is not None:
+                self._log_delivered(entry, now, out, delivered, run_start)
+            run_start = -1
             entry = self._usable_entry(src, msg, hdr, now, out)
             if entry is None:
                 continue
@@ -316,6 +387,8 @@ class Unicast3(Layer):
                         reason="beyond the receive window",
                     )
                 )
+        if run_start >= 0 and entry is not None:
+            self._log_delivered(entry, now, out, delivered, run_start)
         if delivered:
             out.append(Up(msgs=delivered))
         entry = self.recv_table.get(src)
@@ -348,14 +421,36 @@ class Unicast3(Layer):
                 out.append(Log(event=self._data_event(now, "deliver", entry.peer, seqno, entry.conn_id, msg)))
                 delivered.append(msg)
             nxt = end
-        events = self.data_events
+        first = nxt
+        start = len(delivered)
         while nxt in held:
-            msg = held.pop(nxt)
-            if events:
-                out.append(Log(event=self._data_event(now, "deliver", entry.peer, nxt, entry.conn_id, msg)))
-            delivered.append(msg)
+            delivered.append(held.pop(nxt))
             nxt += 1
         entry.delivered = nxt - 1
+        if nxt > first:
+            self._log_delivered(entry, now, out, delivered, start)
+
+    def _log_delivered(
+        self, entry: ReceiverEntry, now: float, out: list[Action], delivered: list[Message], start: int
+    ) -> None:
+        """The deliver events of delivered[start:], the run of entry's seqnos up to
+        entry.delivered, as one record, not a dict per message (node/events.py): a run that goes
+        on from the record logged last is added to it."""
+        if not self.data_events:
+            return
+        run = delivered[start:]
+        first = entry.delivered - len(run) + 1
+        last = out[-1].event if out and type(out[-1]) is Log else None
+        if (
+            type(last) is DataEvents
+            and last.kind == "deliver"
+            and last.first_seqno + len(last.msgs) == first
+            and last.peer == entry.peer
+            and last.conn_id == entry.conn_id
+        ):
+            last.msgs.extend(run)
+        else:
+            out.append(Log(event=DataEvents(now, self.local, PROTO, "deliver", entry.peer, entry.conn_id, first, run)))
 
     def _usable_entry(
         self, src: str, msg: Message, hdr: U3Header, now: float, out: list[Action]

@@ -44,6 +44,7 @@ from harness.scenario import Scenario
 from ..admin import AdminError
 from ..base import (
     BackendError,
+    BackendUnavailable,
     Cluster,
     ClusterOptions,
     FaultInjector,
@@ -58,6 +59,7 @@ from .cleanup import remove_cluster, remove_container
 from .files import CONTAINER_DIR, append_output, config_tar, copy_out
 from .images import release_own_hold
 from .labels import LABEL, LABEL_CLUSTER, LABEL_NODE, LABEL_OWNER, LABEL_ROLE, LABEL_RUN_DIR, owner_label
+from .mcast import bridge_status
 from .network import (
     ADMIN_PORT,
     FIRST_NODE_HOST,
@@ -175,6 +177,12 @@ class DockerCluster(Cluster):
         mark = time.monotonic()
         self._create_network()
         self.timings["network_s"] = time.monotonic() - mark
+        if getattr(self.scenario, "ip_multicast", False):
+            mark = time.monotonic()
+            works, why = bridge_status(self)
+            self.timings["mcast_probe_s"] = time.monotonic() - mark
+            if not works:
+                raise BackendUnavailable(f"ip_multicast: the docker bridge cannot carry IP multicast here: {why}")
         if self.proxied:
             mark = time.monotonic()
             self._start_toxiproxy()
