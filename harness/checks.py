@@ -29,6 +29,9 @@ narrow an excuse (see no_duplicates), never to widen one.
 - windows_synced: every final send window at X for Y (both alive at the end) matches Y's final
   recv window for X: same conn_id, Y's highest delivered == X's highest sent == X's highest acked.
   A pair whose send window the protocol reaped (CLOSED) after use is judged in sync (send None).
+  Multicast windows (per view member, no conn_id) after a restart: a receiver's window of a sender
+  restarted without multicasting since is stale, and a restarted receiver's empty window is judged
+  as no window (idle when the sender has nothing outstanding).
   A node alive at the end must report a final snapshot of each window its conn_state events left
   open (windows reaped by the protocol are not expected).
 - no_errors: no `error` event (an exception inside a protocol layer: a bug of ours).
@@ -37,6 +40,9 @@ narrow an excuse (see no_duplicates), never to widen one.
   coordinator of its last `view` event) and that view lists exactly the live nodes. A node is live
   when its last lifecycle event is not a kill (a graceful stop ends a live run). The run's end is
   the settle time after the last heal, so this is "after the last heal and `settle`".
+- xmit_traffic (bounded, only when listed): at most `xmit_bound` retransmission requests over the
+  run, counted from the events of the requests sent (the spec's `xmit_traffic` says which); vacuous
+  when no application message was sent.
 
 Discards: the receiver R's window for sender S is discarded when R (re)starts, or when R logs its
 receive window for S CLOSED with reason close_rx (a CLOSE received) or close_timeout (reaped after
@@ -795,6 +801,7 @@ class _WindowsSynced:
         self.last_ack_rx: dict[tuple[str, str], float] = {}  # (sender, receiver) -> t
         self.traffic_since_start: set[str] = set()
         self.sent_since_start: set[tuple[str, str]] = set()  # (sender, receiver)
+        self.multicast_since_start: set[str] = set()  # senders of a multicast since their last start
         # node -> {(side, peer): open?} from conn_state since the node's last start.
         self.open_windows: dict[str, dict[tuple[str, str], bool]] = {}
         self.reported: dict[str, set[tuple[str | None, str]]] = defaultdict(set)
@@ -805,6 +812,8 @@ class _WindowsSynced:
         self.traffic_since_start.add(node)
         if "peer" in ev:
             self.sent_since_start.add((node, ev["peer"]))
+        elif "members" in ev:
+            self.multicast_since_start.add(node)
 
     def see_deliver(self, ev: dict) -> None:
         node = ev["node"]
@@ -823,6 +832,7 @@ class _WindowsSynced:
                 self.traffic_since_start.discard(node)
                 self.open_windows.pop(node, None)
                 self.sent_since_start.difference_update([k for k in self.sent_since_start if k[0] == node])
+                self.multicast_since_start.discard(node)
             return
         if kind in _TRAFFIC:
             self.traffic_since_start.add(node)
@@ -849,11 +859,38 @@ class _WindowsSynced:
         # With one protocol's windows in the run a pair is named "X->Y" as it always was; with several
         # (NAKACK2 over UNICAST3), "X->Y (proto)".
         several = len({key[2] for key in send_windows}) > 1
+        lives = self.lives
+        restarted_silent: set[tuple[str, str, str]] = set()
         for (sender, receiver, proto), send in send_windows.items():
-            if self.lives.dead(sender) or self.lives.dead(receiver):
+            if lives.dead(sender) or lives.dead(receiver):
                 skipped_dead += 1
                 continue
             recv = recv_windows.get((sender, receiver, proto))
+            if (
+                lives.starts.get(sender, 0) > 1
+                and sender not in self.multicast_since_start
+                and not send.get("high")
+                and send.get("conn_id") is None
+                and recv is not None
+                and recv.get("high")
+            ):
+                # A multicast window exists per view member, so a sender restarted without multicasting
+                # since reports an empty one while the receiver still holds its previous life's: stale,
+                # like a unicast receive window of a restarted sender (below); its next multicast opens
+                # a new window at the receiver.
+                restarted_silent.add((sender, receiver, proto))
+                continue
+            if (
+                lives.starts.get(receiver, 0) > 1
+                and recv is not None
+                and recv.get("conn_id") is None
+                and not recv.get("high")
+                and send.get("conn_id") is None
+            ):
+                # The mirror case: a restarted member holds an empty multicast window for a sender that
+                # has not multicast since; like a unicast receiver without a window, the pair is idle if
+                # nothing is outstanding (pair_problem), out of sync otherwise.
+                recv = None
             problem = pair_problem(sender, receiver, send, recv)
             sync_time = None
             if problem is None and last_heal is not None:
@@ -889,7 +926,9 @@ class _WindowsSynced:
         stale_recv = sorted(
             _link(*key[:2])
             for key in recv_windows
-            if key not in send_windows and not self.lives.dead(key[0]) and not self.lives.dead(key[1])
+            if (key not in send_windows or key in restarted_silent)
+            and not self.lives.dead(key[0])
+            and not self.lives.dead(key[1])
         )
         silent = []
         for node in sorted(traffic_since_start):
@@ -1060,6 +1099,72 @@ def resync_traffic_result(pairs: dict, bound: int | None, predicates: dict | Non
     return CheckResult("resync_traffic", True, explanation, details, judged=len(pairs))
 
 
+# ---- xmit_traffic -----------------------------------------------------------------------------
+
+
+def check_xmit_traffic(events: list[dict], bound: int | None = None) -> CheckResult:
+    """Over the whole run, at most `bound` retransmission requests: what each protocol's spec calls
+    one (`ProtocolSpec.xmit_traffic`), counted from the events of messages sent. A scenario on a
+    lossless network states 0: every request there asks for a message that was never lost (seed
+    004's spurious retransmission). Judged: the application messages sent, which are what a
+    request could ask for; a run that sent none judges nothing."""
+    from node import protocols
+
+    predicates: dict[str, Callable | None] = {}
+    sent = 0
+    links: dict[str, dict] = {}
+    for ev in _ordered(events):
+        if _is_harness(ev):
+            continue
+        if ev["kind"] == "send" and ev.get("app") is not None:
+            sent += 1
+            continue
+        proto = ev["proto"]
+        if proto not in predicates:
+            try:
+                predicates[proto] = protocols.get(proto).xmit_traffic
+            except ValueError:
+                predicates[proto] = None
+        pred = predicates[proto]
+        if pred is None or "peer" not in ev or not pred(ev):
+            continue
+        # A request goes from the receiver (node) to the one asked (peer).
+        info = links.setdefault(_link(ev["node"], ev["peer"]), {"requests": 0, "seqnos": 0, "first_t": ev["t"]})
+        info["requests"] += 1
+        info["seqnos"] += int(ev.get("count") or 0)
+        info["last_t"] = ev["t"]
+    return xmit_traffic_result(links, bound, sent, predicates)
+
+
+def xmit_traffic_result(links: dict, bound: int | None, sent: int, predicates: dict | None = None) -> CheckResult:
+    """xmit_traffic's verdict from the requests per link ("R->S" -> requests, seqnos, first_t, last_t)
+    and the number of application messages sent."""
+    requests = sum(p["requests"] for p in links.values())
+    details = {"bound": bound, "sent": sent, "requests": requests, "links": links}
+    if bound is None:
+        return vacuous_result("xmit_traffic", "no xmit_bound given (a scenario key)", details)
+    if not sent:
+        return vacuous_result("xmit_traffic", "no application message was sent", details)
+    declared = [p for p, pred in (predicates or {}).items() if pred is not None]
+    if not declared:
+        return vacuous_result("xmit_traffic", "no protocol in the log declares retransmission requests", details)
+    busiest = sorted(links.items(), key=lambda item: -item[1]["requests"])[:FIRST_FEW]
+    shown = "; ".join(
+        f"{name}: {p['requests']} ({p['seqnos']} seqnos) from {_fmt_t(p['first_t'])} to {_fmt_t(p['last_t'])}"
+        for name, p in busiest
+    )
+    if requests > bound:
+        explanation = (
+            f"{requests} retransmission requests over the run, bound {bound}, for {sent} messages sent; "
+            f"receiver->asked: {shown}"
+        )
+        return CheckResult("xmit_traffic", False, explanation, details, judged=sent)
+    explanation = f"{requests} retransmission requests (bound {bound}) for {sent} messages sent" + (
+        f"; {shown}" if shown else ""
+    )
+    return CheckResult("xmit_traffic", True, explanation, details, judged=sent)
+
+
 # ---- views_agree -----------------------------------------------------------------------------
 
 
@@ -1201,8 +1306,11 @@ CHECKS: dict[str, Callable[..., CheckResult]] = {
 }
 # Checks that need a bound from the scenario (check -> its scenario key). They are not in CHECKS,
 # the checks every run may be judged by: without their bound they judge nothing.
-BOUNDED_CHECKS: dict[str, Callable[..., CheckResult]] = {"resync_traffic": check_resync_traffic}
-CHECK_BOUNDS = {"resync_traffic": "resync_bound"}
+BOUNDED_CHECKS: dict[str, Callable[..., CheckResult]] = {
+    "resync_traffic": check_resync_traffic,
+    "xmit_traffic": check_xmit_traffic,
+}
+CHECK_BOUNDS = {"resync_traffic": "resync_bound", "xmit_traffic": "xmit_bound"}
 KNOWN_CHECKS = (*CHECKS, *BOUNDED_CHECKS)
 
 # Checks that only mean something for a stack with a membership protocol (scenario key
@@ -1219,12 +1327,14 @@ def run_checks(
     *,
     recovery_bound_s: float | None = None,
     resync_bound: int | None = None,
+    xmit_bound: int | None = None,
 ) -> list[CheckResult]:
     """Run the named checks (GENERAL_CHECKS by default) in the given order over one merged event log.
 
     `recovery_bound_s` is no_loss' bound (default DEFAULT_RECOVERY_BOUND_S); scenarios resolve
     theirs from the protocol's timers (Scenario.recovery_bound). `resync_bound` is
-    resync_traffic's (the scenario's `resync_bound`; without it that check judges nothing)."""
+    resync_traffic's (the scenario's `resync_bound`; without it that check judges nothing), and
+    `xmit_bound` xmit_traffic's (the scenario's `xmit_bound`, likewise)."""
     names = list(GENERAL_CHECKS) if names is None else list(names)
     unknown = [n for n in names if n not in KNOWN_CHECKS]
     if unknown:
@@ -1247,6 +1357,8 @@ def run_checks(
             return walked[name]
         if name == "resync_traffic":
             return check_resync_traffic(ordered, resync_bound)
+        if name == "xmit_traffic":
+            return check_xmit_traffic(ordered, xmit_bound)
         return CHECKS[name](ordered)
 
     return [one(name) for name in names]
@@ -1310,6 +1422,7 @@ def judged_summary(results: Iterable[CheckResult]) -> str:
         "windows_synced": " pairs",
         "no_errors": " events",
         "resync_traffic": " pairs",
+        "xmit_traffic": " sent",
         "views_agree": " nodes",
     }
     return ", ".join(f"{r.name} {'nothing' if r.vacuous else str(r.judged) + unit.get(r.name, '')}" for r in results)
