@@ -51,17 +51,17 @@ from collections.abc import Iterable
 from itertools import takewhile
 from typing import Any
 
-from ..events import EVENT_VERSION, DataEvents, make_event
+from ..events import EVENT_VERSION, DataEvents
 from ..layer import (
     Action,
     BecomeServer,
     Bootstrap,
     Command,
+    CountingLayer,
     Digest,
     Down,
     DownBatch,
     GetDigest,
-    Layer,
     Log,
     Query,
     SetConfig,
@@ -113,7 +113,7 @@ class RecvTable:
         return gaps
 
 
-class Nakack2(Layer):
+class Nakack2(CountingLayer):
     proto = PROTO
 
     def __init__(self, local: str, config: Nakack2Config, rng: Rng) -> None:
@@ -144,14 +144,6 @@ class Nakack2(Layer):
         self._run: tuple[Up, RecvTable, int] | None = None
 
     # ---- helpers ------------------------------------------------------------------------------
-
-    def _count(self, key: str, n: int = 1) -> None:
-        self.counters[key] = self.counters.get(key, 0) + n
-
-    def _log(self, now: float, kind: str, **fields: Any) -> Log:
-        if kind == "drop":
-            self._count(f"dropped_{fields.get('type') or 'unknown'}")
-        return Log(event=make_event(now, self.local, PROTO, kind, **fields))
 
     def _others(self) -> list[str]:
         return [m for m in self.members if m != self.local]
