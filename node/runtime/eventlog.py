@@ -187,7 +187,8 @@ class EventLog:
         backslash), as a workload's always do; None otherwise (then _record_lines does it).
 
         One C-level format call per record instead of an f-string, an app id decode and a str
-        escape per line: about half the cost (benchmarks/bench_node.py, "event log")."""
+        escape per line: about a third less CPU per line (benchmarks/bench_speed.py, "event log
+        lines"; README, speed of the protocol engine)."""
         t = rec.t
         if type(t) is not float or not -_INF < t < _INF or type(rec.first_seqno) is not int:
             return None
