@@ -13,16 +13,19 @@ whatever the machine's load. Sections:
      in-order delivery, ACK (ack_min_interval 0.5 s) and XMIT-REQ/resend-highest rounds every
      0.5 s per node, the same event dicts, and nothing else (`ceiling_sim`);
    - the same loop with the real wire codec (`wire: true`).
+   The multicast case (section "mcast", benchmarks/scenarios/speed-nakack2-5x60.yaml: NAKACK2 over
+   UNICAST3, 5 members multicasting 100 msgs/s each, 10 % loss, 60 s + 5 s settle; 30 k
+   multicasts, 199 k events) is timed the same way next to a ceiling of its own (`ceiling_mcast`).
 2. The node's receive and send paths in-process on real frames (341 messages of 100 B per frame,
    UNICAST3 over the fault layer, as the daemon bundles them, GC off as in the daemon): a connected
    receiver's Stack fed decoded frames, and a sender's Stack with the bundler's encoding, vs a
    stripped loop consuming or producing the same frames (`ceiling_frames_*`); next to each, what
    the daemon's event log then spends formatting those events as lines. CPU microseconds per
    message. 2b: the same for a NAKACK2 member receiving another member's multicasts (3 members).
-3. A campaign: N seeds of the 5x60 case (runs only: Simulation.run and the checks, nothing
-   written), on 2 worker processes; runs per minute.
+3. A campaign: N seeds of the 5x60 case (runs only: Simulation.run, nothing written; with
+   --campaign-judged the checks too), on 2 worker processes; runs per minute, CPU s per run.
 
-Run: .venv/bin/python benchmarks/bench_speed.py [--quick] [--repeat N] [--campaign N]
+Run: .venv/bin/python benchmarks/bench_speed.py [--quick] [--repeat N] [--campaign N] [--sections ...]
 """
 
 from __future__ import annotations
@@ -61,6 +64,7 @@ from node.runtime.eventlog import EventLog  # noqa: E402
 from node.stack import Stack  # noqa: E402
 
 SCENARIO = ROOT / "benchmarks" / "scenarios" / "speed-5x60.yaml"
+MCAST_SCENARIO = ROOT / "benchmarks" / "scenarios" / "speed-nakack2-5x60.yaml"
 FRAME_MSGS = 341  # messages of 100 B in one bundled 64 KB datagram
 GOAL_COMMAND_S = 3.0
 GOAL_LOOP_RATIO = 3.0
@@ -188,6 +192,124 @@ def ceiling_sim(scenario: Scenario, seed: int = 1) -> tuple[float, float, int]:
     return time.perf_counter() - t0, time.process_time() - c0, sum(len(v) for v in events.values())
 
 
+def ceiling_mcast(scenario: Scenario, seed: int = 1) -> tuple[float, float, int]:
+    """The multicast case's work in a stripped loop: returns (wall s, CPU s, events). Per multicast a
+    send event, a loopback delivery, a frame to each other member on a lossy link (0.5 ms), a receive
+    into a dict window per (sender, receiver), in-order delivery with a deliver event; per node every
+    xmit interval (0.5 s) each sender's highest seqno to its members (lost tails show up as gaps) and
+    per receive window with gaps an XMIT-REQ event and a resend with a retransmit event per seqno;
+    every 2 s a STABLE round that purges each sender's table up to what every member delivered."""
+    t0, c0 = time.perf_counter(), time.process_time()
+    rng = random.Random(seed)
+    loss, delay, xmit, stable = 0.1, 0.0005, 0.5, 2.0
+    end = scenario.end_time
+    members = list(scenario.nodes)
+    heap: list = []
+    seq = 0
+    events: dict[str, list[dict]] = {n: [] for n in members}
+    table: dict[str, dict[int, bytes]] = {n: {} for n in members}  # sender -> seqno -> payload
+    next_seqno = dict.fromkeys(members, 1)
+    # (sender, receiver) -> [delivered, {seqno: (payload, app)}, highest known]
+    recv = {(s, r): [0, {}, 0] for s in members for r in members if s != r}
+    limits = {(s.index, s.src): planned_count(s, scenario.duration) for s in scenario.streams}
+    for s in scenario.streams:
+        heapq.heappush(heap, (s.start, seq, 0, s, 0))
+        seq += 1
+    for name in members:
+        heapq.heappush(heap, (xmit, seq, 2, name, None))
+        heapq.heappush(heap, (stable, seq + 1, 3, name, None))
+        seq += 2
+    while heap and heap[0][0] <= end:
+        t, _, kind, a, b = heapq.heappop(heap)
+        if kind == 0:  # a stream tick: one multicast
+            s, n = a, b + 1
+            src = s.src
+            seqno = next_seqno[src]
+            next_seqno[src] = seqno + 1
+            payload = app_payload(src, s.index, n, s.size)
+            table[src][seqno] = payload
+            app = f"{src}:{s.index}:{n}"
+            events[src].append(
+                {"v": 1, "t": t, "node": src, "proto": "nakack2", "kind": "send", "members": members,
+                 "seqno": seqno, "bytes": len(payload), "app": app}
+            )  # fmt: skip
+            events[src].append(
+                {"v": 1, "t": t, "node": src, "proto": "nakack2", "kind": "deliver", "peer": src,
+                 "seqno": seqno, "bytes": len(payload), "app": app}
+            )  # fmt: skip
+            for dst in members:
+                if dst != src and rng.random() >= loss:
+                    heapq.heappush(heap, (t + delay, seq, 1, (src, dst), (seqno, payload, app)))
+                    seq += 1
+            if n < limits[s.index, src]:
+                heapq.heappush(heap, (s.start + n / s.rate, seq, 0, s, n))
+                seq += 1
+        elif kind == 1:  # a multicast (or its resend) arrives
+            src, dst = a
+            seqno, payload, app = b
+            r = recv[a]
+            if seqno > r[2]:
+                r[2] = seqno
+            if seqno <= r[0] or seqno in r[1]:
+                continue
+            held = r[1]
+            held[seqno] = (payload, app)
+            nxt = r[0] + 1
+            evs = events[dst]
+            while nxt in held:
+                payload, app = held.pop(nxt)
+                evs.append(
+                    {"v": 1, "t": t, "node": dst, "proto": "nakack2", "kind": "deliver", "peer": src,
+                     "seqno": nxt, "bytes": len(payload), "app": app}
+                )  # fmt: skip
+                nxt += 1
+            r[0] = nxt - 1
+        elif kind == 4:  # a sender's highest seqno arrives
+            r = recv[a]
+            if b > r[2]:
+                r[2] = b
+        elif kind == 2:  # the retransmit task of node a
+            node = a
+            hs = next_seqno[node] - 1
+            for dst in members:
+                if dst != node and rng.random() >= loss:
+                    heapq.heappush(heap, (t + delay, seq, 4, (node, dst), hs))
+                    seq += 1
+            for src in members:
+                if src == node:
+                    continue
+                r = recv[(src, node)]
+                held = r[1]
+                ask = [sq for sq in range(r[0] + 1, r[2] + 1) if sq not in held]
+                if not ask:
+                    continue
+                events[node].append({"v": 1, "t": t, "node": node, "proto": "nakack2", "kind": "xmit_req_tx",
+                                     "peer": src, "origin": src, "ranges": [[ask[0], ask[-1]]], "count": len(ask),
+                                     "bytes": 69})  # fmt: skip
+                sent = table[src]
+                for sq in ask:
+                    payload = sent.get(sq)
+                    if payload is None:
+                        continue
+                    events[src].append({"v": 1, "t": t, "node": src, "proto": "nakack2", "kind": "retransmit",
+                                        "peer": node, "seqno": sq, "origin": src, "bytes": len(payload),
+                                        "reason": "xmit_req"})  # fmt: skip
+                    if rng.random() >= loss:
+                        heapq.heappush(heap, (t + 2 * delay, seq, 1, (src, node), (sq, payload, f"{src}:{sq}")))
+                        seq += 1
+            heapq.heappush(heap, (t + xmit, seq, 2, node, None))
+            seq += 1
+        else:  # the STABLE task of node a: purge its table up to what every member delivered
+            node = a
+            low = min(recv[(node, dst)][0] for dst in members if dst != node)
+            sent = table[node]
+            for sq in [sq for sq in sent if sq <= low]:
+                del sent[sq]
+            heapq.heappush(heap, (t + stable, seq, 3, node, None))
+            seq += 1
+    return time.perf_counter() - t0, time.process_time() - c0, sum(len(v) for v in events.values())
+
+
 def _children_cpu() -> float:
     usage = resource.getrusage(resource.RUSAGE_CHILDREN)
     return usage.ru_utime + usage.ru_stime
@@ -245,8 +367,11 @@ def _key(run) -> float:
     return run if isinstance(run, float) else run[0] if isinstance(run, tuple) else run["loop_cpu"]
 
 
-def bench_sim(scenario: Scenario, repeat: int, path: Path, wire_rows: bool = True) -> None:
-    ceiling, ceiling_cpu, ceiling_events = median_of(lambda: ceiling_sim(scenario), repeat)
+def bench_sim(scenario: Scenario, repeat: int, path: Path, wire_rows: bool = True, ceiling=None) -> None:
+    """One simulator case: its ceiling loop (`ceiling`, default ceiling_sim), the loop in this
+    process, and the whole command in a fresh process."""
+    ceiling = ceiling_sim if ceiling is None else ceiling
+    ceiling_wall, ceiling_cpu, ceiling_events = median_of(lambda: ceiling(scenario), repeat)
     objects = median_of(lambda: sim_parts(scenario, wire_codec=False, invariants=True), repeat)
     no_inv = median_of(lambda: sim_parts(scenario, wire_codec=False, invariants=False), repeat)
     rows = [("simulation loop, default codec, invariants on (CLI default)", objects)]
@@ -259,7 +384,7 @@ def bench_sim(scenario: Scenario, repeat: int, path: Path, wire_rows: bool = Tru
     print(f"Code: {TREE}. Load average at the start: {os.getloadavg()[0]:.1f}.\n")
     print("| what | wall s | CPU s | CPU / ceiling CPU |")
     print("| --- | --- | --- | --- |")
-    print(f"| ceiling loop (stripped CPython, same work) | {ceiling:.2f} | {ceiling_cpu:.2f} | 1.0 |")
+    print(f"| ceiling loop (stripped CPython, same work) | {ceiling_wall:.2f} | {ceiling_cpu:.2f} | 1.0 |")
     for label, parts in rows:
         print(f"| {label} | {parts['loop']:.2f} | {parts['loop_cpu']:.2f} | {parts['loop_cpu'] / ceiling_cpu:.1f} |")
     print(f"| writing the event logs | | {objects['write']:.2f} | |")
@@ -590,20 +715,38 @@ def bench_mcast_paths(n_frames: int, repeat: int) -> None:
 # ---- 3. a campaign ----------------------------------------------------------------------------
 
 
-def _campaign_run(seed: int) -> str:
+def _campaign_run(seed: int, judged: bool = False) -> tuple[str, float]:
+    """One seed of the 5x60 case: (outcome, CPU s). Runs only (Simulation.run), or judged too."""
+    c0 = time.process_time()
     scenario = dataclasses.replace(load_scenario(SCENARIO), seed=seed)
     result = Simulation(scenario).run()
-    return judge(scenario, result.all_events(), seed=seed, backend="sim", stats=result.stats).outcome
+    outcome = "run"
+    if judged:
+        outcome = judge(scenario, result.all_events(), seed=seed, backend="sim", stats=result.stats).outcome
+    return outcome, time.process_time() - c0
 
 
-def bench_campaign(runs: int, workers: int = 2) -> None:
+def _campaign_judged(seed: int) -> tuple[str, float]:
+    return _campaign_run(seed, judged=True)
+
+
+def bench_campaign(runs: int, workers: int = 2, judged: bool = False) -> None:
     t0 = time.perf_counter()
     with ProcessPoolExecutor(workers) as pool:
-        outcomes = list(pool.map(_campaign_run, range(runs)))
+        done = list(pool.map(_campaign_judged if judged else _campaign_run, range(runs)))
     wall = time.perf_counter() - t0
-    passed = outcomes.count("passed")
-    print(f"## 3. Campaign: {runs} seeds of the 5x60 case, {workers} workers (runs and checks, nothing written)\n")
-    print(f"{runs} runs in {wall:.1f} s: {runs / wall * 60:.1f} runs/min; {passed}/{runs} passed.\n")
+    cpu = sorted(c for _, c in done)
+    what = "runs and checks" if judged else "runs only"
+    print(f"## 3. Campaign: {runs} seeds of the 5x60 case, {workers} workers ({what}, nothing written)\n")
+    print(
+        f"{runs} runs in {wall:.1f} s wall: {runs / wall * 60:.1f} runs/min; CPU per run median "
+        f"{cpu[len(cpu) // 2]:.2f} s, max {cpu[-1]:.2f} s ({workers * 60 / cpu[len(cpu) // 2]:.1f} runs/min on "
+        f"{workers} free cores). Load average at the end: {os.getloadavg()[0]:.1f}."
+    )
+    if judged:
+        outcomes = [o for o, _ in done]
+        print(f"{outcomes.count('passed')}/{runs} passed.")
+    print()
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -611,7 +754,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="one repetition, fewer frames, a 4-seed campaign")
     parser.add_argument("--repeat", type=int, default=3, help="median of N runs per figure (default 3)")
     parser.add_argument("--campaign", type=int, default=None, help="seeds in the campaign (default 20; 0: skip)")
-    parser.add_argument("--sections", default="sim,node,campaign", help="comma-separated: sim, node, campaign")
+    parser.add_argument(
+        "--sections", default="sim,mcast,node,campaign", help="comma-separated: sim, mcast, node, campaign"
+    )
+    parser.add_argument("--campaign-judged", action="store_true", help="the campaign judges every run too")
     parser.add_argument("--no-wire", action="store_true", help="skip the wire-codec rows (for a tree without --wire)")
     args = parser.parse_args(argv)
     repeat = 1 if args.quick else args.repeat
@@ -620,11 +766,13 @@ def main(argv: list[str] | None = None) -> int:
     scenario = load_scenario(SCENARIO)
     if "sim" in sections:
         bench_sim(scenario, repeat, SCENARIO, wire_rows=not args.no_wire)
+    if "mcast" in sections:
+        bench_sim(load_scenario(MCAST_SCENARIO), repeat, MCAST_SCENARIO, wire_rows=False, ceiling=ceiling_mcast)
     if "node" in sections:
         bench_node_paths(30 if args.quick else 100, repeat)
         bench_mcast_paths(30 if args.quick else 100, repeat)
     if "campaign" in sections and campaign:
-        bench_campaign(campaign)
+        bench_campaign(campaign, judged=args.campaign_judged)
     return 0
 
 

@@ -29,6 +29,9 @@ narrow an excuse (see no_duplicates), never to widen one.
 - windows_synced: every final send window at X for Y (both alive at the end) matches Y's final
   recv window for X: same conn_id, Y's highest delivered == X's highest sent == X's highest acked.
   A pair whose send window the protocol reaped (CLOSED) after use is judged in sync (send None).
+  Multicast windows (per view member, no conn_id) after a restart: a receiver's window of a sender
+  restarted without multicasting since is stale, and a restarted receiver's empty window is judged
+  as no window (idle when the sender has nothing outstanding).
   A node alive at the end must report a final snapshot of each window its conn_state events left
   open (windows reaped by the protocol are not expected).
 - no_errors: no `error` event (an exception inside a protocol layer: a bug of ours).
@@ -37,6 +40,9 @@ narrow an excuse (see no_duplicates), never to widen one.
   coordinator of its last `view` event) and that view lists exactly the live nodes. A node is live
   when its last lifecycle event is not a kill (a graceful stop ends a live run). The run's end is
   the settle time after the last heal, so this is "after the last heal and `settle`".
+- xmit_traffic (bounded, only when listed): at most `xmit_bound` retransmission requests over the
+  run, counted from the events of the requests sent (the spec's `xmit_traffic` says which); vacuous
+  when no application message was sent.
 
 Discards: the receiver R's window for sender S is discarded when R (re)starts, or when R logs its
 receive window for S CLOSED with reason close_rx (a CLOSE received) or close_timeout (reaped after
@@ -52,6 +58,7 @@ millions of events.
 
 from __future__ import annotations
 
+import gc
 import operator
 from bisect import bisect_left, bisect_right
 from collections import defaultdict
@@ -232,34 +239,31 @@ class _Redeliveries:
                 return seqno >= where[1]
         return False
 
-    def deliveries(self, events: list[dict]):
-        """The deliver events with an app id, in time order, keeping the state up to date."""
-        for ev in _ordered(events):
-            kind = ev["kind"]
-            if kind == "deliver":
-                if "app" in ev:
-                    yield ev
-            elif kind == "send":
-                peer, app = ev.get("peer"), ev.get("app")
-                if peer is not None and app is not None and "seqno" in ev:
-                    key = (ev["node"], peer)
-                    self._sent[(ev["node"], peer, app)] = (self._lifetime.get(key, 0), ev["seqno"])
-            elif kind == "ack_rx":
-                peer = ev.get("peer")
-                if peer is not None and "seqno" in ev:
-                    acked_key = (ev["node"], peer, self._lifetime.get((ev["node"], peer), 0))
-                    rises = self._acked.setdefault(acked_key, [])
-                    if not rises or ev["seqno"] > rises[-1][1]:
-                        rises.append((ev["t"], ev["seqno"]))
-            elif kind == "conn_state":
-                self._observe_conn_state(ev)
-            elif kind in _LIFECYCLE:
-                self.lives.observe(ev)
-                if kind == "node_start":
-                    # A new process has new send windows: its seqnos start again at 1.
-                    node = ev["node"]
-                    for key in [k for k in self._lifetime if k[0] == node]:
-                        self._lifetime[key] += 1
+    def see_send(self, ev: dict) -> None:
+        peer, app = ev.get("peer"), ev.get("app")
+        if peer is not None and app is not None and "seqno" in ev:
+            key = (ev["node"], peer)
+            self._sent[(ev["node"], peer, app)] = (self._lifetime.get(key, 0), ev["seqno"])
+
+    def see_other(self, ev: dict) -> None:
+        """Keep the state up to date with an event that is neither a send nor a delivery."""
+        kind = ev["kind"]
+        if kind == "ack_rx":
+            peer = ev.get("peer")
+            if peer is not None and "seqno" in ev:
+                acked_key = (ev["node"], peer, self._lifetime.get((ev["node"], peer), 0))
+                rises = self._acked.setdefault(acked_key, [])
+                if not rises or ev["seqno"] > rises[-1][1]:
+                    rises.append((ev["t"], ev["seqno"]))
+        elif kind == "conn_state":
+            self._observe_conn_state(ev)
+        elif kind in _LIFECYCLE:
+            self.lives.observe(ev)
+            if kind == "node_start":
+                # A new process has new send windows: its seqnos start again at 1.
+                node = ev["node"]
+                for key in [k for k in self._lifetime if k[0] == node]:
+                    self._lifetime[key] += 1
 
     def _observe_conn_state(self, ev: dict) -> None:
         peer = ev.get("peer")
@@ -281,11 +285,7 @@ class _Redeliveries:
 
 def check_fifo(events: list[dict]) -> CheckResult:
     """Successive deliveries of one stream carry strictly increasing app n, between discards."""
-    walk = _Redeliveries()
-    fifo = _Fifo(walk)
-    for ev in walk.deliveries(events):
-        fifo.see(ev)
-    return fifo.result()
+    return run_checks(events, ["fifo"])[0]
 
 
 class _Fifo:
@@ -304,7 +304,11 @@ class _Fifo:
     def see(self, ev: dict) -> None:
         walk, highest, violations = self.walk, self.highest, self.violations
         self.delivered += 1
-        origin, stream, n = _parse_app(ev)
+        try:  # node.message.parse_app_id, inlined: once per delivery
+            origin, raw_stream, raw_n = ev["app"].rsplit(":", 2)
+            stream, n = int(raw_stream), int(raw_n)
+        except ValueError:
+            origin, stream, n = _parse_app(ev)  # raises, naming the event
         receiver, sender = ev["node"], ev.get("peer", origin)
         epoch = walk.epoch(receiver, sender)
         key = (receiver, sender, origin, stream)
@@ -350,11 +354,7 @@ def fifo_result(delivered: int, count: int, violations: list[dict]) -> CheckResu
 
 def check_no_duplicates(events: list[dict]) -> CheckResult:
     """Each app id is delivered once per receiver, unless excused by a discard of an unacked one."""
-    walk = _Redeliveries()
-    dups = _NoDuplicates(walk)
-    for ev in walk.deliveries(events):
-        dups.see(ev)
-    return dups.result()
+    return run_checks(events, ["no_duplicates"])[0]
 
 
 class _NoDuplicates:
@@ -465,34 +465,40 @@ class Connectivity:
     directions (acks, retransmission requests and resync travel back). Faults say which directed
     links they cut in their `links` field (a partition, a pause, total loss, an unbounded drop)."""
 
-    def __init__(self, events: list[dict]) -> None:
+    def __init__(self) -> None:
         self.lives: dict[str, list[_Life]] = {}
         # The change points, in log order: (t, node or link, what).
         self._changes: list[tuple[float, object, str]] = []
-        nodes: set[str] = set()
-        for ev in events:
-            kind, node = ev["kind"], ev["node"]
-            if kind in _LIFECYCLE:
-                graceful = kind == "node_stop" and ev.get("reason") == GRACEFUL_STOP
-                self._changes.append((ev["t"], node, "graceful_stop" if graceful else kind))
-                lives = self.lives.setdefault(node, [])
-                if kind == "node_start":
-                    lives.append(_Life(ev["t"]))
-                elif lives and lives[-1].end is None:
-                    lives[-1].end, lives[-1].graceful = ev["t"], ev.get("reason") == GRACEFUL_STOP
-                elif not lives:
-                    # A stop before any start: the node was up from the beginning.
-                    lives.append(_Life(float("-inf"), ev["t"], ev.get("reason") == GRACEFUL_STOP))
-            elif kind in ("fault_on", "fault_off") and _is_harness(ev):
-                for link in ev.get("links") or ():
-                    src, _, dst = link.partition("->")
-                    self._changes.append((ev["t"], (src, dst), "cut" if kind == "fault_on" else "uncut"))
-            elif node != _HARNESS:
-                nodes.add(node)
-        for node in nodes:
-            self.lives.setdefault(node, [_Life(float("-inf"))])
+        # Every node with an event (no_loss adds those of sends and deliveries itself: see observe).
+        self.nodes: set[str] = set()
         self._intervals: dict[tuple[str, str], list[tuple[float, float, int, int]]] = {}
         self._excuses: dict[tuple[str, str, int], str] = {}
+
+    def observe(self, ev: dict) -> None:
+        """Take the next event of the sorted log; `close` after the last one."""
+        kind, node = ev["kind"], ev["node"]
+        if kind in _LIFECYCLE:
+            graceful = kind == "node_stop" and ev.get("reason") == GRACEFUL_STOP
+            self._changes.append((ev["t"], node, "graceful_stop" if graceful else kind))
+            lives = self.lives.setdefault(node, [])
+            if kind == "node_start":
+                lives.append(_Life(ev["t"]))
+            elif lives and lives[-1].end is None:
+                lives[-1].end, lives[-1].graceful = ev["t"], ev.get("reason") == GRACEFUL_STOP
+            elif not lives:
+                # A stop before any start: the node was up from the beginning.
+                lives.append(_Life(float("-inf"), ev["t"], ev.get("reason") == GRACEFUL_STOP))
+        elif kind in ("fault_on", "fault_off") and _is_harness(ev):
+            for link in ev.get("links") or ():
+                src, _, dst = link.partition("->")
+                self._changes.append((ev["t"], (src, dst), "cut" if kind == "fault_on" else "uncut"))
+        elif node != _HARNESS:
+            self.nodes.add(node)
+
+    def close(self) -> None:
+        """The log is over: a node whose log shows no start was up from the beginning."""
+        for node in self.nodes:
+            self.lives.setdefault(node, [_Life(float("-inf"))])
 
     def intervals(self, x: str, y: str) -> list[tuple[float, float, int, int]]:
         """Maximal intervals (start, end, life of x, life of y) during which x and y are connected."""
@@ -572,86 +578,118 @@ class Connectivity:
 
 def check_no_loss(events: list[dict], recovery_bound_s: float = DEFAULT_RECOVERY_BOUND_S) -> CheckResult:
     """Every message owed (see the module docstring) is delivered at its receiver."""
-    events = _ordered(events)
-    conn = Connectivity(events)
-    # (sender, receiver) -> [(app, t_sent, sender's life)], in send order.
-    sent: dict[tuple[str, str], list[tuple[str, float, int]]] = defaultdict(list)
-    delivered: set[tuple[str, str, str]] = set()
-    last_deliver_link: dict[tuple[str, str], float] = {}
-    last_deliver: float | None = None
-    starts: dict[str, int] = {}  # a node's life is the number of its starts so far
-    # Multicast: (sender, member) -> [(app, t_sent)] and the sender's views, [(t, members)].
-    multicasts: dict[tuple[str, str], list[tuple[str, float]]] = defaultdict(list)
-    views: dict[str, list[tuple[float, frozenset[str]]]] = defaultdict(list)
-    # Join digests: the multicasts (sender, member) -> [(t, seqno, app)], and each member's first
-    # view after a start: (member, from when, view time, digest), "from when" being the end of its
-    # previous life (its start when it had none), so that a multicast sent at the instant of a
-    # restart counts, and one its earlier life should have delivered does not.
-    mseq: dict[tuple[str, str], list[tuple[float, int, str]]] = defaultdict(list)
-    joins: list[tuple[str, float, float, list]] = []
-    fresh: dict[str, float] = {}  # started, no view yet -> from when
-    stopped: dict[str, float] = {}
-    for ev in events:
-        kind = ev["kind"]
-        if kind == "node_start":
-            starts[ev["node"]] = starts.get(ev["node"], 0) + 1
-            fresh[ev["node"]] = stopped.get(ev["node"], ev["t"])
-        elif kind == "node_stop":
-            stopped[ev["node"]] = ev["t"]
-            fresh.pop(ev["node"], None)
-        elif kind == "send" and "app" in ev and "peer" in ev:
-            sent[(ev["node"], ev["peer"])].append((ev["app"], ev["t"], starts.get(ev["node"], 0)))
-        elif kind == "send" and "app" in ev and "members" in ev:
+    return run_checks(events, ["no_loss"], recovery_bound_s=recovery_bound_s)[0]
+
+
+class _NoLoss:
+    """no_loss' state as the walk goes (see_send and see_deliver take the two hot kinds)."""
+
+    def __init__(self, recovery_bound_s: float) -> None:
+        self.bound = recovery_bound_s
+        self.conn = Connectivity()
+        # (sender, receiver) -> [(app, t_sent, sender's life)], in send order.
+        self.sent: dict[tuple[str, str], list[tuple[str, float, int]]] = defaultdict(list)
+        self.delivered: dict[tuple[str, str], set[str]] = {}  # (sender, receiver) -> app ids
+        self.last_deliver_link: dict[tuple[str, str], float] = {}
+        self.last_deliver: float | None = None
+        self.starts: dict[str, int] = {}  # a node's life is the number of its starts so far
+        # Multicast: (sender, member) -> [(app, t_sent)] and the sender's views, [(t, members)].
+        self.multicasts: dict[tuple[str, str], list[tuple[str, float]]] = defaultdict(list)
+        self.views: dict[str, list[tuple[float, frozenset[str]]]] = defaultdict(list)
+        # Join digests: the multicasts (sender, member) -> [(t, seqno, app)], and each member's first
+        # view after a start: (member, from when, view time, digest), "from when" being the end of its
+        # previous life (its start when it had none), so that a multicast sent at the instant of a
+        # restart counts, and one its earlier life should have delivered does not.
+        self.mseq: dict[tuple[str, str], list[tuple[float, int, str]]] = defaultdict(list)
+        self.joins: list[tuple[str, float, float, list]] = []
+        self.fresh: dict[str, float] = {}  # started, no view yet -> from when
+        self.stopped: dict[str, float] = {}
+
+    def see_send(self, ev: dict) -> None:
+        node = ev["node"]
+        if node != _HARNESS:  # what Connectivity.observe does with a send
+            self.conn.nodes.add(node)
+        if "app" not in ev:
+            return
+        if "peer" in ev:
+            self.sent[(node, ev["peer"])].append((ev["app"], ev["t"], self.starts.get(node, 0)))
+        elif "members" in ev:
             # A multicast: owed to each member of the sender's view when it was sent (its own
             # loopback delivery included), by the same rule as a unicast to that member.
-            life = starts.get(ev["node"], 0)
+            life = self.starts.get(node, 0)
             for member in ev["members"]:
-                sent[(ev["node"], member)].append((ev["app"], ev["t"], life))
-                multicasts[(ev["node"], member)].append((ev["app"], ev["t"]))
+                self.sent[(node, member)].append((ev["app"], ev["t"], life))
+                self.multicasts[(node, member)].append((ev["app"], ev["t"]))
                 if "seqno" in ev:
-                    mseq[(ev["node"], member)].append((ev["t"], ev["seqno"], ev["app"]))
+                    self.mseq[(node, member)].append((ev["t"], ev["seqno"], ev["app"]))
+
+    def see_deliver(self, ev: dict) -> None:
+        node = ev["node"]
+        if node != _HARNESS:  # what Connectivity.observe does with a delivery
+            self.conn.nodes.add(node)
+        if "app" in ev:
+            link = (ev.get("peer") or _parse_app(ev)[0], node)
+            delivered = self.delivered.get(link)
+            if delivered is None:
+                delivered = self.delivered[link] = set()
+            delivered.add(ev["app"])
+            self.last_deliver_link[link] = self.last_deliver = ev["t"]
+
+    def see_other(self, ev: dict) -> None:
+        self.conn.observe(ev)
+        kind = ev["kind"]
+        if kind == "node_start":
+            self.starts[ev["node"]] = self.starts.get(ev["node"], 0) + 1
+            self.fresh[ev["node"]] = self.stopped.get(ev["node"], ev["t"])
+        elif kind == "node_stop":
+            self.stopped[ev["node"]] = ev["t"]
+            self.fresh.pop(ev["node"], None)
         elif kind == "view" and "members" in ev:
-            views[ev["node"]].append((ev["t"], frozenset(ev["members"])))
-            since = fresh.pop(ev["node"], None)
+            self.views[ev["node"]].append((ev["t"], frozenset(ev["members"])))
+            since = self.fresh.pop(ev["node"], None)
             if since is not None and ev.get("reason") == "join" and ev.get("digest"):
-                joins.append((ev["node"], since, ev["t"], ev["digest"]))
-        elif kind == "deliver" and "app" in ev:
-            sender = _sender_of(ev)
-            delivered.add((sender, ev["node"], ev["app"]))
-            last_deliver_link[(sender, ev["node"])] = last_deliver = ev["t"]
+                self.joins.append((ev["node"], since, ev["t"], ev["digest"]))
 
-    total = 0
-    excused = dict.fromkeys(EXCUSES, 0)
-    # A multicast is not owed to a member that left the sender's view within the bound after it
-    # was sent (the app ids the sender multicast then, per member).
-    left: set[tuple[str, str, str]] = set()
-    before_join = _before_join(joins, mseq)
-    if multicasts:
-        excused.update(dict.fromkeys(MULTICAST_EXCUSES, 0))
-        left = _left_view(multicasts, views, recovery_bound_s)
-    # Per link: count and the first app ids, so a link losing millions stays cheap to report.
-    lost_count: dict[tuple[str, str], int] = defaultdict(int)
-    lost_first: dict[tuple[str, str], list[str]] = defaultdict(list)
-    for (sender, receiver), msgs in sent.items():
-        total += len(msgs)
-        owed_until = conn.owed_until(sender, receiver, recovery_bound_s)
-        for app, t, life in msgs:
-            if left and (sender, receiver, app) in left:
-                excused["left_view"] += 1
-            elif before_join and (sender, receiver, app) in before_join:
-                excused["join_digest"] += 1
-            elif t > owed_until.get(life, float("-inf")):
-                excused[conn.excuse(sender, receiver, life)] += 1
-            elif (sender, receiver, app) not in delivered:
-                lost_count[(sender, receiver)] += 1
-                if len(lost_first[(sender, receiver)]) < LOST_IDS_SHOWN:
-                    lost_first[(sender, receiver)].append(app)
+    def result(self) -> CheckResult:
+        conn, sent, delivered, recovery_bound_s = self.conn, self.sent, self.delivered, self.bound
+        conn.close()
+        total = 0
+        excused = dict.fromkeys(EXCUSES, 0)
+        # A multicast is not owed to a member that left the sender's view within the bound after it
+        # was sent (the app ids the sender multicast then, per member).
+        left: set[tuple[str, str, str]] = set()
+        before_join = _before_join(self.joins, self.mseq)
+        if self.multicasts:
+            excused.update(dict.fromkeys(MULTICAST_EXCUSES, 0))
+            left = _left_view(self.multicasts, self.views, recovery_bound_s)
+        # Per link: count and the first app ids, so a link losing millions stays cheap to report.
+        lost_count: dict[tuple[str, str], int] = defaultdict(int)
+        lost_first: dict[tuple[str, str], list[str]] = defaultdict(list)
+        for (sender, receiver), msgs in sent.items():
+            total += len(msgs)
+            owed_until = conn.owed_until(sender, receiver, recovery_bound_s)
+            arrived = delivered.get((sender, receiver), ())
+            for app, t, life in msgs:
+                if left and (sender, receiver, app) in left:
+                    excused["left_view"] += 1
+                elif before_join and (sender, receiver, app) in before_join:
+                    excused["join_digest"] += 1
+                elif t > owed_until.get(life, float("-inf")):
+                    excused[conn.excuse(sender, receiver, life)] += 1
+                elif app not in arrived:
+                    lost_count[(sender, receiver)] += 1
+                    if len(lost_first[(sender, receiver)]) < LOST_IDS_SHOWN:
+                        lost_first[(sender, receiver)].append(app)
 
-    lost = {
-        _link(*link): {"count": count, "first": lost_first[link], "last_deliver_t": last_deliver_link.get(link)}
-        for link, count in lost_count.items()
-    }
-    return no_loss_result(total, excused, last_deliver, lost, recovery_bound_s)
+        lost = {
+            _link(*link): {
+                "count": count,
+                "first": lost_first[link],
+                "last_deliver_t": self.last_deliver_link.get(link),
+            }
+            for link, count in lost_count.items()
+        }
+        return no_loss_result(total, excused, self.last_deliver, lost, recovery_bound_s)
 
 
 def _before_join(
@@ -749,110 +787,163 @@ def window_view(ev: dict | None) -> dict | None:
 
 def check_windows_synced(events: list[dict]) -> CheckResult:
     """Final send and recv windows of every live pair agree, and nothing is left unacked."""
-    lives = _Lives()
-    send_windows: dict[tuple[str, str, str], dict] = {}  # (sender, receiver, proto) -> final window
-    recv_windows: dict[tuple[str, str, str], dict] = {}  # (sender, receiver, proto) -> final window
-    last_deliver: dict[tuple[str, str], float] = {}  # (sender, receiver) -> t
-    last_ack_rx: dict[tuple[str, str], float] = {}  # (sender, receiver) -> t
-    traffic_since_start: set[str] = set()
-    sent_since_start: set[tuple[str, str]] = set()  # (sender, receiver)
-    # node -> {(side, peer): open?} from conn_state since the node's last start.
-    open_windows: dict[str, dict[tuple[str, str], bool]] = {}
-    reported: dict[str, set[tuple[str | None, str]]] = defaultdict(set)
-    last_heal: float | None = None
-    for ev in _ordered(events):
+    return run_checks(events, ["windows_synced"])[0]
+
+
+class _WindowsSynced:
+    """windows_synced's state as the walk goes (see_send and see_deliver take the two hot kinds)."""
+
+    def __init__(self) -> None:
+        self.lives = _Lives()
+        self.send_windows: dict[tuple[str, str, str], dict] = {}  # (sender, receiver, proto) -> final window
+        self.recv_windows: dict[tuple[str, str, str], dict] = {}  # (sender, receiver, proto) -> final window
+        self.last_deliver: dict[tuple[str, str], float] = {}  # (sender, receiver) -> t
+        self.last_ack_rx: dict[tuple[str, str], float] = {}  # (sender, receiver) -> t
+        self.traffic_since_start: set[str] = set()
+        self.sent_since_start: set[tuple[str, str]] = set()  # (sender, receiver)
+        self.multicast_since_start: set[str] = set()  # senders of a multicast since their last start
+        # node -> {(side, peer): open?} from conn_state since the node's last start.
+        self.open_windows: dict[str, dict[tuple[str, str], bool]] = {}
+        self.reported: dict[str, set[tuple[str | None, str]]] = defaultdict(set)
+        self.last_heal: float | None = None
+
+    def see_send(self, ev: dict) -> None:
+        node = ev["node"]
+        self.traffic_since_start.add(node)
+        if "peer" in ev:
+            self.sent_since_start.add((node, ev["peer"]))
+        elif "members" in ev:
+            self.multicast_since_start.add(node)
+
+    def see_deliver(self, ev: dict) -> None:
+        node = ev["node"]
+        self.traffic_since_start.add(node)
+        if "peer" in ev:
+            self.last_deliver[(ev["peer"], node)] = ev["t"]
+
+    def see_other(self, ev: dict) -> None:
         kind, node = ev["kind"], ev["node"]
         if kind in _LIFECYCLE:
-            lives.observe(ev)
+            self.lives.observe(ev)
             # A restarted node lost its windows, so only traffic after the last start counts. A
             # stop keeps it: a graceful stop ends every live run right after the final windows,
             # and a dead node is skipped below anyway.
             if kind == "node_start":
-                traffic_since_start.discard(node)
-                open_windows.pop(node, None)
-                sent_since_start.difference_update([k for k in sent_since_start if k[0] == node])
-            continue
+                self.traffic_since_start.discard(node)
+                self.open_windows.pop(node, None)
+                self.sent_since_start.difference_update([k for k in self.sent_since_start if k[0] == node])
+                self.multicast_since_start.discard(node)
+            return
         if kind in _TRAFFIC:
-            traffic_since_start.add(node)
-        if kind == "deliver" and "peer" in ev:
-            last_deliver[(ev["peer"], node)] = ev["t"]
-        elif kind == "ack_rx" and "peer" in ev:
-            last_ack_rx[(node, ev["peer"])] = ev["t"]
+            self.traffic_since_start.add(node)
+        if kind == "ack_rx" and "peer" in ev:
+            self.last_ack_rx[(node, ev["peer"])] = ev["t"]
         elif kind == "conn_state" and "peer" in ev and ev.get("side") in ("send", "recv"):
-            open_windows.setdefault(node, {})[(ev["side"], ev["peer"])] = ev.get("state") != _CLOSED
-        if kind == "send" and "peer" in ev:
-            sent_since_start.add((node, ev["peer"]))
-        elif kind == "window" and ev.get("final") and "peer" in ev:
-            reported[node].add((ev.get("side"), ev["peer"]))
+            self.open_windows.setdefault(node, {})[(ev["side"], ev["peer"])] = ev.get("state") != _CLOSED
+        if kind == "window" and ev.get("final") and "peer" in ev:
+            self.reported[node].add((ev.get("side"), ev["peer"]))
             # Keyed by proto too: a NAKACK2 stack has NAKACK2's and UNICAST3's windows per pair.
             if ev.get("side") == "send":
-                send_windows[(node, ev["peer"], ev["proto"])] = ev
+                self.send_windows[(node, ev["peer"], ev["proto"])] = ev
             elif ev.get("side") == "recv":
-                recv_windows[(ev["peer"], node, ev["proto"])] = ev
+                self.recv_windows[(ev["peer"], node, ev["proto"])] = ev
         elif _is_heal(ev):
-            last_heal = ev["t"]
+            self.last_heal = ev["t"]
 
-    pairs: dict[str, dict] = {}
-    skipped_dead = 0
-    # With one protocol's windows in the run a pair is named "X->Y" as it always was; with several
-    # (NAKACK2 over UNICAST3), "X->Y (proto)".
-    several = len({key[2] for key in send_windows}) > 1
-    for (sender, receiver, proto), send in send_windows.items():
-        if lives.dead(sender) or lives.dead(receiver):
-            skipped_dead += 1
-            continue
-        recv = recv_windows.get((sender, receiver, proto))
-        problem = pair_problem(sender, receiver, send, recv)
-        sync_time = None
-        if problem is None and last_heal is not None:
-            moved = max(last_deliver.get((sender, receiver), 0.0), last_ack_rx.get((sender, receiver), 0.0))
-            sync_time = max(0.0, moved - last_heal)
-        pairs[_link(sender, receiver) + (f" ({proto})" if several else "")] = {
-            "synced": problem is None,
-            "problem": problem,
-            "send": window_view(send),
-            "recv": window_view(recv),
-            "sync_time": sync_time,
-        }
-
-    # A pair whose send window the protocol reaped (CLOSED) after sending is judged too: it is in
-    # sync when the receiver kept no window either (a receiver window it still holds is stale).
-    send_links = {key[:2] for key in send_windows}
-    for sender, receiver in sorted(sent_since_start):
-        if (sender, receiver) in send_links or lives.dead(sender) or lives.dead(receiver):
-            continue
-        if open_windows.get(sender, {}).get(("send", receiver)) is False:
-            # Reaping is UNICAST3's (conn_state): its receive window, if any, is the stale one.
-            recv = next((ev for key, ev in recv_windows.items() if key[:2] == (sender, receiver)), None)
-            pairs[_link(sender, receiver)] = {
-                "synced": True,
-                "problem": None,
-                "send": None,
+    def result(self) -> CheckResult:
+        send_windows, recv_windows, last_heal = self.send_windows, self.recv_windows, self.last_heal
+        last_deliver, last_ack_rx, open_windows = self.last_deliver, self.last_ack_rx, self.open_windows
+        sent_since_start, traffic_since_start, reported = self.sent_since_start, self.traffic_since_start, self.reported
+        pairs: dict[str, dict] = {}
+        skipped_dead = 0
+        # With one protocol's windows in the run a pair is named "X->Y" as it always was; with several
+        # (NAKACK2 over UNICAST3), "X->Y (proto)".
+        several = len({key[2] for key in send_windows}) > 1
+        lives = self.lives
+        restarted_silent: set[tuple[str, str, str]] = set()
+        for (sender, receiver, proto), send in send_windows.items():
+            if lives.dead(sender) or lives.dead(receiver):
+                skipped_dead += 1
+                continue
+            recv = recv_windows.get((sender, receiver, proto))
+            if (
+                lives.starts.get(sender, 0) > 1
+                and sender not in self.multicast_since_start
+                and not send.get("high")
+                and send.get("conn_id") is None
+                and recv is not None
+                and recv.get("high")
+            ):
+                # A multicast window exists per view member, so a sender restarted without multicasting
+                # since reports an empty one while the receiver still holds its previous life's: stale,
+                # like a unicast receive window of a restarted sender (below); its next multicast opens
+                # a new window at the receiver.
+                restarted_silent.add((sender, receiver, proto))
+                continue
+            if (
+                lives.starts.get(receiver, 0) > 1
+                and recv is not None
+                and recv.get("conn_id") is None
+                and not recv.get("high")
+                and send.get("conn_id") is None
+            ):
+                # The mirror case: a restarted member holds an empty multicast window for a sender that
+                # has not multicast since; like a unicast receiver without a window, the pair is idle if
+                # nothing is outstanding (pair_problem), out of sync otherwise.
+                recv = None
+            problem = pair_problem(sender, receiver, send, recv)
+            sync_time = None
+            if problem is None and last_heal is not None:
+                moved = max(last_deliver.get((sender, receiver), 0.0), last_ack_rx.get((sender, receiver), 0.0))
+                sync_time = max(0.0, moved - last_heal)
+            pairs[_link(sender, receiver) + (f" ({proto})" if several else "")] = {
+                "synced": problem is None,
+                "problem": problem,
+                "send": window_view(send),
                 "recv": window_view(recv),
-                "sync_time": None,
+                "sync_time": sync_time,
             }
 
-    # A recv window with no send window at a live sender is stale (the sender restarted and has
-    # not sent since); the next send resyncs it, so it is reported but is no failure.
-    stale_recv = sorted(
-        _link(*key[:2])
-        for key in recv_windows
-        if key not in send_windows and not lives.dead(key[0]) and not lives.dead(key[1])
-    )
-    silent = []
-    for node in sorted(traffic_since_start):
-        if lives.dead(node):
-            continue
-        windows = open_windows.get(node)
-        if windows is None:
-            # No conn_state since its start: at least one final window is owed.
-            missing = not reported.get(node)
-        else:
-            # Windows the protocol reaped (CLOSED) are not expected at the end.
-            missing = any(is_open and key not in reported.get(node, ()) for key, is_open in windows.items())
-        if missing:
-            silent.append(node)
-    return windows_synced_result(pairs, silent, skipped_dead, stale_recv, last_heal)
+        # A pair whose send window the protocol reaped (CLOSED) after sending is judged too: it is in
+        # sync when the receiver kept no window either (a receiver window it still holds is stale).
+        send_links = {key[:2] for key in send_windows}
+        for sender, receiver in sorted(sent_since_start):
+            if (sender, receiver) in send_links or self.lives.dead(sender) or self.lives.dead(receiver):
+                continue
+            if open_windows.get(sender, {}).get(("send", receiver)) is False:
+                # Reaping is UNICAST3's (conn_state): its receive window, if any, is the stale one.
+                recv = next((ev for key, ev in recv_windows.items() if key[:2] == (sender, receiver)), None)
+                pairs[_link(sender, receiver)] = {
+                    "synced": True,
+                    "problem": None,
+                    "send": None,
+                    "recv": window_view(recv),
+                    "sync_time": None,
+                }
+
+        # A recv window with no send window at a live sender is stale (the sender restarted and has
+        # not sent since); the next send resyncs it, so it is reported but is no failure.
+        stale_recv = sorted(
+            _link(*key[:2])
+            for key in recv_windows
+            if (key not in send_windows or key in restarted_silent)
+            and not self.lives.dead(key[0])
+            and not self.lives.dead(key[1])
+        )
+        silent = []
+        for node in sorted(traffic_since_start):
+            if self.lives.dead(node):
+                continue
+            windows = open_windows.get(node)
+            if windows is None:
+                # No conn_state since its start: at least one final window is owed.
+                missing = not reported.get(node)
+            else:
+                # Windows the protocol reaped (CLOSED) are not expected at the end.
+                missing = any(is_open and key not in reported.get(node, ()) for key, is_open in windows.items())
+            if missing:
+                silent.append(node)
+        return windows_synced_result(pairs, silent, skipped_dead, stale_recv, last_heal)
 
 
 def windows_synced_result(
@@ -902,20 +993,29 @@ def _is_heal(ev: dict) -> bool:
 
 def check_no_errors(events: list[dict]) -> CheckResult:
     """No exception was raised inside a protocol stack (`error` events)."""
-    judged = 0
-    errors: list[dict] = []
-    count = 0
-    for ev in _ordered(events):
+    return run_checks(events, ["no_errors"])[0]
+
+
+class _NoErrors:
+    """no_errors' tallies as the walk goes."""
+
+    def __init__(self) -> None:
+        self.judged = self.count = 0
+        self.errors: list[dict] = []
+
+    def see_other(self, ev: dict) -> None:
         if _is_harness(ev):
-            continue
-        judged += 1
+            return
+        self.judged += 1
         if ev["kind"] == "error":
-            count += 1
-            if len(errors) < FIRST_FEW:
-                errors.append(
+            self.count += 1
+            if len(self.errors) < FIRST_FEW:
+                self.errors.append(
                     {"node": ev["node"], "t": ev["t"], "reason": ev.get("reason"), "detail": ev.get("detail")}
                 )
-    return no_errors_result(judged, count, errors)
+
+    def result(self) -> CheckResult:
+        return no_errors_result(self.judged, self.count, self.errors)
 
 
 def no_errors_result(judged: int, count: int, errors: list[dict]) -> CheckResult:
@@ -997,6 +1097,72 @@ def resync_traffic_result(pairs: dict, bound: int | None, predicates: dict | Non
     most = max(pairs.items(), key=lambda item: item[1]["messages"])
     explanation = f"{len(pairs)} pair(s) within {bound} resync messages; most: " + line(*most)
     return CheckResult("resync_traffic", True, explanation, details, judged=len(pairs))
+
+
+# ---- xmit_traffic -----------------------------------------------------------------------------
+
+
+def check_xmit_traffic(events: list[dict], bound: int | None = None) -> CheckResult:
+    """Over the whole run, at most `bound` retransmission requests: what each protocol's spec calls
+    one (`ProtocolSpec.xmit_traffic`), counted from the events of messages sent. A scenario on a
+    lossless network states 0: every request there asks for a message that was never lost (seed
+    004's spurious retransmission). Judged: the application messages sent, which are what a
+    request could ask for; a run that sent none judges nothing."""
+    from node import protocols
+
+    predicates: dict[str, Callable | None] = {}
+    sent = 0
+    links: dict[str, dict] = {}
+    for ev in _ordered(events):
+        if _is_harness(ev):
+            continue
+        if ev["kind"] == "send" and ev.get("app") is not None:
+            sent += 1
+            continue
+        proto = ev["proto"]
+        if proto not in predicates:
+            try:
+                predicates[proto] = protocols.get(proto).xmit_traffic
+            except ValueError:
+                predicates[proto] = None
+        pred = predicates[proto]
+        if pred is None or "peer" not in ev or not pred(ev):
+            continue
+        # A request goes from the receiver (node) to the one asked (peer).
+        info = links.setdefault(_link(ev["node"], ev["peer"]), {"requests": 0, "seqnos": 0, "first_t": ev["t"]})
+        info["requests"] += 1
+        info["seqnos"] += int(ev.get("count") or 0)
+        info["last_t"] = ev["t"]
+    return xmit_traffic_result(links, bound, sent, predicates)
+
+
+def xmit_traffic_result(links: dict, bound: int | None, sent: int, predicates: dict | None = None) -> CheckResult:
+    """xmit_traffic's verdict from the requests per link ("R->S" -> requests, seqnos, first_t, last_t)
+    and the number of application messages sent."""
+    requests = sum(p["requests"] for p in links.values())
+    details = {"bound": bound, "sent": sent, "requests": requests, "links": links}
+    if bound is None:
+        return vacuous_result("xmit_traffic", "no xmit_bound given (a scenario key)", details)
+    if not sent:
+        return vacuous_result("xmit_traffic", "no application message was sent", details)
+    declared = [p for p, pred in (predicates or {}).items() if pred is not None]
+    if not declared:
+        return vacuous_result("xmit_traffic", "no protocol in the log declares retransmission requests", details)
+    busiest = sorted(links.items(), key=lambda item: -item[1]["requests"])[:FIRST_FEW]
+    shown = "; ".join(
+        f"{name}: {p['requests']} ({p['seqnos']} seqnos) from {_fmt_t(p['first_t'])} to {_fmt_t(p['last_t'])}"
+        for name, p in busiest
+    )
+    if requests > bound:
+        explanation = (
+            f"{requests} retransmission requests over the run, bound {bound}, for {sent} messages sent; "
+            f"receiver->asked: {shown}"
+        )
+        return CheckResult("xmit_traffic", False, explanation, details, judged=sent)
+    explanation = f"{requests} retransmission requests (bound {bound}) for {sent} messages sent" + (
+        f"; {shown}" if shown else ""
+    )
+    return CheckResult("xmit_traffic", True, explanation, details, judged=sent)
 
 
 # ---- views_agree -----------------------------------------------------------------------------
@@ -1140,8 +1306,11 @@ CHECKS: dict[str, Callable[..., CheckResult]] = {
 }
 # Checks that need a bound from the scenario (check -> its scenario key). They are not in CHECKS,
 # the checks every run may be judged by: without their bound they judge nothing.
-BOUNDED_CHECKS: dict[str, Callable[..., CheckResult]] = {"resync_traffic": check_resync_traffic}
-CHECK_BOUNDS = {"resync_traffic": "resync_bound"}
+BOUNDED_CHECKS: dict[str, Callable[..., CheckResult]] = {
+    "resync_traffic": check_resync_traffic,
+    "xmit_traffic": check_xmit_traffic,
+}
+CHECK_BOUNDS = {"resync_traffic": "resync_bound", "xmit_traffic": "xmit_bound"}
 KNOWN_CHECKS = (*CHECKS, *BOUNDED_CHECKS)
 
 # Checks that only mean something for a stack with a membership protocol (scenario key
@@ -1158,12 +1327,14 @@ def run_checks(
     *,
     recovery_bound_s: float | None = None,
     resync_bound: int | None = None,
+    xmit_bound: int | None = None,
 ) -> list[CheckResult]:
     """Run the named checks (GENERAL_CHECKS by default) in the given order over one merged event log.
 
     `recovery_bound_s` is no_loss' bound (default DEFAULT_RECOVERY_BOUND_S); scenarios resolve
     theirs from the protocol's timers (Scenario.recovery_bound). `resync_bound` is
-    resync_traffic's (the scenario's `resync_bound`; without it that check judges nothing)."""
+    resync_traffic's (the scenario's `resync_bound`; without it that check judges nothing), and
+    `xmit_bound` xmit_traffic's (the scenario's `xmit_bound`, likewise)."""
     names = list(GENERAL_CHECKS) if names is None else list(names)
     unknown = [n for n in names if n not in KNOWN_CHECKS]
     if unknown:
@@ -1171,26 +1342,77 @@ def run_checks(
     # Sort once here; the checks take the sorted log as it is.
     ordered = _SortedLog(_ordered(events))
     bound = DEFAULT_RECOVERY_BOUND_S if recovery_bound_s is None else recovery_bound_s
-    fused: dict[str, CheckResult] = {}
-    if "fifo" in names and "no_duplicates" in names:
-        # Both walk the deliveries with the same bookkeeping: one walk feeds the two.
-        walk = _Redeliveries()
-        fifo, dups = _Fifo(walk), _NoDuplicates(walk)
-        for ev in walk.deliveries(ordered):
-            fifo.see(ev)
-            dups.see(ev)
-        fused = {"fifo": fifo.result(), "no_duplicates": dups.result()}
+    # The walk makes a tuple or two per event and no reference cycles: the collector's passes over
+    # a big log (every event dict is tracked) would cost a fifth of the walk.
+    gc_was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        walked = _walk(ordered, names, bound)
+    finally:
+        if gc_was_enabled:
+            gc.enable()
 
     def one(name: str) -> CheckResult:
-        if name in fused:
-            return fused[name]
-        if name == "no_loss":
-            return check_no_loss(ordered, bound)
+        if name in walked:
+            return walked[name]
         if name == "resync_traffic":
             return check_resync_traffic(ordered, resync_bound)
+        if name == "xmit_traffic":
+            return check_xmit_traffic(ordered, xmit_bound)
         return CHECKS[name](ordered)
 
     return [one(name) for name in names]
+
+
+def _walk(ordered: list[dict], names: list[str], bound: float) -> dict[str, CheckResult]:
+    """The results of the named checks among fifo, no_duplicates, no_loss, windows_synced and
+    no_errors, from one pass over the sorted log (the other checks walk it on their own).
+
+    Sends and deliveries are nearly every event: they go straight to the checks that read them,
+    the few other events to every check."""
+    walk = _Redeliveries()
+    fifo = _Fifo(walk) if "fifo" in names else None
+    dups = _NoDuplicates(walk) if "no_duplicates" in names else None
+    loss = _NoLoss(bound) if "no_loss" in names else None
+    synced = _WindowsSynced() if "windows_synced" in names else None
+    errors = _NoErrors() if "no_errors" in names else None
+    if not (fifo or dups or loss or synced or errors):
+        return {}
+    on_send: list[Callable[[dict], None]] = []
+    on_deliver: list[Callable[[dict], None]] = []  # deliveries with an app id
+    on_other_deliver: list[Callable[[dict], None]] = []  # deliveries without one
+    on_other: list[Callable[[dict], None]] = []
+    if fifo or dups:
+        on_send.append(walk.see_send)
+        on_other.append(walk.see_other)
+        on_deliver.extend(check.see for check in (fifo, dups) if check is not None)
+    for check in (loss, synced):
+        if check is not None:
+            on_send.append(check.see_send)
+            on_deliver.append(check.see_deliver)
+            on_other_deliver.append(check.see_deliver)
+            on_other.append(check.see_other)
+    if errors is not None:
+        on_other.append(errors.see_other)
+    hot_judged = 0  # sends and deliveries that no_errors judges (node events, never errors)
+    for ev in ordered:
+        kind = ev["kind"]
+        if kind == "deliver":
+            hot = on_deliver if "app" in ev else on_other_deliver
+        elif kind == "send":
+            hot = on_send
+        else:
+            for see in on_other:
+                see(ev)
+            continue
+        if errors is not None and ev["node"] != _HARNESS and ev["proto"] != _HARNESS:
+            hot_judged += 1
+        for see in hot:
+            see(ev)
+    if errors is not None:
+        errors.judged += hot_judged
+    found = {"fifo": fifo, "no_duplicates": dups, "no_loss": loss, "windows_synced": synced, "no_errors": errors}
+    return {name: check.result() for name, check in found.items() if check is not None}
 
 
 def judged_summary(results: Iterable[CheckResult]) -> str:
@@ -1200,6 +1422,7 @@ def judged_summary(results: Iterable[CheckResult]) -> str:
         "windows_synced": " pairs",
         "no_errors": " events",
         "resync_traffic": " pairs",
+        "xmit_traffic": " sent",
         "views_agree": " nodes",
     }
     return ", ".join(f"{r.name} {'nothing' if r.vacuous else str(r.judged) + unit.get(r.name, '')}" for r in results)

@@ -19,6 +19,7 @@ import subprocess
 import sys
 import time
 import traceback
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -297,13 +298,14 @@ def _run_sim(args, path: Path, scenario, seed: int) -> int:
         f"{stats['wall_time_s']:.2f} s wall, {stats['msgs_sent']} msgs sent / "
         f"{stats['msgs_delivered']} delivered, {verdict.summary()}, run dir {outcome.run_dir}"
     )
-    _print_evidence(verdict, outcome.result.all_events())  # type: ignore[union-attr]  # sim: a SimResult
+    _print_evidence(verdict, outcome.result.all_events)  # type: ignore[union-attr]  # sim: a SimResult
     return _verdict_exit(verdict)
 
 
-def _print_evidence(verdict, events: list[dict]) -> None:
+def _print_evidence(verdict, events: Callable[[], list[dict]]) -> None:
     """For a reproduced bug, the failure it expected; for any failure or reproduction, what the
-    protocol kept doing at the end and the final windows (harness/evidence.py)."""
+    protocol kept doing at the end and the final windows (harness/evidence.py). `events` gives the
+    merged log: it is read only when there is something to show (merging a big run costs)."""
     if verdict.passed and not isinstance(verdict.expect, dict):
         return
     if verdict.passed:
@@ -312,7 +314,7 @@ def _print_evidence(verdict, events: list[dict]) -> None:
                 print(f"  {check.name} failed (as expected): {check.explanation}")
     from harness.evidence import evidence_lines
 
-    for line in evidence_lines(events):
+    for line in evidence_lines(events()):
         print(f"  evidence: {line}")
 
 
@@ -365,7 +367,7 @@ def _run_live(args, path: Path, scenario, seed: int) -> int:
     if not verdict.passed or isinstance(verdict.expect, dict):
         from harness.eventlog import read_run
 
-        _print_evidence(verdict, read_run(outcome.run_dir))
+        _print_evidence(verdict, lambda: read_run(outcome.run_dir))
     return _verdict_exit(verdict)
 
 

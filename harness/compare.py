@@ -129,7 +129,11 @@ def measure(data: dict, seed: int) -> dict:
         return {"crash": f"{type(exc).__name__}: {exc}"[:200]}
     events = result.all_events()
     results = run_checks(
-        events, list(scenario.checks), recovery_bound_s=scenario.recovery_bound, resync_bound=scenario.resync_bound
+        events,
+        list(scenario.checks),
+        recovery_bound_s=scenario.recovery_bound,
+        resync_bound=scenario.resync_bound,
+        xmit_bound=scenario.xmit_bound,
     )
     failed = [c.name for c in results if not c.passed]
     traffic = check_resync_traffic(events, 1 << 62).details

@@ -1,25 +1,30 @@
-"""Mutation testing of the checkers: planted protocol bugs against a standard chaos set.
+"""Mutation testing of the checkers: planted protocol bugs against a protocol's chaos set.
 
-A mutant is UNICAST3 with one deliberate bug, selected by `mutation: <name>` in its config
+A mutant is a protocol with one deliberate bug, selected by `mutation: <name>` in its config
 (the protocol spec's `mutations`, each a small change at one spot of the protocol's code). The checkers
 earn their keep when every mutant fails a check on some chaos schedule (the mutant is *killed*)
 while the unmutated protocol passes every schedule (no false failures).
 
-The standard chaos set is a function of a seed (`chaos_scenario`): 3 nodes with streams both
-ways for 10-20 s, and a random fault schedule of partitions (one-way and two-way, healed), loss,
-duplication, reordering, delay with jitter, in-process typed drops (DATA, ACK, XMIT_REQ, SYNC...
-with a count), an asymmetric split where the receiver drops the sender from its view (seed 000),
-a stale ACK delayed past a resync (JGRP-1875), restarts (some late, after the heals) and kills,
-and admin syncs where the scenario model has them. Small conn_expiry/conn_close timeouts make
-windows close, get reaped and reopen. Each seed picks a resync mode (`sync` or `timestamp`; the
-`first_seqno` mode is JGRP-1875 itself and would fail unmutated); a mutant whose bug sits on one
-resync path (the spec's mutation_settings) runs every seed in that mode.
+A chaos set is a function of a seed (`chaos_scenario(seed, protocol)`) drawn from the protocol's
+spec (`ProtocolSpec.chaos`, a node.protocols.ChaosSet: data, so this module names no protocol):
+3 nodes with streams for 10-20 s (unicast both ways, or one multicast stream per node), and a
+random fault schedule of partitions (one-way and two-way, healed), loss, duplication, reordering,
+delay with jitter, in-process typed drops of the spec's `chaos_drop_types` with a count, and as the
+set says: the first messages of a stream lost (seed 002), restarts (some late, after the heals)
+and kills, an asymmetric split where the receiver drops the sender from its view (seed 000), a
+stale ACK delayed past a resync (JGRP-1875), admin syncs where the scenario model has them, and
+connection lifetimes kept longer than the disturbances. UNICAST3's set has all of these but the
+first-messages loss, small conn_expiry/conn_close timeouts, and a resync
+mode per seed (`sync` or `timestamp`; `first_seqno` is JGRP-1875 itself and would fail
+unmutated); a mutant whose bug sits on one mode's path (the spec's mutation_settings) runs every
+seed in that mode. A set may make a share of its seeds lossless (concurrent senders on links with a
+constant delay and no fault) and judge them by xmit_traffic at xmit_bound 0 (MCAST's).
 
 A run is judged exactly like `splitbrain run --backend sim`: the simulator with invariant checks,
-then harness.rundir.judge with the scenario's checks and recovery bound. A mutant is killed by a
+then harness.rundir.judge with the scenario's checks and bounds. A mutant is killed by a
 seed when the verdict is "failed" (a check failed, not merely vacuous); a simulator exception
 (an invariant assertion, a crash inside a layer) also kills it but is reported as a crash. The
-unmutated protocol runs as the baseline over the same seeds, in every resync mode a mutant used.
+unmutated protocol runs as the baseline over the same seeds, in every mode a mutant used.
 
 Shrinking (`shrink`) removes schedule steps greedily, then streams, then halves what the
 streams send, keeping every change after which the same check still fails with the same seed and
@@ -37,24 +42,40 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from node import protocols
-
-# The protocol whose planted bugs the chaos set below is made for (its settings: resync modes,
-# connection lifetimes).
-PROTOCOL = protocols.DEFAULT_PROTOCOL
-SPEC = protocols.get(PROTOCOL)
-MUTATIONS = SPEC.mutations
+from node.protocols import ChaosSet
 
 NODES = ("A", "B", "C")
-# Resync modes of the chaos set; first_seqno is the JGRP-1875 design and fails unmutated.
-CHAOS_MODES = ("sync", "timestamp")
 SETTLE_S = 12.0
-# Connection lifetime (conn_expiry + conn_close) beyond the disturbed time of a schedule: a resync
-# (timestamp mode waits sync_min_interval) plus a recovery bound of retransmissions.
-FAIRNESS_SLACK_S = 8.0
 # A view episode owns its pair of nodes from this long before it starts until this long after it heals.
 EPISODE_GUARD_S = 3.0
 # The most simulator runs one shrink may spend.
 SHRINK_BUDGET = 120
+# Lossless seeds (ChaosSet.lossless_share): the workload's time budget is this share of the
+# seed's duration, with two streams per node at these rates: a sender sends again within the
+# few milliseconds a preempted thread (MCAST's seqno_outside_lock) holds a message back.
+LOSSLESS_SHARE_OF_DURATION = 0.2
+LOSSLESS_RATES = (150, 200, 300)
+
+
+def hunted() -> tuple[str, ...]:
+    """The protocols with a chaos set (`splitbrain mutants --protocol`)."""
+    return tuple(name for name in protocols.names() if protocols.get(name).chaos is not None)
+
+
+def chaos_of(protocol: str) -> ChaosSet:
+    chaos = protocols.get(protocol).chaos
+    if chaos is None:
+        raise ValueError(f"protocol {protocol!r} has no chaos set (hunted: {', '.join(hunted())})")
+    return chaos
+
+
+def mutations(protocol: str = protocols.DEFAULT_PROTOCOL) -> dict[str, str]:
+    """The planted bugs the hunt runs for a protocol: name -> what it breaks."""
+    return dict(protocols.get(protocol).mutations)
+
+
+def chaos_modes(protocol: str = protocols.DEFAULT_PROTOCOL) -> tuple[str, ...]:
+    return chaos_of(protocol).modes
 
 
 def admin_sync_available() -> bool:
@@ -64,10 +85,14 @@ def admin_sync_available() -> bool:
     return "sync" in STEP_KINDS
 
 
-def mutant_mode(name: str | None) -> str | None:
-    """The resync mode a mutant needs, or None when any mode shows its bug."""
-    settings = SPEC.mutation_settings.get(name, {}) if name else {}
-    return settings.get("resync")
+def mutant_mode(name: str | None, protocol: str = protocols.DEFAULT_PROTOCOL) -> str | None:
+    """The mode (the chaos set's mode_key: UNICAST3's resync) a mutant needs, or None when any mode
+    shows its bug."""
+    spec = protocols.get(protocol)
+    key = spec.chaos.mode_key if spec.chaos is not None else None
+    if not name or key is None:
+        return None
+    return spec.mutation_settings.get(name, {}).get(key)
 
 
 # ---- the chaos set ----------------------------------------------------------------------------
@@ -113,31 +138,40 @@ def _link(rng: random.Random) -> str:
     return rng.choice([f"{a}->{b}", f"{a}<->{b}", "*"])
 
 
-def chaos_scenario(seed: int, *, resync: str | None = None, admin_sync: bool | None = None) -> dict:
-    """The chaos set's scenario for `seed` (a dict for harness.scenario.parse_scenario).
+def chaos_scenario(
+    seed: int, protocol: str = protocols.DEFAULT_PROTOCOL, *, mode: str | None = None, admin_sync: bool | None = None
+) -> dict:
+    """The protocol's chaos set for `seed` (a dict for harness.scenario.parse_scenario), drawn from
+    its spec's ChaosSet.
 
-    `resync` forces a resync mode (default: the seed's own); `admin_sync` adds admin SYNC steps
-    (default: when the scenario model has them). The schedule depends on the seed only, so a
-    forced mode runs the same faults; admin syncs are drawn last, in sync mode only."""
+    `mode` forces a mode (default: the seed's own); `admin_sync` adds admin SYNC steps (default:
+    when the scenario model has them). The schedule depends on the seed only, so a forced mode
+    runs the same faults; admin syncs are drawn last, in the set's admin_sync_mode only."""
+    spec = protocols.get(protocol)
+    chaos = chaos_of(protocol)
     rng = random.Random(f"splitbrain-chaos:{seed}")
-    mode = rng.choice(CHAOS_MODES)
-    if resync is not None:
-        mode = resync
+    drawn = rng.choice(chaos.modes) if chaos.modes else None
+    if mode is not None:
+        drawn = mode
     duration = round(rng.uniform(10.0, 20.0), 1)
-    config: dict[str, Any] = {
-        "xmit_interval": 0.5,
-        "ack_min_interval": rng.choice([0.05, 0.2, 0.5]),
-        "conn_expiry_timeout": float(rng.choice([3, 4, 6])),
-        "conn_close_timeout": float(rng.choice([2, 3])),
-        "resync": mode,
-    }
+    config: dict[str, Any] = dict(chaos.settings)
+    for key, choices in chaos.draws.items():
+        config[key] = rng.choice(choices)
+    if chaos.mode_key is not None:
+        config[chaos.mode_key] = drawn
+    if chaos.lossless_share > 0 and rng.random() < chaos.lossless_share:
+        return _lossless(seed, protocol, config, rng, round(duration * LOSSLESS_SHARE_OF_DURATION, 1))
 
-    # Streams both ways between A and B, and to and from C most of the time. Some end early, so
-    # their connections idle, expire and get reaped, and their last messages have no successor.
+    # Streams both ways between A and B, and to and from C most of the time (a multicast protocol:
+    # one multicast stream per node). Some end early, so their connections idle, expire and get
+    # reaped, and their last messages have no successor.
     workload: list[dict[str, Any]] = []
-    pairs = [("A", "B"), ("B", "A")] + [
-        p for p in (("A", "C"), ("C", "A"), ("B", "C"), ("C", "B")) if rng.random() < 0.5
-    ]
+    if spec.multicast:
+        pairs = [(node, "all") for node in NODES]
+    else:
+        pairs = [("A", "B"), ("B", "A")] + [
+            p for p in (("A", "C"), ("C", "A"), ("B", "C"), ("C", "B")) if rng.random() < 0.5
+        ]
     for src, dst in pairs:
         start = round(rng.uniform(0.0, 2.0), 2)
         end = duration if rng.random() < 0.6 else round(rng.uniform(duration * 0.4, duration), 2)
@@ -164,18 +198,19 @@ def chaos_scenario(seed: int, *, resync: str | None = None, admin_sync: bool | N
     # whatever it holds unacked, by design. Another fault on that pair just before or during the
     # episode (a partition eating Y's last messages to X) would make that a designed loss.
     episodes = []
-    if rng.random() < 0.5:
+    close_s = config.get("conn_close_timeout", 0.0)
+    if chaos.view_episodes and rng.random() < 0.5:
         # Seed 000's asymmetric split: nothing from X reaches Y, Y drops X from its view and closes
         # its window for X after conn_close_timeout; at the heal Y takes X back and resyncs.
         x, y = rng.sample(NODES, 2)
         t = rng.uniform(1.0, max(1.5, last - 4.0))
-        episodes.append(("split", x, y, t, config["conn_close_timeout"] + rng.uniform(0.2, 2.0), 0.0))
-    if rng.random() < 0.4:
+        episodes.append(("split", x, y, t, close_s + rng.uniform(0.2, 2.0), 0.0))
+    if chaos.view_episodes and rng.random() < 0.4:
         # JGRP-1875: Y's last ACK before a split reaches X only after Y lost its window for X and
         # resynced, so it is stale; the same split as above, on A->B or B->A (whose streams run).
         x, y = rng.choice([("A", "B"), ("B", "A")])
         t = rng.uniform(2.0, max(2.5, last - 4.0))
-        length = config["conn_close_timeout"] + 0.1 + config["xmit_interval"] + rng.uniform(0.2, 0.8)
+        length = close_s + 0.1 + config["xmit_interval"] + rng.uniform(0.2, 0.8)
         episodes.append(("jgrp1875", x, y, t, length, length + rng.uniform(0.1, 0.4)))
     busy = _Busy()
     for kind, x, y, t, length, delay_s in episodes:
@@ -186,7 +221,14 @@ def chaos_scenario(seed: int, *, resync: str | None = None, admin_sync: bool | N
             s.add(
                 t,
                 "drop",
-                {"at": x, "from": y, "type": "ACK", "count": 1, "action": "delay", "delay_ms": round(delay_s * 1000)},
+                {
+                    "at": x,
+                    "from": y,
+                    "type": chaos.stale_ack_type,
+                    "count": 1,
+                    "action": "delay",
+                    "delay_ms": round(delay_s * 1000),
+                },
             )
         i = s.add(t, "partition", {"from": x, "to": y})
         s.add(t + 0.1, "view", {"at": y, "members": [n for n in NODES if n != x]})
@@ -232,12 +274,18 @@ def chaos_scenario(seed: int, *, resync: str | None = None, admin_sync: bool | N
             s.heal(spot[1], i)
     for _ in range(rng.randint(0, 3)):  # typed drops with a count
         a, b = rng.sample(NODES, 2)
-        mtype = rng.choice(SPEC.chaos_drop_types)
+        mtype = rng.choice(spec.chaos_drop_types)
         spot = place([(a, b)], 0.5, last, lambda: 0.0)
         if spot:
             s.add(spot[0], "drop", {"at": b, "from": a, "type": mtype, "count": rng.randint(1, 5)})
+    if chaos.first_loss_type is not None:
+        w = rng.choice([w for w in workload if w["to"] != "all"])
+        t = max(0.0, w["start"] - 0.01)
+        if busy.free((w["from"], w["to"]), t, t):
+            rule = {"at": w["to"], "from": w["from"], "type": chaos.first_loss_type, "count": rng.randint(1, 3)}
+            s.add(t, "drop", rule)
     dead: set[str] = set()
-    for _ in range(rng.choice([0, 1, 1, 2])):  # restarts, anywhere in the run or after the heals
+    for _ in range(rng.choice([0, 1, 1, 2]) if chaos.restarts else 0):  # restarts, anywhere or after the heals
         node = rng.choice(NODES)
         pairs = [(node, n) for n in NODES if n != node]
         if rng.random() < 0.3:
@@ -250,7 +298,7 @@ def chaos_scenario(seed: int, *, resync: str | None = None, admin_sync: bool | N
             spot = place(pairs, 1.0, duration - 0.5, lambda: 0.0)
             if spot:
                 s.add(spot[0], "restart", node)
-    if rng.random() < 0.1:
+    if chaos.restarts and rng.random() < 0.1:
         # A late death: what C sent and was sent is excused, not judged.
         t = duration - rng.uniform(0.2, 1.0)
         if all(busy.free(("C", n), t, duration) for n in ("A", "B")):
@@ -263,28 +311,31 @@ def chaos_scenario(seed: int, *, resync: str | None = None, admin_sync: bool | N
         w = rng.choice(early)
         end = w["start"] + w["duration"]
         t0, t1 = end - rng.uniform(0.1, 0.5), end + rng.uniform(0.3, 1.5)
-        if busy.free((w["from"], w["to"]), t0, t1):
-            s.heal(t1, s.add(t0, "partition", {"from": w["from"], "to": w["to"]}))
+        to = w["to"] if w["to"] != "all" else rng.choice([n for n in NODES if n != w["from"]])
+        if busy.free((w["from"], to), t0, t1):
+            s.heal(t1, s.add(t0, "partition", {"from": w["from"], "to": to}))
     syncs = rng.randint(0, 2)
     if admin_sync is None:
         admin_sync = admin_sync_available()
-    if admin_sync and mode == "sync":
+    if admin_sync and chaos.admin_sync_mode is not None and drawn == chaos.admin_sync_mode:
         for _ in range(syncs):
             a, b = rng.sample(NODES, 2)
             s.add(rng.uniform(1.0, duration), "sync", {"at": b, "peer": a})
     s.add(duration, "heal", "all")
     schedule = _valid_lifecycle(s.steps, dead)
-    # Fairness: UNICAST3 (like JGroups) reaps a send window that saw no send for
-    # conn_expiry_timeout + conn_close_timeout, unacked messages and all. A peer cut off or
-    # lossy for about that long is, to the protocol, gone for good (a permanent partition), so
-    # the connection lifetime must outlast every disturbance plus a recovery.
-    lifetime = config["conn_expiry_timeout"] + config["conn_close_timeout"]
-    needed = _disturbed_s(schedule) + FAIRNESS_SLACK_S
-    if lifetime < needed:
-        config["conn_expiry_timeout"] = float(math.ceil(needed - config["conn_close_timeout"]))
+    if chaos.lifetime_keys:
+        # Fairness: UNICAST3 (like JGroups) reaps a send window that saw no send for
+        # conn_expiry_timeout + conn_close_timeout, unacked messages and all. A peer cut off or
+        # lossy for about that long is, to the protocol, gone for good (a permanent partition), so
+        # the connection lifetime must outlast every disturbance plus a recovery.
+        first, *rest = chaos.lifetime_keys
+        lifetime = sum(config[key] for key in chaos.lifetime_keys)
+        needed = _disturbed_s(schedule) + chaos.lifetime_slack_s
+        if lifetime < needed:
+            config[first] = float(math.ceil(needed - sum(config[key] for key in rest)))
     return {
         "name": f"chaos-{seed}",
-        "protocol": PROTOCOL,
+        "protocol": protocol,
         "nodes": list(NODES),
         "config": config,
         "workload": workload,
@@ -292,6 +343,32 @@ def chaos_scenario(seed: int, *, resync: str | None = None, admin_sync: bool | N
         "duration": duration,
         "settle": SETTLE_S,
         "checks": _all_checks(),
+        "seed": seed,
+    }
+
+
+def _lossless(seed: int, protocol: str, config: dict, rng: random.Random, duration: float) -> dict:
+    """A lossless seed: concurrent senders (two streams per node) on links with a constant delay and
+    no fault, judged by every check and by xmit_traffic at xmit_bound 0 (nothing is ever lost, so
+    no retransmission request is needed)."""
+    multicast = protocols.get(protocol).multicast
+    workload = []
+    for src in NODES:
+        for dst in ["all"] if multicast else [n for n in NODES if n != src]:
+            for _ in range(2):
+                workload.append({"from": src, "to": dst, "rate": rng.choice(LOSSLESS_RATES), "duration": duration})
+    ms = rng.choice([1, 2, 5])
+    return {
+        "name": f"chaos-{seed}-lossless",
+        "protocol": protocol,
+        "nodes": list(NODES),
+        "config": config,
+        "workload": workload,
+        "schedule": [{"at": 0.0, "delay": {"link": "*", "ms": ms}}],
+        "duration": duration,
+        "settle": SETTLE_S,
+        "checks": [*_all_checks(), "xmit_traffic"],
+        "xmit_bound": 0,
         "seed": seed,
     }
 
@@ -389,16 +466,16 @@ class Trial:
         return self.outcome in ("failed", "crash")
 
 
-def with_mutation(data: dict, mutation: str | None, resync: str | None = None) -> dict:
+def with_mutation(data: dict, mutation: str | None, mode: str | None = None) -> dict:
     """A copy of a scenario dict running `mutation` (None: the unmutated protocol) and, if given,
-    resync mode `resync`."""
+    mode `mode` (the protocol's chaos mode_key: UNICAST3's resync)."""
     out = copy.deepcopy(data)
     config = dict(out.get("config") or {})
     config.pop("mutation", None)
     if mutation is not None:
         config["mutation"] = mutation
-    if resync is not None:
-        config["resync"] = resync
+    if mode is not None:
+        config[chaos_of(out["protocol"]).mode_key or "mode"] = mode
     out["config"] = config
     return out
 
@@ -529,18 +606,27 @@ class Source:
     label: str
     data: dict | None = None  # a file's scenario; None for the generated set
     admin_sync: bool | None = None  # generated set: admin SYNC steps (None: when available)
+    protocol: str = protocols.DEFAULT_PROTOCOL  # the generated set's protocol (a file names its own)
 
-    def scenario(self, seed: int, resync: str | None) -> dict:
+    def scenario(self, seed: int, mode: str | None) -> dict:
         if self.data is None:
-            return chaos_scenario(seed, resync=resync, admin_sync=self.admin_sync)
-        return with_mutation(self.data, None, resync)
+            return chaos_scenario(seed, self.protocol, mode=mode, admin_sync=self.admin_sync)
+        return with_mutation(self.data, None, mode)
+
+    def mode_of(self, data: dict) -> str | None:
+        """The scenario's mode (its own setting, or the protocol's default)."""
+        key = chaos_of(data["protocol"]).mode_key
+        if key is None:
+            return None
+        value = (data.get("config") or {}).get(key)
+        return value if value is not None else protocols.get(data["protocol"]).config({}).as_dict().get(key)
 
 
 @dataclass
 class MutantResult:
     name: str
     description: str
-    resync: str | None
+    resync: str | None  # the mode it ran in (the chaos set's mode_key: UNICAST3's resync)
     killed: bool = False
     crash: bool = False
     checks: tuple[str, ...] = ()
@@ -585,8 +671,9 @@ def hunt(
 ) -> MutantResult:
     """Run one mutant over the seeds until a seed kills it; shrink the killing schedule."""
     t0 = time.perf_counter()
-    resync = mutant_mode(name)
-    res = MutantResult(name, MUTATIONS.get(name, ""), resync)
+    protocol = sources[0].protocol
+    resync = mutant_mode(name, protocol)
+    res = MutantResult(name, mutations(protocol).get(name, ""), resync)
     total = len(seeds) * len(sources)
     for k, (seed, source) in enumerate(_trials(sources, seeds)):
         data = with_mutation(source.scenario(seed, resync), name)
@@ -612,12 +699,13 @@ def hunt(
 def baseline_scenarios(
     sources: list[Source], seeds: range, mutants: Iterable[str]
 ) -> list[tuple[int, Source, str | None]]:
-    """What the unmutated protocol must pass: every (seed, source) in its own resync mode and in
-    every mode the mutants force, so each schedule a mutant met is covered."""
-    forced = sorted({mode for mode in map(mutant_mode, mutants) if mode is not None})
+    """What the unmutated protocol must pass: every (seed, source) in its own mode and in every
+    mode the mutants force, so each schedule a mutant met is covered."""
     out = []
     for seed, source in _trials(sources, seeds):
-        own = source.scenario(seed, None)["config"].get("resync", "sync")
+        data = source.scenario(seed, None)
+        forced = sorted({m for m in (mutant_mode(n, data["protocol"]) for n in mutants) if m is not None})
+        own = source.mode_of(data)
         for mode in [None] + [m for m in forced if m != own]:
             out.append((seed, source, mode))
     return out
@@ -641,7 +729,7 @@ def run_baseline(
                 {
                     "seed": seed,
                     "source": source.label,
-                    "resync": data["config"].get("resync"),
+                    "resync": source.mode_of(data),
                     "outcome": trial.outcome,
                     "checks": list(trial.failed),
                     "explanation": trial.explanation,

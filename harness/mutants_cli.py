@@ -27,7 +27,10 @@ EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
 
 
 def add_command(subparsers, positive_int, non_negative_int) -> None:
-    from harness.mutants import MUTATIONS
+    from harness import mutants as mt
+    from node import protocols
+
+    planted = "; ".join(f"{p}: {', '.join(mt.mutations(p)) or 'none'}" for p in mt.hunted())
 
     p = subparsers.add_parser(
         "mutants",
@@ -42,8 +45,11 @@ def add_command(subparsers, positive_int, non_negative_int) -> None:
             "injected view, a stale ACK past a resync (JGRP-1875), restarts and kills, admin syncs when "
             "the scenario model has them, resync modes sync and timestamp. With SCENARIO files, those "
             "files are run instead (each with seeds first-seed..first-seed+N-1); add --generated to "
-            "run the generated set as well. Mutants that need one resync mode run in it. "
-            f"Mutants: {', '.join(MUTATIONS)}."
+            "run the generated set as well. Mutants that need one resync mode run in it. That is the "
+            "default protocol's chaos set; --protocol picks another protocol's (its spec's ChaosSet): "
+            "multicast streams for a multicast protocol, lossless seeds judged by xmit_traffic where the "
+            "set has them. "
+            f"Mutants: {planted}."
         ),
         epilog="Exit codes: 0 every mutant killed and the unmutated protocol never failed, 1 a mutant "
         "survived or the unmutated protocol failed, 2 bad input.",
@@ -62,6 +68,12 @@ def add_command(subparsers, positive_int, non_negative_int) -> None:
         help="seeds per mutant (and per scenario file): the most a mutant may take to die (default 20)",
     )
     p.add_argument("--first-seed", type=non_negative_int, default=0, metavar="S", help="first seed (default 0)")
+    p.add_argument(
+        "--protocol",
+        choices=mt.hunted(),
+        default=protocols.DEFAULT_PROTOCOL,
+        help=f"the protocol whose mutants are hunted, with its chaos set (default {protocols.DEFAULT_PROTOCOL})",
+    )
     p.add_argument(
         "--mutant",
         action="append",
@@ -101,24 +113,27 @@ def add_command(subparsers, positive_int, non_negative_int) -> None:
 
 def cmd_mutants(args: argparse.Namespace) -> int:
     from harness import mutants as mt
-    from harness.mutants import MUTATIONS
 
+    planted = mt.mutations(args.protocol)
+    key = mt.chaos_of(args.protocol).mode_key
     if args.list:
-        for name, text in MUTATIONS.items():
-            mode = mt.mutant_mode(name)
-            print(f"{name}{f' (resync: {mode})' if mode else ''}: {text}")
+        if not planted:
+            print(f"{args.protocol} has no planted mutants (its chaos set runs the unmutated baseline only)")
+        for name, text in planted.items():
+            mode = mt.mutant_mode(name, args.protocol)
+            print(f"{name}{f' ({key}: {mode})' if mode else ''}: {text}")
         return EXIT_OK
-    names = args.mutant or list(MUTATIONS)
-    unknown = [n for n in names if n not in MUTATIONS]
+    names = args.mutant or list(planted)
+    unknown = [n for n in names if n not in planted]
     if unknown:
         print(
-            f"splitbrain: --mutant: unknown mutant {', '.join(map(repr, unknown))} (known: {', '.join(MUTATIONS)})",
+            f"splitbrain: --mutant: unknown mutant {', '.join(map(repr, unknown))} (known: {', '.join(planted)})",
             file=sys.stderr,
         )
         return EXIT_BAD_INPUT
     sources = []
     for path in args.scenarios:
-        source = _file_source(path)
+        source = _file_source(path, args.protocol)
         if source is None:
             return EXIT_BAD_INPUT
         sources.append(source)
@@ -126,7 +141,8 @@ def cmd_mutants(args: argparse.Namespace) -> int:
         print("splitbrain: --admin-sync on: the scenario model has no admin sync step (`sync:`) yet", file=sys.stderr)
         return EXIT_BAD_INPUT
     if not sources or args.generated:
-        sources.append(mt.Source("generated", admin_sync={"auto": None, "on": True, "off": False}[args.admin_sync]))
+        admin_sync = {"auto": None, "on": True, "off": False}[args.admin_sync]
+        sources.append(mt.Source("generated", admin_sync=admin_sync, protocol=args.protocol))
     if args.generated and not args.scenarios:
         print(
             "splitbrain: --generated is for use with SCENARIO files (the generated set is the default)", file=sys.stderr
@@ -150,9 +166,10 @@ def cmd_mutants(args: argparse.Namespace) -> int:
             progress=progress,
         )
     wall = time.perf_counter() - t0
-    _print_table(results, baseline, seeds, sources, wall)
+    _print_table(results, baseline, seeds, sources, wall, args.protocol, key)
     if args.json:
         doc = {
+            "protocol": args.protocol,
             "seeds": args.seeds,
             "first_seed": args.first_seed,
             "sources": [s.label for s in sources],
@@ -171,7 +188,7 @@ def cmd_mutants(args: argparse.Namespace) -> int:
     return EXIT_OK if ok else EXIT_FAILED
 
 
-def _file_source(path: str):
+def _file_source(path: str, protocol: str):
     """A scenario file as a mutants Source, or None after printing why it cannot be used."""
     import yaml
 
@@ -188,14 +205,16 @@ def _file_source(path: str):
             file=sys.stderr,
         )
         return None
-    from harness.mutants import PROTOCOL
-
-    if scenario.protocol != PROTOCOL:
-        print(f"splitbrain: {path}: protocol: mutants are planted in {PROTOCOL} only", file=sys.stderr)
+    if scenario.protocol != protocol:
+        print(
+            f"splitbrain: {path}: protocol: {scenario.protocol}, but the mutants hunted are {protocol}'s "
+            f"(--protocol {scenario.protocol} hunts those)",
+            file=sys.stderr,
+        )
         return None
     data = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
     data.pop("expect", None)
-    return Source(path, data)
+    return Source(path, data, protocol=protocol)
 
 
 def _run(names, sources, seeds, cases, *, shrink, invariants, jobs, progress):
@@ -278,19 +297,23 @@ class _Progress:
             self._progress.stop()
 
 
-def _print_table(results, baseline, seeds, sources, wall: float) -> None:
+def _print_table(results, baseline, seeds, sources, wall: float, protocol: str, mode_key: str | None) -> None:
     from rich.console import Console
     from rich.table import Table
+
+    from node.protocols import DEFAULT_PROTOCOL
 
     console = Console(width=None if sys.stdout.isatty() else 180)
     killed = sum(r.killed for r in results)
     src = ", ".join(s.label for s in sources)
+    if protocol != DEFAULT_PROTOCOL:
+        src = f"{protocol}; {src}"
     table = Table(
         title=f"mutation score {killed}/{len(results)} (seeds {seeds.start}..{seeds.stop - 1}; {src})", show_lines=True
     )
     for col in (
         "mutant",
-        "resync",
+        mode_key or "mode",
         "result",
         "check(s)",
         "runs to kill",
@@ -342,7 +365,7 @@ def _print_table(results, baseline, seeds, sources, wall: float) -> None:
         line += f"; unmutated: {len(baseline.failures)} failure(s) in {baseline.runs} runs"
         for f in baseline.failures[:10]:
             console.print(
-                f"  unmutated failed: seed {f['seed']} ({f['source']}, resync {f['resync']}): "
+                f"  unmutated failed: seed {f['seed']} ({f['source']}, {mode_key or 'mode'} {f['resync']}): "
                 f"{f['outcome']} {', '.join(f['checks'])}: {f['explanation'][:200]}"
             )
     console.print(f"{line}; wall {wall:.1f} s")

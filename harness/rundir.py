@@ -118,6 +118,7 @@ def judge(scenario: Scenario, events: list[dict], *, seed: int, backend: str, st
             list(scenario.checks),
             recovery_bound_s=scenario.recovery_bound,
             resync_bound=scenario.resync_bound,
+            xmit_bound=scenario.xmit_bound,
         )
     )
     return Verdict(

@@ -512,6 +512,8 @@ class Scenario:
     recovery_bound: float | None = None
     # resync_traffic: the most resync messages between two nodes (None: the check is not listed).
     resync_bound: int | None = None
+    # xmit_traffic: the most retransmission requests over the run (None: the check is not listed).
+    xmit_bound: int | None = None
     # sim backend: frames cross the simulated network through the real wire codec (node.wire)
     # instead of as message objects; the same seed gives the same run either way.
     wire: bool = False
@@ -549,6 +551,7 @@ class Scenario:
             **({} if self.injector == "auto" else {"injector": self.injector}),
             **({} if self.recovery_bound is None else {"recovery_bound": self.recovery_bound}),
             **({} if self.resync_bound is None else {"resync_bound": self.resync_bound}),
+            **({} if self.xmit_bound is None else {"xmit_bound": self.xmit_bound}),
             **({"wire": True} if self.wire else {}),
             **({"ip_multicast": True} if self.ip_multicast else {}),
         }
@@ -599,6 +602,7 @@ def parse_scenario(data: Any) -> Scenario:
         membership=f.membership,
         recovery_bound=f.recovery_bound,
         resync_bound=f.resync_bound,
+        xmit_bound=f.xmit_bound,
         wire=f.wire,
         ip_multicast=f.ip_multicast,
     )
@@ -1467,6 +1471,18 @@ def _resync_bound(bound: int | None, info: ValidationInfo) -> int | None:
     return bound
 
 
+def _xmit_bound(bound: int | None, info: ValidationInfo) -> int | None:
+    """Given exactly when the xmit_traffic check is listed (it is that check's bound)."""
+    checks = context(info).get("checks")
+    if checks is None:
+        return bound
+    if bound is None and "xmit_traffic" in checks:
+        raise problem("required by the check xmit_traffic (the most retransmission requests over the run)")
+    if bound is not None and "xmit_traffic" not in checks:
+        raise problem("only the check xmit_traffic uses it, and it is not among the checks")
+    return bound
+
+
 class ScenarioFile(InputModel):
     """A scenario file. Fields are validated in this order; later ones use what earlier ones
     resolved (the node names, the duration, the checks)."""
@@ -1512,6 +1528,14 @@ class ScenarioFile(InputModel):
         None,
         validate_default=True,
         description="resync_traffic: the most resync messages (both directions) between two nodes",
+    )
+    xmit_bound: Annotated[
+        Annotated[int, Field(ge=0), explain("must be a whole number of requests, 0 or more")] | None,
+        AfterValidator(_xmit_bound),
+    ] = Field(
+        None,
+        validate_default=True,
+        description="xmit_traffic: the most retransmission requests over the run (0 on a lossless network)",
     )
     wire: bool = Field(
         False,

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from .events import DataEvents
+from .events import DataEvents, make_event
 from .message import Message
 from .views import Membership, Window
 
@@ -242,3 +242,18 @@ class Layer:
     def window_events(self, now: float, final: bool = False) -> list[dict[str, Any]]:
         """`window` events for every window (final=true in the snapshots at the end of a run)."""
         return [w.event(now, self.local, self.proto, final) for w in self.windows()]
+
+
+class CountingLayer(Layer):
+    """A protocol layer that counts what it does by key (GET /state, /metrics) and logs its events
+    under its own name; every `drop` event is also counted, by message type (`dropped_<TYPE>`)."""
+
+    counters: dict[str, int]
+
+    def _count(self, key: str, n: int = 1) -> None:
+        self.counters[key] = self.counters.get(key, 0) + n
+
+    def _log(self, now: float, kind: str, **fields: Any) -> Log:
+        if kind == "drop":
+            self._count(f"dropped_{fields.get('type') or 'unknown'}")
+        return Log(event=make_event(now, self.local, self.proto, kind, **fields))

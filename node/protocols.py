@@ -61,6 +61,44 @@ LayerFactory = Callable[[str, Any, Rng, int], list[Layer]]
 HeaderFuzzer = Callable[[Rng, Sequence[Any]], object]
 
 
+def xmit_req_sent(ev: Mapping[str, Any]) -> bool:
+    """The retransmission request every built-in protocol logs when it sends one (`xmit_req_tx`)."""
+    return ev.get("kind") == "xmit_req_tx"
+
+
+@dataclass(frozen=True, kw_only=True)
+class ChaosSet:
+    """A protocol's chaos set for the mutant hunt, as data (harness.mutants draws from it per seed).
+
+    Every set has 3 nodes, streams for 10-20 s (unicast pairs both ways, or one multicast stream
+    per node for a multicast protocol), loss, duplication, reordering, delay, partitions and typed
+    drops (`ProtocolSpec.chaos_drop_types`); the fields say what else fits the protocol."""
+
+    # A setting each seed draws one of `modes` for (UNICAST3's resync); mutation_settings may force it.
+    mode_key: str | None = None
+    modes: tuple[str, ...] = ()
+    # Settings every seed takes as they are, then settings drawn per seed (key -> choices).
+    settings: Mapping[str, Any] = field(default_factory=dict)
+    draws: Mapping[str, tuple[Any, ...]] = field(default_factory=dict)
+    # Settings whose sum is how long a connection outlives silence: raised so that it outlasts every
+    # disturbance plus `lifetime_slack_s` (a peer cut off longer is gone for good, to the protocol).
+    lifetime_keys: tuple[str, ...] = ()
+    lifetime_slack_s: float = 8.0
+    # Injected-view episodes: seed 000's asymmetric split and JGRP-1875's stale ACK (its type).
+    view_episodes: bool = False
+    stale_ack_type: str = "ACK"
+    # The mode in which admin SYNC steps are drawn (None: never).
+    admin_sync_mode: str | None = None
+    # Restarts and kills of nodes.
+    restarts: bool = True
+    # Seed 002's first message lost: on every seed the first 1-3 messages of one stream are dropped
+    # at its receiver (a typed drop of this type when the stream starts); None: never.
+    first_loss_type: str | None = None
+    # The share of seeds that run on a lossless network (constant delay, no other fault) with the
+    # check xmit_traffic at xmit_bound 0: no retransmission request is ever needed there.
+    lossless_share: float = 0.0
+
+
 @dataclass(frozen=True, kw_only=True)
 class ProtocolSpec:
     name: str
@@ -102,6 +140,11 @@ class ProtocolSpec:
     # a sender: a resync control message, or data resent because a resync asked for it? The
     # check `resync_traffic` counts them (JGRP-1874); None: the protocol has no resync.
     resync_traffic: Callable[[Mapping[str, Any]], bool] | None = None
+    # Is this event a retransmission request sent (an XMIT-REQ or NAK)? The check `xmit_traffic`
+    # counts them (seed 004's spurious retransmission); None: the protocol never asks.
+    xmit_traffic: Callable[[Mapping[str, Any]], bool] | None = None
+    # How the mutant hunt (harness.mutants) builds this protocol's chaos schedules; None: no hunt.
+    chaos: ChaosSet | None = None
     # Planted bugs that are old code this project fixed (the bug museum selects them with
     # `mutation:`); not in the mutant hunt.
     regressions: Mapping[str, str] = field(default_factory=dict)

@@ -39,8 +39,12 @@ class Stack:
         # Layers that may block a sender (Layer.blocked), asked before each application send.
         self._blockers = [layer.blocked for layer in layers if type(layer).blocked is not Layer.blocked]
         self.may_block = bool(self._blockers)
-        self._checks = [
+        self.invariant_checks = [
             layer.check_invariants for layer in layers if type(layer).check_invariants is not Layer.check_invariants
+        ]
+        # The drivers ask for the next deadline after every input: only layers that keep timers.
+        self._deadlines = [
+            layer.next_deadline for layer in layers if type(layer).next_deadline is not Layer.next_deadline
         ]
 
     # ---- inputs -------------------------------------------------------------------------------
@@ -103,8 +107,8 @@ class Stack:
 
     def next_deadline(self) -> float | None:
         best = None
-        for layer in self.layers:
-            d = layer.next_deadline()
+        for next_deadline in self._deadlines:
+            d = next_deadline()
             if d is not None and (best is None or d < best):
                 best = d
         return best
@@ -150,7 +154,7 @@ class Stack:
         return None
 
     def check_invariants(self) -> None:
-        for check in self._checks:
+        for check in self.invariant_checks:
             check()
 
     # ---- queries ------------------------------------------------------------------------------
@@ -181,11 +185,15 @@ class Stack:
         return idx
 
     def _route(self, idx: int, actions: list[Action], now: float) -> None:
+        passes = self._passes
         for action in actions:
             if type(action) is Log:
                 self.events.append(action.event)
             elif type(action) is Down:
-                below = self._down_from(idx - 1)
+                # _down_from(idx - 1), inlined: one Down per message sent.
+                below = idx - 1
+                while below >= 0 and (p := passes[below]) is not None and p():
+                    below -= 1
                 if below < 0:
                     self.to_transport.append(action.msg)
                 else:

@@ -42,7 +42,7 @@ import yaml
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from harness.checks import DEFAULT_RECOVERY_BOUND_S, GENERAL_CHECKS, KNOWN_CHECKS
+from harness.checks import GENERAL_CHECKS, KNOWN_CHECKS
 from harness.scenario import ALWAYS_CHECKS, DEFAULT_CHECKS, default_checks
 from node import protocols
 
@@ -358,6 +358,8 @@ def run_metadata(run: RunSource, scenario_text: str | None, verdict_text: str | 
                 duration=_float(scen.get("duration")),
                 settle=_float(scen.get("settle")),
                 recovery_bound=_float(scen.get("recovery_bound")),
+                resync_bound=_int(scen.get("resync_bound")),
+                xmit_bound=_int(scen.get("xmit_bound")),
                 config_json=json.dumps(config, sort_keys=True),
             )
         except Exception as exc:  # a broken scenario.yaml is reported, the events still count
@@ -406,6 +408,10 @@ def _letters(i: int) -> str:
 
 def _str(value) -> str | None:
     return None if value is None else str(value)
+
+
+def _int(value) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 def _float(value) -> float | None:
@@ -578,7 +584,7 @@ def write_quarantine(rows: DataFrame, wh: dict) -> None:
 
 
 def timeline_plans(metas: dict[str, dict], runs: list, timelines: int) -> dict[str, tasks.Plan]:
-    """run id -> (checks, recovery bound, timeline always): a run gets its timeline computed when
+    """run id -> (checks, bounds, timeline always): a run gets its timeline computed when
     it needs explaining (decided in its task) or when the report shows it anyway: with few runs,
     every run; otherwise the first run of each scenario."""
     from . import judging as J
@@ -601,7 +607,9 @@ def timeline_plans(metas: dict[str, dict], runs: list, timelines: int) -> dict[s
 def _ingest_files(spark: SparkSession, runs: list[RunSource], plans: dict, wh: dict) -> dict[str, dict]:
     """Read, classify, judge and write `runs` in one Spark job (pipeline.tasks); their result
     documents. Runs with quarantined lines are read again for those lines alone."""
-    default = (list(ALL_CHECKS), DEFAULT_RECOVERY_BOUND_S, True)
+    from . import judging as J
+
+    default = (list(ALL_CHECKS), J.bounds({}), True)
     acc = tasks.results_accumulator(spark)
     write_events(_run_tasks(spark, _files(runs), tasks.ingest_function(plans, default, acc)), wh)
     results = tasks.parse_results({"run_id": k, "result": v} for k, v in acc.value.items())

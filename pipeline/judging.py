@@ -18,27 +18,42 @@ harness and node: see pipeline/README.md).
 
 from __future__ import annotations
 
+from typing import Any
+
 from pyspark.sql import DataFrame
 
 from harness.checks import DEFAULT_RECOVERY_BOUND_S, GENERAL_CHECKS, run_checks
 
 from . import schema as S
 
+# run_checks' bound keywords for one run: recovery_bound_s (no_loss), resync_bound (resync_traffic),
+# xmit_bound (xmit_traffic).
+Bounds = dict[str, Any]
 
-def plan(meta: dict, known: tuple[str, ...]) -> tuple[list[str], float]:
-    """(check names, recovery bound) to judge a run by, from its runs-table row: its scenario's
-    checks that are `known`, or, for a run without them, the general checks."""
+
+def bounds(meta: dict) -> Bounds:
+    """A run's bounds from its runs-table row, as its scenario states them (the harness's defaults
+    where it states none: no_loss' default recovery bound, no bound for the bounded checks)."""
+    return {
+        "recovery_bound_s": float(meta.get("recovery_bound") or DEFAULT_RECOVERY_BOUND_S),
+        "resync_bound": meta.get("resync_bound"),
+        "xmit_bound": meta.get("xmit_bound"),
+    }
+
+
+def plan(meta: dict, known: tuple[str, ...]) -> tuple[list[str], Bounds]:
+    """(check names, bounds) to judge a run by, from its runs-table row: its scenario's checks that
+    are `known`, or, for a run without them, the general checks."""
     names = [n for n in meta.get("checks") or GENERAL_CHECKS if n in known]
-    bound = meta.get("recovery_bound") or DEFAULT_RECOVERY_BOUND_S
-    return names, float(bound)
+    return names, bounds(meta)
 
 
-def judge_events(events: list[dict], names: list[str], bound: float) -> list[dict]:
+def judge_events(events: list[dict], names: list[str], bound: Bounds) -> list[dict]:
     """One run's results as CheckResult.to_dict() dicts (also used for runs with no event at all)."""
-    return [c.to_dict() for c in run_checks(events, names, recovery_bound_s=bound)]
+    return [c.to_dict() for c in run_checks(events, names, **bound)]
 
 
-def judge_runs(events: DataFrame, plans: dict[str, tuple[list[str], float]]) -> dict[str, list[dict]]:
+def judge_runs(events: DataFrame, plans: dict[str, tuple[list[str], Bounds]]) -> dict[str, list[dict]]:
     """run_id -> its results, for every run of `events` that has a plan."""
     fields = S.FIELDS
     plans_b = events.sparkSession.sparkContext.broadcast(plans)

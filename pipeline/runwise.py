@@ -222,9 +222,10 @@ def plain(ev: dict) -> dict:
 # ---- judging ----------------------------------------------------------------------------------
 
 
-def judge(events: list[dict], names: list[str], bound: float) -> list[dict]:
-    """harness.checks.run_checks over ordered events (provenance keys removed)."""
-    return [c.to_dict() for c in run_checks([plain(e) for e in events], names, recovery_bound_s=bound)]
+def judge(events: list[dict], names: list[str], bound: dict) -> list[dict]:
+    """harness.checks.run_checks over ordered events (provenance keys removed), with the run's
+    bounds (pipeline.judging.bounds: recovery_bound_s, resync_bound, xmit_bound)."""
+    return [c.to_dict() for c in run_checks([plain(e) for e in events], names, **bound)]
 
 
 # ---- the advisory check's and the metrics' rows (pipeline.checks + pipeline.metrics) -----------
@@ -511,6 +512,6 @@ def result_parts(events: list[dict]) -> dict[str, list[dict]]:
     return parts
 
 
-def analyze_events(events: list[dict], names: list[str], bound: float) -> dict:
+def analyze_events(events: list[dict], names: list[str], bound: dict) -> dict:
     """What the driver needs of one ordered run: the check results and the result parts."""
     return {"results": judge(events, names, bound), "parts": result_parts(events)}

@@ -45,8 +45,9 @@ from node import events as node_events
 from node import protocols
 
 # Bump when the event schema changes; ingest refuses a warehouse written with another version.
-# 2: fault links, error events, runs' recovery_bound; 3: runs' origin_t; 4: NAKACK2's origin, digest
-EVENT_SCHEMA_VERSION = 4
+# 2: fault links, error events, runs' recovery_bound; 3: runs' origin_t; 4: NAKACK2's origin, digest;
+# 5: runs' resync_bound and xmit_bound
+EVENT_SCHEMA_VERSION = 5
 EVENT_VERSION = 1  # the "v" every event of this schema carries
 
 
@@ -127,6 +128,8 @@ RUNS_SCHEMA = T.StructType(
         T.StructField("duration", T.DoubleType(), True),
         T.StructField("settle", T.DoubleType(), True),
         T.StructField("recovery_bound", T.DoubleType(), True),  # no_loss' bound (scenario.yaml)
+        T.StructField("resync_bound", T.LongType(), True),  # resync_traffic's bound (scenario.yaml)
+        T.StructField("xmit_bound", T.LongType(), True),  # xmit_traffic's bound (scenario.yaml)
         T.StructField("config_json", T.StringType(), True),
         T.StructField("harness_outcome", T.StringType(), True),  # verdict.json "outcome"
         T.StructField("harness_failed", T.ArrayType(T.StringType()), True),

@@ -53,8 +53,8 @@ OUT_SCHEMA = T.StructType(
 
 RESULT_SCHEMA = T.StructType([T.StructField("run_id", T.StringType(), False), T.StructField("result", T.StringType())])
 
-# plan: run id -> (check names, recovery bound, whether the report wants its timeline)
-Plan = tuple[list[str], float, bool]
+# plan: run id -> (check names, bounds (pipeline.judging.bounds), whether the report wants its timeline)
+Plan = tuple[list[str], dict, bool]
 
 # What a task emits: the events (and its result through the accumulator), or only the quarantine.
 EMIT_EVENTS, EMIT_QUARANTINE = "events", "quarantine"

@@ -176,3 +176,56 @@ def test_a_join_digest_excuses_nothing_at_an_old_member_or_sent_after_the_join()
     v = verdict(late_join(["B:3"]))
     assert v["no_loss"].details["lost"]["A->C"]["count"] == 3
     assert v["no_loss"].details["excused"]["join_digest"] == 0
+
+
+def _final_window(t: float, node: str, side: str, peer: str, low: int, high: int) -> dict:
+    return make_event(t, node, "mcast", "window", side=side, peer=peer, low=low, high=high, final=True)
+
+
+def _restarted_sender(multicast_after: bool) -> list[dict]:
+    """A multicasts 5 to B, restarts at 2 s (and multicasts once more, or not); final windows at 5 s."""
+    events = [make_event(0.0, n, "node", "node_start", incarnation=0) for n in ("A", "B")]
+    for n in range(1, 6):
+        events.append(make_event(1 + n / 10, "A", "mcast", "send", members=["A", "B"], seqno=n, app=f"A:0:{n}"))
+        events.append(make_event(1 + n / 10 + 0.01, "B", "mcast", "deliver", peer="A", seqno=n, app=f"A:0:{n}"))
+    events.append(make_event(2.0, "A", "node", "node_stop", reason="restart", incarnation=0))
+    events.append(make_event(2.0, "A", "node", "node_start", incarnation=1))
+    high = 0
+    if multicast_after:
+        high = 1
+        events.append(make_event(3.0, "A", "mcast", "send", members=["A", "B"], seqno=1, app="A:1:1"))
+        events.append(make_event(3.01, "B", "mcast", "deliver", peer="A", seqno=1, app="A:1:1"))
+    events.append(_final_window(5.0, "A", "send", "B", 0, high))
+    events.append(_final_window(5.0, "B", "recv", "A", 5, 5))
+    return events
+
+
+def test_a_restarted_multicast_sender_that_sent_nothing_since_leaves_a_stale_window_not_a_failure():
+    """After A restarts and multicasts nothing, B's window of A's old life is stale (reported), no
+    failure; once A multicasts again the windows are judged, and these (A at 1, B at 5) differ."""
+    silent = run_checks(_restarted_sender(False), ["windows_synced"])[0]
+    assert silent.passed is False and silent.vacuous  # nothing judged, said so
+    assert silent.details["stale_recv"] == ["A->B"]
+    sent = run_checks(_restarted_sender(True), ["windows_synced"])[0]
+    assert not sent.passed and not sent.vacuous and sent.details["stale_recv"] == []
+
+
+def test_a_restarted_multicast_receiver_is_idle_with_a_sender_that_has_nothing_outstanding():
+    """B restarts after A's 5 multicasts were acked and holds an empty window for A: an idle pair,
+    in sync; if A had a multicast outstanding (HS above HA), the pair is out of sync."""
+
+    def run(acked: int) -> object:
+        events = [make_event(0.0, n, "node", "node_start", incarnation=0) for n in ("A", "B")]
+        for n in range(1, 6):
+            events.append(make_event(1 + n / 10, "A", "mcast", "send", members=["A", "B"], seqno=n, app=f"A:0:{n}"))
+            events.append(make_event(1 + n / 10 + 0.01, "B", "mcast", "deliver", peer="A", seqno=n, app=f"A:0:{n}"))
+        events.append(make_event(2.0, "B", "node", "node_stop", reason="restart", incarnation=0))
+        events.append(make_event(2.0, "B", "node", "node_start", incarnation=1))
+        events.append(_final_window(5.0, "A", "send", "B", acked, 5))
+        events.append(_final_window(5.0, "B", "recv", "A", 0, 0))
+        return run_checks(events, ["windows_synced"])[0]
+
+    idle = run(5)
+    assert idle.passed and idle.details["pairs"]["A->B"]["synced"]
+    behind = run(4)
+    assert not behind.passed and "HA=4 HS=5, B has no recv window" in behind.explanation

@@ -42,6 +42,8 @@ TWINS = {
     # last multicast dropped below NAKACK2, each without retransmission.
     "nakack2-become-server-queue-bounded": "nakack2-become-server-queue",
     "nakack2-last-message-dropped-no-xmit": "nakack2-last-message-dropped",
+    # MCAST (seed 004): the seqno taken outside the send lock, spurious XMIT-REQs on a lossless network.
+    "mcast-spurious-retransmission": "mcast-spurious-retransmission-fixed",
 }
 OTHER_PROTOCOL_TWINS = {"unicast2-stale-stable", "unicast2-lost-first-after-reopen"}
 

@@ -40,7 +40,7 @@ SEEDS_BUDGET = 20
 
 
 def chaos(seed: int, mode: str | None = None) -> dict:
-    return mt.chaos_scenario(seed, resync=mode, admin_sync=False)
+    return mt.chaos_scenario(seed, mode=mode, admin_sync=False)
 
 
 def test_every_mutant_has_a_description_a_regression_seed_and_a_known_mode():
@@ -49,7 +49,7 @@ def test_every_mutant_has_a_description_a_regression_seed_and_a_known_mode():
     assert set(KILL_SEEDS) == set(MUTATIONS)
     assert all(text and len(text) < 120 for text in MUTATIONS.values())
     assert set(MUTATION_RESYNC) <= set(MUTATIONS)
-    assert set(MUTATION_RESYNC.values()) <= set(mt.CHAOS_MODES) <= set(RESYNC_MODES)
+    assert set(MUTATION_RESYNC.values()) <= set(mt.chaos_modes()) <= set(RESYNC_MODES)
     assert all(seed < SEEDS_BUDGET for seed in KILL_SEEDS.values())
     with pytest.raises(ValueError, match="mutation"):
         Unicast3Config.from_dict({"mutation": "no_such_bug"})
@@ -65,7 +65,7 @@ def test_mutant_fails_a_check_on_its_seed(name):
     assert trial.failed, trial
 
 
-@pytest.mark.parametrize("seed,mode", sorted({(s, m) for s in set(KILL_SEEDS.values()) for m in mt.CHAOS_MODES}))
+@pytest.mark.parametrize("seed,mode", sorted({(s, m) for s in set(KILL_SEEDS.values()) for m in mt.chaos_modes()}))
 def test_unmutated_protocol_passes_the_same_seeds(seed, mode):
     """The same schedules without a mutation pass every check, in both resync modes."""
     trial = mt.run_trial(mt.with_mutation(chaos(seed, mode), None), seed)
@@ -93,24 +93,24 @@ def test_chaos_set_is_deterministic_valid_and_varied():
         kinds |= {step.kind for step in sc.schedule}
         modes.add(data["config"]["resync"])
         # Forcing a mode runs the same faults (admin syncs apart, which exist in sync mode only).
-        forced = mt.chaos_scenario(seed, resync="timestamp", admin_sync=False)
+        forced = mt.chaos_scenario(seed, mode="timestamp", admin_sync=False)
         assert forced["config"]["resync"] == "timestamp"
         plain = mt.chaos_scenario(seed, admin_sync=False)
         assert forced["schedule"] == plain["schedule"]
     assert kinds >= {"partition", "loss", "delay", "duplicate", "reorder", "drop", "view", "kill", "restart", "heal"}
-    assert modes == set(mt.CHAOS_MODES)
+    assert modes == set(mt.chaos_modes())
 
 
 @pytest.mark.skipif(not mt.admin_sync_available(), reason="the scenario model has no admin sync step yet")
 def test_admin_syncs_in_sync_mode_and_the_unmutated_protocol_passes_them():
     """With the admin SYNC step, sync-mode schedules get some, and they break nothing."""
     with_syncs = [
-        seed for seed in range(30) if any("sync" in st for st in mt.chaos_scenario(seed, resync="sync")["schedule"])
+        seed for seed in range(30) if any("sync" in st for st in mt.chaos_scenario(seed, mode="sync")["schedule"])
     ]
     assert with_syncs
-    assert not any("sync" in st for st in mt.chaos_scenario(with_syncs[0], resync="timestamp")["schedule"])
+    assert not any("sync" in st for st in mt.chaos_scenario(with_syncs[0], mode="timestamp")["schedule"])
     for seed in with_syncs[:6]:
-        trial = mt.run_trial(mt.chaos_scenario(seed, resync="sync"), seed)
+        trial = mt.run_trial(mt.chaos_scenario(seed, mode="sync"), seed)
         assert trial.outcome == "passed", trial
 
 

@@ -277,6 +277,33 @@ def test_hostile_seqno_costs_no_memory():
     assert n2(net, "B").retransmit_table_size() == 0
 
 
+def test_invariants_catch_a_seqno_outside_the_window_after_earlier_checks():
+    """check_invariants, which rechecks only what was added since its last call, still fails on a
+    seqno kept outside the window: added after checks that passed, or left below a purge."""
+    net = mnet()
+    for _ in range(3):
+        mcast(net, "A", 5)
+        net.run(0.05)
+    layer = n2(net, "B")
+    layer.check_invariants()
+    table = layer.tables["A"]
+    assert table.msgs and table.low == 0
+    msg = next(iter(table.msgs.values()))
+    table.msgs[table.delivered + layer.config.max_recv_window_seqnos + 1] = msg  # above the window
+    with pytest.raises(AssertionError, match="outside the window"):
+        layer.check_invariants()
+    del table.msgs[table.delivered + layer.config.max_recv_window_seqnos + 1]
+    layer.check_invariants()
+    table.msgs[table.low] = msg  # at the purge point: a purged seqno still kept
+    with pytest.raises(AssertionError, match="outside the window"):
+        layer.check_invariants()
+    del table.msgs[table.low]
+    layer.check_invariants()
+    table.low = 1  # a purge that moved low but left seqno 1 in the table
+    with pytest.raises(AssertionError, match="outside the window"):
+        layer.check_invariants()
+
+
 def test_settings_split_between_nakack2_and_unicast3():
     """One flat config: NAKACK2's keys stay, the rest go to UNICAST3; unknown keys name themselves."""
     cfg = Nakack2Config.from_dict({"xmit_interval": 0, "ack_min_interval": 0.2, "unicast3_xmit_interval": 0.3})

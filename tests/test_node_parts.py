@@ -161,7 +161,7 @@ def events(draw):
     )
 
 
-@settings(max_examples=500)
+@settings(max_examples=500, deadline=None)  # a temporary file per example: slow on a busy machine
 @given(st.lists(events(), max_size=30))
 def test_event_log_encoding_is_json(evs):
     """The hand-formatted hot path writes exactly what json would: each line loads back equal."""
@@ -184,17 +184,34 @@ payloads = st.one_of(
     st.builds(app_payload, names, st.integers(0, 9), st.integers(1, 10**9), st.integers(0, 120)),
     st.binary(max_size=40),  # no app id: the line has no "app"
 )
+# Senders a workload could name: printable ASCII (JSON writes them as they are), '%' (a format
+# character of the writer's templates) and '"' or '\\' (which JSON escapes) included.
+ascii_senders = st.text(st.characters(min_codepoint=32, max_codepoint=126, blacklist_characters=":"), min_size=1)
+odd_floats = st.sampled_from([0.0, -0.0, 5e-324, 1e-7, 0.1, 1e16, 1.7976931348623157e308, 1764093732.1234567])
+
+
+@st.composite
+def stream_payloads(draw):
+    """A run of one stream's payloads: app ids n, n+1, ... of one sender, of one size (or mixed
+    sizes), as a workload sends them: what the writer's one-format-per-record path takes."""
+    sender = draw(st.one_of(ascii_senders, names))
+    first = draw(st.integers(1, 10**12))
+    count = draw(st.integers(1, 12))
+    size = draw(st.integers(0, 64))
+    one_size = draw(st.booleans())
+    sizes = [size] * count if one_size else draw(st.lists(st.integers(0, 64), min_size=count, max_size=count))
+    return [app_payload(sender, 0, first + i, size) for i, size in enumerate(sizes)]
 
 
 @settings(max_examples=200, deadline=None)  # a temporary file per example: slow on a busy machine
 @given(
     st.lists(
         st.tuples(
-            st.one_of(floats, st.integers(0, 5)),
-            names,
+            st.one_of(floats, odd_floats, st.integers(0, 5)),
+            st.one_of(names, st.just("%d%%s")),
             st.sampled_from(["send", "deliver"]),
             st.integers(1, 2**40),
-            st.lists(payloads, min_size=1, max_size=5),
+            st.one_of(st.lists(payloads, min_size=1, max_size=5), stream_payloads()),
             st.sampled_from([7, None]),
         ),
         max_size=6,
@@ -226,6 +243,36 @@ def test_event_records_write_the_lines_of_their_dicts(records, other_at):
             assert log.pending == len(flat)
             log.close()
             assert log.written == len(flat)
+    finally:
+        loop.close()
+
+
+def test_workload_records_take_the_one_format_path_and_others_fall_back(tmp_path):
+    """A record of a workload stream is formatted in one go; one whose app ids JSON must escape,
+    or with a payload that has no (or a cut) app id, goes line by line; both write the lines of its dicts."""
+    enc = json.JSONEncoder(separators=(",", ":"))
+
+    def record(sender: str, extra: bytes | None = None) -> DataEvents:
+        msgs = [Message(sender, "B", make_payload(f"{sender}:0:".encode(), n, 100)) for n in range(998, 1003)]
+        if extra is not None:
+            msgs.append(Message(sender, "B", extra))
+        return DataEvents(1764093732.5, "B", "unicast3", "deliver", "%s", 7, 2**40, msgs)
+
+    loop = asyncio.new_event_loop()
+    try:
+        log = EventLog(tmp_path / "e.jsonl", loop)
+        for rec, one_go in [
+            (record("A%d"), True),
+            (record("Ä"), False),
+            (record('A"'), False),
+            (record("A", extra=b"no app id"), False),
+            (record("A", extra=b""), False),
+            (record("A", extra=b"SB\x05ab"), False),  # an app id cut short
+        ]:
+            expected = "".join(enc.encode(ev) + "\n" for ev in rec.dicts()).encode()
+            assert (log._record_block(rec) is not None) is one_go
+            assert log.encode([rec]) == expected
+        log.close()
     finally:
         loop.close()
 

@@ -1,5 +1,6 @@
-"""Every scenario of scenarios/, run on the simulator: the Spark pipeline's verdicts equal the
-harness's own, check by check (passed, explanation, details) and in outcome."""
+"""Every scenario of scenarios/, and the museum pieces judged by a bounded check (resync_traffic,
+xmit_traffic), run on the simulator: the Spark pipeline's verdicts equal the harness's own, check by
+check (passed, explanation, details) and in outcome."""
 
 from __future__ import annotations
 
@@ -14,7 +15,19 @@ from harness.rundir import run_scenario
 from harness.scenario import load_scenario
 from node import protocols
 
-SCENARIOS = sorted((Path(__file__).resolve().parent.parent / "scenarios").glob("*.yaml"))
+ROOT = Path(__file__).resolve().parent.parent / "scenarios"
+# Bounded checks take their bound from the run's scenario.yaml (runs table): a reproduction and its
+# twin of each.
+BOUNDED = [
+    ROOT / "bugs" / f"{name}.yaml"
+    for name in (
+        "jgrp-1874-get-first-seqno",
+        "jgrp-1874-sync",
+        "mcast-spurious-retransmission",
+        "mcast-spurious-retransmission-fixed",
+    )
+]
+SCENARIOS = sorted(ROOT.glob("*.yaml")) + BOUNDED
 
 
 @pytest.fixture(scope="module")
@@ -48,9 +61,39 @@ def test_spark_verdicts_equal_the_harness_verdicts(scenario_runs):
         assert v.harness_outcome == outcome.verdict.outcome
         # verdict.json was judged on the in-memory log; the files on disk say the same.
         names = [c["name"] for c in v.checks]
-        bound = outcome.result.scenario.recovery_bound
-        assert [c.to_dict() for c in run_checks(read_run(outcome.run_dir), names, recovery_bound_s=bound)] == harness
+        sc = outcome.result.scenario
+        on_disk = run_checks(
+            read_run(outcome.run_dir),
+            names,
+            recovery_bound_s=sc.recovery_bound,
+            resync_bound=sc.resync_bound,
+            xmit_bound=sc.xmit_bound,
+        )
+        assert [c.to_dict() for c in on_disk] == harness
         assert v.quarantined == 0
+
+
+def test_bounded_checks_get_their_bounds_from_the_scenario(scenario_runs):
+    """resync_bound and xmit_bound reach the runs table and their checks, which judge (not vacuously)
+    and fail on the reproductions, pass on the twins, as in the harness."""
+    outcomes, verdicts = scenario_runs
+    seen = {}
+    for run_id, outcome in outcomes.items():
+        sc = outcome.result.scenario
+        if sc.resync_bound is None and sc.xmit_bound is None:
+            continue
+        v = verdicts[run_id]
+        assert (v.meta["resync_bound"], v.meta["xmit_bound"]) == (sc.resync_bound, sc.xmit_bound)
+        for check in v.checks:
+            if check["name"] in ("resync_traffic", "xmit_traffic"):
+                assert not check["vacuous"], (run_id, check["explanation"])
+                seen[sc.name] = check["passed"]
+    assert seen == {
+        "jgrp-1874-get-first-seqno": False,
+        "jgrp-1874-sync": True,
+        "mcast-spurious-retransmission": False,
+        "mcast-spurious-retransmission-fixed": True,
+    }
 
 
 def test_metadata_of_each_run(scenario_runs):

@@ -33,6 +33,7 @@ import gc
 import heapq
 import importlib
 import itertools
+import operator
 import random
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -43,7 +44,7 @@ from harness import nemesis
 from harness.scenario import FaultStep, Scenario, ScenarioError, Stream
 from harness.slots import planned_count
 from node.errors import SettingError
-from node.events import make_event
+from node.events import make_event, unpack_events
 from node.faultlayer import FaultLayer
 from node.layer import Bootstrap, Leave, SetConfig, SyncPeer, ViewChange
 from node.message import Message, app_payload
@@ -145,8 +146,7 @@ class SimResult:
         return merged
 
 
-def _event_time(ev: dict) -> float:
-    return ev["t"]
+_event_time = operator.itemgetter("t")  # a C call per event: the merge sorts every event of a run
 
 
 class _StreamState:
@@ -476,18 +476,27 @@ class Simulation:
         self.inputs += 1
         if self.check_invariants:
             try:
-                stack.check_invariants()
+                # Stack.check_invariants, inlined: this runs after every input.
+                for check in stack.invariant_checks:
+                    check()
             except AssertionError as exc:
                 raise InvariantViolation(
                     f"invariant broken at node {node.name} (incarnation {node.incarnation}) at "
                     f"t={t:.6f}s, seed {self.seed}: {exc}"
                 ) from exc
-        out, app, evs = stack.take()
+        # Stack.take, inlined: only a non-empty outbox is replaced (the frames keep their lists),
+        # and the per-message event records become dicts as take() makes them.
+        evs = stack.events
         if evs:
-            node.events.extend(evs)
+            node.events.extend(unpack_events(evs))
+            stack.events = []
+        app = stack.to_app
         if app:
             self.msgs_delivered += len(app)
+            stack.to_app = []
+        out = stack.to_transport
         if out:
+            stack.to_transport = []
             self._transmit(node, out, t)
         deadline = stack.next_deadline()
         if deadline != node.timer_at:

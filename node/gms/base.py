@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from ..events import make_event
-from ..layer import Action, Command, Down, Layer, Log, SetConfig
+from ..layer import Action, Command, CountingLayer, Down, Log, SetConfig
 from ..message import Message
 from ..unicast3.timers import Deadlines
 from .config import GmsConfig
@@ -12,7 +11,7 @@ from .header import LOWER_ID, GmsHeader
 PROTO = "gms"
 
 
-class GmsLayerBase(Layer):
+class GmsLayerBase(CountingLayer):
     proto = PROTO
     timer_names: tuple[str, ...] = ()
     config: GmsConfig  # every GMS layer holds the settings (each layer its own reference)
@@ -33,15 +32,8 @@ class GmsLayerBase(Layer):
             self.config = self.config.updated(mine)
         return True
 
-    def _count(self, key: str, n: int = 1) -> None:
-        self.counters[key] = self.counters.get(key, 0) + n
-
-    def _log(self, now: float, kind: str, **fields: object) -> Log:
-        return Log(event=make_event(now, self.local, PROTO, kind, **fields))
-
     def _drop(self, now: float, src: str, type_name: str, reason: str) -> Log:
         """Bad or unwanted input from a peer: counted by type and logged, never raised."""
-        self._count(f"dropped_{type_name}")
         return self._log(now, "drop", peer=src, type=type_name, reason=reason)
 
     def _send(self, dest: str, hdr: GmsHeader, proto_id: int = LOWER_ID) -> Down:

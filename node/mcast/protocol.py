@@ -68,15 +68,15 @@ from __future__ import annotations
 from collections import deque
 from typing import Any
 
-from ..events import EVENT_VERSION, make_event
+from ..events import EVENT_VERSION
 from ..layer import (
     Action,
     Bootstrap,
     Command,
+    CountingLayer,
     Digest,
     Down,
     GetDigest,
-    Layer,
     Log,
     Query,
     SetConfig,
@@ -193,7 +193,7 @@ class FixedBuffer:
             assert sum(1 for m in self.buf if m is not None) == self.size, f"{who}: a message held outside low+1..high"
 
 
-class Mcast(Layer):
+class Mcast(CountingLayer):
     proto = PROTO
 
     def __init__(self, local: str, config: McastConfig, rng: Rng, incarnation: int = 0) -> None:
@@ -235,14 +235,6 @@ class Mcast(Layer):
     @property
     def seqno(self) -> int:
         return self.send_window.high
-
-    def _count(self, key: str, n: int = 1) -> None:
-        self.counters[key] = self.counters.get(key, 0) + n
-
-    def _log(self, now: float, kind: str, **fields: Any) -> Log:
-        if kind == "drop":
-            self._count(f"dropped_{fields.get('type') or 'unknown'}")
-        return Log(event=make_event(now, self.local, PROTO, kind, **fields))
 
     def _others(self) -> list[str]:
         return [m for m in self.members if m != self.local]

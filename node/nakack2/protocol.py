@@ -47,19 +47,21 @@ them. Messages from a sender outside the installed view are dropped and counted.
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Iterable
+from itertools import takewhile
 from typing import Any
 
-from ..events import EVENT_VERSION, DataEvents, make_event
+from ..events import EVENT_VERSION, DataEvents
 from ..layer import (
     Action,
     BecomeServer,
     Bootstrap,
     Command,
+    CountingLayer,
     Digest,
     Down,
     DownBatch,
     GetDigest,
-    Layer,
     Log,
     Query,
     SetConfig,
@@ -111,7 +113,7 @@ class RecvTable:
         return gaps
 
 
-class Nakack2(Layer):
+class Nakack2(CountingLayer):
     proto = PROTO
 
     def __init__(self, local: str, config: Nakack2Config, rng: Rng) -> None:
@@ -123,6 +125,8 @@ class Nakack2(Layer):
         self.view_id = 0
         self.seqno = 0
         self.tables: dict[str, RecvTable] = {local: RecvTable(local)}
+        # check_invariants' memo per sender: (table, low, limit, delivered, last seqno checked).
+        self._checked: dict[str, tuple[RecvTable, int, int, int, int | None]] = {}
         # member -> its latest digest (sender -> highest delivered); our own is read live.
         self.digests: dict[str, dict[str, int]] = {}
         self.is_server = True
@@ -140,14 +144,6 @@ class Nakack2(Layer):
         self._run: tuple[Up, RecvTable, int] | None = None
 
     # ---- helpers ------------------------------------------------------------------------------
-
-    def _count(self, key: str, n: int = 1) -> None:
-        self.counters[key] = self.counters.get(key, 0) + n
-
-    def _log(self, now: float, kind: str, **fields: Any) -> Log:
-        if kind == "drop":
-            self._count(f"dropped_{fields.get('type') or 'unknown'}")
-        return Log(event=make_event(now, self.local, PROTO, kind, **fields))
 
     def _others(self) -> list[str]:
         return [m for m in self.members if m != self.local]
@@ -662,11 +658,26 @@ class Nakack2(Layer):
         return sum(len(t.msgs) for t in self.tables.values()) + len(self.queue)
 
     def check_invariants(self) -> None:
+        # The simulator calls this after every input, and a table holds everything since the last
+        # STABLE: only the seqnos added since the last check are checked. That is exact while the
+        # table, its low and the limit stay and delivered does not fall: the older seqnos were in
+        # the window then and still are, and a dict keeps insertion order, so the new ones are
+        # those after the last seqno checked (a removal moves nothing; when that seqno itself is
+        # gone, or anything else changed, every seqno is checked again).
         limit = self.config.max_recv_window_seqnos
+        checked = self._checked
         for sender, t in self.tables.items():
             assert t.low <= t.delivered <= t.highest, f"{sender}: low {t.low} delivered {t.delivered} high {t.highest}"
-            for seqno in t.msgs:
+            msgs = t.msgs
+            memo = checked.get(sender)
+            todo: Iterable[int] = msgs
+            if memo is not None and memo[0] is t and memo[1] == t.low and memo[2] == limit and memo[3] <= t.delivered:
+                last = memo[4]
+                if last is not None and last in msgs:
+                    todo = takewhile(last.__ne__, reversed(msgs))
+            for seqno in todo:
                 assert t.low < seqno <= t.delivered + limit, f"{sender}: seqno {seqno} kept outside the window"
+            checked[sender] = (t, t.low, limit, t.delivered, next(reversed(msgs), None))
         if self.config.queue_bounded:
             assert len(self.queue) <= self.config.become_server_queue_size, "become_server_queue over its bound"
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..layer import Action, Layer, SetConfig
-from ..protocols import ProtocolSpec, Rng
+from ..protocols import ChaosSet, ProtocolSpec, Rng, xmit_req_sent
 from ..unicast3.header import MsgType as U3MsgType
 from ..unicast3.protocol import Unicast3
 from .config import U3_PREFIX, Nakack2Config
@@ -85,4 +85,8 @@ SPEC = ProtocolSpec(
     chaos_drop_types=("MSG", "MSG", "NAK_XMIT_REQ", "XMIT_RSP", "STABLE", "HIGHEST_SEQNO", "DATA", "ACK"),
     variant_key="xmit_interval",
     unsafe=_unsafe,
+    xmit_traffic=xmit_req_sent,
+    # No restarts: with static views a restarted member rejoins without a join digest, and
+    # NAKACK2 keeps no incarnation, so its new seqnos look like old ones (a restart needs GMS).
+    chaos=ChaosSet(draws={"xmit_interval": (0.2, 0.5), "stable_interval": (1.0, 2.0)}, restarts=False),
 )

@@ -33,8 +33,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, ClassVar
 
-from ..events import EVENT_VERSION, make_event
-from ..layer import Action, Command, Down, Layer, Log, SetConfig, SyncPeer, Up, ViewChange
+from ..events import EVENT_VERSION
+from ..layer import Action, Command, CountingLayer, Down, Log, SetConfig, SyncPeer, Up, ViewChange
 from ..message import Message
 from ..rangeset import RangeSet
 from ..unicast3.timers import Deadlines
@@ -49,7 +49,7 @@ TIMERS = ("xmit",)
 _ACK_BYTES = len(encode_header(U1Header(MsgType.ACK, 0)))
 
 
-class Unicast(Layer):
+class Unicast(CountingLayer):
     proto = PROTO
 
     def __init__(self, local: str, config: UnicastConfig) -> None:
@@ -61,14 +61,6 @@ class Unicast(Layer):
         self.counters: dict[str, int] = {}
 
     # ---- helpers ------------------------------------------------------------------------------
-
-    def _log(self, now: float, kind: str, **fields: object) -> Log:
-        if kind == "drop":
-            self._count(f"dropped_{fields.get('type') or 'unknown'}")
-        return Log(event=make_event(now, self.local, PROTO, kind, **fields))
-
-    def _count(self, key: str, n: int = 1) -> None:
-        self.counters[key] = self.counters.get(key, 0) + n
 
     def _data_event(self, now: float, kind: str, peer: str, seqno: int, msg: Message) -> dict[str, Any]:
         ev: dict[str, Any] = {

@@ -46,8 +46,8 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any, ClassVar, Protocol
 
-from ..events import EVENT_VERSION, make_event
-from ..layer import Action, Command, Down, Layer, Log, SetConfig, SyncPeer, Up, ViewChange
+from ..events import EVENT_VERSION
+from ..layer import Action, Command, CountingLayer, Down, Log, SetConfig, SyncPeer, Up, ViewChange
 from ..message import Message
 from ..rangeset import RangeSet
 from ..unicast3.timers import Deadlines
@@ -69,7 +69,7 @@ class RandomBits(Protocol):
     def getrandbits(self, k: int, /) -> int: ...
 
 
-class Unicast2(Layer):
+class Unicast2(CountingLayer):
     proto = PROTO
 
     def __init__(self, local: str, config: Unicast2Config, rng: RandomBits, incarnation: int = 0) -> None:
@@ -85,16 +85,8 @@ class Unicast2(Layer):
 
     # ---- helpers ------------------------------------------------------------------------------
 
-    def _log(self, now: float, kind: str, **fields: object) -> Log:
-        if kind == "drop":
-            self._count(f"dropped_{fields.get('type') or 'unknown'}")
-        return Log(event=make_event(now, self.local, PROTO, kind, **fields))
-
     def _mutant(self, name: str) -> bool:
         return self.config.mutation == name
-
-    def _count(self, key: str, n: int = 1) -> None:
-        self.counters[key] = self.counters.get(key, 0) + n
 
     def _new_conn_id(self) -> int:
         self._conn_counter = (self._conn_counter + 1) & 0xFFFF

@@ -59,8 +59,8 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any, ClassVar, Protocol
 
-from ..events import EVENT_VERSION, DataEvents, make_event
-from ..layer import Action, Command, Down, DownBatch, Layer, Log, SetConfig, SyncPeer, Up, ViewChange
+from ..events import EVENT_VERSION, DataEvents
+from ..layer import Action, Command, CountingLayer, Down, DownBatch, Log, SetConfig, SyncPeer, Up, ViewChange
 from ..message import MCAST_DEST, Message, app_id_of
 from ..rangeset import RangeSet
 from ..views import Window
@@ -86,7 +86,7 @@ class RandomBits(Protocol):
     def getrandbits(self, k: int, /) -> int: ...
 
 
-class Unicast3(Layer):
+class Unicast3(CountingLayer):
     proto = PROTO
     passes_multicasts = True  # down() hands a multicast to the multicast layer below, untouched
 
@@ -110,19 +110,10 @@ class Unicast3(Layer):
 
     # ---- helpers ------------------------------------------------------------------------------
 
-    def _log(self, now: float, kind: str, **fields: object) -> Log:
-        if kind == "drop":
-            # Every rejection is counted as well as logged (GET /state), by message type.
-            self._count(f"dropped_{fields.get('type') or 'unknown'}")
-        return Log(event=make_event(now, self.local, PROTO, kind, **fields))
-
     def _mutant(self, name: str) -> bool:
         """True when this planted bug (config `mutation`: config.MUTATIONS, or the old code of a
         fixed bug, config.REGRESSIONS) is switched on."""
         return self.config.mutation == name
-
-    def _count(self, key: str, n: int = 1) -> None:
-        self.counters[key] = self.counters.get(key, 0) + n
 
     def _new_conn_id(self) -> int:
         self._conn_counter = (self._conn_counter + 1) & 0xFFFF
@@ -236,22 +227,19 @@ class Unicast3(Layer):
     def _data_event(
         self, now: float, kind: str, peer: str, seqno: int, conn_id: int, msg: Message
     ) -> dict[str, object]:
-        # The hot path of the event log (one per message sent and one per delivery): built directly.
-        ev: dict[str, object] = {
-            "v": EVENT_VERSION,
-            "t": now,
-            "node": self.local,
-            "proto": PROTO,
-            "kind": kind,
-            "peer": peer,
-            "seqno": seqno,
-            "conn_id": conn_id,
-            "bytes": len(msg.payload),
-        }
-        app = app_id_of(msg.payload)
-        if app is not None:
-            ev["app"] = app
-        return ev
+        # The hot path of the event log (one per message sent and one per delivery): built directly,
+        # as one literal (the app id is there for every workload message).
+        payload = msg.payload
+        app = app_id_of(payload)
+        if app is None:
+            return {
+                "v": EVENT_VERSION, "t": now, "node": self.local, "proto": PROTO, "kind": kind, "peer": peer,
+                "seqno": seqno, "conn_id": conn_id, "bytes": len(payload),
+            }  # fmt: skip
+        return {
+            "v": EVENT_VERSION, "t": now, "node": self.local, "proto": PROTO, "kind": kind, "peer": peer,
+            "seqno": seqno, "conn_id": conn_id, "bytes": len(payload), "app": app,
+        }  # fmt: skip
 
     def _resend(self, entry: SenderEntry, seqno: int, now: float, reason: str, first: bool = False) -> list[Action]:
         """Send a stored message again, under the entry's current conn-id."""

@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..layer import Layer
-from ..protocols import ProtocolSpec, Rng
+from ..protocols import ChaosSet, ProtocolSpec, Rng, xmit_req_sent
 from .config import MUTATION_RESYNC, MUTATIONS, REGRESSIONS, RESYNC_MODES, Unicast3Config
 from .fuzz import fuzz_header
 from .header import CODEC, MsgType
@@ -64,5 +64,21 @@ SPEC = ProtocolSpec(
     variants=RESYNC_MODES,
     fuzz=fuzz_header,
     resync_traffic=_resync_traffic,
+    xmit_traffic=xmit_req_sent,
+    # first_seqno is JGRP-1875 itself and fails unmutated: not a chaos mode. Small connection
+    # lifetimes make windows close, get reaped and reopen.
+    chaos=ChaosSet(
+        mode_key="resync",
+        modes=("sync", "timestamp"),
+        settings={"xmit_interval": 0.5},
+        draws={
+            "ack_min_interval": (0.05, 0.2, 0.5),
+            "conn_expiry_timeout": (3.0, 4.0, 6.0),
+            "conn_close_timeout": (2.0, 3.0),
+        },
+        lifetime_keys=("conn_expiry_timeout", "conn_close_timeout"),
+        view_episodes=True,
+        admin_sync_mode="sync",
+    ),
     regressions=REGRESSIONS,
 )
