@@ -55,7 +55,7 @@ life on the same address.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import replace
 from typing import Any, ClassVar, Protocol
 
@@ -107,6 +107,10 @@ class Unicast3(CountingLayer):
         self.resync: Resync = make_resync(self)
         self.members: tuple[str, ...] | None = None
         self.counters: dict[str, int] = {}
+        # The peers whose entries an input may have changed since check_invariants last ran (None:
+        # any entry). Only DATA sent or received changes one peer's entries alone; every other
+        # input marks all. Stays None (and empty of work) where nobody checks: the daemon.
+        self._touched: set[str] | None = None
 
     # ---- helpers ------------------------------------------------------------------------------
 
@@ -162,6 +166,8 @@ class Unicast3(CountingLayer):
             self.timers.set("xmit", now + self.config.xmit_interval)
         out: list[Action] = []
         dest = msg.dest
+        if self._touched is not None:
+            self._touched.add(dest)
         entry = self.send_table.get(dest)
         if entry is None:
             entry = SenderEntry(dest, self._new_conn_id(), now)
@@ -208,6 +214,8 @@ class Unicast3(CountingLayer):
                 continue
             if "xmit" not in self.timers.at:
                 self.timers.set("xmit", now + self.config.xmit_interval)
+            if self._touched is not None:
+                self._touched.add(dest)
             run = msgs[i:j]
             conn_id, store = entry.conn_id, entry.msgs
             first = seqno = entry.next_seqno
@@ -283,6 +291,7 @@ class Unicast3(CountingLayer):
                 # A multicast delivered by the multicast layer below: not ours to order.
                 mcasts.append(msg)
                 continue
+            self._touched = None  # control traffic (or a bad DATA) may change any entry
             if not isinstance(hdr, U3Header):
                 self._count("rx_malformed")
                 out.append(self._log(now, "drop", peer=msg.src, reason="no UNICAST3 header"))
@@ -310,7 +319,10 @@ class Unicast3(CountingLayer):
         if n_data:
             self.counters["rx_DATA"] = self.counters.get("rx_DATA", 0) + n_data
         if data:
-            out.extend(self._handle_data(data[0].src, data, now))
+            src = data[0].src
+            if self._touched is not None:
+                self._touched.add(src)
+            out.extend(self._handle_data(src, data, now))
         if mcasts:
             out.append(Up(msgs=mcasts))
         return out
@@ -694,6 +706,7 @@ class Unicast3(CountingLayer):
     # ---- commands -----------------------------------------------------------------------------
 
     def command(self, cmd: Command, now: float) -> list[Action]:
+        self._touched = None
         self._arm(now)
         if isinstance(cmd, ViewChange):
             return self._on_view(cmd, now)
@@ -740,6 +753,7 @@ class Unicast3(CountingLayer):
         return self.timers.next()
 
     def on_timer(self, now: float) -> list[Action]:
+        self._touched = None
         out: list[Action] = []
         for name in TIMERS:
             if self.timers.due(name, now):
@@ -962,13 +976,30 @@ class Unicast3(CountingLayer):
         }
 
     def check_invariants(self) -> None:
-        # The simulator calls this after every input: the entries' checks are inlined here and
-        # only called (to raise with their message) when one fails.
-        for entry in self.send_table.values():
+        # The simulator calls this after every input: only the entries of the peers touched since
+        # the last call are checked (all of them after any input other than DATA), and the
+        # entries' checks are inlined here and only called (to raise with their message) when one
+        # fails. Exact as long as entries change only through the layer's inputs.
+        touched = self._touched
+        senders: Iterable[SenderEntry | None]
+        receivers: Iterable[ReceiverEntry | None]
+        if touched is None:
+            senders, receivers = self.send_table.values(), self.recv_table.values()
+        else:
+            senders, receivers = map(self.send_table.get, touched), map(self.recv_table.get, touched)
+        for entry in senders:
+            if entry is None:
+                continue
             hs = entry.next_seqno - 1
             if not 0 <= entry.ha <= hs or len(entry.msgs) != hs - entry.ha:
                 entry.check()
-        for recv_entry in self.recv_table.values():
+        for recv_entry in receivers:
+            if recv_entry is None:
+                continue
             low, held = recv_entry.delivered, recv_entry.msgs
             if not 0 <= low <= recv_entry.highest or low + 1 in held or len(held) > recv_entry.highest - low:
                 recv_entry.check()
+        if touched is None:
+            self._touched = set()
+        else:
+            touched.clear()
