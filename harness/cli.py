@@ -229,10 +229,10 @@ def main(argv: list[str] | None = None) -> int:
 def _main(argv: list[str]) -> int:
     if argv and argv[0] == "node":
         return cmd_node(argv[1:])
-    from node.protocols import RegistryError, names
+    from node.protocols import RegistryError, check_extras
 
     try:
-        names()  # a bad SPLITBRAIN_PROTOCOLS is bad input, said once, before anything runs
+        check_extras()  # a bad SPLITBRAIN_PROTOCOLS is bad input, said once, before anything runs
     except RegistryError as exc:
         print(f"splitbrain: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT

@@ -1392,6 +1392,8 @@ def _lifecycle_problems(steps: list[FaultStep], nodes: tuple[str, ...]) -> list[
 
 def _protocol(raw: Any) -> str:
     """A registered protocol (the registry may grow at run time, so this asks it each time)."""
+    if protocols.is_protocol(raw):
+        return raw  # without listing (and so importing) every protocol
     known = protocols.names()
     if raw not in (*known, *protocols.PLANNED):
         raise problem(f"must be one of {', '.join((*known, *protocols.PLANNED))}, got {raw!r}")
