@@ -446,6 +446,18 @@ def test_invariants_catch_a_broken_send_window_after_earlier_checks(plant, messa
         net.send("A", "B", 1)
 
 
+@pytest.mark.parametrize("plant, message", BROKEN_SEND, ids=lambda p: getattr(p, "__name__", ""))
+@pytest.mark.parametrize("mtype", [MsgType.ACK, MsgType.XMIT_REQ])
+def test_invariants_catch_a_broken_send_window_at_the_next_ack_or_xmit_req(plant, message, mtype):
+    """An ACK or XMIT-REQ from the receiver (which touch only that peer's send window) is enough
+    for the check to look at it again."""
+    net = _established()
+    plant(net)
+    conn_id = net.u3("A").send_table["B"].conn_id
+    with pytest.raises(AssertionError, match=message):
+        net.inject("B", "A", U3Header(mtype, 0 if mtype is MsgType.XMIT_REQ else 1, conn_id))
+
+
 @pytest.mark.parametrize("plant, message", BROKEN_RECV, ids=lambda p: getattr(p, "__name__", ""))
 def test_invariants_catch_a_broken_recv_window_after_earlier_checks(plant, message):
     """The same for a receive window: caught at the next DATA from that peer (a duplicate here,

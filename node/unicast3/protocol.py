@@ -78,6 +78,8 @@ TIMERS = ("ack_flush", "sync_timeout", "conn_expiry", "conn_close", "xmit")
 # Counter names per message type, built once: an Enum's .name is a property, slow on a hot path.
 _RX_COUNTER = {t: f"rx_{t.name}" for t in MsgType}
 _TX_COUNTER = {t: f"tx_{t.name}" for t in MsgType}
+# Control messages whose handlers change only their sender's send entry (check_invariants).
+_ONE_PEER_TYPES = frozenset({MsgType.ACK, MsgType.XMIT_REQ})
 
 
 class RandomBits(Protocol):
@@ -108,8 +110,8 @@ class Unicast3(CountingLayer):
         self.members: tuple[str, ...] | None = None
         self.counters: dict[str, int] = {}
         # The peers whose entries an input may have changed since check_invariants last ran (None:
-        # any entry). Only DATA sent or received changes one peer's entries alone; every other
-        # input marks all. Stays None (and empty of work) where nobody checks: the daemon.
+        # any entry). DATA sent or received, an ACK or an XMIT-REQ changes its peer's entries
+        # alone; every other input marks all. Stays None (and empty of work) where nobody checks: the daemon.
         self._touched: set[str] | None = None
 
     # ---- helpers ------------------------------------------------------------------------------
@@ -291,7 +293,12 @@ class Unicast3(CountingLayer):
                 # A multicast delivered by the multicast layer below: not ours to order.
                 mcasts.append(msg)
                 continue
-            self._touched = None  # control traffic (or a bad DATA) may change any entry
+            touched = self._touched
+            if touched is not None:
+                if type(hdr) is U3Header and hdr.type in _ONE_PEER_TYPES:
+                    touched.add(msg.src)
+                else:
+                    self._touched = None  # other control traffic may change any entry
             if not isinstance(hdr, U3Header):
                 self._count("rx_malformed")
                 out.append(self._log(now, "drop", peer=msg.src, reason="no UNICAST3 header"))
@@ -977,7 +984,7 @@ class Unicast3(CountingLayer):
 
     def check_invariants(self) -> None:
         # The simulator calls this after every input: only the entries of the peers touched since
-        # the last call are checked (all of them after any input other than DATA), and the
+        # the last call are checked (all of them after inputs other than DATA, ACK, XMIT-REQ), and the
         # entries' checks are inlined here and only called (to raise with their message) when one
         # fails. Exact as long as entries change only through the layer's inputs.
         touched = self._touched
