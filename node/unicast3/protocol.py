@@ -55,7 +55,7 @@ life on the same address.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import replace
 from typing import Any, ClassVar, Protocol
 
@@ -109,10 +109,11 @@ class Unicast3(CountingLayer):
         self.resync: Resync = make_resync(self)
         self.members: tuple[str, ...] | None = None
         self.counters: dict[str, int] = {}
-        # The peers whose entries an input may have changed since check_invariants last ran (None:
-        # any entry). DATA sent or received, an ACK or an XMIT-REQ changes its peer's entries
-        # alone; every other input marks all. Stays None (and empty of work) where nobody checks: the daemon.
-        self._touched: set[str] | None = None
+        # The peers whose send and receive entries an input may have changed since check_invariants
+        # last ran (None: any entry). DATA sent, an ACK or an XMIT-REQ changes its peer's send
+        # entry alone, DATA received its peer's receive entry; every other input marks all. Stays
+        # None (and costs nothing) where nobody checks: the daemon.
+        self._touched: tuple[set[str], set[str]] | None = None
 
     # ---- helpers ------------------------------------------------------------------------------
 
@@ -169,7 +170,7 @@ class Unicast3(CountingLayer):
         out: list[Action] = []
         dest = msg.dest
         if self._touched is not None:
-            self._touched.add(dest)
+            self._touched[0].add(dest)
         entry = self.send_table.get(dest)
         if entry is None:
             entry = SenderEntry(dest, self._new_conn_id(), now)
@@ -217,7 +218,7 @@ class Unicast3(CountingLayer):
             if "xmit" not in self.timers.at:
                 self.timers.set("xmit", now + self.config.xmit_interval)
             if self._touched is not None:
-                self._touched.add(dest)
+                self._touched[0].add(dest)
             run = msgs[i:j]
             conn_id, store = entry.conn_id, entry.msgs
             first = seqno = entry.next_seqno
@@ -296,7 +297,7 @@ class Unicast3(CountingLayer):
             touched = self._touched
             if touched is not None:
                 if type(hdr) is U3Header and hdr.type in _ONE_PEER_TYPES:
-                    touched.add(msg.src)
+                    touched[0].add(msg.src)
                 else:
                     self._touched = None  # other control traffic may change any entry
             if not isinstance(hdr, U3Header):
@@ -328,7 +329,7 @@ class Unicast3(CountingLayer):
         if data:
             src = data[0].src
             if self._touched is not None:
-                self._touched.add(src)
+                self._touched[1].add(src)
             out.extend(self._handle_data(src, data, now))
         if mcasts:
             out.append(Up(msgs=mcasts))
@@ -983,30 +984,30 @@ class Unicast3(CountingLayer):
         }
 
     def check_invariants(self) -> None:
-        # The simulator calls this after every input: only the entries of the peers touched since
-        # the last call are checked (all of them after inputs other than DATA, ACK, XMIT-REQ), and the
+        # The simulator calls this after every input: only the entries touched since the last call
+        # are checked (all of them after inputs other than DATA, ACK and XMIT-REQ), and the
         # entries' checks are inlined here and only called (to raise with their message) when one
         # fails. Exact as long as entries change only through the layer's inputs.
         touched = self._touched
-        senders: Iterable[SenderEntry | None]
-        receivers: Iterable[ReceiverEntry | None]
         if touched is None:
-            senders, receivers = self.send_table.values(), self.recv_table.values()
+            sends, recvs = set(self.send_table), set(self.recv_table)
         else:
-            senders, receivers = map(self.send_table.get, touched), map(self.recv_table.get, touched)
-        for entry in senders:
-            if entry is None:
-                continue
-            hs = entry.next_seqno - 1
-            if not 0 <= entry.ha <= hs or len(entry.msgs) != hs - entry.ha:
-                entry.check()
-        for recv_entry in receivers:
-            if recv_entry is None:
-                continue
-            low, held = recv_entry.delivered, recv_entry.msgs
-            if not 0 <= low <= recv_entry.highest or low + 1 in held or len(held) > recv_entry.highest - low:
-                recv_entry.check()
+            sends, recvs = touched
+        send_table, recv_table = self.send_table, self.recv_table
+        for peer in sends:
+            entry = send_table.get(peer)
+            if entry is not None:
+                hs = entry.next_seqno - 1
+                if not 0 <= entry.ha <= hs or len(entry.msgs) != hs - entry.ha:
+                    entry.check()
+        for peer in recvs:
+            recv_entry = recv_table.get(peer)
+            if recv_entry is not None:
+                low, held = recv_entry.delivered, recv_entry.msgs
+                if not 0 <= low <= recv_entry.highest or low + 1 in held or len(held) > recv_entry.highest - low:
+                    recv_entry.check()
         if touched is None:
-            self._touched = set()
+            self._touched = (set(), set())
         else:
-            touched.clear()
+            sends.clear()
+            recvs.clear()
