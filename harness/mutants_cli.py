@@ -13,6 +13,7 @@ import argparse
 import json
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -26,11 +27,36 @@ if TYPE_CHECKING:
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
 
 
-def add_command(subparsers, positive_int, non_negative_int) -> None:
-    from harness import mutants as mt
-    from node import protocols
+# Where the description lists every hunted protocol's mutants, filled in when the help is shown:
+# listing them imports every protocol, which no other command should pay for.
+PLANTED = "{planted mutants}"
 
-    planted = "; ".join(f"{p}: {', '.join(mt.mutations(p)) or 'none'}" for p in mt.hunted())
+
+class _Hunted:
+    """The hunted protocols as argparse choices, asked for only when argparse checks or shows them."""
+
+    def __contains__(self, name: object) -> bool:
+        from harness import mutants as mt
+
+        return name in mt.hunted()
+
+    def __iter__(self) -> Iterator[str]:
+        from harness import mutants as mt
+
+        return iter(mt.hunted())
+
+
+class _PlantedHelp(argparse.HelpFormatter):
+    def add_text(self, text: str | None) -> None:
+        if text and PLANTED in text:
+            from harness import mutants as mt
+
+            text = text.replace(PLANTED, "; ".join(f"{p}: {', '.join(mt.mutations(p)) or 'none'}" for p in mt.hunted()))
+        super().add_text(text)
+
+
+def add_command(subparsers, positive_int, non_negative_int) -> None:
+    from node import protocols
 
     p = subparsers.add_parser(
         "mutants",
@@ -49,8 +75,9 @@ def add_command(subparsers, positive_int, non_negative_int) -> None:
             "default protocol's chaos set; --protocol picks another protocol's (its spec's ChaosSet): "
             "multicast streams for a multicast protocol, lossless seeds judged by xmit_traffic where the "
             "set has them. "
-            f"Mutants: {planted}."
+            f"Mutants: {PLANTED}."
         ),
+        formatter_class=_PlantedHelp,
         epilog="Exit codes: 0 every mutant killed and the unmutated protocol never failed, 1 a mutant "
         "survived or the unmutated protocol failed, 2 bad input.",
     )
@@ -70,9 +97,11 @@ def add_command(subparsers, positive_int, non_negative_int) -> None:
     p.add_argument("--first-seed", type=non_negative_int, default=0, metavar="S", help="first seed (default 0)")
     p.add_argument(
         "--protocol",
-        choices=mt.hunted(),
+        choices=_Hunted(),
         default=protocols.DEFAULT_PROTOCOL,
-        help=f"the protocol whose mutants are hunted, with its chaos set (default {protocols.DEFAULT_PROTOCOL})",
+        metavar="PROTOCOL",  # argparse would list the choices at once to format {a,b,...}
+        help="the protocol whose mutants are hunted, with its chaos set: one of %(choices)s (default "
+        f"{protocols.DEFAULT_PROTOCOL})",
     )
     p.add_argument(
         "--mutant",

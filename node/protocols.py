@@ -7,9 +7,11 @@ kinds it has, whether it multicasts, which checks judge it by default, and which
 pipeline read specs, never a protocol's package, so adding a protocol is its package plus one
 line in BUILTIN below (README: "Adding a protocol").
 
-Specs are loaded on first use, not at import, so a protocol package may import this module. A
-protocol kept outside this repository is loaded by naming its spec module in the environment
-variable SPLITBRAIN_PROTOCOLS (comma-separated); node processes inherit it.
+Specs are loaded on first use, not at import, so a protocol package may import this module, and
+`get(name)` of a built-in protocol imports only that protocol's package (a run of one protocol does
+not pay for importing the others); anything that lists protocols loads them all. A protocol kept
+outside this repository is loaded by naming its spec module in the environment variable
+SPLITBRAIN_PROTOCOLS (comma-separated); node processes inherit it.
 """
 
 from __future__ import annotations
@@ -168,7 +170,8 @@ class ProtocolSpec:
         return None if value is None else str(value)
 
 
-# Modules with a module-level `SPEC: ProtocolSpec`, one line per protocol.
+# Modules with a module-level `SPEC: ProtocolSpec`, one line per protocol; the package is named
+# after the protocol (node.<name>.spec), which is how get(name) finds it without the others.
 BUILTIN = (
     "node.unicast3.spec",
     "node.unicast2.spec",
@@ -181,7 +184,8 @@ ENV_PROTOCOLS = "SPLITBRAIN_PROTOCOLS"
 DEFAULT_PROTOCOL = "unicast3"
 
 _SPECS: dict[str, ProtocolSpec] = {}
-_loaded = False
+_loaded = False  # every spec, built-in and SPLITBRAIN_PROTOCOLS, is registered
+_BUILTIN_BY_NAME = {module.split(".")[-2]: module for module in BUILTIN}
 _kinds: dict[str, str] | None = None
 # Protocols the design names (seeds/) that have no implementation yet: the scenario parser says
 # "not implemented" for them rather than "unknown".
@@ -209,18 +213,37 @@ def _forget_kinds() -> None:
     _kinds = None
 
 
+def _extra_modules() -> list[str]:
+    return [m.strip() for m in os.environ.get(ENV_PROTOCOLS, "").split(",") if m.strip()]
+
+
+def _load(module: str) -> None:
+    try:
+        spec = import_module(module).SPEC
+    except (ImportError, AttributeError) as exc:
+        raise RegistryError(f"{ENV_PROTOCOLS}: cannot load a protocol spec from {module!r}: {exc}") from None
+    register(spec)
+
+
+def check_extras() -> None:
+    """Load the spec modules SPLITBRAIN_PROTOCOLS names (RegistryError if one cannot be), and no
+    built-in one: what a command checks before it runs."""
+    for module in _extra_modules():
+        _load(module)
+
+
 def _specs() -> dict[str, ProtocolSpec]:
     global _loaded
     if not _loaded:
+        for module in (*BUILTIN, *_extra_modules()):
+            _load(module)
         _loaded = True
-        extra = [m.strip() for m in os.environ.get(ENV_PROTOCOLS, "").split(",") if m.strip()]
-        for module in (*BUILTIN, *extra):
-            try:
-                spec = import_module(module).SPEC
-            except (ImportError, AttributeError) as exc:
-                _loaded = False
-                raise RegistryError(f"{ENV_PROTOCOLS}: cannot load a protocol spec from {module!r}: {exc}") from None
-            register(spec)
+        # The built-in protocols first, in BUILTIN's order, whichever get() loaded first.
+        builtin = {name: _SPECS[name] for name in _BUILTIN_BY_NAME if name in _SPECS}
+        rest = {name: spec for name, spec in _SPECS.items() if name not in builtin}
+        _SPECS.clear()
+        _SPECS.update(builtin)
+        _SPECS.update(rest)
     return _SPECS
 
 
@@ -235,6 +258,14 @@ def names() -> tuple[str, ...]:
     return tuple(name for name, spec in _specs().items() if not spec.membership)
 
 
+def is_protocol(name: object) -> bool:
+    """Is this a reliable-delivery protocol a scenario's `protocol:` may name (as in names())?"""
+    try:
+        return not get(name).membership  # type: ignore[arg-type]  # get() refuses a non-string
+    except ValueError:
+        return False
+
+
 def membership_names() -> tuple[str, ...]:
     """The membership protocols a scenario's `membership:` may name, besides "static"."""
     return tuple(name for name, spec in _specs().items() if spec.membership)
@@ -242,8 +273,15 @@ def membership_names() -> tuple[str, ...]:
 
 def get(name: str) -> ProtocolSpec:
     """The spec of an implemented protocol; ValueError (naming the available ones) otherwise."""
+    key = name if isinstance(name, str) else ""
+    spec = _SPECS.get(key)
+    if spec is None and not _loaded and key in _BUILTIN_BY_NAME:
+        _load(_BUILTIN_BY_NAME[key])
+        spec = _SPECS.get(key)
+    if spec is not None:
+        return spec
     specs = _specs()
-    spec = specs.get(name) if isinstance(name, str) else None
+    spec = specs.get(key)
     if spec is None:
         planned = " (planned, not implemented yet)" if name in PLANNED else ""
         raise ValueError(f"protocol: {name!r} is not implemented{planned} (available: {', '.join(specs)})")

@@ -78,6 +78,28 @@ def test_a_bad_spec_module_in_the_environment_is_named():
     assert "SPLITBRAIN_PROTOCOLS: cannot load a protocol spec from 'no.such.module'" in proc.stderr
 
 
+def test_a_run_imports_only_the_package_of_its_protocol_and_listing_keeps_the_order(tmp_path):
+    """A sim run of a UNICAST3 scenario through the CLI imports no other protocol's package; a
+    later listing loads them all, built-ins in BUILTIN's order whichever was asked for first."""
+    code = (
+        "import sys; from harness.cli import main; from node import protocols\n"
+        "assert main(['run', sys.argv[1], '--backend', 'sim', '--out', sys.argv[2], '--no-progress']) == 0\n"
+        "builtin = {m.split('.')[1] for m in protocols.BUILTIN}\n"
+        "print(sorted({m.split('.')[1] for m in sys.modules if m.startswith('node.')} & builtin))\n"
+        "protocols.get('nakack2')\n"
+        "print([list(protocols.names()), list(protocols.membership_names())])\n"
+    )
+    env = {"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"}
+    scenario, out = ROOT / "scenarios" / "smoke.yaml", tmp_path / "runs"
+    proc = subprocess.run(
+        [sys.executable, "-c", code, str(scenario), str(out)], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert proc.returncode == 0, proc.stderr
+    packages, listed = proc.stdout.splitlines()[-2:]
+    assert packages == str(["unicast3"]), packages
+    assert listed == str([["unicast3", "unicast2", "unicast", "nakack2", "mcast"], ["gms"]])
+
+
 # ---- views ------------------------------------------------------------------------------------
 
 

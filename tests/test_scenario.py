@@ -293,6 +293,24 @@ def test_bad_yaml_and_missing_file(tmp_path):
         load_scenario(tmp_path / "nope.yaml")
 
 
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("name: a: b\n", "at line 1, column 8: mapping values are not allowed here"),
+        ("nodes: [A, B\n  - C\n", "at line 3, column 1: expected ',' or ']', but got '<stream end>'"),
+        ("\tname: x\n", "at line 1, column 1: found character '\\t' that cannot start any token"),
+    ],
+)
+def test_bad_yaml_names_the_place_and_the_problem(tmp_path, text, message):
+    """Broken YAML is reported with PyYAML's own words and position (the fast libyaml parser's
+    are vaguer, and a line late for an unclosed list)."""
+    path = tmp_path / "bad.yaml"
+    path.write_text(text)
+    with pytest.raises(ScenarioError) as err:
+        load_scenario(path)
+    assert str(err.value).endswith(f"not valid YAML {message}"), str(err.value)
+
+
 @pytest.mark.parametrize("path", sorted(SCENARIOS.glob("*.yaml")), ids=lambda p: p.name)
 def test_shipped_scenarios_load(path):
     """Every scenario in scenarios/ is valid and takes at most about 20 virtual seconds."""

@@ -393,6 +393,93 @@ def test_conn_close_timeout_zero_never_removes_a_closing_entry():
 
 # ---- hostile input (found by the protocol fuzzer, tests/test_protocol_fuzz.py) ----------------
 
+
+def _plant_ha_above_hs(net):
+    entry = net.u3("A").send_table["B"]
+    entry.ha = entry.next_seqno + 5
+
+
+def _plant_extra_stored(net):
+    entry = net.u3("A").send_table["B"]
+    entry.msgs[entry.next_seqno + 100] = None
+
+
+def _plant_delivered_above_highest(net):
+    entry = net.u3("B").recv_table["A"]
+    entry.highest = entry.delivered - 1
+
+
+def _plant_deliverable_held(net):
+    entry = net.u3("B").recv_table["A"]
+    entry.msgs[entry.delivered + 1] = None
+
+
+def _plant_too_many_held(net):
+    entry = net.u3("B").recv_table["A"]
+    entry.msgs[entry.delivered + 2] = None
+
+
+BROKEN_SEND = [(_plant_ha_above_hs, "HA .* > HS"), (_plant_extra_stored, "stored, HA")]
+BROKEN_RECV = [
+    (_plant_delivered_above_highest, "delivered .*, highest"),
+    (_plant_deliverable_held, "deliverable message held"),
+    (_plant_too_many_held, "too many held"),
+]
+
+
+def _established():
+    net = Net(names=("A", "B", "C"))
+    net.connect("A", "B")
+    net.connect("A", "C")
+    net.send("A", "B", 5)
+    net.run_until_quiet(2.0)
+    return net
+
+
+@pytest.mark.parametrize("plant, message", BROKEN_SEND, ids=lambda p: getattr(p, "__name__", ""))
+def test_invariants_catch_a_broken_send_window_after_earlier_checks(plant, message):
+    """check_invariants, which rechecks only the peers touched since its last call, still fails
+    on a send window broken after checks that passed, at the next DATA sent to that peer."""
+    net = _established()
+    plant(net)
+    with pytest.raises(AssertionError, match=message):
+        net.send("A", "B", 1)
+
+
+@pytest.mark.parametrize("plant, message", BROKEN_SEND, ids=lambda p: getattr(p, "__name__", ""))
+@pytest.mark.parametrize("mtype", [MsgType.ACK, MsgType.XMIT_REQ])
+def test_invariants_catch_a_broken_send_window_at_the_next_ack_or_xmit_req(plant, message, mtype):
+    """An ACK or XMIT-REQ from the receiver (which touch only that peer's send window) is enough
+    for the check to look at it again."""
+    net = _established()
+    plant(net)
+    conn_id = net.u3("A").send_table["B"].conn_id
+    with pytest.raises(AssertionError, match=message):
+        net.inject("B", "A", U3Header(mtype, 0 if mtype is MsgType.XMIT_REQ else 1, conn_id))
+
+
+@pytest.mark.parametrize("plant, message", BROKEN_RECV, ids=lambda p: getattr(p, "__name__", ""))
+def test_invariants_catch_a_broken_recv_window_after_earlier_checks(plant, message):
+    """The same for a receive window: caught at the next DATA from that peer (a duplicate here,
+    which changes nothing)."""
+    net = _established()
+    plant(net)
+    conn_id = net.u3("B").recv_table["A"].conn_id
+    with pytest.raises(AssertionError, match=message):
+        net.inject("A", "B", U3Header(MsgType.DATA, 1, conn_id))
+
+
+@pytest.mark.parametrize("plant, message", BROKEN_SEND + BROKEN_RECV, ids=lambda p: getattr(p, "__name__", ""))
+def test_invariants_catch_a_broken_window_of_an_untouched_peer_at_the_next_timer(plant, message):
+    """A window broken while only other peers' DATA comes and goes is caught at the next input
+    that is not DATA (here the retransmit timer): those inputs recheck every entry."""
+    net = _established()
+    plant(net)
+    with pytest.raises(AssertionError, match=message):
+        net.send("A", "C", 1)  # DATA between A and C: A's and C's checks see the A-C windows
+        net.run(1.0)
+
+
 HUGE = 1 << 62
 U64 = (1 << 64) - 1
 
