@@ -207,7 +207,7 @@ def test_fuzzed_udp_input_is_counted_and_the_node_keeps_delivering(tmp_path):
         a.client().post("/send", {"to": "B", "count": 2000, "rate": 0, "stream": 77})
         stats = wait_for(
             lambda: (s := stats_of(cb, "A", 77)).get("count") == 2000 and s,
-            30,
+            90,  # generous: timed out once at 30 s with the machine's load at 14
             what="stream 77 delivered after the fuzzing",
         )
         assert stats == {"count": 2000, "first": 1, "last": 2000, "order_violations": 0, "duplicates": 0}
