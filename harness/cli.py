@@ -280,7 +280,8 @@ def _run_sim(args, path: Path, scenario, seed: int) -> int:
     from harness.scenario import ScenarioError
     from harness.sim import SimulationError
 
-    options: dict[str, Any] = {"check_invariants": not args.no_invariants}
+    # On two cores the logs are written while the run is judged (harness.afterrun).
+    options: dict[str, Any] = {"check_invariants": not args.no_invariants, "workers": min(2, os.cpu_count() or 1)}
     if args.wire:
         # In the scenario itself, so that the run directory's scenario.yaml replays the same way.
         scenario = dataclasses.replace(scenario, wire=True)

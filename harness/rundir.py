@@ -28,6 +28,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -112,15 +113,19 @@ def judge(scenario: Scenario, events: list[dict], *, seed: int, backend: str, st
     """Run the scenario's checks over a merged event log and decide the outcome."""
     from harness.checks import run_checks
 
-    results = tuple(
-        run_checks(
-            events,
-            list(scenario.checks),
-            recovery_bound_s=scenario.recovery_bound,
-            resync_bound=scenario.resync_bound,
-            xmit_bound=scenario.xmit_bound,
-        )
+    results = run_checks(
+        events,
+        list(scenario.checks),
+        recovery_bound_s=scenario.recovery_bound,
+        resync_bound=scenario.resync_bound,
+        xmit_bound=scenario.xmit_bound,
     )
+    return verdict_of(scenario, results, seed=seed, backend=backend, stats=stats)
+
+
+def verdict_of(scenario: Scenario, results: Iterable, *, seed: int, backend: str, stats: dict) -> Verdict:
+    """The verdict from the scenario's check results (CheckResult objects, in its order)."""
+    results = tuple(results)
     return Verdict(
         outcome=outcome_of(results, scenario.expect_fail),
         expect=scenario.expect,
@@ -223,13 +228,16 @@ def run_scenario(
     progress=None,
     cluster_options=None,
     backend_options: dict | None = None,
+    workers: int = 1,
     **sim_options,
 ) -> RunOutcome:
     """Run a scenario on a backend, judge it and write the run directory.
 
     `sim_options` go to harness.sim.Simulation (stack_factory, codec, check_invariants,
-    max_steps, ...). `progress` (a callable taking harness.runner.Progress) and
-    `cluster_options` (harness.backends.ClusterOptions) are for live backends, and so are
+    max_steps, ...). `workers` is for the sim backend too: with 2, a forked process writes the
+    event logs and runs part of the checks while this one runs the rest (harness.afterrun).
+    `progress` (a callable taking harness.runner.Progress) and `cluster_options`
+    (harness.backends.ClusterOptions) are for live backends, and so are
     `backend_options` (keyword arguments of the backend, e.g. DockerBackend's client or image).
     A scenario that the backend cannot run (toxic steps off docker, an injector it lacks) raises
     ScenarioError before anything starts. Raises what the backend raises (KeyboardInterrupt
@@ -244,7 +252,7 @@ def run_scenario(
     check_backend(scenario, backend, getattr(cluster_options, "injector", None))
     scenario, run_dir = prepare_run(scenario, seed, out, stamp)
     if backend == "sim":
-        return _run_sim(scenario, run_dir, **sim_options)
+        return _run_sim(scenario, run_dir, workers, **sim_options)
     if sim_options:
         raise ValueError(f"options {', '.join(sorted(sim_options))} are for the sim backend only")
     return _run_live(
@@ -252,7 +260,8 @@ def run_scenario(
     )
 
 
-def _run_sim(scenario: Scenario, run_dir: Path, **sim_options) -> RunOutcome:
+def _run_sim(scenario: Scenario, run_dir: Path, workers: int = 1, **sim_options) -> RunOutcome:
+    from harness.afterrun import write_and_check
     from harness.sim import Simulation
 
     seed = scenario.seed
@@ -260,8 +269,13 @@ def _run_sim(scenario: Scenario, run_dir: Path, **sim_options) -> RunOutcome:
     try:
         sim = Simulation(scenario, seed, **sim_options)
         result = sim.run()
-        write_events(run_dir, result.events, result.timeline)
-        verdict = judge(scenario, result.all_events(), seed=seed, backend="sim", stats=result.stats)
+        results = write_and_check(
+            lambda: write_events(run_dir, result.events, result.timeline),
+            result.all_events(),
+            scenario,
+            workers=workers,
+        )
+        verdict = verdict_of(scenario, results, seed=seed, backend="sim", stats=result.stats)
     except BaseException as exc:
         stats: dict = {}
         if sim is not None:
