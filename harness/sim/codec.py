@@ -32,6 +32,9 @@ class ObjectCodec:
     @staticmethod
     def decode_frame(data: tuple) -> tuple[str, list[Message]]:
         src, msgs = data
+        if len(msgs) == 1:  # nearly every frame of a simulation: no comprehension to set up
+            m = msgs[0]
+            return src, [Message(m.src, m.dest, m.payload, dict(m.headers))]
         return src, [Message(m.src, m.dest, m.payload, dict(m.headers)) for m in msgs]
 
     @staticmethod

@@ -44,7 +44,7 @@ from harness import nemesis
 from harness.scenario import FaultStep, Scenario, ScenarioError, Stream
 from harness.slots import planned_count
 from node.errors import SettingError
-from node.events import make_event, unpack_events
+from node.events import DataEvents, make_event
 from node.faultlayer import FaultLayer
 from node.layer import Bootstrap, Leave, SetConfig, SyncPeer, ViewChange
 from node.message import Message, app_payload
@@ -488,7 +488,13 @@ class Simulation:
         # and the per-message event records become dicts as take() makes them.
         evs = stack.events
         if evs:
-            node.events.extend(unpack_events(evs))
+            # unpack_events, inlined: straight into the node's log, without a list in between.
+            log = node.events
+            for ev in evs:
+                if type(ev) is DataEvents:
+                    log.extend(ev.dicts())
+                else:
+                    log.append(ev)  # type: ignore[arg-type]  # a dict: `type() is` does not narrow
             stack.events = []
         app = stack.to_app
         if app:
