@@ -8,8 +8,8 @@ the verdict is the one a single process gives (tests/test_afterrun.py compares t
 
 The child never returns into the caller: it leaves by os._exit, so atexit hooks, buffered output
 and the caller's `finally` blocks stay the parent's. A child that raised makes the parent raise
-the same exception (or ChildFailed when it cannot be pickled, or the child died) after its own
-checks; the caller handles it as it would have handled it in one process. The parent kills and
+the same exception (or ChildFailed when it cannot be sent back, or the child died) after its
+own checks; the caller handles it as it would have handled it in one process. The parent kills and
 reaps the child if it is interrupted itself.
 """
 
@@ -19,6 +19,7 @@ import gc
 import os
 import pickle
 import signal
+import threading
 import traceback
 from collections.abc import Callable
 from typing import TYPE_CHECKING, NoReturn
@@ -56,7 +57,9 @@ def write_and_check(
             xmit_bound=scenario.xmit_bound,
         )
 
-    if workers < 2 or not hasattr(os, "fork") or len(events) < MIN_EVENTS:
+    # A fork copies only the calling thread: with others running (a test runner's, a live
+    # backend's), a lock one of them held would stay locked in the child forever.
+    if workers < 2 or not hasattr(os, "fork") or len(events) < MIN_EVENTS or threading.active_count() > 1:
         write()
         return checks(names)
     mine = [n for n in names if n not in CHILD_CHECKS]
@@ -101,9 +104,10 @@ def _child(
             code = 1
             text = "".join(traceback.format_exception(exc))
             try:
-                payload = pickle.dumps((False, (exc, text)))
+                raised: bytes | None = pickle.dumps(exc)
             except Exception:
-                payload = pickle.dumps((False, (None, text)))
+                raised = None
+            payload = pickle.dumps((False, (raised, text)))
         with os.fdopen(write_end, "wb") as pipe:
             pipe.write(payload)
     finally:
@@ -117,8 +121,12 @@ def _child_results(payload: bytes, status: int) -> list[CheckResult]:
     ok, value = pickle.loads(payload)
     if ok:
         return value
-    exc, text = value
-    if exc is None:
+    raised, text = value
+    try:  # an exception may pickle and still not unpickle (a constructor with other arguments)
+        exc = pickle.loads(raised) if raised is not None else None
+    except Exception:
+        exc = None
+    if not isinstance(exc, BaseException):
         raise ChildFailed(f"the process writing the event logs failed:\n{text}")
     exc.add_note(f"in the process writing the event logs:\n{text}")
     raise exc

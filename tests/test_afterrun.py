@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import signal
+import threading
 from pathlib import Path
 
 import pytest
@@ -45,10 +46,15 @@ def test_two_processes_give_the_results_and_files_of_one(path, tmp_path, always_
     out = {}
     for workers in (1, 2):
         run_dir = tmp_path / str(workers)
-        out[workers] = write_and_check(
-            lambda d=run_dir: write_events(d, result.events, result.timeline), events, scenario, workers=workers
-        )
+
+        def write(d=run_dir):
+            write_events(d, result.events, result.timeline)
+            (d / "writer.pid").write_text(str(os.getpid()))
+
+        out[workers] = write_and_check(write, events, scenario, workers=workers)
         assert [r.name for r in out[workers]] == list(scenario.checks)
+    assert (tmp_path / "1" / "writer.pid").read_text() == str(os.getpid())
+    assert (tmp_path / "2" / "writer.pid").read_text() != str(os.getpid()), "the child did not write"
     assert out[2] == out[1]
     assert out[1] == run_checks(
         events,
@@ -58,6 +64,11 @@ def test_two_processes_give_the_results_and_files_of_one(path, tmp_path, always_
         xmit_bound=scenario.xmit_bound,
     )
     assert _files(tmp_path / "2") == _files(tmp_path / "1")
+
+
+class _NeedsTwo(Exception):
+    def __init__(self, a, b):  # pickled with its args, ("first second",): one argument too few
+        super().__init__(f"{a} {b}")
 
 
 def _scenario():
@@ -92,6 +103,32 @@ def test_an_exception_that_cannot_be_pickled_is_reported_with_its_text(always_fo
 
     with pytest.raises(ChildFailed, match="odd failure"):
         write_and_check(write, _events(scenario), scenario, workers=2)
+
+
+def test_an_exception_that_does_not_unpickle_is_reported_with_its_text(always_fork):
+    """An exception that pickles but cannot be rebuilt here becomes ChildFailed with its text."""
+    scenario = _scenario()
+
+    def write():
+        raise _NeedsTwo("first", "second")
+
+    with pytest.raises(ChildFailed, match="NeedsTwo"):
+        write_and_check(write, _events(scenario), scenario, workers=2)
+
+
+def test_no_fork_while_other_threads_run(always_fork):
+    """With another thread running the work stays in this process (a fork copies one thread)."""
+    scenario = _scenario()
+    pids = []
+    stop = threading.Event()
+    other = threading.Thread(target=stop.wait)
+    other.start()
+    try:
+        write_and_check(lambda: pids.append(os.getpid()), _events(scenario), scenario, workers=2)
+    finally:
+        stop.set()
+        other.join()
+    assert pids == [os.getpid()]
 
 
 def test_a_child_that_dies_fails_the_run(always_fork):
