@@ -8,7 +8,8 @@ whatever the machine's load. Sections:
    10 % loss, 60 s + 5 s settle; 120 k messages, 258 k events):
    - the whole `splitbrain run --backend sim` command, in a fresh process (wall);
    - its parts in this process: the simulation loop (Simulation.run, invariants on as the CLI
-     runs it, and off), writing the event logs, the checks (harness.rundir.judge);
+     runs it, and off), writing the event logs, the checks (harness.rundir.judge), and the wall
+     time of merging, writing and judging on two processes as the CLI does (harness.afterrun);
    - the ceiling loop: the same links, loss draws, heap-driven virtual time, dict windows,
      in-order delivery, ACK (ack_min_interval 0.5 s) and XMIT-REQ/resend-highest rounds every
      0.5 s per node, the same event dicts, and nothing else (`ceiling_sim`);
@@ -353,9 +354,26 @@ def sim_parts(scenario: Scenario, *, wire_codec: bool, invariants: bool) -> dict
         "loop_cpu": loop_cpu,
         "write": write_s,
         "checks": checks_s,
+        "after_wall": after_run_wall(scenario, result),
         "events": sum(len(v) for v in result.events.values()) + len(result.timeline),
         "outcome": verdict.outcome,
     }
+
+
+def after_run_wall(scenario: Scenario, result) -> float | None:
+    """Wall s of writing and judging as the CLI does on two cores (harness.afterrun: a forked
+    child writes and runs some checks); None for a tree without it."""
+    try:
+        from harness.afterrun import write_and_check
+    except ImportError:
+        return None
+    from harness.rundir import write_events as write_run
+
+    with tempfile.TemporaryDirectory() as out:
+        t0 = time.perf_counter()
+        events = result.all_events()
+        write_and_check(lambda: write_run(Path(out), result.events, result.timeline), events, scenario, workers=2)
+        return time.perf_counter() - t0
 
 
 def median_of(fn, repeat: int):
@@ -389,6 +407,8 @@ def bench_sim(scenario: Scenario, repeat: int, path: Path, wire_rows: bool = Tru
         print(f"| {label} | {parts['loop']:.2f} | {parts['loop_cpu']:.2f} | {parts['loop_cpu'] / ceiling_cpu:.1f} |")
     print(f"| writing the event logs | | {objects['write']:.2f} | |")
     print(f"| the checks (judge) | | {objects['checks']:.2f} | |")
+    if objects["after_wall"] is not None:
+        print(f"| merging, writing and judging on two processes (the CLI's way) | {objects['after_wall']:.2f} | | |")
     print(f"| whole `splitbrain run --backend sim` (fresh process) | {command:.2f} | {command_cpu:.2f} | |")
     if wire_rows:
         wall_w, cpu_w = median_of(lambda: run_command(path, ["--wire"]), repeat)
