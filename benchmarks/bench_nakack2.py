@@ -15,7 +15,12 @@ runtime's flow control lets it), all members at once.
   stream ran, sampled every 0.2 s through GET /state;
 - CPU: the busiest member's CPU time per multicast (each member delivers every multicast, and
   sends its own), and msgs/s divided by that member's share of a core: the figure that stays
-  comparable when other work on the machine takes CPU time away from the nodes.
+  comparable when other work on the machine takes CPU time away from the nodes; and the bound
+  that all members' CPU per multicast puts on msgs/s with every core of the machine free to them
+  (cores x 1e6 / the sum of the members' us per multicast);
+- ceiling (UDP cases, `--no-ceiling` to skip): benchmarks/mcast_ceiling.py in the same run, N
+  stripped CPython members doing a member's work per multicast over the same loopback, with the
+  same numbers; "x ceiling" is the node's figure over the ceiling's.
 
 `--heap` instead measures the retransmit table under a steady paced load (rate per sender) with
 STABLE every second and with STABLE effectively off (every 1000 s): held messages at the end of
@@ -26,7 +31,7 @@ Modes: udp = xmit_interval 1 s (JGroups' default; UDP needs retransmission); tcp
 
 JGroups on this machine (steady state, 100 B): NAKACK2 over UDP 2.35 M msgs/s, over TCP 1.52 M.
 
-Run: .venv/bin/python benchmarks/bench_nakack2.py [--nodes 3,5] [--modes udp,tcp] [--count N] [--heap]
+Run: .venv/bin/python benchmarks/bench_nakack2.py [--nodes 3,5] [--modes udp,tcp] [--count N] [--heap] [--no-ceiling]
 """
 
 from __future__ import annotations
@@ -40,6 +45,8 @@ from pathlib import Path
 
 # BENCH_TREE=/path/to/another/checkout measures that tree's node code (a "before") with this script.
 sys.path.insert(0, os.environ.get("BENCH_TREE", str(Path(__file__).resolve().parent.parent)))
+
+import mcast_ceiling  # benchmarks/, next to this script
 
 from node.runtime.testing import NodeProcess, free_port, unique_host, wait_for
 
@@ -165,6 +172,7 @@ def run_case(transport: str, n: int, count: int, size: int, workdir: Path) -> di
             # CPU of the busiest member per multicast it delivered (the sender's own included),
             # and the rate scaled to a full core for it: comparable on a machine others load.
             "us_per_delivery": max(cpu) / mcasts * 1e6,
+            "all_us_per_mcast": sum(cpu) / mcasts * 1e6,
             "per_busy_core": mcasts / elapsed / max(busiest, 1e-9),
         }
     finally:
@@ -205,6 +213,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--heap", action="store_true", help="measure the retransmit table with and without STABLE")
     parser.add_argument("--rate", type=int, default=1000, help="--heap: multicasts per second per member")
     parser.add_argument("--seconds", type=int, default=8, help="--heap: length of the paced load")
+    parser.add_argument("--no-ceiling", action="store_true", help="skip the stripped members' ceiling")
     args = parser.parse_args(argv)
     workdir = Path(tempfile.mkdtemp(prefix="bench-nakack2-"))
     if args.heap:
@@ -213,20 +222,38 @@ def main(argv: list[str] | None = None) -> int:
         for mode in args.modes.split(","):
             run_heap(mode, 3, args.rate, args.seconds, args.size, workdir)
         return 0
+    cores = os.cpu_count() or 1
+    print(f"Load average at the start: {os.getloadavg()[0]:.1f}; {cores} cores.\n")
     print(
         "| case | msgs/s (delivered at every member) | x JGroups | NAKACK2 msgs on the wire per delivery "
         "| retransmits | XMIT-REQs | STABLE | HIGHEST_SEQNO | peak table | busiest member: CPU us per multicast "
-        "| msgs/s per busy core |"
+        "| msgs/s per busy core | all members: CPU us per multicast | bound with all cores free |"
     )
-    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    ceilings = []
     for mode in args.modes.split(","):
         for n in (int(x) for x in args.nodes.split(",")):
             r = run_case(mode, n, args.count, args.size, workdir)
             print(
                 f"| {r['case']} | {r['msgs_per_s']:,.0f} | {r['msgs_per_s'] / JGROUPS[mode]:.3f} | "
                 f"{r['wire_per_mcast']:.4f} | {r['retransmits']} | {r['xmit_reqs']} | {r['stables']} | "
-                f"{r['highest']} | {r['peak_table']} | {r['us_per_delivery']:.2f} | {r['per_busy_core']:,.0f} |",
+                f"{r['highest']} | {r['peak_table']} | {r['us_per_delivery']:.2f} | {r['per_busy_core']:,.0f} | "
+                f"{r['all_us_per_mcast']:.2f} | {cores * 1e6 / r['all_us_per_mcast']:,.0f} |",
                 flush=True,
+            )
+            if mode == "udp" and not args.no_ceiling:
+                ceilings.append((r, n, mcast_ceiling.run(n, args.count, args.size)))
+    if ceilings:
+        print(
+            "\n| members | ceiling msgs/s | node x ceiling | ceiling: busiest member CPU us per multicast "
+            "| all members | bound with all cores free | node x ceiling (bound) |"
+        )
+        print("| --- | --- | --- | --- | --- | --- | --- |")
+        for r, n, c in ceilings:
+            bound = cores * 1e6 / c["all_us_per_mcast"]
+            print(
+                f"| {n} | {c['msgs_per_s']:,.0f} | {r['msgs_per_s'] / c['msgs_per_s']:.2f} | {c['us_per_mcast']:.2f} "
+                f"| {c['all_us_per_mcast']:.2f} | {bound:,.0f} | {c['all_us_per_mcast'] / r['all_us_per_mcast']:.2f} |"
             )
     return 0
 

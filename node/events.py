@@ -113,9 +113,13 @@ class DataEvents:
     A layer returns one of these (in a Log action) for a batch instead of one dict per message,
     which a batch of a thousand messages would spend most of its time building. Stack.take()
     turns it into exactly the dicts `dicts()` gives; the daemon's event log formats its lines
-    straight from the record (node/runtime/eventlog.py), byte for byte what those dicts give."""
+    straight from the record (node/runtime/eventlog.py), byte for byte what those dicts give.
 
-    __slots__ = ("t", "node", "proto", "kind", "peer", "conn_id", "first_seqno", "msgs")
+    `members` set (peer None, kind "send", no conn_id): the record of a multicast sender's own
+    messages (NAKACK2), two events per message in this order: its `send`, which carries `members`
+    (the sender's view) instead of a peer, then its loopback `deliver` (peer = the sender)."""
+
+    __slots__ = ("t", "node", "proto", "kind", "peer", "conn_id", "first_seqno", "msgs", "members")
 
     def __init__(
         self,
@@ -123,10 +127,11 @@ class DataEvents:
         node: str,
         proto: str,
         kind: str,
-        peer: str,
+        peer: str | None,
         conn_id: int | None,
         first_seqno: int,
         msgs: list[Any],
+        members: list[str] | None = None,
     ) -> None:
         self.t = t
         self.node = node
@@ -136,8 +141,12 @@ class DataEvents:
         self.conn_id = conn_id  # None: the events have no conn_id (NAKACK2's multicasts)
         self.first_seqno = first_seqno
         self.msgs = msgs  # node.message.Message objects (their payloads give bytes and app)
+        # Shared by every send event of the record, as the layer shared it (nothing mutates it).
+        self.members = members
 
     def dicts(self) -> list[dict[str, Any]]:
+        if self.members is not None:
+            return self._mcast_dicts(self.members)
         out = []
         t, node, proto, kind, peer, conn_id = self.t, self.node, self.proto, self.kind, self.peer, self.conn_id
         seqno = self.first_seqno
@@ -178,8 +187,31 @@ class DataEvents:
             seqno += 1
         return out
 
+    def _mcast_dicts(self, members: list[str]) -> list[dict[str, Any]]:
+        out = []
+        t, node, proto = self.t, self.node, self.proto
+        seqno = self.first_seqno
+        for msg in self.msgs:
+            payload = msg.payload
+            size = len(payload)
+            app = app_id_of(payload)
+            send: dict[str, Any] = {"v": EVENT_VERSION, "t": t, "node": node, "proto": proto, "kind": "send"}
+            send["members"] = members
+            send["seqno"] = seqno
+            send["bytes"] = size
+            deliver: dict[str, Any] = {"v": EVENT_VERSION, "t": t, "node": node, "proto": proto, "kind": "deliver"}
+            deliver["peer"] = node
+            deliver["seqno"] = seqno
+            deliver["bytes"] = size
+            if app is not None:
+                send["app"] = deliver["app"] = app
+            out.append(send)
+            out.append(deliver)
+            seqno += 1
+        return out
+
     def __len__(self) -> int:
-        return len(self.msgs)
+        return len(self.msgs) if self.members is None else 2 * len(self.msgs)
 
 
 def unpack_events(events: list[Any]) -> list[dict[str, Any]]:

@@ -151,15 +151,33 @@ def encode_frame(src: str, msgs: list[Message], dest: str | None = None) -> byte
     return b"".join(parts)
 
 
-def split_into_frames(src: str, msgs: list[Message], max_bytes: int = MAX_FRAME_BYTES) -> list[bytes]:
-    """Pack messages (all to one dest) into as few frames of at most max_bytes as order allows."""
+def split_into_frames(
+    src: str,
+    msgs: list[Message],
+    max_bytes: int = MAX_FRAME_BYTES,
+    encoded: dict[int, tuple[bytes, bytes]] | None = None,
+) -> list[bytes]:
+    """Pack messages (all to one dest) into as few frames of at most max_bytes as order allows.
+
+    `encoded`, shared by the calls of one flush to several dests: a message whose headers dict
+    and payload are those of a message encoded before (a multicast's copies share both) reuses
+    its bytes. Keyed by the headers dict's id, so the caller keeps every message of those calls
+    alive (an id is unique only among live objects) and changes none of them in between."""
     frames: list[bytes] = []
     batch: list[bytes] = []
     head = len(_encode_name(src)) + len(_encode_name(msgs[0].dest)) + 4 if msgs else 0
     size = head
     for msg in msgs:
-        head_bytes = _hot_head(msg)
-        raw = head_bytes + msg.payload if head_bytes is not None else encode_message(msg)
+        if encoded is not None:
+            seen = encoded.get(id(msg.headers))
+            if seen is not None and seen[0] is msg.payload:
+                raw = seen[1]
+            else:
+                raw = encode_message(msg)
+                encoded[id(msg.headers)] = (msg.payload, raw)
+        else:
+            head_bytes = _hot_head(msg)
+            raw = head_bytes + msg.payload if head_bytes is not None else encode_message(msg)
         if batch and size + len(raw) > max_bytes:
             frames.append(_assemble(src, msgs[0].dest, batch))
             batch, size = [], head

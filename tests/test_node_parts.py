@@ -213,18 +213,22 @@ def stream_payloads(draw):
             st.integers(1, 2**40),
             st.one_of(st.lists(payloads, min_size=1, max_size=5), stream_payloads()),
             st.sampled_from([7, None]),
+            st.one_of(st.none(), st.lists(names, min_size=1, max_size=3)),
         ),
         max_size=6,
     ),
     st.lists(st.integers(0, 10), max_size=4),
 )
 def test_event_records_write_the_lines_of_their_dicts(records, other_at):
-    """A DataEvents record (with a conn_id, or without as NAKACK2's) is written byte for byte as
-    the dicts it stands for (which it never builds), mixed with other events in any order, and
-    counts as one event per message."""
+    """A DataEvents record (with a conn_id, or without as NAKACK2's, or a multicast sender's with
+    `members`: a send and a loopback deliver per message) is written byte for byte as the dicts
+    it stands for (which it never builds), mixed with other events in any order, and counts as
+    one event per event it stands for."""
     evs: list = [
         DataEvents(t, "A", "unicast3", kind, peer, conn_id, first, [Message("A", peer, p) for p in msgs])
-        for t, peer, kind, first, msgs, conn_id in records
+        if members is None
+        else DataEvents(t, "A", "nakack2", "send", None, None, first, [Message("A", "*", p) for p in msgs], members)
+        for t, peer, kind, first, msgs, conn_id, members in records
     ]
     for i in other_at:
         evs.insert(min(i, len(evs)), make_event(1.5, "A", "unicast3", "ack_tx", peer="B", seqno=i))

@@ -51,7 +51,7 @@ from collections.abc import Iterable
 from itertools import takewhile
 from typing import Any
 
-from ..events import EVENT_VERSION, DataEvents
+from ..events import DataEvents
 from ..layer import (
     Action,
     BecomeServer,
@@ -68,7 +68,7 @@ from ..layer import (
     Up,
     ViewChange,
 )
-from ..message import MCAST_DEST, Message, app_id_of
+from ..message import MCAST_DEST, Message
 from ..protocols import Rng
 from ..rangeset import RangeSet
 from ..unicast3.timers import Deadlines
@@ -165,23 +165,11 @@ class Nakack2(CountingLayer):
             out.append(Down(msg=Message(self.local, member, b"", {PROTO_ID: hdr})))
         return out
 
-    def _event(
-        self, now: float, kind: str, seqno: int, msg: Message, peer: str | None, app: str | None = None
-    ) -> dict[str, Any]:
-        # The hot path of the event log (one per multicast sent and one per delivery): built directly.
-        ev: dict[str, Any] = {"v": EVENT_VERSION, "t": now, "node": self.local, "proto": PROTO, "kind": kind}
-        if peer is not None:
-            ev["peer"] = peer
-        else:
-            # One list per view, shared by the send events of that view (nothing mutates it).
-            ev["members"] = self._members_list
-        ev["seqno"] = seqno
-        ev["bytes"] = len(msg.payload)
-        if app is None:
-            app = msg.app
-        if app is not None:
-            ev["app"] = app
-        return ev
+    def _own_events(self, now: float, first: int, msgs: list[Message]) -> DataEvents:
+        """The send event (with `members`) and the loopback deliver of each of our multicasts
+        first, first + 1, ...: one record (node/events.py), two events per message."""
+        # One list per view, shared by the send events of that view (nothing mutates it).
+        return DataEvents(now, self.local, PROTO, "send", None, None, first, msgs, self._members_list)
 
     # ---- sending ------------------------------------------------------------------------------
 
@@ -203,10 +191,10 @@ class Nakack2(CountingLayer):
         own.msgs[seqno] = msg
         own.highest = own.delivered = seqno
         self.counters["tx_MSG"] = self.counters.get("tx_MSG", 0) + 1
-        app = msg.app
-        out: list[Action] = [Log(event=self._event(now, "send", seqno, msg, None, app))]
+        out: list[Action] = []
+        if self.data_events:
+            out.append(Log(event=self._own_events(now, seqno, [msg])))
         # Loopback: the sender delivers its own multicast at once, as JGroups does.
-        out.append(Log(event=self._event(now, "deliver", seqno, msg, self.local, app)))
         out.append(Up(msgs=[Message(self.local, MCAST_DEST, msg.payload, msg.headers)]))
         for member in self.members:
             if member != self.local:
@@ -223,7 +211,10 @@ class Nakack2(CountingLayer):
         local = self.local
         others = self._others()
         own = self.tables[local]
+        held = own.msgs
         out: list[Action] = []
+        if self.data_events and msgs:
+            out.append(Log(event=self._own_events(now, self.seqno + 1, msgs)))
         loopback: list[Message] = []
         copies: list[Message] = []
         seqno = self.seqno
@@ -231,11 +222,8 @@ class Nakack2(CountingLayer):
             seqno += 1
             headers = msg.headers
             headers[PROTO_ID] = N2Header(MsgType.MSG, seqno)
-            own.msgs[seqno] = msg
+            held[seqno] = msg
             payload = msg.payload
-            app = app_id_of(payload)
-            out.append(Log(event=self._event(now, "send", seqno, msg, None, app)))
-            out.append(Log(event=self._event(now, "deliver", seqno, msg, local, app)))
             loopback.append(Message(local, MCAST_DEST, payload, headers))
             for member in others:
                 copies.append(Message(local, member, payload, headers))
@@ -252,6 +240,9 @@ class Nakack2(CountingLayer):
     def up(self, msgs: list[Message], now: float) -> list[Action]:
         out: list[Action] = []
         passed: list[Message] = []
+        taken = self._take_run(msgs, now, out) if msgs else 0
+        if taken:
+            msgs = msgs[taken:]
         for msg in msgs:
             hdr = msg.headers.get(PROTO_ID)
             if hdr is None:
@@ -276,6 +267,47 @@ class Nakack2(CountingLayer):
         if self._bytes_since_stable >= self.config.stable_max_bytes:
             self._stable_round(now, out)
         return out
+
+    def _take_run(self, msgs: list[Message], now: float, out: list[Action]) -> int:
+        """Deliver the leading run of `msgs` that are the next MSGs of their sender in order, as
+        _receive and _deliver would one by one (the same table, counters, record and Up), and
+        return its length. Nearly every batch is one: a frame of a sender's next multicasts.
+        It takes none unless the table has no gap (nothing held above `delivered`), so nothing
+        else becomes deliverable, and the checks of _receive pass for the whole run."""
+        if not self.is_server or not self._armed:
+            return 0
+        sender = msgs[0].src
+        table = self.tables.get(sender)
+        if table is None or table.highest != table.delivered or sender == self.local:
+            return 0
+        if self.members and sender not in self.members:
+            return 0
+        first = nxt = table.delivered + 1
+        held = table.msgs
+        delivered: list[Message] = []
+        size = 0
+        for msg in msgs:
+            headers = msg.headers
+            hdr = headers.get(PROTO_ID)
+            if hdr is None or hdr.type is not MsgType.MSG or hdr.seqno != nxt or msg.src != sender or len(headers) != 1:
+                break
+            msg.dest = MCAST_DEST
+            held[nxt] = msg
+            delivered.append(msg)
+            size += len(msg.payload)
+            nxt += 1
+        taken = len(delivered)
+        if not taken:
+            return 0
+        table.delivered = table.highest = nxt - 1
+        self._count("rx_MSG", taken)
+        self._bytes_since_stable += size
+        if self.data_events:
+            out.append(Log(event=DataEvents(now, self.local, PROTO, "deliver", sender, None, first, delivered)))
+        up = Up(msgs=delivered)
+        out.append(up)
+        self._run = (up, table, nxt)
+        return taken
 
     def _receive(self, sender: str, seqno: int, msg: Message, now: float, out: list[Action]) -> None:
         if not self.is_server:

@@ -69,10 +69,13 @@ class Bundler:
         self.flushes += 1
         send = self.transport.send
         local = self.local
+        # A multicast's copies to several dests are encoded once (wire.split_into_frames); the
+        # queues keep them alive and unchanged until the loop ends.
+        encoded: dict[int, tuple[bytes, bytes]] | None = {} if len(queues) > 1 else None
         for dest, msgs in queues.items():
             try:
                 if self.enabled:
-                    frames = split_into_frames(local, msgs, self.max_bytes)
+                    frames = split_into_frames(local, msgs, self.max_bytes, encoded)
                 else:
                     frames = [encode_frame(local, [msg], dest) for msg in msgs]
             except _ENCODE_ERRORS as exc:
