@@ -154,12 +154,19 @@ class ProtocolSpec:
     # (validated settings, transport "udp" | "tcp", drops below?) -> [(key, why)], empty if safe.
     # Scenarios and the node refuse what it names (exit 2), each problem at its key.
     unsafe: Callable[[Any, str, bool], list[tuple[str, str]]] | None = None
+    # Do these (validated) settings rely on every layer below never dropping a message (nothing
+    # would resend it)? The node's TCP transport then buffers instead of dropping; None: never.
+    lossless_below: Callable[[Any], bool] | None = None
 
     def unsafe_settings(self, settings: Mapping[str, Any], transport: str, drops_below: bool) -> list[tuple[str, str]]:
         """What `unsafe` says of these settings (validated here; a bad one raises SettingError)."""
         if self.unsafe is None:
             return []
         return self.unsafe(self.config(settings), transport, drops_below)
+
+    def needs_lossless_below(self, settings: Mapping[str, Any]) -> bool:
+        """What `lossless_below` says of these settings (validated here)."""
+        return self.lossless_below is not None and self.lossless_below(self.config(settings))
 
     def variant(self, settings: Mapping[str, Any]) -> str | None:
         if self.variant_key is None:

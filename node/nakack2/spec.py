@@ -85,6 +85,7 @@ SPEC = ProtocolSpec(
     chaos_drop_types=("MSG", "MSG", "NAK_XMIT_REQ", "XMIT_RSP", "STABLE", "HIGHEST_SEQNO", "DATA", "ACK"),
     variant_key="xmit_interval",
     unsafe=_unsafe,
+    lossless_below=lambda config: not config.retransmission,
     xmit_traffic=xmit_req_sent,
     # No restarts: with static views a restarted member rejoins without a join digest, and
     # NAKACK2 keeps no incarnation, so its new seqnos look like old ones (a restart needs GMS).

@@ -199,6 +199,7 @@ class Node:
             resolved = await resolve_peers(self.peers)
             cls = UdpTransport if cfg.transport == "udp" else TcpTransport
             transport = self.transport = cls(self.name, cfg.bind, resolved, self.on_frame, self._transport_drop)
+            self._follow_lossless()
             self.bind_address = await transport.start()
             self.bundler = Bundler(
                 self.name, self.loop, transport, cfg.bundle_max_bytes, cfg.bundling, on_error=self._bundle_error
@@ -523,7 +524,15 @@ class Node:
         self.command(SetConfig(values=dict(values)))
         self.settings = updated
         self.membership_settings = membership_updated
+        self._follow_lossless()
         return {**updated.as_dict(), **(membership_updated.as_dict() if membership_updated is not None else {})}
+
+    def _follow_lossless(self) -> None:
+        """A TCP transport never drops while the settings rely on it (seed 003: NAKACK2 without
+        retransmission); with them changed back at run time it may drop again."""
+        if isinstance(self.transport, TcpTransport):
+            spec = protocols.get(self.config.protocol)
+            self.transport.lossless = spec.needs_lossless_below(self.settings.as_dict())
 
     def _drop_rules(self) -> list[int]:
         return [rid for rid, rule in self.faults.rules().items() if rule.get("action") == "drop"]

@@ -39,7 +39,8 @@ DropHandler = Callable[[str, str | None], None]
 
 SOCKET_BUFFER_BYTES = 16 * 1024 * 1024
 TCP_HIGH_WATER_BYTES = 4 * 1024 * 1024  # above this a peer's connection counts as not writable
-TCP_MAX_BUFFERED_BYTES = 64 * 1024 * 1024  # above this frames for the peer are dropped (and counted)
+# Above these frames for a peer are dropped (and counted), unless the transport is `lossless`.
+TCP_MAX_BUFFERED_BYTES = 64 * 1024 * 1024  # written to a connection the peer does not read
 TCP_QUEUE_MAX_BYTES = 8 * 1024 * 1024  # frames waiting for a connection
 TCP_MAX_FRAME_BYTES = 2 * 1024 * 1024  # a longer length prefix is garbage: the connection is closed
 CONNECT_TIMEOUT_S = 2.0
@@ -286,6 +287,10 @@ class TcpTransport:
         self._server: asyncio.Server | None = None
         self._closing = False
         self._rng = random.Random()
+        # Set while the protocol resends nothing (NAKACK2 without retransmission, seed 003): a
+        # frame for a peer is then buffered however much waits, never dropped. The workload
+        # still blocks on writable(), so only control traffic and catch-ups grow the buffers.
+        self.lossless = False
 
     async def start(self) -> Address:
         loop = asyncio.get_running_loop()
@@ -311,7 +316,7 @@ class TcpTransport:
         stats = self.stats
         conn = self.conns.get(peer)
         if conn is not None and not conn.closed:
-            if conn.buffered() > TCP_MAX_BUFFERED_BYTES:
+            if conn.buffered() > TCP_MAX_BUFFERED_BYTES and not self.lossless:
                 stats.dropped_out += 1  # the peer does not read: UNICAST3 will resend later
                 return
             stats.frames_out += 1
@@ -322,7 +327,7 @@ class TcpTransport:
             stats.dropped_out += 1
             return
         queued = self._queued_bytes.get(peer, 0)
-        if queued + len(frame) > TCP_QUEUE_MAX_BYTES:
+        if queued + len(frame) > TCP_QUEUE_MAX_BYTES and not self.lossless:
             stats.dropped_out += 1
         else:
             self._queued.setdefault(peer, []).append(frame)
