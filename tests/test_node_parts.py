@@ -203,6 +203,25 @@ def stream_payloads(draw):
     return [app_payload(sender, 0, first + i, size) for i, size in enumerate(sizes)]
 
 
+@st.composite
+def same_size_payloads(draw):
+    """Payloads of one size, most with app ids of one length (what the writer reads at fixed
+    offsets, in blocks of 64), some breaking that layout in one byte: another id length, no
+    b"SB", an id longer than the payload, an id JSON must escape, or random bytes."""
+    size = draw(st.integers(3, 24))
+    length = draw(st.integers(0, size - 3))
+    ids = st.text(st.characters(min_codepoint=32, max_codepoint=126), min_size=length, max_size=length)
+    tail = st.binary(min_size=size - 3 - length, max_size=size - 3 - length)
+    count = draw(st.sampled_from([1, 2, 5, 63, 64, 65, 130]))
+    out = [b"SB%c%s%s" % (length, draw(ids).encode(), draw(tail)) for _ in range(count)]
+    if draw(st.booleans()):
+        i, at = draw(st.integers(0, count - 1)), draw(st.integers(0, size - 1))
+        bad = bytearray(out[i])
+        bad[at] = draw(st.integers(0, 255))
+        out[i] = bytes(bad)
+    return out
+
+
 @settings(max_examples=200, deadline=None)  # a temporary file per example: slow on a busy machine
 @given(
     st.lists(
@@ -211,7 +230,7 @@ def stream_payloads(draw):
             st.one_of(names, st.just("%d%%s")),
             st.sampled_from(["send", "deliver"]),
             st.integers(1, 2**40),
-            st.one_of(st.lists(payloads, min_size=1, max_size=5), stream_payloads()),
+            st.one_of(st.lists(payloads, min_size=1, max_size=5), stream_payloads(), same_size_payloads()),
             st.sampled_from([7, None]),
             st.one_of(st.none(), st.lists(names, min_size=1, max_size=3)),
         ),
@@ -256,8 +275,10 @@ def test_workload_records_take_the_one_format_path_and_others_fall_back(tmp_path
     or with a payload that has no (or a cut) app id, goes line by line; both write the lines of its dicts."""
     enc = json.JSONEncoder(separators=(",", ":"))
 
-    def record(sender: str, extra: bytes | None = None) -> DataEvents:
-        msgs = [Message(sender, "B", make_payload(f"{sender}:0:".encode(), n, 100)) for n in range(998, 1003)]
+    def record(sender: str, extra: bytes | None = None, first: int = 998, count: int = 5) -> DataEvents:
+        msgs = [
+            Message(sender, "B", make_payload(f"{sender}:0:".encode(), n, 100)) for n in range(first, first + count)
+        ]
         if extra is not None:
             msgs.append(Message(sender, "B", extra))
         return DataEvents(1764093732.5, "B", "unicast3", "deliver", "%s", 7, 2**40, msgs)
@@ -267,6 +288,7 @@ def test_workload_records_take_the_one_format_path_and_others_fall_back(tmp_path
         log = EventLog(tmp_path / "e.jsonl", loop)
         for rec, one_go in [
             (record("A%d"), True),
+            (record("A", first=1000, count=130), True),  # app ids read at fixed offsets: 2 blocks and a rest
             (record("Ä"), False),
             (record('A"'), False),
             (record("A", extra=b"no app id"), False),
@@ -275,6 +297,7 @@ def test_workload_records_take_the_one_format_path_and_others_fall_back(tmp_path
         ]:
             expected = "".join(enc.encode(ev) + "\n" for ev in rec.dicts()).encode()
             assert (log._record_block(rec) is not None) is one_go
+            assert (log._aligned_app_ids([m.payload for m in rec.msgs]) is not None) is (len(rec) == 130)
             assert log.encode([rec]) == expected
         log.close()
     finally:
