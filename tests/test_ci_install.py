@@ -30,20 +30,28 @@ def _stub(path: Path, body: str) -> None:
 
 
 def _tree(tmp_path: Path, *, uv_exit: int | None) -> tuple[Path, dict[str, str]]:
-    """A copy of ci/install and ci/quickstart with a stub .venv (python: `-m pip` logs, anything
-    else runs the real interpreter) and, unless uv_exit is None, a stub uv on PATH."""
+    """A copy of ci/install and ci/quickstart with a stub .venv (python: `-m ensurepip` and
+    `-m pip` log, anything else runs the real interpreter) and, unless uv_exit is None, a stub uv
+    on PATH."""
     tree = tmp_path / "tree"
     (tree / "ci").mkdir(parents=True)
     for script in ("install", "quickstart"):
         shutil.copy(ROOT / "ci" / script, tree / "ci" / script)
     (tree / "pyproject.toml").write_text(PYPROJECT)
     log = tmp_path / "log"
+    # .venv starts without pip (as ci/setup makes it): `-m pip` fails until `-m ensurepip` ran,
+    # which takes no options we do not pass (the real one rejects -q).
+    pip_marker = tmp_path / "venv-has-pip"
     _stub(
         tree / ".venv" / "bin" / "python",
-        f'if [ "$1 $2" = "-m pip" ]; then echo "pip ${{*:3}}" >>{log}; exit 0; fi\nexec {sys.executable} "$@"\n',
+        f'if [ "$1 $2" = "-m ensurepip" ]; then [ $# = 2 ] || exit 2; echo ensurepip >>{log}; touch {pip_marker}; exit 0; fi\n'
+        f'if [ "$1 $2" = "-m pip" ]; then [ -e {pip_marker} ] || exit 1; echo "pip ${{*:3}}" >>{log}; exit 0; fi\n'
+        f'exec {sys.executable} "$@"\n',
     )
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
+    # ci/install turns to apt where ensurepip fails: never for real in a test.
+    _stub(bin_dir / "apt-get", f'echo "apt-get $*" >>{log}\nexit 1\n')
     if uv_exit is not None:
         _stub(bin_dir / "uv", f'echo "uv $*" >>{log}\nexit {uv_exit}\n')
     env = {k: v for k, v in os.environ.items() if not k.startswith(("SPLITBRAIN_", "UV_"))}
@@ -72,7 +80,7 @@ def test_install_falls_back_to_pip_when_uv_fails(tmp_path):
     assert "uv failed (exit 3); installing with pip instead" in done.stderr
     calls = _calls(tmp_path)
     assert calls[0].startswith("uv pip install")
-    assert calls[-1] == "pip install -q -e .[fast]"
+    assert calls[1:] == ["ensurepip", "pip install -q --upgrade pip", "pip install -q -e .[fast]"]
 
 
 def test_install_with_uv_switched_off_uses_pip_only(tmp_path):
