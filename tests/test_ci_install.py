@@ -44,7 +44,8 @@ def _tree(tmp_path: Path, *, uv_exit: int | None) -> tuple[Path, dict[str, str]]
     pip_marker = tmp_path / "venv-has-pip"
     _stub(
         tree / ".venv" / "bin" / "python",
-        f'if [ "$1 $2" = "-m ensurepip" ]; then [ $# = 2 ] || exit 2; echo ensurepip >>{log}; touch {pip_marker}; exit 0; fi\n'
+        f'if [ "$1 $2" = "-m ensurepip" ]; then [ $# = 2 ] || exit 2\n'
+        f"  echo ensurepip >>{log}; touch {pip_marker}; exit 0\nfi\n"
         f'if [ "$1 $2" = "-m pip" ]; then [ -e {pip_marker} ] || exit 1; echo "pip ${{*:3}}" >>{log}; exit 0; fi\n'
         f'exec {sys.executable} "$@"\n',
     )
