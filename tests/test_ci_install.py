@@ -132,3 +132,24 @@ def test_quickstart_reports_a_failed_background_install(tmp_path):
     assert "run jit=" in calls
     assert not [c for c in calls if c.startswith("analyze")]
     assert not (tree / ".venv" / ".splitbrain-installed-pipeline-fast").exists()
+
+
+def test_quickstart_with_the_pipeline_stamped_installs_nothing_more(tmp_path):
+    """A second quick start: the stamp is current, so no background install and no wait."""
+    tree, env = _quickstart_tree(tmp_path, install_exit=7)
+    (tree / ".venv" / ".splitbrain-installed-pipeline-fast").touch()
+    done = subprocess.run(["bash", "ci/quickstart"], cwd=tree, env=env, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    calls = _calls(tmp_path)
+    assert not [c for c in calls if c.startswith("install")]
+    assert calls[-1] == "analyze jit=c1"
+
+
+def test_quickstart_passes_on_a_run_that_made_no_run_directory(tmp_path):
+    """Bad input (exit 2, nothing written): the quick start exits 2 too, analyzes nothing and
+    stops the background install."""
+    tree, env = _quickstart_tree(tmp_path, install_exit=0)
+    _stub(tree / ".venv" / "bin" / "splitbrain", "exit 2\n")
+    done = subprocess.run(["bash", "ci/quickstart"], cwd=tree, env=env, capture_output=True, text=True)
+    assert done.returncode == 2, done.stderr
+    assert not (tree / ".venv" / ".splitbrain-installed-pipeline-fast").exists()
