@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from enum import Enum
 
+from ..entries import ReceiveWindow, SendWindow, Transitions
 from ..message import Message
 
 
@@ -17,25 +18,16 @@ class ConnState(Enum):
     CLOSED = "CLOSED"
 
 
-class ConnStateError(RuntimeError):
-    """An unlisted (state, cause) pair: a bug in this layer, never caused by a peer."""
-
-
 TRANSITIONS: dict[tuple[ConnState, str], ConnState] = {
     (ConnState.OPEN, "left_view"): ConnState.CLOSED,
     (ConnState.OPEN, "expired"): ConnState.CLOSED,
     (ConnState.OPEN, "replaced"): ConnState.CLOSED,
 }
 
-
-def next_state(state: ConnState, cause: str) -> ConnState:
-    try:
-        return TRANSITIONS[(state, cause)]
-    except KeyError:
-        raise ConnStateError(f"no transition from {state.name} on {cause!r}") from None
+next_state = Transitions(TRANSITIONS)
 
 
-class SenderEntry:
+class SenderEntry(SendWindow):
     """Send window to one peer: seqnos HA+1..HS are kept until a STABLE says they were delivered
     (HA, "highest acked", is the highest seqno purged)."""
 
@@ -50,18 +42,8 @@ class SenderEntry:
         self.state = ConnState.OPEN
         self.last_active = now
 
-    @property
-    def hs(self) -> int:
-        return self.next_seqno - 1
 
-    def check(self) -> None:
-        assert 0 <= self.ha <= self.hs, f"send window to {self.peer}: HA {self.ha} > HS {self.hs}"
-        assert len(self.msgs) == self.hs - self.ha, (
-            f"send window to {self.peer}: {len(self.msgs)} stored, HA {self.ha} HS {self.hs}"
-        )
-
-
-class ReceiverEntry:
+class ReceiverEntry(ReceiveWindow):
     """Receive window (recv_win) for one peer under its recv-conn-id: delivered up to
     `delivered`, holding what came early; `stable_mark` and `stable_repeats` pace its STABLEs."""
 
@@ -87,10 +69,3 @@ class ReceiverEntry:
         self.last_active = now
         self.stable_mark: tuple[int, int] | None = None  # (delivered, highest) the last STABLE carried
         self.stable_repeats = 0  # STABLEs sent in a row with that same mark
-
-    def check(self) -> None:
-        assert 0 <= self.delivered <= self.highest, (
-            f"recv window for {self.peer}: delivered {self.delivered}, highest {self.highest}"
-        )
-        assert self.delivered + 1 not in self.msgs, f"recv window for {self.peer}: deliverable message held"
-        assert len(self.msgs) <= self.highest - self.delivered, f"recv window for {self.peer}: too many held"
