@@ -2,8 +2,8 @@
 connection state machine given as a table, and the invariants of their windows.
 
 Each protocol lists its own allowed (state, cause) -> state changes; any other pair is a bug of
-that layer, never caused by a peer, so it raises. The window classes here hold no state of their
-own: a protocol's entry subclasses one and declares the slots its check() reads.
+that layer, never caused by a peer, so it raises. A protocol's entry subclasses a window class,
+which holds the fields its check() reads, and adds its own slots.
 """
 
 from __future__ import annotations
@@ -38,11 +38,13 @@ class Transitions(Generic[S]):
 class SendWindow:
     """A send window that keeps seqnos HA+1..HS (HA: highest acked or purged, HS: highest sent)."""
 
-    __slots__ = ()
-    peer: str
-    ha: int
-    next_seqno: int
-    msgs: dict[int, Message]
+    __slots__ = ("peer", "next_seqno", "ha", "msgs")
+
+    def __init__(self, peer: str) -> None:
+        self.peer = peer
+        self.next_seqno = 1
+        self.ha = 0
+        self.msgs: dict[int, Message] = {}  # HA+1..HS, as sent
 
     @property
     def hs(self) -> int:
@@ -58,11 +60,13 @@ class SendWindow:
 class ReceiveWindow:
     """A receive window: delivered up to `delivered`, holding what came early up to `highest`."""
 
-    __slots__ = ()
-    peer: str
-    delivered: int
-    highest: int
-    msgs: dict[int, Message]
+    __slots__ = ("peer", "delivered", "highest", "msgs")
+
+    def __init__(self, peer: str, delivered: int) -> None:
+        self.peer = peer
+        self.delivered = delivered  # highest seqno delivered (the window's low edge)
+        self.highest = delivered  # highest seqno received
+        self.msgs: dict[int, Message] = {}  # received, not yet deliverable (seqno > delivered)
 
     def check(self) -> None:
         assert 0 <= self.delivered <= self.highest, (

@@ -49,12 +49,8 @@ class SenderEntry:
 class ReceiverEntry(ReceiveWindow):
     """Receive window for one peer: delivered up to `delivered`, holding what came early."""
 
-    __slots__ = ("peer", "delivered", "highest", "msgs", "state")
+    __slots__ = ("state",)
 
     def __init__(self, peer: str):
-        # The original's first-message rule: a new window expects seqno 1.
-        self.peer = peer
-        self.delivered = 0
-        self.highest = 0
-        self.msgs: dict[int, Message] = {}
+        super().__init__(peer, 0)  # the original's first-message rule: a new window expects seqno 1
         self.state = ConnState.OPEN

@@ -10,7 +10,6 @@ from __future__ import annotations
 from enum import Enum
 
 from ..entries import ReceiveWindow, SendWindow, Transitions
-from ..message import Message
 
 
 class ConnState(Enum):
@@ -31,14 +30,11 @@ class SenderEntry(SendWindow):
     """Send window to one peer: seqnos HA+1..HS are kept until a STABLE says they were delivered
     (HA, "highest acked", is the highest seqno purged)."""
 
-    __slots__ = ("peer", "conn_id", "next_seqno", "ha", "msgs", "state", "last_active")
+    __slots__ = ("conn_id", "state", "last_active")
 
     def __init__(self, peer: str, conn_id: int, now: float):
-        self.peer = peer
+        super().__init__(peer)
         self.conn_id = conn_id  # send-conn-id
-        self.next_seqno = 1
-        self.ha = 0
-        self.msgs: dict[int, Message] = {}
         self.state = ConnState.OPEN
         self.last_active = now
 
@@ -47,24 +43,11 @@ class ReceiverEntry(ReceiveWindow):
     """Receive window (recv_win) for one peer under its recv-conn-id: delivered up to
     `delivered`, holding what came early; `stable_mark` and `stable_repeats` pace its STABLEs."""
 
-    __slots__ = (
-        "peer",
-        "conn_id",
-        "delivered",
-        "highest",
-        "msgs",
-        "state",
-        "last_active",
-        "stable_mark",
-        "stable_repeats",
-    )
+    __slots__ = ("conn_id", "state", "last_active", "stable_mark", "stable_repeats")
 
     def __init__(self, peer: str, conn_id: int, delivered: int, now: float):
-        self.peer = peer
+        super().__init__(peer, delivered)
         self.conn_id = conn_id  # recv-conn-id
-        self.delivered = delivered
-        self.highest = delivered
-        self.msgs: dict[int, Message] = {}
         self.state = ConnState.OPEN
         self.last_active = now
         self.stable_mark: tuple[int, int] | None = None  # (delivered, highest) the last STABLE carried

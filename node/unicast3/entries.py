@@ -10,7 +10,6 @@ from __future__ import annotations
 from enum import Enum
 
 from ..entries import ReceiveWindow, SendWindow, Transitions
-from ..message import Message
 from ..rangeset import RangeSet
 
 
@@ -41,11 +40,7 @@ class SenderEntry(SendWindow):
     """Send window to one peer: seqnos HA+1..HS are unacked and kept for retransmission."""
 
     __slots__ = (
-        "peer",
         "conn_id",
-        "next_seqno",
-        "ha",
-        "msgs",
         "state",
         "last_active",
         "prev_xmit",
@@ -57,11 +52,8 @@ class SenderEntry(SendWindow):
     )
 
     def __init__(self, peer: str, conn_id: int, now: float):
-        self.peer = peer
+        super().__init__(peer)
         self.conn_id = conn_id
-        self.next_seqno = 1
-        self.ha = 0  # highest acked
-        self.msgs: dict[int, Message] = {}  # HA+1..HS, as sent
         self.state = ConnState.OPEN
         self.last_active = now
         self.prev_xmit: tuple[int, int] | None = None  # (HA, HS) at the previous retransmit run
@@ -75,25 +67,11 @@ class SenderEntry(SendWindow):
 class ReceiverEntry(ReceiveWindow):
     """Receive window for one peer: delivered up to `delivered`, holding what came early."""
 
-    __slots__ = (
-        "peer",
-        "conn_id",
-        "delivered",
-        "highest",
-        "msgs",
-        "state",
-        "last_active",
-        "ack_pending",
-        "last_ack_tx",
-        "prev_missing",
-    )
+    __slots__ = ("conn_id", "state", "last_active", "ack_pending", "last_ack_tx", "prev_missing")
 
     def __init__(self, peer: str, conn_id: int, delivered: int, now: float):
-        self.peer = peer
+        super().__init__(peer, delivered)
         self.conn_id = conn_id
-        self.delivered = delivered  # highest seqno delivered (the window's low edge)
-        self.highest = delivered  # highest seqno received
-        self.msgs: dict[int, Message] = {}  # received, not yet deliverable (seqno > delivered)
         self.state = ConnState.OPEN
         self.last_active = now
         self.ack_pending = False
