@@ -31,54 +31,19 @@ import random
 import re
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from node.runtime.testing import NodeProcess, free_port, unique_host, wait_for
+from nodecluster import multicast, start_cluster, stop, stream_span, wait_delivered, warm_up
 
-NAMES = "ABCDEFGH"
 _METRIC = re.compile(r'^splitbrain_(frames|bytes)_total\{direction="(in|out)"\} (\S+)$', re.M)
 
 
-def start_cluster(n: int, protocol: str, ip_multicast: bool, workdir: Path) -> list[NodeProcess]:
-    hosts = [unique_host() for _ in range(n)]
-    ports = [free_port(h) for h in hosts]
-    names = NAMES[:n]
-    epoch = time.time()
+def group_address() -> str:
+    """A random administratively scoped group and port, so that concurrent runs do not share one."""
     rng = random.SystemRandom()
-    group = f"239.{rng.randint(1, 254)}.{rng.randint(0, 255)}.{rng.randint(1, 254)}:{rng.randint(20000, 60999)}"
-    procs = []
-    for i, name in enumerate(names):
-        cfg = {
-            "name": name,
-            "bind": f"{hosts[i]}:{ports[i]}",
-            "admin": f"{hosts[i]}:0",
-            "peers": {names[j]: f"{hosts[j]}:{ports[j]}" for j in range(n) if j != i},
-            "transport": "udp",
-            "protocol": protocol,
-            "event_log": False,
-            "epoch": epoch,
-            "admin_token": "bench",
-            "config": {"xmit_interval": 1.0},
-            **({"mcast_group": group} if ip_multicast else {}),
-        }
-        procs.append(NodeProcess(cfg, workdir / name))
-    for p in procs:
-        p.start()
-    for p in procs:
-        p.client().post("/view", {"members": list(names)})
-    return procs
-
-
-def delivered(client, sender: str, stream: int) -> int:
-    d = client.get("/delivered")["delivered"]
-    return d.get(sender, {}).get(str(stream), {}).get("count", 0)
-
-
-def all_delivered(clients, names, stream: int, count: int) -> bool:
-    return all(delivered(c, s, stream) >= count for c in clients for s in names)
+    return f"239.{rng.randint(1, 254)}.{rng.randint(0, 255)}.{rng.randint(1, 254)}:{rng.randint(20000, 60999)}"
 
 
 def wire(clients) -> dict[str, float]:
@@ -93,28 +58,18 @@ def wire(clients) -> dict[str, float]:
 
 def run_case(protocol: str, n: int, ip_multicast: bool, count: int, size: int, rate: int, workdir: Path) -> dict:
     label = "IP multicast" if ip_multicast else "N unicasts"
-    procs = start_cluster(n, protocol, ip_multicast, workdir / f"{protocol}-{n}-{int(ip_multicast)}")
+    extra = {"mcast_group": group_address()} if ip_multicast else {}
+    workdir = workdir / f"{protocol}-{n}-{int(ip_multicast)}"
+    procs = start_cluster(n, protocol, {"xmit_interval": 1.0}, workdir, extra=extra)
     names = [p.name for p in procs]
     try:
         clients = [p.client() for p in procs]
-        warm = 2_000
-        for c in clients:
-            c.post("/send", {"to": "*", "count": warm, "rate": 0, "size": size, "stream": 0})
-        wait_for(lambda: all_delivered(clients, names, 0, warm), 120, 0.05, "warm-up delivered")
+        warm_up(clients, names, 2_000, size)
         before = wire(clients)
-        for c in clients:
-            c.post("/send", {"to": "*", "count": count, "rate": rate, "size": size, "stream": 1})
-        wait_for(lambda: all_delivered(clients, names, 1, count), 600, 0.2, "measured stream delivered")
-        last = 0.0
-        starts = []
-        for c in clients:
-            samples = c.get("/samples")["delivered"]
-            for s in names:
-                pairs = samples.get(s, {}).get("1") or []
-                if pairs:
-                    last = max(last, max(t for _, t in pairs))
-            starts.append(next(s["started"] for s in c.get("/streams")["streams"] if s["stream"] == 1))
-        elapsed = last - min(starts)
+        multicast(clients, 1, count, size, rate)
+        wait_delivered(clients, names, 1, count, 600, 0.2)
+        start, last = stream_span(clients, names, 1)
+        elapsed = last - start
         after = wire(clients)
         diff = {k: after.get(k, 0) - before.get(k, 0) for k in after}
         mcasts = n * count
@@ -127,8 +82,7 @@ def run_case(protocol: str, n: int, ip_multicast: bool, count: int, size: int, r
             "via_group": diff["via_group"] / mcasts,
         }
     finally:
-        for p in procs:
-            p.stop()
+        stop(procs)
 
 
 def main(argv: list[str] | None = None) -> int:

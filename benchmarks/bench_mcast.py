@@ -27,48 +27,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from nodecluster import multicast, start_cluster, stop, stream_span, wait_delivered, warm_up
+
 from harness.scenario import parse_scenario
 from harness.sim.simulator import Simulation
-from node.runtime.testing import NodeProcess, free_port, unique_host, wait_for
-
-NAMES = "ABCDEFGH"
-
-
-def start_cluster(n: int, protocol: str, config: dict, workdir: Path) -> list[NodeProcess]:
-    hosts = [unique_host() for _ in range(n)]
-    ports = [free_port(h) for h in hosts]
-    names = NAMES[:n]
-    epoch = time.time()
-    procs = []
-    for i, name in enumerate(names):
-        peers = {names[j]: f"{hosts[j]}:{ports[j]}" for j in range(n) if j != i}
-        cfg = {
-            "name": name,
-            "bind": f"{hosts[i]}:{ports[i]}",
-            "admin": f"{hosts[i]}:0",
-            "peers": peers,
-            "transport": "udp",
-            "protocol": protocol,
-            "event_log": False,
-            "epoch": epoch,
-            "admin_token": "bench",
-            "config": config,
-        }
-        procs.append(NodeProcess(cfg, workdir))
-    for p in procs:
-        p.start()
-    for p in procs:
-        p.client().post("/view", {"members": list(names)})
-    return procs
-
-
-def delivered_from(client, sender: str, stream: int) -> int:
-    d = client.get("/delivered")["delivered"]
-    return d.get(sender, {}).get(str(stream), {}).get("count", 0)
-
-
-def all_delivered(clients, names, stream: int, count: int) -> bool:
-    return all(delivered_from(c, s, stream) >= count for c in clients for s in names)
 
 
 def run_case(protocol: str, n: int, count: int, size: int, config: dict, workdir: Path) -> dict:
@@ -76,37 +38,20 @@ def run_case(protocol: str, n: int, count: int, size: int, config: dict, workdir
     names = [p.name for p in procs]
     try:
         clients = [p.client() for p in procs]
-        warm = 2_000
-        for c in clients:
-            c.post("/send", {"to": "*", "count": warm, "rate": 0, "size": size, "stream": 0})
-        wait_for(lambda: all_delivered(clients, names, 0, warm), 120, 0.05, "warm-up delivered")
-        for c in clients:
-            c.post("/send", {"to": "*", "count": count, "rate": 0, "size": size, "stream": 1})
-        deadline = time.monotonic() + 600
-        while not all_delivered(clients, names, 1, count):
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"{protocol}-{n}: not all delivered in 600 s")
-            time.sleep(0.1)
-        last = 0.0
-        starts = []
-        for c in clients:
-            samples = c.get("/samples")["delivered"]
-            for s in names:
-                pairs = samples.get(s, {}).get("1") or []
-                if pairs:
-                    last = max(last, max(t for _, t in pairs))
-            starts.append(next(s["started"] for s in c.get("/streams")["streams"] if s["stream"] == 1))
+        warm_up(clients, names, 2_000, size)
+        multicast(clients, 1, count, size)
+        wait_delivered(clients, names, 1, count, 600, 0.1)
+        start, last = stream_span(clients, names, 1)
         state = [c.get("/state") for c in clients]
         layer = [s.get(protocol, {}) for s in state]
         counters: dict = {}
         for entry in layer:
             for k, v in entry.get("counters", {}).items():
                 counters[k] = counters.get(k, 0) + v
-        elapsed = last - min(starts)
+        elapsed = last - start
         return {"msgs_per_s": n * count / elapsed, "elapsed_s": elapsed, "counters": counters}
     finally:
-        for p in procs:
-            p.stop()
+        stop(procs)
 
 
 def memory(protocol: str, config: dict) -> dict[str, tuple[int, int]]:

@@ -47,58 +47,13 @@ from pathlib import Path
 sys.path.insert(0, os.environ.get("BENCH_TREE", str(Path(__file__).resolve().parent.parent)))
 
 import mcast_ceiling  # benchmarks/, next to this script
-
-from node.runtime.testing import NodeProcess, free_port, unique_host, wait_for
+from nodecluster import all_delivered, cpu_seconds, multicast, start_cluster, stop, stream_span, warm_up
 
 JGROUPS = {"udp": 2_350_000, "tcp": 1_520_000}
-NAMES = "ABCDEFGH"
-
-
-def start_cluster(n: int, transport: str, config: dict, workdir: Path) -> list[NodeProcess]:
-    hosts = [unique_host() for _ in range(n)]
-    ports = [free_port(h) for h in hosts]
-    names = NAMES[:n]
-    epoch = time.time()
-    procs = []
-    for i, name in enumerate(names):
-        peers = {names[j]: f"{hosts[j]}:{ports[j]}" for j in range(n) if j != i}
-        cfg = {
-            "name": name,
-            "bind": f"{hosts[i]}:{ports[i]}",
-            "admin": f"{hosts[i]}:0",
-            "peers": peers,
-            "transport": transport,
-            "protocol": "nakack2",
-            "event_log": False,
-            "epoch": epoch,
-            "admin_token": "bench",
-            "config": config,
-        }
-        procs.append(NodeProcess(cfg, workdir))
-    for p in procs:
-        p.start()
-    for p in procs:
-        p.client().post("/view", {"members": list(names)})
-    return procs
-
-
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU time of a process so far (Linux /proc)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def delivered_from(client, sender: str, stream: int) -> int:
-    d = client.get("/delivered")["delivered"]
-    return d.get(sender, {}).get(str(stream), {}).get("count", 0)
 
 
 def n2_state(client) -> dict:
     return client.get("/state")["nakack2"]
-
-
-def all_delivered(clients, names, stream: int, count: int) -> bool:
-    return all(delivered_from(c, s, stream) >= count for c in clients for s in names)
 
 
 def counters(clients) -> dict:
@@ -112,20 +67,16 @@ def counters(clients) -> dict:
 def run_case(transport: str, n: int, count: int, size: int, workdir: Path) -> dict:
     xmit = 1.0 if transport == "udp" else 0
     config = {"xmit_interval": xmit, "stable_interval": 5.0, "stable_max_bytes": 1_000_000}
-    procs = start_cluster(n, transport, config, workdir / f"{transport}-{n}")
+    procs = start_cluster(n, "nakack2", config, workdir / f"{transport}-{n}", transport)
     names = [p.name for p in procs]
     try:
         clients = [p.client() for p in procs]
-        warm = 5_000
-        for c in clients:
-            c.post("/send", {"to": "*", "count": warm, "rate": 0, "size": size, "stream": 0})
-        wait_for(lambda: all_delivered(clients, names, 0, warm), 120, 0.05, "warm-up delivered")
+        warm_up(clients, names, 5_000, size)
         before = counters(clients)
         cpu0 = [cpu_seconds(p.proc.pid) for p in procs]
         wall0 = time.monotonic()
         t0 = time.time()
-        for c in clients:
-            c.post("/send", {"to": "*", "count": count, "rate": 0, "size": size, "stream": 1})
+        multicast(clients, 1, count, size)
         peak = 0
         deadline = time.monotonic() + 600
         while not all_delivered(clients, names, 1, count):
@@ -136,16 +87,7 @@ def run_case(transport: str, n: int, count: int, size: int, workdir: Path) -> di
         cpu = [cpu_seconds(p.proc.pid) - c0 for p, c0 in zip(procs, cpu0)]
         busiest = max(cpu) / (time.monotonic() - wall0)
         # Each delivery's time comes from the samples (run clock), the start from the streams.
-        last = 0.0
-        starts = []
-        for c in clients:
-            samples = c.get("/samples")["delivered"]
-            for s in names:
-                pairs = samples.get(s, {}).get("1") or []
-                if pairs:
-                    last = max(last, max(t for _, t in pairs))
-            starts.append(next(s["started"] for s in c.get("/streams")["streams"] if s["stream"] == 1))
-        start = min(starts)
+        start, last = stream_span(clients, names, 1)
         elapsed = last - start if last > start else time.time() - t0
         after = counters(clients)
         diff = {k: after.get(k, 0) - before.get(k, 0) for k in after}
@@ -176,15 +118,14 @@ def run_case(transport: str, n: int, count: int, size: int, workdir: Path) -> di
             "per_busy_core": mcasts / elapsed / max(busiest, 1e-9),
         }
     finally:
-        for p in procs:
-            p.stop()
+        stop(procs)
 
 
 def run_heap(transport: str, n: int, rate: int, seconds: int, size: int, workdir: Path) -> None:
     for label, stable in (("STABLE every 1 s", 1.0), ("STABLE off (1000 s)", 1000.0)):
         xmit = 1.0 if transport == "udp" else 0
         config = {"xmit_interval": xmit, "stable_interval": stable, "stable_max_bytes": 10**9}
-        procs = start_cluster(n, transport, config, workdir / f"heap-{stable}")
+        procs = start_cluster(n, "nakack2", config, workdir / f"heap-{stable}", transport)
         try:
             clients = [p.client() for p in procs]
             for c in clients:
@@ -200,8 +141,7 @@ def run_heap(transport: str, n: int, rate: int, seconds: int, size: int, workdir
                 + f" | {held} msgs, {held * (size + 9) / 1e6:.2f} MB payload+header |"
             )
         finally:
-            for p in procs:
-                p.stop()
+            stop(procs)
 
 
 def main(argv: list[str] | None = None) -> int:

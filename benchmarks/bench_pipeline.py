@@ -40,7 +40,6 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "benchmarks"))
 
 EVENTS_PER_RUN = 100_000
 LINKS = (("A", "B"), ("A", "C"), ("B", "A"), ("B", "C"), ("C", "A"), ("C", "B"))
@@ -525,10 +524,10 @@ def main(argv=None) -> int:
             results["campaign_spark"] = campaign(seeds, work, master="local[2]")
             print(f"campaign in Spark tasks: {results['campaign_spark']}", flush=True)
         for executors in [int(x) for x in args.standalone.split(",") if x]:
-            from standalone import standalone_cluster
+            from pipeline.standalone import standalone_cluster
 
-            with standalone_cluster(work / f"cluster-{executors}", workers=executors, cores=1) as url:
-                c = campaign(seeds, work, master=url)
+            with standalone_cluster(work / f"cluster-{executors}", workers=executors, cores=1) as cluster:
+                c = campaign(seeds, work, master=cluster.master)
             c["executors"] = executors
             results.setdefault("campaign_standalone", []).append(c)
             print(f"campaign on a standalone cluster, {executors} executor(s): {c}", flush=True)

@@ -5,127 +5,28 @@ installation on 127.0.0.1 (ephemeral ports), pipeline/job.py submitted with spar
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import signal
-import socket
 import subprocess
 import sys
-import time
-import urllib.request
 from pathlib import Path
 
 import pytest
 
 from harness.rundir import run_scenario
 from harness.scenario import load_scenario
+from pipeline.standalone import standalone_cluster as start_standalone
 
 ROOT = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.slow
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _tail(path: Path, n: int = 3000) -> str:
-    try:
-        return path.read_text(errors="replace")[-n:]
-    except OSError:
-        return ""
-
-
 @pytest.fixture
 def standalone_cluster(tmp_path):
-    """A Spark standalone master and one worker (2 cores, 1 GiB) on loopback; yields the master URL."""
-    import pyspark
-
-    home = Path(pyspark.__file__).parent
-    spark_class = home / "bin" / "spark-class"
-    assert spark_class.exists(), f"no spark-class under {home}"
-    port, master_ui, worker_ui = _free_port(), _free_port(), _free_port()
-    env = dict(
-        os.environ,
-        SPARK_HOME=str(home),
-        SPARK_LOCAL_IP="127.0.0.1",
-        SPARK_CONF_DIR=str(ROOT / "ci" / "spark"),
-        PYSPARK_PYTHON=sys.executable,
-        SPARK_WORKER_DIR=str(tmp_path / "work"),
-        SPARK_LOG_DIR=str(tmp_path / "logs"),
-        SPARK_NO_DAEMONIZE="1",
-    )
-    procs: list[subprocess.Popen] = []
-    logs = {name: tmp_path / f"{name}.log" for name in ("master", "worker")}
-    try:
-        procs.append(
-            subprocess.Popen(
-                [
-                    str(spark_class),
-                    "org.apache.spark.deploy.master.Master",
-                    "--host",
-                    "127.0.0.1",
-                    "--port",
-                    str(port),
-                    "--webui-port",
-                    str(master_ui),
-                ],
-                env=env,
-                stdout=subprocess.DEVNULL,
-                stderr=logs["master"].open("w"),
-                start_new_session=True,
-            )
-        )
-        procs.append(
-            subprocess.Popen(
-                [
-                    str(spark_class),
-                    "org.apache.spark.deploy.worker.Worker",
-                    f"spark://127.0.0.1:{port}",
-                    "--host",
-                    "127.0.0.1",
-                    "--cores",
-                    "2",
-                    "--memory",
-                    "1g",
-                    "--webui-port",
-                    str(worker_ui),
-                ],
-                env=env,
-                stdout=subprocess.DEVNULL,
-                stderr=logs["worker"].open("w"),
-                start_new_session=True,
-            )
-        )
-        deadline = time.monotonic() + 120
-        state: dict = {}
-        while time.monotonic() < deadline:
-            for p, name in zip(procs, logs):
-                if p.poll() is not None:
-                    pytest.fail(f"spark {name} exited with {p.returncode}: {_tail(logs[name])}")
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{master_ui}/json/", timeout=2) as resp:
-                    state = json.load(resp)
-                if state.get("aliveworkers", 0) >= 1:
-                    break
-            except OSError:
-                pass
-            time.sleep(0.5)
-        else:
-            pytest.fail(f"no worker registered within 120 s (master said {state}); worker log: {_tail(logs['worker'])}")
-        yield f"spark://127.0.0.1:{port}", env
-    finally:
-        for p in reversed(procs):
-            if p.poll() is None:
-                os.killpg(p.pid, signal.SIGTERM)
-        for p in reversed(procs):
-            try:
-                p.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                os.killpg(p.pid, signal.SIGKILL)
-                p.wait(timeout=10)
-    assert all(p.poll() is not None for p in procs)
+    """A Spark standalone master and one worker (2 cores, 1 GiB) on loopback; yields the master URL
+    and the daemons' environment, and checks that both daemons are gone afterwards."""
+    with start_standalone(tmp_path, workers=1, cores=2) as cluster:
+        yield cluster.master, cluster.env
+    assert all(p.poll() is not None for p in cluster.procs)
 
 
 def test_spark_submit_on_a_standalone_cluster(standalone_cluster, tmp_path):

@@ -3,9 +3,10 @@
 import pytest
 
 from harness.checks import run_checks
+from node.entries import ConnStateError
 from node.layer import SyncPeer, ViewChange
 from node.unicast3 import PROTO_ID, MsgType, U3Header, Unicast3Config
-from node.unicast3.entries import ConnState, ConnStateError, next_state
+from node.unicast3.entries import ConnState, next_state
 from tests.netlab import Net, expected, is_type, once
 
 

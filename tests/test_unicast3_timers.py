@@ -1,16 +1,24 @@
-"""UNICAST3's named deadlines and resync strategies, with scripted time.
+"""Named deadlines and their dispatch (shared by the unicast layers), UNICAST3's timeouts and resync
+strategies, with scripted time.
 
 Times are chosen off the retransmit ticks (every xmit_interval 0.5 from a node's first input),
 so a timeout that fired on the next tick instead of at its own time would show.
 """
 
+import random
+
 import pytest
 
-from node.layer import SetConfig, SyncPeer, ViewChange
-from node.unicast3 import RESYNC_MODES
+from node.layer import Action, Log, SetConfig, SyncPeer, ViewChange
+from node.unicast.config import UnicastConfig
+from node.unicast.protocol import Unicast
+from node.unicast2.config import Unicast2Config
+from node.unicast2.protocol import Unicast2
+from node.unicast3 import RESYNC_MODES, Unicast3Config
 from node.unicast3.entries import ConnState
+from node.unicast3.protocol import Unicast3
 from node.unicast3.resync import RESYNCS, FirstSeqnoResync, SyncResync, TimestampResync
-from node.unicast3.timers import Deadlines
+from node.unicast3.timers import Deadlines, FiredTimers
 from tests.netlab import Net, expected, is_type
 
 # ---- the deadline table ----------------------------------------------------------------------
@@ -35,6 +43,51 @@ def test_deadlines_refuse_an_unknown_name():
     """Arming a deadline the layer never declared is a local error."""
     with pytest.raises(KeyError, match="nope"):
         Deadlines("xmit").set("nope", 1.0)
+
+
+class _Ticks(FiredTimers):
+    """A layer with two timeouts whose handlers record that they fired."""
+
+    def __init__(self) -> None:
+        self.timers = Deadlines("first", "second")
+
+    def _first(self, now: float, out: list[Action]) -> None:
+        self.timers.set("first", None)
+        out.append(Log(event={"fired": "first", "at": now}))
+
+    def _second(self, now: float, out: list[Action]) -> None:
+        self.timers.set("second", now + 1.0)
+        out.append(Log(event={"fired": "second", "at": now}))
+
+    _FIRE = {"second": _second, "first": _first}  # not in firing order: the Deadlines' order rules
+
+
+def test_fired_timers_fire_what_is_due_in_the_deadlines_order():
+    """Both due: fired in the order the Deadlines were named, not _FIRE's; one not due stays."""
+    layer = _Ticks()
+    layer.timers.set("second", 1.0)
+    layer.timers.set("first", 2.0)
+    assert layer.next_deadline() == 1.0
+    assert layer.on_timer(0.5) == []
+    assert [a.event for a in layer.on_timer(1.0) if isinstance(a, Log)] == [{"fired": "second", "at": 1.0}]
+    assert layer.next_deadline() == 2.0
+    fired = [a.event["fired"] for a in layer.on_timer(2.5) if isinstance(a, Log) and isinstance(a.event, dict)]
+    assert fired == ["first", "second"]
+    assert layer.timers.as_dict() == {"second": 3.5}
+
+
+@pytest.mark.parametrize(
+    "layer",
+    [
+        Unicast("A", UnicastConfig()),
+        Unicast2("A", Unicast2Config(), random.Random(1)),
+        Unicast3("A", Unicast3Config(), random.Random(1)),
+    ],
+    ids=["unicast", "unicast2", "unicast3"],
+)
+def test_every_unicast_deadline_has_a_handler(layer):
+    """Each named deadline of a unicast layer has its _FIRE handler (a missing one raised only once due)."""
+    assert sorted(layer._FIRE) == sorted(layer.timers.order)
 
 
 # ---- timeouts fire at their own time ---------------------------------------------------------

@@ -8,30 +8,15 @@ this layer.
 
 from __future__ import annotations
 
-from enum import Enum
-
+from ..entries import ReceiveWindow, Transitions
 from ..message import Message
-
-
-class ConnState(Enum):
-    OPEN = "OPEN"
-    CLOSED = "CLOSED"
-
-
-class ConnStateError(RuntimeError):
-    """An unlisted (state, cause) pair: a bug in this layer, never caused by a peer."""
-
+from ..unicast2.entries import ConnState  # UNICAST2's two states: OPEN, then CLOSED when removed
 
 TRANSITIONS: dict[tuple[ConnState, str], ConnState] = {
     (ConnState.OPEN, "left_view"): ConnState.CLOSED,
 }
 
-
-def next_state(state: ConnState, cause: str) -> ConnState:
-    try:
-        return TRANSITIONS[(state, cause)]
-    except KeyError:
-        raise ConnStateError(f"no transition from {state.name} on {cause!r}") from None
+next_state = Transitions(TRANSITIONS)
 
 
 class SenderEntry:
@@ -61,22 +46,11 @@ class SenderEntry:
         assert all(1 <= s <= self.hs for s in self.msgs), f"send window to {self.peer}: seqno outside 1..{self.hs}"
 
 
-class ReceiverEntry:
+class ReceiverEntry(ReceiveWindow):
     """Receive window for one peer: delivered up to `delivered`, holding what came early."""
 
-    __slots__ = ("peer", "delivered", "highest", "msgs", "state")
+    __slots__ = ("state",)
 
     def __init__(self, peer: str):
-        # The original's first-message rule: a new window expects seqno 1.
-        self.peer = peer
-        self.delivered = 0
-        self.highest = 0
-        self.msgs: dict[int, Message] = {}
+        super().__init__(peer, 0)  # the original's first-message rule: a new window expects seqno 1
         self.state = ConnState.OPEN
-
-    def check(self) -> None:
-        assert 0 <= self.delivered <= self.highest, (
-            f"recv window for {self.peer}: delivered {self.delivered}, highest {self.highest}"
-        )
-        assert self.delivered + 1 not in self.msgs, f"recv window for {self.peer}: deliverable message held"
-        assert len(self.msgs) <= self.highest - self.delivered, f"recv window for {self.peer}: too many held"

@@ -30,14 +30,13 @@ expects #7, so B's first six messages are dropped as duplicates, and acked.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any, ClassVar
+from typing import Any
 
 from ..events import EVENT_VERSION
 from ..layer import Action, Command, CountingLayer, Down, Log, SetConfig, SyncPeer, Up, ViewChange
 from ..message import Message
 from ..rangeset import RangeSet
-from ..unicast3.timers import Deadlines
+from ..unicast3.timers import Deadlines, FiredTimers
 from ..views import Window
 from .config import UnicastConfig
 from .entries import ReceiverEntry, SenderEntry, next_state
@@ -49,7 +48,7 @@ TIMERS = ("xmit",)
 _ACK_BYTES = len(encode_header(U1Header(MsgType.ACK, 0)))
 
 
-class Unicast(CountingLayer):
+class Unicast(FiredTimers, CountingLayer):
     proto = PROTO
 
     def __init__(self, local: str, config: UnicastConfig) -> None:
@@ -201,16 +200,6 @@ class Unicast(CountingLayer):
 
     # ---- timers -------------------------------------------------------------------------------
 
-    def next_deadline(self) -> float | None:
-        return self.timers.next()
-
-    def on_timer(self, now: float) -> list[Action]:
-        out: list[Action] = []
-        for name in TIMERS:
-            if self.timers.due(name, now):
-                self._FIRE[name](self, now, out)
-        return out
-
     def _xmit(self, now: float, out: list[Action]) -> None:
         """xmit: every message unacked for xmit_interval is sent again."""
         interval = self.config.xmit_interval
@@ -227,7 +216,7 @@ class Unicast(CountingLayer):
                 )
                 out.append(Down(msg=stored))
 
-    _FIRE: ClassVar[dict[str, Callable[[Unicast, float, list[Action]], None]]] = {"xmit": _xmit}
+    _FIRE = {"xmit": _xmit}
 
     # ---- introspection ------------------------------------------------------------------------
 

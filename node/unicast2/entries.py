@@ -9,16 +9,12 @@ from __future__ import annotations
 
 from enum import Enum
 
-from ..message import Message
+from ..entries import ReceiveWindow, SendWindow, Transitions
 
 
 class ConnState(Enum):
     OPEN = "OPEN"
     CLOSED = "CLOSED"
-
-
-class ConnStateError(RuntimeError):
-    """An unlisted (state, cause) pair: a bug in this layer, never caused by a peer."""
 
 
 TRANSITIONS: dict[tuple[ConnState, str], ConnState] = {
@@ -27,70 +23,32 @@ TRANSITIONS: dict[tuple[ConnState, str], ConnState] = {
     (ConnState.OPEN, "replaced"): ConnState.CLOSED,
 }
 
-
-def next_state(state: ConnState, cause: str) -> ConnState:
-    try:
-        return TRANSITIONS[(state, cause)]
-    except KeyError:
-        raise ConnStateError(f"no transition from {state.name} on {cause!r}") from None
+next_state = Transitions(TRANSITIONS)
 
 
-class SenderEntry:
+class SenderEntry(SendWindow):
     """Send window to one peer: seqnos HA+1..HS are kept until a STABLE says they were delivered
     (HA, "highest acked", is the highest seqno purged)."""
 
-    __slots__ = ("peer", "conn_id", "next_seqno", "ha", "msgs", "state", "last_active")
+    __slots__ = ("conn_id", "state", "last_active")
 
     def __init__(self, peer: str, conn_id: int, now: float):
-        self.peer = peer
+        super().__init__(peer)
         self.conn_id = conn_id  # send-conn-id
-        self.next_seqno = 1
-        self.ha = 0
-        self.msgs: dict[int, Message] = {}
         self.state = ConnState.OPEN
         self.last_active = now
 
-    @property
-    def hs(self) -> int:
-        return self.next_seqno - 1
 
-    def check(self) -> None:
-        assert 0 <= self.ha <= self.hs, f"send window to {self.peer}: HA {self.ha} > HS {self.hs}"
-        assert len(self.msgs) == self.hs - self.ha, (
-            f"send window to {self.peer}: {len(self.msgs)} stored, HA {self.ha} HS {self.hs}"
-        )
-
-
-class ReceiverEntry:
+class ReceiverEntry(ReceiveWindow):
     """Receive window (recv_win) for one peer under its recv-conn-id: delivered up to
     `delivered`, holding what came early; `stable_mark` and `stable_repeats` pace its STABLEs."""
 
-    __slots__ = (
-        "peer",
-        "conn_id",
-        "delivered",
-        "highest",
-        "msgs",
-        "state",
-        "last_active",
-        "stable_mark",
-        "stable_repeats",
-    )
+    __slots__ = ("conn_id", "state", "last_active", "stable_mark", "stable_repeats")
 
     def __init__(self, peer: str, conn_id: int, delivered: int, now: float):
-        self.peer = peer
+        super().__init__(peer, delivered)
         self.conn_id = conn_id  # recv-conn-id
-        self.delivered = delivered
-        self.highest = delivered
-        self.msgs: dict[int, Message] = {}
         self.state = ConnState.OPEN
         self.last_active = now
         self.stable_mark: tuple[int, int] | None = None  # (delivered, highest) the last STABLE carried
         self.stable_repeats = 0  # STABLEs sent in a row with that same mark
-
-    def check(self) -> None:
-        assert 0 <= self.delivered <= self.highest, (
-            f"recv window for {self.peer}: delivered {self.delivered}, highest {self.highest}"
-        )
-        assert self.delivered + 1 not in self.msgs, f"recv window for {self.peer}: deliverable message held"
-        assert len(self.msgs) <= self.highest - self.delivered, f"recv window for {self.peer}: too many held"

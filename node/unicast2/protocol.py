@@ -50,7 +50,7 @@ from ..events import EVENT_VERSION
 from ..layer import Action, Command, CountingLayer, Down, Log, SetConfig, SyncPeer, Up, ViewChange
 from ..message import Message
 from ..rangeset import RangeSet
-from ..unicast3.timers import Deadlines
+from ..unicast3.timers import Deadlines, FiredTimers
 from ..views import Window
 from .config import Unicast2Config
 from .entries import ReceiverEntry, SenderEntry, next_state
@@ -69,7 +69,7 @@ class RandomBits(Protocol):
     def getrandbits(self, k: int, /) -> int: ...
 
 
-class Unicast2(CountingLayer):
+class Unicast2(FiredTimers, CountingLayer):
     proto = PROTO
 
     def __init__(self, local: str, config: Unicast2Config, rng: RandomBits, incarnation: int = 0) -> None:
@@ -473,16 +473,6 @@ class Unicast2(CountingLayer):
 
     # ---- timers -------------------------------------------------------------------------------
 
-    def next_deadline(self) -> float | None:
-        return self.timers.next()
-
-    def on_timer(self, now: float) -> list[Action]:
-        out: list[Action] = []
-        for name in TIMERS:
-            if self.timers.due(name, now):
-                self._FIRE[name](self, now, out)
-        return out
-
     def _expire(self, now: float, out: list[Action]) -> None:
         """conn_expiry: entries idle for conn_expiry_timeout leave the table (seed goal #3)."""
         timeout = self.config.conn_expiry_timeout
@@ -546,7 +536,7 @@ class Unicast2(CountingLayer):
                 )
             )
 
-    _FIRE: ClassVar[dict[str, Callable[[Unicast2, float, list[Action]], None]]] = {
+    _FIRE = {
         "conn_expiry": _expire,
         "xmit": _xmit,
         "stable": _stable,

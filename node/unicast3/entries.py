@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from enum import Enum
 
-from ..message import Message
+from ..entries import ReceiveWindow, SendWindow, Transitions
 from ..rangeset import RangeSet
 
 
@@ -17,10 +17,6 @@ class ConnState(Enum):
     OPEN = "OPEN"
     CLOSING = "CLOSING"
     CLOSED = "CLOSED"
-
-
-class ConnStateError(RuntimeError):
-    """An unlisted (state, cause) pair: a bug in this layer, never caused by a peer."""
 
 
 # (state, cause) -> new state.
@@ -37,23 +33,14 @@ TRANSITIONS: dict[tuple[ConnState, str], ConnState] = {
     (ConnState.CLOSING, "replaced"): ConnState.CLOSED,
 }
 
-
-def next_state(state: ConnState, cause: str) -> ConnState:
-    try:
-        return TRANSITIONS[(state, cause)]
-    except KeyError:
-        raise ConnStateError(f"no transition from {state.name} on {cause!r}") from None
+next_state = Transitions(TRANSITIONS)
 
 
-class SenderEntry:
+class SenderEntry(SendWindow):
     """Send window to one peer: seqnos HA+1..HS are unacked and kept for retransmission."""
 
     __slots__ = (
-        "peer",
         "conn_id",
-        "next_seqno",
-        "ha",
-        "msgs",
         "state",
         "last_active",
         "prev_xmit",
@@ -65,11 +52,8 @@ class SenderEntry:
     )
 
     def __init__(self, peer: str, conn_id: int, now: float):
-        self.peer = peer
+        super().__init__(peer)
         self.conn_id = conn_id
-        self.next_seqno = 1
-        self.ha = 0  # highest acked
-        self.msgs: dict[int, Message] = {}  # HA+1..HS, as sent
         self.state = ConnState.OPEN
         self.last_active = now
         self.prev_xmit: tuple[int, int] | None = None  # (HA, HS) at the previous retransmit run
@@ -79,48 +63,17 @@ class SenderEntry:
         self.last_timestamp = -1  # resync=timestamp: highest ACK/SEND_FIRST_SEQNO timestamp seen
         self.sync_nonce = 0  # the nonce of the newest SYNC answered (pending or done)
 
-    @property
-    def hs(self) -> int:
-        return self.next_seqno - 1
 
-    def check(self) -> None:
-        assert 0 <= self.ha <= self.hs, f"send window to {self.peer}: HA {self.ha} > HS {self.hs}"
-        assert len(self.msgs) == self.hs - self.ha, (
-            f"send window to {self.peer}: {len(self.msgs)} stored, HA {self.ha} HS {self.hs}"
-        )
-
-
-class ReceiverEntry:
+class ReceiverEntry(ReceiveWindow):
     """Receive window for one peer: delivered up to `delivered`, holding what came early."""
 
-    __slots__ = (
-        "peer",
-        "conn_id",
-        "delivered",
-        "highest",
-        "msgs",
-        "state",
-        "last_active",
-        "ack_pending",
-        "last_ack_tx",
-        "prev_missing",
-    )
+    __slots__ = ("conn_id", "state", "last_active", "ack_pending", "last_ack_tx", "prev_missing")
 
     def __init__(self, peer: str, conn_id: int, delivered: int, now: float):
-        self.peer = peer
+        super().__init__(peer, delivered)
         self.conn_id = conn_id
-        self.delivered = delivered  # highest seqno delivered (the window's low edge)
-        self.highest = delivered  # highest seqno received
-        self.msgs: dict[int, Message] = {}  # received, not yet deliverable (seqno > delivered)
         self.state = ConnState.OPEN
         self.last_active = now
         self.ack_pending = False
         self.last_ack_tx = float("-inf")
         self.prev_missing: RangeSet | None = None  # RangeSet of gaps seen at the previous retransmit run
-
-    def check(self) -> None:
-        assert 0 <= self.delivered <= self.highest, (
-            f"recv window for {self.peer}: delivered {self.delivered}, highest {self.highest}"
-        )
-        assert self.delivered + 1 not in self.msgs, f"recv window for {self.peer}: deliverable message held"
-        assert len(self.msgs) <= self.highest - self.delivered, f"recv window for {self.peer}: too many held"

@@ -55,9 +55,8 @@ life on the same address.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import replace
-from typing import Any, ClassVar, Protocol
+from typing import Any, Protocol
 
 from ..events import EVENT_VERSION, DataEvents
 from ..layer import Action, Command, CountingLayer, Down, DownBatch, Log, SetConfig, SyncPeer, Up, ViewChange
@@ -69,7 +68,7 @@ from .entries import ConnState, ReceiverEntry, SenderEntry, next_state
 from .header import MAX_XMIT_RANGES, PROTO_ID, MsgType, U3Header
 from .header import encode as encode_header
 from .resync import RecvSync, Resync, make_resync
-from .timers import Deadlines
+from .timers import Deadlines, FiredTimers
 
 PROTO = "unicast3"
 # The layer's named deadlines, in the order on_timer fires those due at the same time: acks
@@ -88,7 +87,7 @@ class RandomBits(Protocol):
     def getrandbits(self, k: int, /) -> int: ...
 
 
-class Unicast3(CountingLayer):
+class Unicast3(FiredTimers, CountingLayer):
     proto = PROTO
     passes_multicasts = True  # down() hands a multicast to the multicast layer below, untouched
 
@@ -759,16 +758,9 @@ class Unicast3(CountingLayer):
 
     # ---- timers -------------------------------------------------------------------------------
 
-    def next_deadline(self) -> float | None:
-        return self.timers.next()
-
     def on_timer(self, now: float) -> list[Action]:
-        self._touched = None
-        out: list[Action] = []
-        for name in TIMERS:
-            if self.timers.due(name, now):
-                self._FIRE[name](self, now, out)
-        return out
+        self._touched = None  # a timer may change any entry
+        return FiredTimers.on_timer(self, now)
 
     def _flush_acks(self, now: float, out: list[Action]) -> None:
         """ack_flush: the delayed ACKs whose ack_min_interval has passed."""
@@ -872,7 +864,7 @@ class Unicast3(CountingLayer):
         self.resync.on_xmit(now, out)
         self._xmit_senders(now, out)
 
-    _FIRE: ClassVar[dict[str, Callable[[Unicast3, float, list[Action]], None]]] = {
+    _FIRE = {
         "ack_flush": _flush_acks,
         "sync_timeout": _end_syncs,
         "conn_expiry": _expire_conns,

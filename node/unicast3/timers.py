@@ -4,10 +4,16 @@ A layer sets each of its timeouts by name; `next()` is the earliest of them (the
 `next_deadline()`), and the layer fires those that are due in the fixed order given here, so a
 replay fires them in the same order. A deadline may be a lower bound: work that only postpones
 a timeout (a message refreshing a connection's last activity) leaves it alone, and its handler,
-finding nothing due yet, sets it again from the current state.
+finding nothing due yet, sets it again from the current state. `FiredTimers` is that dispatch for
+a layer with one handler per deadline.
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any, ClassVar
+
+from ..layer import Action
 
 
 class Deadlines:
@@ -58,3 +64,25 @@ class Deadlines:
     def as_dict(self) -> dict[str, float]:
         """The armed deadlines by name (for tests and debugging)."""
         return dict(self.at)
+
+
+class FiredTimers:
+    """The timer entry points of a layer (mixed in before its Layer base) that keeps its timeouts
+    in `self.timers` and one handler per deadline name in `_FIRE`: handler(layer, now, out) fires
+    that timeout and appends its actions to `out`, re-arming or cancelling the deadline itself."""
+
+    __slots__ = ()
+    timers: Deadlines
+    _FIRE: ClassVar[Mapping[str, Callable[[Any, float, list[Action]], None]]]
+
+    def next_deadline(self) -> float | None:
+        return self.timers.next()
+
+    def on_timer(self, now: float) -> list[Action]:
+        """Fire every due deadline, in the order the Deadlines were named (a replay's order)."""
+        out: list[Action] = []
+        timers = self.timers
+        for name in timers.order:
+            if timers.due(name, now):
+                self._FIRE[name](self, now, out)
+        return out
