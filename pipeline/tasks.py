@@ -106,10 +106,14 @@ def arrow_schema(schema: T.StructType):
     return pa.schema([pa.field(f.name, _arrow_type(f.dataType), f.nullable) for f in schema.fields])
 
 
-def result_document(events: list[dict], plan: Plan, quarantined: int) -> str:
-    """The result row's JSON: check results, result parts, counts and (if planned) the timeline."""
+def result_document(events: list[dict], plan: Plan, quarantined: int, results: list[dict] | None = None) -> str:
+    """The result row's JSON: check results (`results` when already judged), result parts, counts
+    and (if planned) the timeline."""
     names, bound, want_timeline = plan
-    doc = R.analyze_events(events, names, bound)
+    if results is None:
+        doc = R.analyze_events(events, names, bound)
+    else:
+        doc = {"results": results, "parts": R.result_parts(events)}
     doc["events"] = len(events)
     doc["quarantined"] = quarantined
     if want_timeline:
@@ -252,15 +256,20 @@ def stored_events(table) -> list[dict]:
 
 
 def judge_function(plans: dict[str, Plan], quarantined: dict[str, int]) -> Callable:
-    """The applyInArrow function judging a run from the warehouse -> one RESULT_SCHEMA row."""
+    """The applyInArrow function judging a run from the warehouse -> one RESULT_SCHEMA row. The
+    checks are judged from the stored columns (pipeline.columnar) where the kernel handles the
+    run, else from the events (the exact per-event path)."""
 
     def run(table):
         import pyarrow as pa
 
+        from .columnar import judge_table
+
         run_id = table.column("run_id")[0].as_py()
-        events = stored_events(table)
         names, bound, want = plans[run_id]
-        doc = result_document(events, (names, bound, want), quarantined.get(run_id, 0))
+        results, _why = judge_table(table, names, bound)
+        events = stored_events(table)
+        doc = result_document(events, (names, bound, want), quarantined.get(run_id, 0), results)
         return pa.table({"run_id": [run_id], "result": [doc]}, schema=arrow_schema(RESULT_SCHEMA))
 
     return run
