@@ -72,6 +72,11 @@ def _bools(arr) -> np.ndarray:
     return np.asarray(arr.to_numpy(zero_copy_only=False), dtype=bool)
 
 
+def _is_identity(order: np.ndarray) -> bool:
+    """Whether the rows are already in order (as ingest writes a run's events): no take needed."""
+    return bool((order == np.arange(len(order))).all())
+
+
 def _count_before(mark_keys: np.ndarray, mark_pos: np.ndarray, keys: np.ndarray, pos: np.ndarray, n: int):
     """For each (key, pos): how many marks with the same key lie at a position before pos."""
     if not len(mark_keys):
@@ -111,10 +116,13 @@ class _Run:
 
     def __init__(self, table: pa.Table, order: np.ndarray) -> None:
         self.n = n = len(order)
-        take = pa.array(order)
+        take = None if _is_identity(order) else pa.array(order)
 
         def col(name: str) -> pa.Array:
-            return table.column(name).combine_chunks().take(take) if name in table.column_names else pa.nulls(n)
+            if name not in table.column_names:
+                return pa.nulls(n)
+            column = table.column(name).combine_chunks()
+            return column if take is None else column.take(take)
 
         self.col = col
         self.t = table.column("t").combine_chunks().to_numpy()[order]

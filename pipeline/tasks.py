@@ -106,14 +106,10 @@ def arrow_schema(schema: T.StructType):
     return pa.schema([pa.field(f.name, _arrow_type(f.dataType), f.nullable) for f in schema.fields])
 
 
-def result_document(events: list[dict], plan: Plan, quarantined: int, results: list[dict] | None = None) -> str:
-    """The result row's JSON: check results (`results` when already judged), result parts, counts
-    and (if planned) the timeline."""
+def result_document(events: list[dict], plan: Plan, quarantined: int) -> str:
+    """The result row's JSON: check results, result parts, counts and (if planned) the timeline."""
     names, bound, want_timeline = plan
-    if results is None:
-        doc = R.analyze_events(events, names, bound)
-    else:
-        doc = {"results": results, "parts": R.result_parts(events)}
+    doc = R.analyze_events(events, names, bound)
     doc["events"] = len(events)
     doc["quarantined"] = quarantined
     if want_timeline:
@@ -256,23 +252,39 @@ def stored_events(table) -> list[dict]:
 
 
 def judge_function(plans: dict[str, Plan], quarantined: dict[str, int]) -> Callable:
-    """The applyInArrow function judging a run from the warehouse -> one RESULT_SCHEMA row. The
-    checks are judged from the stored columns (pipeline.columnar) where the kernel handles the
-    run, else from the events (the exact per-event path)."""
+    """The applyInArrow function judging a run from the warehouse -> one RESULT_SCHEMA row."""
 
     def run(table):
         import pyarrow as pa
 
-        from .columnar import judge_table
-
         run_id = table.column("run_id")[0].as_py()
-        names, bound, want = plans[run_id]
-        results, _why = judge_table(table, names, bound)
-        events = stored_events(table)
-        doc = result_document(events, (names, bound, want), quarantined.get(run_id, 0), results)
+        doc = stored_result_document(table, plans[run_id], quarantined.get(run_id, 0))
         return pa.table({"run_id": [run_id], "result": [doc]}, schema=arrow_schema(RESULT_SCHEMA))
 
     return run
+
+
+def stored_result_document(table, plan: Plan, quarantined: int) -> str:
+    """result_document of a run's stored events, from its columns where pipeline.columnar and
+    pipeline.columnar_parts handle the run (the same text, tested); the events become dicts only
+    for what they leave to the exact path (a run they cannot prove they handle, a timeline)."""
+    from .columnar import judge_table
+    from .columnar_parts import parts_of_table
+
+    names, bound, want_timeline = plan
+    results, _why = judge_table(table, names, bound)
+    parts = parts_of_table(table)
+    events = stored_events(table) if results is None or parts is None or want_timeline else []
+    if results is None:
+        results = R.judge(events, names, bound)
+    if parts is None:
+        parts = R.result_parts(events)
+    doc = {"results": results, "parts": parts, "events": table.num_rows, "quarantined": quarantined}
+    if want_timeline:
+        from .timeline import timeline_of
+
+        doc["timeline"] = timeline_of(events)
+    return json.dumps(doc, separators=(",", ":"))
 
 
 def empty_result(plan: Plan, quarantined: int = 0) -> dict:
