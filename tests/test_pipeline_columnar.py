@@ -171,3 +171,22 @@ def test_a_broken_kernel_is_caught(broken, monkeypatch):
         except AssertionError:
             caught += 1
     assert caught
+
+
+@pytest.mark.timeout(900)  # a Spark session and two jobs; the shared machine can be very busy
+def test_spark_judging_from_parquet_equals_the_ingest_verdicts(spark, tmp_path):
+    """In Spark: runs judged from the warehouse (the stored-run tasks, on the stored columns) get
+    the results their ingest gave (the exact per-event path), metrics included."""
+    from pipeline import analysis as A
+    from tests.test_pipeline_checks import write_run
+
+    root = tmp_path / "runs"
+    for name in ("missing", "stuck", "redelivered_unacked"):
+        write_run(root, name, PLANTED[name]["events"])
+    write_run(root, "random", random_log(random.Random(1001)))
+    warehouse = str(tmp_path / "warehouse")
+    first = A.analyze(spark, [str(root)], warehouse)
+    stored_verdicts = A.analyze_runs(spark, warehouse, [v.run_id for v in first.verdicts])
+    assert [(v.run_id, v.checks, v.outcome, v.metrics) for v in stored_verdicts] == [
+        (v.run_id, v.checks, v.outcome, v.metrics) for v in first.verdicts
+    ]
