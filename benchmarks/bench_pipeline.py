@@ -3,10 +3,11 @@
 1. Spark session start: a fresh Python process building the pipeline's session (local[2]) and
    running one trivial job, median of 3.
 2. Events checked per second on 2 cores (local[2]) for about 1, 10 and 50 million events:
-   - generated synthetically by Spark itself (spark.range -> events), as runs of ~100 k events
-     (3 nodes, 6 links, sends, deliveries, acks, retransmits, final windows, a healed partition
-     in the timeline; every 10th run loses one message, so checks have something to find), and
-     written both as run directories of JSONL and as the pipeline's Parquet warehouse;
+   - generated synthetically run by run with numpy and pyarrow (`synthetic_run`), as runs of
+     ~100 k events (3 nodes, 6 links, sends, deliveries, acks, retransmits, final windows, a healed
+     partition in the timeline; every 10th run loses one message, so checks have something to
+     find), and written as the pipeline's Parquet warehouse and (unless --parquet-only) as run
+     directories of JSONL;
    - "Spark JSONL": read the JSONL files, classify every line (the exact quarantine rules), judge
      every run and compute its metrics in the per-run tasks, write the warehouse, collect the
      verdicts; "Spark Parquet": judge the runs already in the warehouse; "ingest": the JSONL pass
@@ -74,244 +75,184 @@ def per_link_messages(events_per_run: int) -> int:
     return max(10, round((events_per_run - 33) / (len(LINKS) * 2.22)))
 
 
-def generate(spark, n_events: int, out: Path) -> dict:
-    """Write ~n_events as JSONL run directories (out/runs) and as a warehouse (out/warehouse)."""
-    from pyspark.sql import functions as F
+def synthetic_run(r: int, m: int):
+    """Run r's events as the warehouse stores them (EVENTS_TABLE_SCHEMA without run_id), built with
+    numpy and pyarrow: per link, m messages sent and delivered, an ack pair every 10th, a
+    retransmission every 50th; run r % 10 == 3 loses message m // 2 on the first link. Lines are
+    numbered per file in time order and `seq` follows (t, file_key, line), as ingest numbers them."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    from pipeline import schema as S
+    from pipeline import tasks as TK
+
+    schema = TK.arrow_schema(S.EVENTS_TABLE_SCHEMA)
+    blocks: list[tuple[int, dict]] = []  # (rows, column -> array or scalar)
+    n = np.tile(np.arange(m, dtype=np.int64), len(LINKS))
+    li = np.repeat(np.arange(len(LINKS), dtype=np.int64), m)
+    src = np.array([x for x, _ in LINKS], dtype=object)[li]
+    dst = np.array([y for _, y in LINKS], dtype=object)[li]
+    t_send = 0.05 + n * 0.01 + li * 0.0013
+    t_deliver = t_send + 0.0005 + ((n * 7919 + li * 31) % 1000) * 2e-6
+    app = pc.binary_join_element_wise(
+        pa.array(src, pa.string()), pc.cast(li, pa.string()), pc.cast(n, pa.string()), ":"
+    )
+    conn = 1000 + li
+    lost = (r % 10 == 3) & (li == 0) & (n == m // 2)
+
+    def msg(mask, t, node, peer, kind, **extra):
+        idx = np.flatnonzero(mask)
+        cols = {"t": t[idx], "node": node[idx], "peer": peer[idx], "kind": kind, "proto": "unicast3"}
+        cols.update({"seqno": (n + 1)[idx], "conn_id": conn[idx]})
+        for key, value in extra.items():
+            cols[key] = (
+                value.take(pa.array(idx))
+                if isinstance(value, pa.Array)
+                else value[idx]
+                if isinstance(value, np.ndarray)
+                else value
+            )
+        blocks.append((len(idx), cols))
+
+    every = np.ones(len(n), dtype=bool)
+    msg(every, t_send, src, dst, "send", app=app, bytes=np.full(len(n), 100))
+    msg(~lost, t_deliver, dst, src, "deliver", app=app, bytes=np.full(len(n), 100))
+    msg(n % 10 == 9, t_deliver + 0.0001, dst, src, "ack_tx")
+    msg(n % 10 == 9, t_deliver + 0.0002, src, dst, "ack_rx")
+    msg(n % 50 == 7, t_send + 0.005, src, dst, "retransmit", reason="xmit")
+    t_end = m * 0.01 + 2.0
+    fixed = []
+    for node in NODES:
+        fixed.append({"t": 0.0, "node": node, "proto": "node", "kind": "node_start", "incarnation": 0})
+        fixed.append(
+            {"t": 0.0, "node": node, "proto": "unicast3", "kind": "view", "view_id": 1, "members": list(NODES)}
+        )
+        fixed.append(
+            {"t": t_end + 0.01, "node": node, "proto": "node", "kind": "node_stop", "reason": "stop", "incarnation": 0}
+        )
+    for i, (x, y) in enumerate(LINKS):
+        c = 1000 + i
+        fixed.append(
+            {
+                "t": 0.01,
+                "node": y,
+                "proto": "unicast3",
+                "kind": "conn_state",
+                "peer": x,
+                "side": "recv",
+                "state": "OPEN",
+                "conn_id": c,
+                "low": 0,
+                "reason": "new_window:first",
+            }
+        )
+        for node, peer, side in ((x, y, "send"), (y, x, "recv")):
+            fixed.append(
+                {
+                    "t": t_end,
+                    "node": node,
+                    "proto": "unicast3",
+                    "kind": "window",
+                    "peer": peer,
+                    "side": side,
+                    "conn_id": c,
+                    "low": m,
+                    "high": m,
+                    "state": "OPEN",
+                    "final": True,
+                }
+            )
+    for t, kind, detail in ((1.0, "fault_on", ""), (1.5, "fault_off", " (by #1 heal #0)")):
+        fixed.append(
+            {
+                "t": t,
+                "node": "harness",
+                "proto": "harness",
+                "kind": kind,
+                "fault": "partition",
+                "detail": "#0 partition A -> B (one-way)" + detail,
+                "links": ["A->B"],
+            }
+        )
+    for ev in fixed:
+        blocks.append((1, {k: [v] for k, v in ev.items()}))
+    columns = {}
+    for f in schema:
+        if f.name in ("src", "file_key", "line", "seq", "run_id"):
+            continue
+        parts = []
+        for rows, cols in blocks:
+            value = cols.get(f.name, 1 if f.name == "v" else None)
+            if value is None:
+                parts.append(pa.nulls(rows, f.type))
+            elif isinstance(value, pa.Array):
+                parts.append(value.cast(f.type))
+            elif isinstance(value, (np.ndarray, list)):
+                parts.append(pa.array(value, f.type))
+            else:
+                parts.append(
+                    pa.array(
+                        np.full(rows, value, dtype=object) if isinstance(value, str) else np.full(rows, value), f.type
+                    )
+                )
+        columns[f.name] = pa.concat_arrays(parts)
+    table = pa.table(columns)
+    node = table.column("node").to_numpy(zero_copy_only=False)
+    is_h = node == "harness"
+    src_col = np.where(is_h, "timeline.jsonl", "nodes/" + node.astype(str) + "/events.jsonl").astype(object)
+    fk = np.where(is_h, "1", "0" + node.astype(str)).astype(object)
+    t = table.column("t").to_numpy()
+    # Line numbers per file in time order (ties in block order), then seq over (t, file_key, line).
+    by_file = np.lexsort((t, fk))
+    line = np.empty(len(t), dtype=np.int64)
+    fk_sorted = fk[by_file]
+    starts = np.r_[0, np.flatnonzero(fk_sorted[1:] != fk_sorted[:-1]) + 1]
+    ranks = np.arange(len(t)) - np.repeat(starts, np.diff(np.r_[starts, len(t)]))
+    line[by_file] = ranks + 1
+    seq = np.empty(len(t), dtype=np.int64)
+    seq[np.lexsort((line, fk, t))] = np.arange(1, len(t) + 1)
+    table = table.append_column("src", pa.array(src_col, pa.string()))
+    table = table.append_column("file_key", pa.array(fk, pa.string()))
+    table = table.append_column("line", pa.array(line))
+    table = table.append_column("seq", pa.array(seq))
+    # Stored in seq order, as ingest writes a run's events.
+    table = table.select([f.name for f in schema if f.name != "run_id"]).sort_by("seq")
+    return table.cast(pa.schema([f for f in schema if f.name != "run_id"]))
+
+
+def generate(spark, n_events: int, out: Path, jsonl: bool = True) -> dict:
+    """Write ~n_events as a warehouse (out/warehouse, Parquet by run) and, with `jsonl`, as JSONL
+    run directories (out/runs), run by run in this process (numpy and pyarrow; the Spark-built
+    generator of before took 1095 s for 10 M events)."""
+    import pyarrow.parquet as pq
 
     from harness.checks import CHECKS
+    from harness.eventlog import encode_lines
     from pipeline import schema as S
 
     m = per_link_messages(min(EVENTS_PER_RUN, n_events))
     per_run = round(len(LINKS) * m * 2.22 + 33)
     runs = max(1, round(n_events / per_run))
-    t_end = m * 0.01 + 2.0
-    fields = [f.name for f in S.EVENT_SCHEMA_V1.fields]
-
-    def ev(**kw):
-        cols = []
-        for f in S.EVENT_SCHEMA_V1.fields:
-            value = kw.get(f.name)
-            col = value if isinstance(value, F.Column) else F.lit(value)
-            cols.append(col.cast(f.dataType).alias(f.name))
-        return F.struct(*cols)
-
-    base = spark.range(runs * len(LINKS) * m).select(
-        F.expr(f"id div {len(LINKS) * m}").alias("r"),
-        F.expr(f"(id div {m}) % {len(LINKS)}").alias("l"),
-        (F.col("id") % m).alias("n"),
-    )
-    src = F.element_at(F.array(*[F.lit(x) for x, _ in LINKS]), (F.col("l") + 1).cast("int"))
-    dst = F.element_at(F.array(*[F.lit(y) for _, y in LINKS]), (F.col("l") + 1).cast("int"))
-    n, li, r = F.col("n"), F.col("l"), F.col("r")
-    t_send = F.lit(0.05) + n * 0.01 + li * 0.0013
-    t_deliver = t_send + 0.0005 + ((n * 7919 + li * 31) % 1000) * 2e-6
-    app = F.concat_ws(":", src, li.cast("string"), n.cast("string"))
-    conn = F.lit(1000) + li
-    lost = ((r % 10) == 3) & (li == 0) & (n == F.lit(m // 2))
-    msg_events = F.array(
-        ev(
-            v=1,
-            t=t_send,
-            node=src,
-            proto="unicast3",
-            kind="send",
-            peer=dst,
-            seqno=n + 1,
-            conn_id=conn,
-            app=app,
-            bytes=100,
-        ),
-        F.when(
-            ~lost,
-            ev(
-                v=1,
-                t=t_deliver,
-                node=dst,
-                proto="unicast3",
-                kind="deliver",
-                peer=src,
-                seqno=n + 1,
-                conn_id=conn,
-                app=app,
-                bytes=100,
-            ),
-        ),
-        F.when(
-            n % 10 == 9,
-            ev(
-                v=1,
-                t=t_deliver + 0.0001,
-                node=dst,
-                proto="unicast3",
-                kind="ack_tx",
-                peer=src,
-                seqno=n + 1,
-                conn_id=conn,
-            ),
-        ),
-        F.when(
-            n % 10 == 9,
-            ev(
-                v=1,
-                t=t_deliver + 0.0002,
-                node=src,
-                proto="unicast3",
-                kind="ack_rx",
-                peer=dst,
-                seqno=n + 1,
-                conn_id=conn,
-            ),
-        ),
-        F.when(
-            n % 50 == 7,
-            ev(
-                v=1,
-                t=t_send + 0.005,
-                node=src,
-                proto="unicast3",
-                kind="retransmit",
-                peer=dst,
-                seqno=n + 1,
-                conn_id=conn,
-                reason="xmit",
-            ),
-        ),
-    )
-    msgs = base.select(r, F.explode(msg_events).alias("e")).where(F.col("e").isNotNull())
-    fixed = []
-    for node in NODES:
-        fixed.append(ev(v=1, t=0.0, node=node, proto="node", kind="node_start", incarnation=0))
-        fixed.append(
-            ev(
-                v=1,
-                t=0.0,
-                node=node,
-                proto="unicast3",
-                kind="view",
-                view_id=1,
-                members=F.array(*[F.lit(x) for x in NODES]),
-            )
-        )
-        fixed.append(ev(v=1, t=t_end + 0.01, node=node, proto="node", kind="node_stop", reason="stop", incarnation=0))
-    for i, (x, y) in enumerate(LINKS):
-        fixed.append(
-            ev(
-                v=1,
-                t=0.01,
-                node=y,
-                proto="unicast3",
-                kind="conn_state",
-                peer=x,
-                side="recv",
-                state="OPEN",
-                conn_id=1000 + i,
-                low=0,
-                reason="new_window:first",
-            )
-        )
-        fixed.append(
-            ev(
-                v=1,
-                t=t_end,
-                node=x,
-                proto="unicast3",
-                kind="window",
-                peer=y,
-                side="send",
-                conn_id=1000 + i,
-                low=m,
-                high=m,
-                state="OPEN",
-                final=True,
-            )
-        )
-        fixed.append(
-            ev(
-                v=1,
-                t=t_end,
-                node=y,
-                proto="unicast3",
-                kind="window",
-                peer=x,
-                side="recv",
-                conn_id=1000 + i,
-                low=m,
-                high=m,
-                state="OPEN",
-                final=True,
-            )
-        )
-    fixed.append(
-        ev(
-            v=1,
-            t=1.0,
-            node="harness",
-            proto="harness",
-            kind="fault_on",
-            fault="partition",
-            detail="#0 partition A -> B (one-way)",
-            links=F.array(F.lit("A->B")),
-        )
-    )
-    fixed.append(
-        ev(
-            v=1,
-            t=1.5,
-            node="harness",
-            proto="harness",
-            kind="fault_off",
-            fault="partition",
-            detail="#0 partition A -> B (one-way) (by #1 heal #0)",
-            links=F.array(F.lit("A->B")),
-        )
-    )
-    per_run_df = spark.range(runs).select(F.col("id").alias("r"), F.explode(F.array(*fixed)).alias("e"))
-    events = msgs.unionByName(per_run_df).select(
-        F.format_string("bench-%05d", F.col("r")).alias("run_id"), *[F.col("e")[f].alias(f) for f in fields]
-    )
-    is_h = F.col("node") == "harness"
-    events = events.select(
-        "*",
-        F.when(is_h, F.lit("timeline.jsonl"))
-        .otherwise(F.concat(F.lit("nodes/"), F.col("node"), F.lit("/events.jsonl")))
-        .alias("src"),
-        F.when(is_h, F.lit("1")).otherwise(F.concat(F.lit("0"), F.col("node"))).alias("file_key"),
-    )
-    # JSONL, one file per (run, node), lines in time order.
-    tmp = out / "_jsonl"
-    (
-        events.select("run_id", "node", "t", F.to_json(F.struct(*fields)).alias("value"))
-        .repartition("run_id", "node")
-        .sortWithinPartitions("run_id", "node", "t")
-        .select("run_id", "node", "value")
-        .write.partitionBy("run_id", "node")
-        .text(str(tmp))
-    )
-    for part in tmp.glob("run_id=*/node=*/part-*"):
-        run_id = part.parent.parent.name.split("=", 1)[1]
-        node = part.parent.name.split("=", 1)[1]
-        dest = (
-            out / "runs" / run_id / "timeline.jsonl"
-            if node == "harness"
-            else out / "runs" / run_id / "nodes" / node / "events.jsonl"
-        )
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        part.replace(dest)
-    shutil.rmtree(tmp)
-    # The warehouse: the same events with the line number each has in its file.
-    from pyspark.sql import Window
-
-    w = Window.partitionBy("run_id", "src").orderBy("t")
-    # seq numbers a run's events in harness.eventlog.read_run's order (t, file, line).
-    by_run = Window.partitionBy("run_id").orderBy("t", "file_key", "line")
     wh = out / "warehouse"
-    (
-        events.withColumn("line", F.row_number().over(w).cast("long"))
-        .withColumn("seq", F.row_number().over(by_run).cast("long"))
-        .select(*[f.name for f in S.EVENTS_TABLE_SCHEMA.fields])
-        .write.partitionBy("run_id")
-        .parquet(str(wh / "events"))
-    )
+    total = 0
+    for r in range(runs):
+        run_id = f"bench-{r:05d}"
+        table = synthetic_run(r, m)
+        total += table.num_rows
+        part = wh / "events" / f"run_id={run_id}"
+        part.mkdir(parents=True)
+        pq.write_table(table, part / "part-00000.parquet")
+        if jsonl:
+            fields = [f.name for f in S.EVENT_SCHEMA_V1.fields]
+            by_src: dict[str, list[dict]] = {}
+            ordered = table.sort_by([("file_key", "ascending"), ("line", "ascending")])
+            for src, row in zip(ordered.column("src").to_pylist(), ordered.select(fields).to_pylist()):
+                by_src.setdefault(src, []).append({k: v for k, v in row.items() if v is not None})
+            for src, evs in by_src.items():
+                dest = out / "runs" / run_id / src
+                dest.parent.mkdir(parents=True, exist_ok=True)
+                dest.write_bytes(encode_lines(evs))
     from datetime import datetime
 
     now = datetime.now(UTC).isoformat()
@@ -332,7 +273,6 @@ def generate(spark, n_events: int, out: Path) -> dict:
     ]
     spark.createDataFrame(rows, S.RUNS_SCHEMA).coalesce(1).write.parquet(str(wh / "runs"))
     (wh / "_SPLITBRAIN_SCHEMA").write_text(f"splitbrain event schema v{S.EVENT_SCHEMA_VERSION}\n")
-    total = spark.read.parquet(str(wh / "events")).count()
     return {"runs": runs, "events": total, "msgs_per_link": m}
 
 
@@ -352,6 +292,35 @@ def time_session_start(repeats: int = 3) -> float:
     return statistics.median(times)
 
 
+def tree_cpu_s(pid: int) -> float:
+    """user + sys CPU seconds of a process and its descendants (reaped ones included), from /proc."""
+    tick = os.sysconf("SC_CLK_TCK")
+    children: dict[int, list[int]] = {}
+    stats: dict[int, list[str]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            stats[int(entry.name)] = fields
+            children.setdefault(int(fields[1]), []).append(int(entry.name))
+    total, todo = 0.0, [pid]
+    while todo:
+        p = todo.pop()
+        if p in stats:
+            total += sum(int(x) for x in stats[p][11:15]) / tick  # utime, stime, cutime, cstime
+        todo += children.get(p, [])
+    return total
+
+
+def spark_cpu_s(spark) -> float:
+    """CPU seconds so far of this process and the Spark JVM with its Python workers."""
+    proc = getattr(spark.sparkContext._gateway, "proc", None)
+    own = sum(os.times()[:2])
+    return own + (tree_cpu_s(proc.pid) if proc is not None else 0.0)
+
+
 def spark_from_parquet(spark, wh: Path) -> tuple[float, list]:
     from pipeline import analysis as A
 
@@ -359,6 +328,39 @@ def spark_from_parquet(spark, wh: Path) -> tuple[float, list]:
     ids = sorted(A.I.ingested_run_ids(spark, str(wh)))
     verdicts = A.analyze_runs(spark, str(wh), ids)
     return time.perf_counter() - t, verdicts
+
+
+def kernel_in_process(events_per_run: int = EVENTS_PER_RUN, repeats: int = 3) -> dict:
+    """One synthetic run's result document in this process, CPU seconds (best of `repeats`): from
+    the stored columns (pipeline.columnar + columnar_parts) and the exact per-event path."""
+    from harness.checks import CHECKS
+    from pipeline import columnar, columnar_parts
+    from pipeline import tasks as TK
+
+    table = synthetic_run(3, per_link_messages(events_per_run))
+    plan = (list(CHECKS), {"recovery_bound_s": 4.5, "resync_bound": None, "xmit_bound": None}, False)
+
+    def cpu(fn) -> tuple[float, object]:
+        best, out = float("inf"), None
+        for _ in range(repeats):
+            t = time.process_time()
+            out = fn()
+            best = min(best, time.process_time() - t)
+        return best, out
+
+    new_s, new_doc = cpu(lambda: TK.stored_result_document(table, plan, 0))
+    old_s, old_doc = cpu(lambda: TK.result_document(TK.stored_events(table), plan, 0))
+    checks_s, _ = cpu(lambda: columnar.judge_table(table, plan[0], plan[1]))
+    parts_s, _ = cpu(lambda: columnar_parts.parts_of_table(table))
+    return {
+        "events": table.num_rows,
+        "columns_s": new_s,
+        "events_path_s": old_s,
+        "checks_kernel_s": checks_s,
+        "parts_kernel_s": parts_s,
+        "identical": new_doc == old_doc,
+        "load_1m": os.getloadavg()[0],
+    }
 
 
 def spark_from_jsonl(spark, runs: Path) -> tuple[float, int]:
@@ -384,13 +386,13 @@ def spark_ingest(spark, runs: Path, wh: Path) -> float:
 
 
 def python_checker(runs: Path) -> tuple[float, dict]:
-    from harness.checks import run_checks
+    from harness.checks import CHECKS, run_checks
     from harness.eventlog import read_run
 
     t = time.perf_counter()
     out = {}
     for run in sorted(runs.iterdir()):
-        out[run.name] = [c.to_dict() for c in run_checks(read_run(run))]
+        out[run.name] = [c.to_dict() for c in run_checks(read_run(run), list(CHECKS))]
     return time.perf_counter() - t, out
 
 
@@ -460,6 +462,13 @@ def main(argv=None) -> int:
     p.add_argument("--no-rundirs", action="store_true", help="skip the campaign that writes run directories")
     p.add_argument("--work", default=None, help="scratch directory (default: a temporary one, removed)")
     p.add_argument("--driver-memory", default="8g")
+    p.add_argument(
+        "--parquet-only",
+        action="store_true",
+        help="write only the warehouse and time only the judging from Parquet (no JSONL, ingest or Python checker)",
+    )
+    p.add_argument("--kernel", action="store_true", help="also time one run's result document in process")
+    p.add_argument("--no-session-start", action="store_true", help="do not time the session start")
     p.add_argument("--json", default=None, help="also write the results here")
     args = p.parse_args(argv)
     sizes_text = args.sizes or ("1e5,1e6" if args.quick else "1e6,1e7,5e7")
@@ -468,12 +477,16 @@ def main(argv=None) -> int:
     work = Path(args.work) if args.work else Path(tempfile.mkdtemp(prefix="bench-pipeline-"))
     work.mkdir(parents=True, exist_ok=True)
     results: dict = {"sizes": [], "machine": {"cpus": os.cpu_count(), "load_1m_at_start": os.getloadavg()[0]}}
+    if args.kernel:
+        results["kernel"] = kernel_in_process()
+        print(f"one run's result document in process: {results['kernel']}", flush=True)
     try:
-        results["session_start_s"] = time_session_start()
-        print(
-            f"Spark session start (fresh process, local[2], median of 3): {results['session_start_s']:.2f} s",
-            flush=True,
-        )
+        results["session_start_s"] = time_session_start() if not args.no_session_start else None
+        if results["session_start_s"] is not None:
+            print(
+                f"Spark session start (fresh process, local[2], median of 3): {results['session_start_s']:.2f} s",
+                flush=True,
+            )
         from pipeline.session import get_spark
 
         if sizes:
@@ -483,9 +496,10 @@ def main(argv=None) -> int:
             warm = work / "warm-up"
             shutil.rmtree(warm, ignore_errors=True)
             warm.mkdir(parents=True)
-            generate(spark, 20_000, warm)
+            generate(spark, 20_000, warm, jsonl=not args.parquet_only)
             spark_from_parquet(spark, warm / "warehouse")
-            spark_from_jsonl(spark, warm / "runs")
+            if not args.parquet_only:
+                spark_from_jsonl(spark, warm / "runs")
             shutil.rmtree(warm, ignore_errors=True)
             spark.stop()
         for size in sizes:
@@ -496,19 +510,27 @@ def main(argv=None) -> int:
                 "local[2]", driver_memory=args.driver_memory, shuffle_partitions=2 if size <= 10_000_000 else 8
             )
             t = time.perf_counter()
-            info = generate(spark, size, d)
+            info = generate(spark, size, d, jsonl=not args.parquet_only)
             info["generate_s"] = time.perf_counter() - t
             print(f"generated {info['events']} events in {info['runs']} runs ({info['generate_s']:.0f} s)", flush=True)
+            cpu = spark_cpu_s(spark)
             info["spark_parquet_s"], verdicts = spark_from_parquet(spark, d / "warehouse")
-            print(f"  spark parquet {info['spark_parquet_s']:.1f} s", flush=True)
-            info["spark_jsonl_s"], _ = spark_from_jsonl(spark, d / "runs")
-            print(f"  spark jsonl {info['spark_jsonl_s']:.1f} s", flush=True)
-            if size <= args.ingest_max:
+            info["spark_parquet_cpu_s"] = spark_cpu_s(spark) - cpu
+            info["load_1m_after_parquet"] = os.getloadavg()[0]
+            print(
+                f"  spark parquet {info['spark_parquet_s']:.1f} s wall, {info['spark_parquet_cpu_s']:.1f} s CPU "
+                f"(driver, JVM, workers; load {info['load_1m_after_parquet']:.1f})",
+                flush=True,
+            )
+            if not args.parquet_only:
+                info["spark_jsonl_s"], _ = spark_from_jsonl(spark, d / "runs")
+                print(f"  spark jsonl {info['spark_jsonl_s']:.1f} s", flush=True)
+            if size <= args.ingest_max and not args.parquet_only:
                 info["ingest_s"] = spark_ingest(spark, d / "runs", d / "warehouse2")
                 print(f"  ingest {info['ingest_s']:.1f} s", flush=True)
             info["failed_runs"] = sum(1 for v in verdicts if v.outcome != "passed")
             spark.stop()
-            if size <= args.python_max:
+            if size <= args.python_max and not args.parquet_only:
                 info["python_s"], py = python_checker(d / "runs")
                 print(f"  python {info['python_s']:.1f} s", flush=True)
                 if size == sizes[0]:
@@ -543,27 +565,40 @@ def main(argv=None) -> int:
 
 def print_tables(results: dict) -> None:
     print()
-    print(f"Spark session start (local[2], fresh process, median of 3): {results['session_start_s']:.2f} s")
+    if results["session_start_s"] is not None:
+        print(f"Spark session start (local[2], fresh process, median of 3): {results['session_start_s']:.2f} s")
     print()
+    k = results.get("kernel")
+    if k:
+        print(
+            f"One run's result document in process ({k['events']:,} events, CPU, load {k['load_1m']:.1f}): "
+            f"stored columns {k['columns_s']:.3f} s ({k['events'] / k['columns_s']:,.0f} ev/s per core; checks "
+            f"{k['checks_kernel_s']:.3f} s, metric rows {k['parts_kernel_s']:.3f} s), event dicts "
+            f"{k['events_path_s']:.3f} s ({k['events'] / k['events_path_s']:,.0f} ev/s), "
+            f"{k['events_path_s'] / k['columns_s']:.1f}x; identical: {k['identical']}"
+        )
+        print()
     print(
-        "| events | runs | Spark JSONL s | ev/s | Spark Parquet s | ev/s | Python s | ev/s | "
+        "| events | runs | Spark JSONL s | ev/s | Spark Parquet s | ev/s | Parquet CPU s | Python s | ev/s | "
         "Parquet/Python | JSONL/Python | ingest s | agree |"
     )
-    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for s in results["sizes"]:
         n = s["events"]
         py = s.get("python_s")
+        jl = s.get("spark_jsonl_s")
         cells = [
             f"{n:,}",
             str(s["runs"]),
-            f"{s['spark_jsonl_s']:.1f}",
-            f"{n / s['spark_jsonl_s']:,.0f}",
+            f"{jl:.1f}" if jl else "not run",
+            f"{n / jl:,.0f}" if jl else "-",
             f"{s['spark_parquet_s']:.1f}",
             f"{n / s['spark_parquet_s']:,.0f}",
+            f"{s['spark_parquet_cpu_s']:.1f}",
             f"{py:.1f}" if py else "not run",
             f"{n / py:,.0f}" if py else "-",
             f"{py / s['spark_parquet_s']:.2f}x" if py else "-",
-            f"{py / s['spark_jsonl_s']:.2f}x" if py else "-",
+            f"{py / jl:.2f}x" if py and jl else "-",
             f"{s['ingest_s']:.1f}" if "ingest_s" in s else "not run",
             str(s.get("agree", "-")),
         ]

@@ -258,12 +258,33 @@ def judge_function(plans: dict[str, Plan], quarantined: dict[str, int]) -> Calla
         import pyarrow as pa
 
         run_id = table.column("run_id")[0].as_py()
-        events = stored_events(table)
-        names, bound, want = plans[run_id]
-        doc = result_document(events, (names, bound, want), quarantined.get(run_id, 0))
+        doc = stored_result_document(table, plans[run_id], quarantined.get(run_id, 0))
         return pa.table({"run_id": [run_id], "result": [doc]}, schema=arrow_schema(RESULT_SCHEMA))
 
     return run
+
+
+def stored_result_document(table, plan: Plan, quarantined: int) -> str:
+    """result_document of a run's stored events, from its columns where pipeline.columnar and
+    pipeline.columnar_parts handle the run (the same text, tested); the events become dicts only
+    for what they leave to the exact path (a run they cannot prove they handle, a timeline)."""
+    from .columnar import judge_table
+    from .columnar_parts import parts_of_table
+
+    names, bound, want_timeline = plan
+    results, _why = judge_table(table, names, bound)
+    parts = parts_of_table(table)
+    events = stored_events(table) if results is None or parts is None or want_timeline else []
+    if results is None:
+        results = R.judge(events, names, bound)
+    if parts is None:
+        parts = R.result_parts(events)
+    doc = {"results": results, "parts": parts, "events": table.num_rows, "quarantined": quarantined}
+    if want_timeline:
+        from .timeline import timeline_of
+
+        doc["timeline"] = timeline_of(events)
+    return json.dumps(doc, separators=(",", ":"))
 
 
 def empty_result(plan: Plan, quarantined: int = 0) -> dict:

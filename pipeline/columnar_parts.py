@@ -1,0 +1,341 @@
+"""One run's metric and advisory rows (pipeline.runwise.result_parts) from its stored columns.
+
+Theory of operation. result_parts walks a run in `seq` order and keys everything by kind, by
+message (dst, src, app), by link and by heal. Here the same keys are integer codes and each table
+is a group-by over numpy arrays; rows come out in the order the walk inserts them (first
+appearance), and every number is computed as the walk computes it: counts and integer sums,
+minima and maxima picked from the values themselves, means with math.fsum, percentiles by index
+into the sorted values, histogram bins with math.log10 wherever numpy's log10 could land on the
+other side of a bin edge. Blocked time (MCAST's few block/unblock events) is the walk's own code
+over those events. `parts_of_table` returns None (the caller walks the events) for a run with
+multicast sends (their latency rows count each member), a t of -0.0 (which an equal 0.0 could
+stand for) or non-unique seqs.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from harness.checks import GRACEFUL_STOP
+
+from . import runwise as R
+from .columnar import _bools, _count_before, _is_identity, _Strings
+
+_NO_INT = np.iinfo(np.int64).min
+
+
+def parts_of_table(table: pa.Table) -> dict[str, list[dict]] | None:
+    """runwise.result_parts of the run's stored events, or None where it must walk them."""
+    n = table.num_rows
+    seq = table.column("seq").combine_chunks().to_numpy()
+    order = np.argsort(seq, kind="stable")
+    if n == 0 or (np.diff(seq[order]) <= 0).any():
+        return None
+    take = None if _is_identity(order) else pa.array(order)
+
+    def col(name: str) -> pa.Array:
+        column = table.column(name).combine_chunks()
+        return column if take is None else column.take(take)
+
+    t = col("t").to_numpy()
+    if ((t == 0) & np.signbit(t)).any():
+        return None
+    kind_enc = col("kind").dictionary_encode()
+    kinds = kind_enc.dictionary.to_pylist()
+    ki = kind_enc.indices.to_numpy()
+
+    def is_kind(*names: str) -> np.ndarray:
+        return np.isin(ki, [i for i, k in enumerate(kinds) if k in names])
+
+    strings = _Strings()
+    node = strings.codes(col("node"))
+    peer = strings.codes(col("peer"))
+    app = col("app")
+    has_app = _bools(app.is_valid())
+    send, deliver = is_kind("send"), is_kind("deliver")
+    if (send & has_app & (peer < 0) & _bools(col("members").is_valid())).any():
+        return None
+    parts: dict[str, list[dict]] = {"kinds": _kinds(kinds, ki, t, col, has_app)}
+
+    # Lifecycles (few): starts per node and who is dead at the end.
+    life_idx = np.flatnonzero(is_kind("node_start", "node_stop"))
+    life_rows = table.select(["node", "kind", "reason"]).take(pa.array(order[life_idx])).to_pylist()
+    last: dict[str, dict] = {}
+    start_pos, start_node = [], []
+    for p, row in zip(life_idx.tolist(), life_rows):
+        last[row["node"]] = row
+        if row["kind"] == "node_start":
+            start_pos.append(p)
+            start_node.append(strings.code(row["node"]))
+    dead = {x for x, row in last.items() if row["kind"] == "node_stop" and row["reason"] != GRACEFUL_STOP}
+    starts_pos = np.array(start_pos, dtype=np.int64)
+    starts_node = np.array(start_node, dtype=np.int64)
+
+    # Messages (dst, src, app): sends to a peer and deliveries, keyed in order of first appearance.
+    s_idx = np.flatnonzero(send & has_app & (peer >= 0))
+    d_idx = np.flatnonzero(deliver & has_app)
+    d_app = app.take(pa.array(d_idx))
+    origin = strings.codes(pc.list_element(pc.split_pattern(d_app, ":", max_splits=2, reverse=True), 0))
+    empty = strings.index.get("", -2)
+    d_src = np.where((peer[d_idx] >= 0) & (peer[d_idx] != empty), peer[d_idx], origin)
+    ns = len(strings.names)
+    apps = pa.concat_arrays([app.take(pa.array(s_idx)), d_app]).dictionary_encode()
+    na = max(1, len(apps.dictionary))
+    app_code = apps.indices.to_numpy().astype(np.int64)
+    m_idx = np.concatenate([s_idx, d_idx])
+    m_dst = np.concatenate([peer[s_idx], node[d_idx]])
+    m_src = np.concatenate([node[s_idx], d_src])
+    m_is_send = np.concatenate([np.ones(len(s_idx), bool), np.zeros(len(d_idx), bool)])
+    keys = (m_dst * ns + m_src) * na + app_code
+    by = np.lexsort((m_idx, keys))
+    k_sorted = keys[by]
+    first_of = np.r_[True, k_sorted[1:] != k_sorted[:-1]] if len(by) else np.zeros(0, bool)
+    group_sorted = np.cumsum(first_of) - 1
+    groups = int(group_sorted[-1]) + 1 if len(by) else 0
+    heads = np.flatnonzero(first_of)
+    # Per message, reduced over its rows (sorted by key, then position).
+    sorted_send, sorted_idx, sorted_t = m_is_send[by], m_idx[by], t[m_idx[by]]
+
+    def per_message(ufunc, values: np.ndarray) -> np.ndarray:
+        return ufunc.reduceat(values, heads) if groups else values[:0]
+
+    first_pos = sorted_idx[heads]
+    rank = np.argsort(first_pos, kind="stable")  # the walk's order of the messages
+    send_t = per_message(np.minimum, np.where(sorted_send, sorted_t, np.inf))
+    deliver_t = per_message(np.minimum, np.where(sorted_send, np.inf, sorted_t))
+    has_send = per_message(np.maximum, sorted_send.astype(np.int8)) > 0
+    has_deliver = per_message(np.maximum, (~sorted_send).astype(np.int8)) > 0
+    last_send = per_message(np.maximum, np.where(sorted_send, sorted_idx, -1))
+    g_dst, g_src = m_dst[by][heads], m_src[by][heads]
+    starts_at = _count_before(starts_node, starts_pos, g_src, np.maximum(last_send, 0), n)
+    starts_total = _count_before(starts_node, starts_pos, g_src, np.full(groups, n), n)
+    dead_code = np.isin(np.arange(ns), [strings.index[x] for x in dead if x in strings.index])
+    # ok / lost: what heal-to-sync judges (not dead at the end, sender not restarted since).
+    judged = has_send & ~dead_code[g_src] & ~dead_code[g_dst] & ~(starts_total > starts_at)
+
+    # Latency, over all links and per receiver, in the walk's order of the messages.
+    both = rank[(has_send & has_deliver)[rank]]
+    lats = deliver_t[both] - send_t[both]
+    if len(lats):
+        parts["latency"] = [_lat_row(lats)]
+    bins = _bins(lats)
+    hist_keys = g_dst[both] * (1 << 20) + (bins + (1 << 19))
+    parts["lat_hist"] = [
+        {"dst": strings.names[int(k) >> 20], "bin": int(k & ((1 << 20) - 1)) - (1 << 19), "n": int(c)}
+        for k, c in _counts_in_order(hist_keys)
+    ]
+    parts["lat_dst"] = [
+        _lat_row(lats[g_dst[both] == d], dst=strings.names[int(d)]) for d, _c in _counts_in_order(g_dst[both])
+    ]
+
+    # Heal to sync.
+    is_h = _bools(pc.equal(col("node"), R._HARNESS)) | _bools(pc.equal(col("proto"), R._HARNESS))
+    fault = col("fault")
+    heal = is_h & (is_kind("fault_off") | (is_kind("fault_on") & _bools(pc.fill_null(pc.equal(fault, "heal"), False))))
+    heals = sorted(set(t[heal].tolist()))
+    parts["heal"] = [{"heal_t": h} for h in heals]
+    rows = []
+    judged_ranked = rank[judged[rank]]
+    for h in heals:
+        hit = judged_ranked[
+            (send_t[judged_ranked] < h) & (~has_deliver[judged_ranked] | (deliver_t[judged_ranked] >= h))
+        ]
+        link = g_dst[hit] * ns + g_src[hit]
+        for lk, _c in _counts_in_order(link):
+            on = hit[link == lk]
+            delivered = on[has_deliver[on]]
+            latest = float(deliver_t[delivered].max()) if len(delivered) else None
+            rows.append(
+                {
+                    "heal_t": h,
+                    "src": strings.names[int(lk) % ns],
+                    "dst": strings.names[int(lk) // ns],
+                    "backlog": len(on),
+                    "undelivered": int(len(on) - len(delivered)),
+                    "catch_up_s": None if latest is None else latest - h,
+                }
+            )
+    parts["heal_sync"] = rows
+    parts["blocked"] = _blocked(table, order, np.flatnonzero(is_kind("block", "unblock")))
+    parts["stuck"] = _stuck(t, node, peer, col, d_idx, d_src, strings, dead, heal, is_kind, n)
+    return parts
+
+
+def _kinds(kinds: list[str], ki: np.ndarray, t: np.ndarray, col, has_app: np.ndarray) -> list[dict]:
+    codes, first = np.unique(ki, return_index=True)
+    count = col("count")
+    has_count = _bools(count.is_valid())
+    counts = count.fill_null(0).to_numpy()
+    size = col("bytes")
+    has_bytes = _bools(size.is_valid())
+    sizes = size.fill_null(0).to_numpy()
+    out = []
+    for c in codes[np.argsort(first)]:
+        mine = ki == c
+        kind = kinds[int(c)]
+        lines = int(mine.sum())
+        n = lines
+        if kind == "drop":
+            n += _int_sum(counts[mine & has_count]) - int((mine & has_count).sum())
+        b = mine & has_bytes
+        bytes_sum = _int_sum(sizes[b]) if b.any() else None
+        tk = t[mine]
+        out.append(
+            {
+                "kind": kind,
+                "n": n,
+                "lines": lines,
+                "apps": int((mine & has_app).sum()),
+                "bytes_sum": bytes_sum,
+                "max_t": float(tk.max()),
+                "min_t": float(tk.min()),
+            }
+        )
+    return out
+
+
+def _int_sum(values: np.ndarray) -> int:
+    """Python's sum of int64 values (numpy's where it cannot overflow)."""
+    if not len(values) or int(np.abs(values).max()) * len(values) < 2**63:
+        return int(values.sum())
+    return int(sum(values.tolist()))
+
+
+def _lat_row(lats: np.ndarray, **key) -> dict:
+    ordered = np.sort(lats)
+    return {
+        **key,
+        "lat_n": len(lats),
+        "lat_mean": math.fsum(lats.tolist()) / len(lats),
+        "lat_max": float(ordered[-1]),
+        "lat_p": [float(ordered[max(0, math.ceil(q * len(ordered)) - 1)]) for q in R.PERCENTILES],
+    }
+
+
+def _bins(lats: np.ndarray) -> np.ndarray:
+    """math.floor(math.log10(max(lat, LAT_MIN_S)) * LAT_BINS_PER_DECADE), with math's log10 where
+    numpy's result is near a bin edge (the two may differ in the last bit)."""
+    x = np.log10(np.maximum(lats, R.LAT_MIN_S)) * R.LAT_BINS_PER_DECADE
+    bins = np.floor(x).astype(np.int64)
+    near = np.flatnonzero(np.abs(x - np.round(x)) < 1e-6)
+    for i in near.tolist():
+        bins[i] = math.floor(math.log10(max(float(lats[i]), R.LAT_MIN_S)) * R.LAT_BINS_PER_DECADE)
+    return bins
+
+
+def _counts_in_order(keys: np.ndarray) -> list[tuple[int, int]]:
+    """(key, count) in order of each key's first appearance."""
+    u, first, counts = np.unique(keys, return_index=True, return_counts=True)
+    o = np.argsort(first)
+    return list(zip(u[o].tolist(), counts[o].tolist()))
+
+
+def _blocked(table: pa.Table, order: np.ndarray, idx: np.ndarray) -> list[dict]:
+    """runwise.result_parts' blocked rows over the block and unblock events themselves."""
+    rows = table.select(["node", "kind", "t"]).take(pa.array(order[idx])).to_pylist()
+    bu: dict[str, list] = {}
+    for p, row in zip(idx.tolist(), rows):
+        bu.setdefault(row["node"], []).append((p, row["kind"], row["t"]))
+    out = []
+    for node, items in bu.items():
+        spans = [
+            (x[2], items[i + 1][2] if i + 1 < len(items) else None) for i, x in enumerate(items) if x[1] == "block"
+        ]
+        opens = [t for t, nt in spans if nt is None]
+        out.append(
+            {
+                "node": node,
+                "blocks": len(spans),
+                "blocked_s": sum((nt - t for t, nt in spans if nt is not None), 0.0),
+                "open_since": max(opens) if opens else None,
+            }
+        )
+    return out
+
+
+def _stuck(t, node, peer, col, d_idx, d_src, strings, dead, heal, is_kind, n) -> list[dict]:
+    """runwise.result_parts' stuck rows: per link X->Y, episodes of retransmissions and
+    retransmission requests between deliveries at Y from X."""
+    ns = len(strings.names)
+    r_idx = np.flatnonzero(is_kind("retransmit") & (peer >= 0))
+    x_idx = np.flatnonzero(is_kind("xmit_req_tx") & (peer >= 0))
+    # Links keyed dst * ns + src, as the walk's flows name them.
+    d_link = node[d_idx] * ns + d_src
+    o_idx = np.concatenate([r_idx, x_idx])
+    o_link = np.concatenate([peer[r_idx] * ns + node[r_idx], node[x_idx] * ns + peer[x_idx]])
+    o_rt = np.concatenate([np.ones(len(r_idx), bool), np.zeros(len(x_idx), bool)])
+    by = np.argsort(o_idx, kind="stable")
+    o_idx, o_link, o_rt = o_idx[by], o_link[by], o_rt[by]
+    links_order = _counts_in_order(np.concatenate([d_link, o_link])[np.argsort(np.concatenate([d_idx, o_idx]))])
+    episode = _count_before(d_link, d_idx, o_link, o_idx, n)
+    seqno = col("seqno")
+    has_seqno = _bools(seqno.is_valid())[o_idx]
+    seqnos = seqno.fill_null(0).to_numpy()[o_idx]
+    ot = t[o_idx]
+    last_heal = max(t[heal].tolist()) if heal.any() else None
+    per_dst: dict[str, dict] = {}
+    if not len(o_idx):
+        return []
+    # Episodes: (link, deliveries before) groups of the other rows, reduced at once.
+    by = np.lexsort((o_idx, episode, o_link))
+    g_link_rows, g_ep_rows, rt_rows = o_link[by], episode[by], o_rt[by]
+    heads = np.flatnonzero(np.r_[True, (g_link_rows[1:] != g_link_rows[:-1]) | (g_ep_rows[1:] != g_ep_rows[:-1])])
+    sizes = np.diff(np.r_[heads, len(by)])
+    n_rts = np.add.reduceat(rt_rows.astype(np.int64), heads)
+    firsts = np.minimum.reduceat(ot[by], heads)
+    lasts = np.maximum.reduceat(ot[by], heads)
+    numbered = rt_rows & has_seqno[by]
+    min_ss = np.minimum.reduceat(np.where(numbered, seqnos[by], np.iinfo(np.int64).max), heads)
+    max_ss = np.maximum.reduceat(np.where(numbered, seqnos[by], np.iinfo(np.int64).min), heads)
+    any_ss = np.maximum.reduceat(numbered.astype(np.int8), heads) > 0
+    g_links, g_eps = g_link_rows[heads], g_ep_rows[heads]
+    link_of, link_start, link_groups = np.unique(g_links, return_index=True, return_counts=True)
+    where = {int(lk): (int(a), int(a + c)) for lk, a, c in zip(link_of, link_start, link_groups)}
+    for lk, _c in links_order:
+        if lk not in where:
+            continue
+        dst, src = strings.names[lk // ns], strings.names[lk % ns]
+        on_link = d_link == lk
+        delivered = int(on_link.sum())
+        last_deliver_t = float(t[d_idx[on_link]].max()) if delivered else None
+        d = per_dst.setdefault(
+            dst, {"dst": dst, "longest_episode_s": None, "retransmits": 0, "xmit_reqs": 0, "stuck": []}
+        )
+        excused = src in dead or dst in dead
+        a, b = where[lk]
+        for g in range(a, b):
+            e = int(g_eps[g])
+            n_rt = int(n_rts[g])
+            n_xr = int(sizes[g]) - n_rt
+            first_t, last_t = float(firsts[g]), float(lasts[g])
+            min_s = int(min_ss[g]) if any_ss[g] else None
+            max_s = int(max_ss[g]) if any_ss[g] else None
+            span = last_t - first_t
+            d["longest_episode_s"] = span if d["longest_episode_s"] is None else max(d["longest_episode_s"], span)
+            d["retransmits"] += n_rt
+            d["xmit_reqs"] += n_xr
+            since = max(first_t, last_heal if last_heal is not None else 0.0)
+            if (
+                e == delivered
+                and n_rt + n_xr >= R.STUCK_MIN_RETRANSMITS
+                and last_t - since >= R.STUCK_MIN_SECONDS
+                and not excused
+            ):
+                d["stuck"].append(
+                    {
+                        "src": src,
+                        "dst": dst,
+                        "retransmits": n_rt,
+                        "xmit_reqs": n_xr,
+                        "first_t": first_t,
+                        "last_t": last_t,
+                        "min_seqno": min_s,
+                        "max_seqno": max_s,
+                        "last_deliver_t": last_deliver_t,
+                    }
+                )
+    return list(per_dst.values())
