@@ -228,9 +228,16 @@ def build_report(
 
 
 def ingest_only(
-    spark: SparkSession, paths: list[str], warehouse: str, only: list[str] | None = None, *, timelines: int = 24
+    spark: SparkSession,
+    paths: list[str],
+    warehouse: str,
+    only: list[str] | None = None,
+    *,
+    timelines: int = 24,
+    prejudged: I.Prejudged | None = None,
+    now: str | None = None,
 ) -> I.IngestResult:
-    return I.ingest(spark, paths, warehouse, only=only, timelines=timelines)
+    return I.ingest(spark, paths, warehouse, only=only, timelines=timelines, prejudged=prejudged, now=now)
 
 
 def analyze_ingested(spark: SparkSession, result: I.IngestResult, *, timelines: int = 24) -> Analysis:

@@ -125,16 +125,25 @@ def _analyze(
         print(f"splitbrain: no such run directory: {', '.join(missing)}", file=sys.stderr)
         return EXIT_BAD_INPUT
     t0 = time.perf_counter()
-    with console.status("starting Spark") as status:
+    with console.status("starting Spark, judging on the driver meanwhile") as status:
         from pipeline import analysis as A
+        from pipeline import overlap
         from pipeline.ingest import InputError
-        from pipeline.session import get_spark
 
-        spark = get_spark(master)
+        limit = 24 if timelines is None else timelines
+        started = overlap.start(paths, master, only, limit)
+        spark = started.session.get()
         try:
             status.update("ingesting run directories")
-            limit = 24 if timelines is None else timelines
-            result = A.ingest_only(spark, paths, str(out / "warehouse"), only=only, timelines=limit)
+            result = A.ingest_only(
+                spark,
+                paths,
+                str(out / "warehouse"),
+                only=only,
+                timelines=limit,
+                prejudged=started.prejudged,
+                now=started.now,
+            )
             status.update(f"checking {len(result.run_ids)} run(s)")
             analysis = A.analyze_ingested(spark, result, timelines=limit)
             status.update("writing the report")

@@ -168,12 +168,13 @@ def _escape_glob(text: str) -> str:
     return re.sub(r"([\\*?\[\]{}])", r"\\\1", text)
 
 
-def discover_runs(spark: SparkSession, paths: list[str]) -> list[RunSource]:
+def discover_runs(spark: SparkSession | None, paths: list[str]) -> list[RunSource]:
     """Run directories named by `paths`: each is a run directory (it has nodes/) or a directory
     whose children are run directories (a campaign's output). Raises InputError naming the path.
 
-    Local paths are listed by Python on the driver (no JVM call per file); any other URI through
-    Hadoop's FileSystem with four glob calls."""
+    Local paths are listed by Python on the driver (no JVM call per file, and no session needed:
+    `spark` may be None when every path is local); any other URI through Hadoop's FileSystem with
+    four glob calls."""
     if not paths:
         raise InputError("no run directories given")
     fs: _FS | None = None
@@ -195,6 +196,8 @@ def discover_runs(spark: SparkSession, paths: list[str]) -> list[RunSource]:
                 if not found:
                     raise InputError(f"{raw}: not a run directory (no nodes/ in it) and no run directories under it")
         else:
+            if spark is None:
+                raise InputError(f"{raw}: not a local path")
             fs = fs or _FS(spark)
             if not fs.exists(uri):
                 raise InputError(f"{raw}: no such file or directory")
@@ -418,7 +421,7 @@ def _float(value) -> float | None:
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
-def _read_small_files(spark: SparkSession, uris: list[str]) -> dict[tuple[str, str], str]:
+def _read_small_files(spark: SparkSession | None, uris: list[str]) -> dict[tuple[str, str], str]:
     """(run id, file name) -> text of scenario.yaml / verdict.json files: local ones read here,
     the others in one Spark job."""
     out: dict[tuple[str, str], str] = {}
@@ -434,6 +437,7 @@ def _read_small_files(spark: SparkSession, uris: list[str]) -> dict[tuple[str, s
         with open(local, encoding="utf-8", errors="replace") as f:
             out[_run_and_src(local)] = f.read()
     if remote:
+        assert spark is not None, "remote files need a session"
         rows = (
             spark.read.text(remote, wholetext=True)
             .select(F.col("_metadata.file_path").alias("path"), "value")
@@ -505,20 +509,8 @@ def run_rows(spark: SparkSession, warehouse: str, run_ids: list[str]) -> dict[st
     return out
 
 
-def ingest(
-    spark: SparkSession,
-    paths: list[str],
-    warehouse: str,
-    only: list[str] | None = None,
-    *,
-    timelines: int = 24,
-) -> IngestResult:
-    """Ingest the run directories named by `paths` (see discover_runs) into `warehouse`; with
-    `only`, just the runs with those ids (a campaign's own runs in a shared directory).
-
-    The runs ingested now are judged in the same pass (pipeline.tasks): their results are in
-    `IngestResult.results`; `timelines` is how many timelines the report will show (runs that need
-    explaining always get theirs computed, and with that few runs or fewer, every run)."""
+def select_runs(spark: SparkSession | None, paths: list[str], only: list[str] | None = None) -> list[RunSource]:
+    """discover_runs(paths), with `only` just the runs with those ids (InputError if one is missing)."""
     runs = discover_runs(spark, paths)
     if only is not None:
         wanted = set(only)
@@ -526,6 +518,55 @@ def ingest(
         missing = wanted - {r.run_id for r in runs}
         if missing:
             raise InputError(f"run directories not found: {', '.join(sorted(missing)[:5])}")
+    return runs
+
+
+def metadata_rows(spark: SparkSession | None, runs: list[RunSource], now: str) -> dict[str, dict]:
+    """run id -> runs-table row of each run (its scenario.yaml and verdict.json read)."""
+    texts = _read_small_files(spark, [u for r in runs for u in (r.scenario, r.verdict) if u])
+    return {
+        r.run_id: run_metadata(r, texts.get((r.run_id, "scenario.yaml")), texts.get((r.run_id, "verdict.json")), now)
+        for r in runs
+    }
+
+
+def stamp() -> str:
+    """An ingest's time, as the runs table stores it."""
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+@dataclass
+class Prejudged:
+    """Runs the driver judged itself, with the ingest task's own function, while the session
+    started (pipeline.overlap): per run the plan it was judged with, its result document and
+    its OUT_SCHEMA rows as Arrow tables (events; quarantined lines, for runs that have any).
+    Ingest takes a run from here only if its plan is the one it would give the task."""
+
+    plans: dict[str, tasks.Plan] = field(default_factory=dict)
+    results: dict[str, str] = field(default_factory=dict)
+    events: dict[str, Any] = field(default_factory=dict)
+    quarantine: dict[str, Any] = field(default_factory=dict)
+
+
+def ingest(
+    spark: SparkSession,
+    paths: list[str],
+    warehouse: str,
+    only: list[str] | None = None,
+    *,
+    timelines: int = 24,
+    prejudged: Prejudged | None = None,
+    now: str | None = None,
+) -> IngestResult:
+    """Ingest the run directories named by `paths` (see discover_runs) into `warehouse`; with
+    `only`, just the runs with those ids (a campaign's own runs in a shared directory).
+
+    The runs ingested now are judged in the same pass (pipeline.tasks): their results are in
+    `IngestResult.results`; `timelines` is how many timelines the report will show (runs that need
+    explaining always get theirs computed, and with that few runs or fewer, every run). Runs in
+    `prejudged` were already judged on the driver: Spark only writes their rows. `now` is the
+    ingest's time in the runs table (default: the time of the call)."""
+    runs = select_runs(spark, paths, only)
     wh = warehouse_paths(warehouse)
     fs = _FS(spark)
     _check_marker(fs, wh)
@@ -536,16 +577,12 @@ def ingest(
     if not new:
         return result
 
-    texts = _read_small_files(spark, [u for r in new for u in (r.scenario, r.verdict) if u])
-    now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-    rows = [
-        run_metadata(r, texts.get((r.run_id, "scenario.yaml")), texts.get((r.run_id, "verdict.json")), now) for r in new
-    ]
-    metas = {row["run_id"]: row for row in rows}
+    metas = metadata_rows(spark, new, now or stamp())
+    rows = [metas[r.run_id] for r in new]
     plans = timeline_plans(metas, runs, timelines)
     results: dict[str, dict] = {}
     if _files(new):
-        results = _ingest_files(spark, new, plans, wh)
+        results = _ingest_files(spark, new, plans, wh, prejudged or Prejudged())
     for run_id, plan in plans.items():
         if run_id not in results:  # no log file at all: judged on the driver, every check vacuous
             results[run_id] = tasks.empty_result(plan)
@@ -604,20 +641,51 @@ def timeline_plans(metas: dict[str, dict], runs: list, timelines: int) -> dict[s
     return out
 
 
-def _ingest_files(spark: SparkSession, runs: list[RunSource], plans: dict, wh: dict) -> dict[str, dict]:
+def _ingest_files(
+    spark: SparkSession, runs: list[RunSource], plans: dict, wh: dict, prejudged: Prejudged
+) -> dict[str, dict]:
     """Read, classify, judge and write `runs` in one Spark job (pipeline.tasks); their result
-    documents. Runs with quarantined lines are read again for those lines alone."""
+    documents. Runs with quarantined lines are read again for those lines alone. Runs the driver
+    already judged with the same plan are not read: their rows are written from its tables."""
     from . import judging as J
 
     default = (list(ALL_CHECKS), J.bounds({}), True)
+    taken = [r.run_id for r in runs if r.run_id in prejudged.results and prejudged.plans[r.run_id] == plans[r.run_id]]
+    rest = [r for r in runs if r.run_id not in taken]
     acc = tasks.results_accumulator(spark)
-    write_events(_run_tasks(spark, _files(runs), tasks.ingest_function(plans, default, acc)), wh)
+    parts = [_driver_rows(spark, [prejudged.events[rid] for rid in taken])] if taken else []
+    if _files(rest):
+        parts.append(_run_tasks(spark, _files(rest), tasks.ingest_function(plans, default, acc)))
+    write_events(_union(parts), wh)
     results = tasks.parse_results({"run_id": k, "result": v} for k, v in acc.value.items())
-    again = [r for r in runs if results.get(r.run_id, {}).get("quarantined")]
+    results.update(tasks.parse_results({"run_id": rid, "result": prejudged.results[rid]} for rid in taken))
+    again = [r for r in rest if results.get(r.run_id, {}).get("quarantined")]
+    bad = [prejudged.quarantine[rid] for rid in taken if rid in prejudged.quarantine]
+    parts = [_driver_rows(spark, bad)] if bad else []
     if again:
         fn = tasks.ingest_function(plans, default, acc, tasks.EMIT_QUARANTINE)
-        write_quarantine(_run_tasks(spark, _files(again), fn), wh)
+        parts.append(_run_tasks(spark, _files(again), fn))
+    if parts:
+        write_quarantine(_union(parts), wh)
     return results
+
+
+def _driver_rows(spark: SparkSession, tables: list) -> DataFrame:
+    """OUT_SCHEMA rows made on the driver, as one partition (one file per run, as a task writes).
+    Tables without rows are left out: the JVM's Arrow stream reader takes an empty batch for the
+    end of the stream and would drop every batch after it."""
+    import pyarrow as pa
+
+    rows = [t for t in tables if t.num_rows]
+    table = pa.concat_tables(rows) if rows else tasks.arrow_schema(tasks.OUT_SCHEMA).empty_table()
+    return spark.createDataFrame(table, schema=tasks.OUT_SCHEMA).coalesce(1)
+
+
+def _union(parts: list[DataFrame]) -> DataFrame:
+    out = parts[0]
+    for part in parts[1:]:
+        out = out.unionByName(part)
+    return out
 
 
 def _files(runs: list[RunSource]) -> list[str]:

@@ -85,8 +85,10 @@ def get_spark(
     driver_memory: str = DEFAULT_DRIVER_MEMORY,
     shuffle_partitions: int | None = None,
     extra_conf: dict | None = None,
+    jit: str | None = None,
 ):
-    """The active SparkSession, or a new one on `master` (default local[*]) with quiet settings."""
+    """The active SparkSession, or a new one on `master` (default local[*]) with quiet settings.
+    `jit="c1"` starts a new driver JVM compiling with C1 only (for short analyses; see JIT_ENV)."""
     from pyspark.sql import SparkSession
 
     active = SparkSession.getActiveSession()
@@ -104,7 +106,7 @@ def get_spark(
         conf = local_conf(master, driver_memory=driver_memory, shuffle_partitions=shuffle_partitions)
     conf.update(extra_conf or {})
     if not submitted:
-        _driver_java_options(conf)
+        _driver_java_options(conf, jit)
     for key, value in conf.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
@@ -112,20 +114,23 @@ def get_spark(
     return spark
 
 
-# SPLITBRAIN_SPARK_JIT=c1 makes the driver JVM compile with C1 only: a short analysis starts and
-# runs faster (measured: first job 16.7 -> 9.6 s at load 7; the 258 k-event analysis 125 -> 87 s
-# at load 12-14), but in local mode the driver is also the executor, and a 10 M-event judging run
-# with C1 only was still JVM-bound after 15 min (75 s before, with C2). Opt-in, not the default.
+# C1-only compilation makes a short analysis start and run faster (measured: first job 16.7 -> 9.6 s
+# at load 7; the 258 k-event analysis 125 -> 87 s at load 12-14; C2's compiler threads took half
+# of the JVM's CPU there), but in local mode the driver is also the executor, and a 10 M-event
+# judging run with C1 only was still JVM-bound after 15 min (75 s before, with C2). So callers ask
+# for it for small inputs only (`jit="c1"`, pipeline.overlap); SPLITBRAIN_SPARK_JIT=c1 forces it,
+# any other value (e.g. "c2") forbids it.
 JIT_ENV = "SPLITBRAIN_SPARK_JIT"
 C1_ONLY = "-XX:TieredStopAtLevel=1"
 
 
-def _driver_java_options(conf: dict) -> None:
+def _driver_java_options(conf: dict, jit: str | None = None) -> None:
     """The driver JVM's start options: the class-data archive ci/setup built (pipeline.cds) when
-    there is a current one, and C1-only compilation when asked for (SPLITBRAIN_SPARK_JIT=c1)."""
+    there is a current one, and C1-only compilation when asked for (SPLITBRAIN_SPARK_JIT, or
+    `jit` when that is unset)."""
     from . import cds
 
-    options = [o for o in (cds.driver_options(), _jit_option()) if o]
+    options = [o for o in (cds.driver_options(), _jit_option(jit)) if o]
     extra = conf.get("spark.driver.extraJavaOptions")
     if extra:
         options.append(extra)
@@ -133,8 +138,9 @@ def _driver_java_options(conf: dict) -> None:
         conf["spark.driver.extraJavaOptions"] = " ".join(options)
 
 
-def _jit_option() -> str | None:
-    return C1_ONLY if os.environ.get(JIT_ENV, "").lower() == "c1" else None
+def _jit_option(jit: str | None = None) -> str | None:
+    choice = os.environ.get(JIT_ENV, "").lower() or (jit or "").lower()
+    return C1_ONLY if choice == "c1" else None
 
 
 def ship_code(spark) -> str | None:
