@@ -24,7 +24,7 @@ import traceback
 from collections.abc import Callable
 from typing import TYPE_CHECKING, NoReturn
 
-from harness.checks import CheckResult, run_checks
+from harness.checks import CheckResult, run_scenario_checks
 
 if TYPE_CHECKING:
     from harness.scenario import Scenario
@@ -49,13 +49,7 @@ def write_and_check(
     names = list(scenario.checks)
 
     def checks(which: list[str]) -> list[CheckResult]:
-        return run_checks(
-            events,
-            which,
-            recovery_bound_s=scenario.recovery_bound,
-            resync_bound=scenario.resync_bound,
-            xmit_bound=scenario.xmit_bound,
-        )
+        return run_scenario_checks(events, scenario, which)
 
     # A fork copies only the calling thread: with others running (a test runner's, a live
     # backend's), a lock one of them held would stay locked in the child forever.

@@ -65,6 +65,7 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from itertools import islice
+from typing import Any
 
 from node.message import parse_app_id
 from node.views import pair_problem
@@ -1362,6 +1363,17 @@ def run_checks(
         return CHECKS[name](ordered)
 
     return [one(name) for name in names]
+
+
+def run_scenario_checks(events: list[dict], scenario: Any, names: Iterable[str] | None = None) -> list[CheckResult]:
+    """run_checks with a scenario's bounds: its checks (or `names` of them) over one merged log."""
+    return run_checks(
+        events,
+        list(scenario.checks) if names is None else list(names),
+        recovery_bound_s=scenario.recovery_bound,
+        resync_bound=scenario.resync_bound,
+        xmit_bound=scenario.xmit_bound,
+    )
 
 
 def _walk(ordered: list[dict], names: list[str], bound: float) -> dict[str, CheckResult]:

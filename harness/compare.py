@@ -118,7 +118,7 @@ class Cell:
 
 def measure(data: dict, seed: int) -> dict:
     """One simulator run of a scenario dict with `seed`: outcome and numbers."""
-    from harness.checks import check_resync_traffic, run_checks
+    from harness.checks import check_resync_traffic, run_checks, run_scenario_checks
     from harness.scenario import parse_scenario
     from harness.sim import Simulation
 
@@ -128,13 +128,7 @@ def measure(data: dict, seed: int) -> dict:
     except Exception as exc:  # an invariant or a layer's exception: counted, shown as a crash
         return {"crash": f"{type(exc).__name__}: {exc}"[:200]}
     events = result.all_events()
-    results = run_checks(
-        events,
-        list(scenario.checks),
-        recovery_bound_s=scenario.recovery_bound,
-        resync_bound=scenario.resync_bound,
-        xmit_bound=scenario.xmit_bound,
-    )
+    results = run_scenario_checks(events, scenario)
     failed = [c.name for c in results if not c.passed]
     traffic = check_resync_traffic(events, 1 << 62).details
     windows = run_checks(events, ["windows_synced"])[0].details

@@ -111,15 +111,9 @@ class RunOutcome:
 
 def judge(scenario: Scenario, events: list[dict], *, seed: int, backend: str, stats: dict) -> Verdict:
     """Run the scenario's checks over a merged event log and decide the outcome."""
-    from harness.checks import run_checks
+    from harness.checks import run_scenario_checks
 
-    results = run_checks(
-        events,
-        list(scenario.checks),
-        recovery_bound_s=scenario.recovery_bound,
-        resync_bound=scenario.resync_bound,
-        xmit_bound=scenario.xmit_bound,
-    )
+    results = run_scenario_checks(events, scenario)
     return verdict_of(scenario, results, seed=seed, backend=backend, stats=stats)
 
 

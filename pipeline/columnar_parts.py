@@ -240,21 +240,7 @@ def _blocked(table: pa.Table, order: np.ndarray, idx: np.ndarray) -> list[dict]:
     bu: dict[str, list] = {}
     for p, row in zip(idx.tolist(), rows):
         bu.setdefault(row["node"], []).append((p, row["kind"], row["t"]))
-    out = []
-    for node, items in bu.items():
-        spans = [
-            (x[2], items[i + 1][2] if i + 1 < len(items) else None) for i, x in enumerate(items) if x[1] == "block"
-        ]
-        opens = [t for t, nt in spans if nt is None]
-        out.append(
-            {
-                "node": node,
-                "blocks": len(spans),
-                "blocked_s": sum((nt - t for t, nt in spans if nt is not None), 0.0),
-                "open_since": max(opens) if opens else None,
-            }
-        )
-    return out
+    return R.blocked_rows(bu)
 
 
 def _stuck(t, node, peer, col, d_idx, d_src, strings, dead, heal, is_kind, n) -> list[dict]:

@@ -267,6 +267,27 @@ def _lat_row(lats: list[float], **key) -> dict:
     }
 
 
+def blocked_rows(by_node: dict[str, list]) -> list[dict]:
+    """Time blocked per node from its (position, kind, t) block and unblock items: a block lasts
+    until the node's next item; one without a next is still open."""
+    out = []
+    for node, items in by_node.items():
+        items.sort()
+        spans = [
+            (x[2], items[i + 1][2] if i + 1 < len(items) else None) for i, x in enumerate(items) if x[1] == "block"
+        ]
+        opens = [t for t, nt in spans if nt is None]
+        out.append(
+            {
+                "node": node,
+                "blocks": len(spans),
+                "blocked_s": sum((nt - t for t, nt in spans if nt is not None), 0.0),
+                "open_since": max(opens) if opens else None,
+            }
+        )
+    return out
+
+
 def result_parts(events: list[dict]) -> dict[str, list[dict]]:
     """part -> rows for pipeline.verdicts / pipeline.metrics.run_metrics, from ordered events:
     kinds, latency, lat_hist, lat_dst, heal, heal_sync, blocked, stuck (as pipeline.analysis.result_rows).
@@ -435,21 +456,7 @@ def result_parts(events: list[dict]) -> dict[str, list[dict]]:
     ]
 
     # Time blocked (MCAST).
-    blocked = []
-    for node, items in bu.items():
-        items.sort()
-        spans = [
-            (x[2], items[i + 1][2] if i + 1 < len(items) else None) for i, x in enumerate(items) if x[1] == "block"
-        ]
-        opens = [t for t, nt in spans if nt is None]
-        blocked.append(
-            {
-                "node": node,
-                "blocks": len(spans),
-                "blocked_s": sum((nt - t for t, nt in spans if nt is not None), 0.0),
-                "open_since": max(opens) if opens else None,
-            }
-        )
+    blocked = blocked_rows(bu)
     parts["blocked"] = blocked
 
     # Stuck retransmission, per link X->Y between deliveries at Y from X.
