@@ -360,3 +360,14 @@ def test_compose_up_local_brings_a_healthy_cluster_and_down_removes_it(docker_cl
     assert down.returncode == 0, down.stderr
     assert not leftovers, [c.name for c in leftovers]
     assert not docker_client.networks.list(filters={"label": label})
+
+
+def test_the_wheelhouse_build_adds_pip_to_a_venv_made_without_it(tmp_path):
+    """ci/setup makes .venv without pip (uv installs there); the image's wheelhouse needs pip."""
+    images = load_ci_images()
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    python = str(venv / "bin" / "python")
+    assert subprocess.run([python, "-m", "pip", "--version"], capture_output=True).returncode != 0
+    images.ensure_pip(python)
+    assert subprocess.run([python, "-m", "pip", "--version"], capture_output=True).returncode == 0
