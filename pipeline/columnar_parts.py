@@ -300,28 +300,6 @@ def _stuck(t, node, peer, col, d_idx, d_src, strings, dead, heal, is_kind, n) ->
             first_t, last_t = float(firsts[g]), float(lasts[g])
             min_s = int(min_ss[g]) if any_ss[g] else None
             max_s = int(max_ss[g]) if any_ss[g] else None
-            span = last_t - first_t
-            d["longest_episode_s"] = span if d["longest_episode_s"] is None else max(d["longest_episode_s"], span)
-            d["retransmits"] += n_rt
-            d["xmit_reqs"] += n_xr
-            since = max(first_t, last_heal if last_heal is not None else 0.0)
-            if (
-                e == delivered
-                and n_rt + n_xr >= R.STUCK_MIN_RETRANSMITS
-                and last_t - since >= R.STUCK_MIN_SECONDS
-                and not excused
-            ):
-                d["stuck"].append(
-                    {
-                        "src": src,
-                        "dst": dst,
-                        "retransmits": n_rt,
-                        "xmit_reqs": n_xr,
-                        "first_t": first_t,
-                        "last_t": last_t,
-                        "min_seqno": min_s,
-                        "max_seqno": max_s,
-                        "last_deliver_t": last_deliver_t,
-                    }
-                )
+            counts = (n_rt, n_xr, first_t, last_t, min_s, max_s)
+            R.add_episode(d, src, dst, e == delivered, counts, last_heal, last_deliver_t, excused)
     return list(per_dst.values())

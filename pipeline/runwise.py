@@ -25,7 +25,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from harness.checks import GRACEFUL_STOP, run_checks
@@ -288,6 +288,41 @@ def blocked_rows(by_node: dict[str, list]) -> list[dict]:
     return out
 
 
+def add_episode(
+    d: dict,
+    src: str,
+    dst: str,
+    open_at_end: bool,
+    episode: Sequence,
+    last_heal: float | None,
+    last_deliver_t: float | None,
+    excused: bool,
+) -> None:
+    """Count one retransmission episode of link src->dst into dst's stuck row `d`; `episode` is
+    (retransmits, xmit_reqs, first_t, last_t, min_seqno, max_seqno). An episode still open at the
+    run's end (no delivery after it), long and busy enough, on a link of live nodes, is stuck."""
+    rt, xr, first_t, last_t, min_s, max_s = episode
+    span = last_t - first_t
+    d["longest_episode_s"] = span if d["longest_episode_s"] is None else max(d["longest_episode_s"], span)
+    d["retransmits"] += rt
+    d["xmit_reqs"] += xr
+    since = max(first_t, last_heal if last_heal is not None else 0.0)
+    if open_at_end and rt + xr >= STUCK_MIN_RETRANSMITS and last_t - since >= STUCK_MIN_SECONDS and not excused:
+        d["stuck"].append(
+            {
+                "src": src,
+                "dst": dst,
+                "retransmits": rt,
+                "xmit_reqs": xr,
+                "first_t": first_t,
+                "last_t": last_t,
+                "min_seqno": min_s,
+                "max_seqno": max_s,
+                "last_deliver_t": last_deliver_t,
+            }
+        )
+
+
 def result_parts(events: list[dict]) -> dict[str, list[dict]]:
     """part -> rows for pipeline.verdicts / pipeline.metrics.run_metrics, from ordered events:
     kinds, latency, lat_hist, lat_dst, heal, heal_sync, blocked, stuck (as pipeline.analysis.result_rows).
@@ -490,31 +525,8 @@ def result_parts(events: list[dict]) -> dict[str, list[dict]]:
             dst, {"dst": dst, "longest_episode_s": None, "retransmits": 0, "xmit_reqs": 0, "stuck": []}
         )
         excused = is_dead(src) or is_dead(dst)
-        for ep, (rt, xr, first_t, last_t, min_s, max_s) in sorted(episodes.items()):
-            span = last_t - first_t
-            d["longest_episode_s"] = span if d["longest_episode_s"] is None else max(d["longest_episode_s"], span)
-            d["retransmits"] += rt
-            d["xmit_reqs"] += xr
-            since = max(first_t, last_heal if last_heal is not None else 0.0)
-            if (
-                ep == delivered
-                and rt + xr >= STUCK_MIN_RETRANSMITS
-                and last_t - since >= STUCK_MIN_SECONDS
-                and not excused
-            ):
-                d["stuck"].append(
-                    {
-                        "src": src,
-                        "dst": dst,
-                        "retransmits": rt,
-                        "xmit_reqs": xr,
-                        "first_t": first_t,
-                        "last_t": last_t,
-                        "min_seqno": min_s,
-                        "max_seqno": max_s,
-                        "last_deliver_t": last_deliver_t,
-                    }
-                )
+        for ep, counts in sorted(episodes.items()):
+            add_episode(d, src, dst, ep == delivered, counts, last_heal, last_deliver_t, excused)
     parts["stuck"] = list(per_dst.values())
     return parts
 
