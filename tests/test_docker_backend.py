@@ -33,6 +33,7 @@ from harness.backends.docker import (  # noqa: E402
     clean_leftovers,
     leftovers,
     owner_label,
+    remove_cluster,
 )
 from harness.scenario import load_scenario  # noqa: E402
 from harness.testlib import cluster_scenario, eventually  # noqa: E402
@@ -267,7 +268,7 @@ def test_ctrl_c_during_a_docker_run_removes_every_container(docker_backend, tmp_
             raise RuntimeError(f"splitbrain exited ({proc.returncode}) early:\n{out}\n{err}")
         found = [
             c
-            for c in client.containers.list(filters={"label": "splitbrain.role=node"})
+            for c in client.containers.list(filters={"label": "splitbrain.role=node"}, ignore_removed=True)
             if c.labels.get(mine, "").split(":")[1:2] == [str(proc.pid)]
         ]
         return len(found) == 3
@@ -331,10 +332,38 @@ def test_keep_and_clean(docker_backend, tmp_path):
         assert cli.returncode == 0 and "removed 1 cluster(s)" in cli.stdout, cli.stdout + cli.stderr
     finally:
         for cid in (dead_id, cluster.cluster_id):
-            from harness.backends.docker import remove_cluster
-
             remove_cluster(client, cid)
     nothing_left(client, cluster.cluster_id)
+
+
+def test_a_container_removed_while_cleaning_is_skipped(docker_backend, monkeypatch):
+    """`splitbrain clean` lists leftovers while other harnesses tear their clusters down: a
+    container that disappears between the listing and its inspection is skipped, not an error."""
+    client = docker_backend.client
+    gone_id = "sb" + os.urandom(4).hex()
+    labels = {
+        "splitbrain": "1",
+        LABEL_CLUSTER: gone_id,
+        LABEL_OWNER: f"{socket.gethostname()}:999999999:1",
+        "splitbrain.role": "node",
+    }
+    container = client.containers.create(docker_backend.ensure_image(), name=f"{gone_id}-A-1", labels=labels)
+    inspect = client.api.inspect_container
+
+    def removed_first(resource_id, *args, **kwargs):
+        if resource_id == container.id:
+            client.api.remove_container(resource_id, force=True)  # another harness got there first
+        return inspect(resource_id, *args, **kwargs)
+
+    monkeypatch.setattr(client.api, "inspect_container", removed_first)
+    try:
+        assert gone_id not in leftovers(client)
+        removed, problems = clean_leftovers(client, out=lambda line: None)
+        assert not problems, problems
+    finally:
+        monkeypatch.undo()
+        remove_cluster(client, gone_id)
+    nothing_left(client, gone_id)
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="nsenter into a container's namespace needs root on the host")

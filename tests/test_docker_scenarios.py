@@ -315,7 +315,7 @@ def test_twenty_runs_leave_nothing_behind(docker_backend, tmp_path):
     def namespaces_left() -> set[str]:
         in_use = {
             os.path.basename((c.attrs.get("NetworkSettings") or {}).get("SandboxKey") or "")
-            for c in client.containers.list(all=True)
+            for c in client.containers.list(all=True, ignore_removed=True)
         }
         return docker_netns() - netns_before - in_use
 

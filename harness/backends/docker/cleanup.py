@@ -36,7 +36,7 @@ def remove_cluster(client, cluster_id: str) -> list[str]:
     label = f"{LABEL_CLUSTER}={cluster_id}"
     for attempt in range(REMOVE_ATTEMPTS):
         try:
-            containers = client.containers.list(all=True, filters={"label": label})
+            containers = client.containers.list(all=True, filters={"label": label}, ignore_removed=True)
         except docker.errors.APIError as exc:
             problems.append(f"cannot list containers of {cluster_id}: {exc}")
             break
@@ -92,7 +92,8 @@ def leftovers(client=None) -> dict[str, dict]:
             },
         )
 
-    for container in client.containers.list(all=True, filters={"label": f"{LABEL}=1"}):
+    # Listing inspects each container: one that another harness removes meanwhile is skipped.
+    for container in client.containers.list(all=True, filters={"label": f"{LABEL}=1"}, ignore_removed=True):
         e = entry(container.labels)
         if e is not None:
             e["containers"].append(f"{container.name} ({container.status})")

@@ -438,7 +438,9 @@ class DockerCluster(Cluster):
             return
         try:
             exited = self.client.containers.list(
-                all=True, filters={"label": f"{LABEL_CLUSTER}={self.cluster_id}", "status": ["exited", "dead"]}
+                all=True,
+                filters={"label": f"{LABEL_CLUSTER}={self.cluster_id}", "status": ["exited", "dead"]},
+                ignore_removed=True,
             )
         except docker.errors.APIError:
             return  # the engine is busy: ask again next time
