@@ -205,6 +205,18 @@ def _event_columns(events: list[dict], schema) -> dict:
         }
 
 
+def file_texts(column) -> list[str | None]:
+    """The files' texts. Spark's text source passes a file's bytes on unchecked: one that is not
+    UTF-8 is decoded as the harness reads node logs, each bad byte a U+FFFD."""
+    try:
+        return column.to_pylist()
+    except UnicodeDecodeError:
+        import pyarrow as pa
+
+        raw = column.cast(pa.binary()).to_pylist()
+        return [None if data is None else data.decode("utf-8", errors="replace") for data in raw]
+
+
 def ingest_function(plans: dict[str, Plan], default: Plan, results, emit: str = EMIT_EVENTS) -> Callable:
     """The applyInArrow function of ingest: one run's files (path, value) -> OUT_SCHEMA rows of
     `emit`, the result document into the accumulator `results`."""
@@ -213,7 +225,7 @@ def ingest_function(plans: dict[str, Plan], default: Plan, results, emit: str = 
         from .ingest import _run_and_src
 
         paths = table.column("path").to_pylist()
-        texts = table.column("value").to_pylist()
+        texts = file_texts(table.column("value"))
         files = []
         run_id = ""
         for path, text in zip(paths, texts):

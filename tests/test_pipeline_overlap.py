@@ -74,6 +74,24 @@ def test_a_file_that_is_not_utf8_leaves_its_run_to_spark(tmp_path):
     assert set(pre.results) == {"clean"}
 
 
+def test_a_run_that_is_not_utf8_is_read_as_the_harness_reads_it(spark, tmp_path):
+    """Spark's tasks decode a file that is not UTF-8 as the harness reads node logs: each bad
+    byte a U+FFFD, so the run is judged as the same run with the replacement already written."""
+    bad_line = b'{"v":1,"t":9.5,"node":"A","proto":"unicast3","kind":"note","text":"caf\xe9 \xff"}\n'
+    for name, line in (("raw", bad_line), ("replaced", bad_line.decode("utf-8", errors="replace").encode())):
+        run = write_run(tmp_path / name, "run", PLANTED["clean"]["events"])
+        with (run / "nodes" / "A" / "events.jsonl").open("ab") as out:
+            out.write(line)
+    raw = I.ingest(spark, [str(tmp_path / "raw")], str(tmp_path / "wh-raw"), now=NOW)
+    replaced = I.ingest(spark, [str(tmp_path / "replaced")], str(tmp_path / "wh-replaced"), now=NOW)
+    assert raw.results == replaced.results and raw.quarantined == replaced.quarantined
+    stored = (
+        I.load_events(spark, str(tmp_path / "wh-raw")).collect()
+        + I.load_quarantine(spark, str(tmp_path / "wh-raw")).collect()
+    )
+    assert "caf\ufffd \ufffd" in "".join(map(str, stored))
+
+
 def test_the_driver_stops_once_the_session_is_up(runs_root):
     """With the session already up the driver judges one run, and leaves the rest to Spark."""
     up = threading.Event()
