@@ -17,7 +17,9 @@ from harness.scenario import load_scenario
 from pipeline.standalone import standalone_cluster as start_standalone
 
 ROOT = Path(__file__).resolve().parent.parent
-pytestmark = pytest.mark.slow
+# The job itself is bounded (spark-submit: 600 s) and the cluster takes its own start: past
+# pytest's default 300 s a busy machine would be cut off before the job's own bound.
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
 
 @pytest.fixture
