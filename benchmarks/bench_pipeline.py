@@ -321,12 +321,20 @@ def spark_cpu_s(spark) -> float:
     return own + (tree_cpu_s(proc.pid) if proc is not None else 0.0)
 
 
-def spark_from_parquet(spark, wh: Path, timelines: int = 0) -> tuple[float, list]:
+def spark_from_parquet(spark, wh: Path, timelines: int | None = None) -> tuple[float, list]:
+    """analyze_runs of every run in the warehouse: judging alone (timelines None: no run's timeline
+    drawn, not even the one per scenario the report always shows) or with `timelines`."""
     from pipeline import analysis as A
 
     t = time.perf_counter()
     ids = sorted(A.I.ingested_run_ids(spark, str(wh)))
-    verdicts = A.analyze_runs(spark, str(wh), ids, timelines=timelines)
+    plans = A.I.timeline_plans
+    if timelines is None:
+        A.I.timeline_plans = lambda *a: {r: (n, b, False) for r, (n, b, _) in plans(*a).items()}
+    try:
+        verdicts = A.analyze_runs(spark, str(wh), ids, timelines=timelines or 0)
+    finally:
+        A.I.timeline_plans = plans
     return time.perf_counter() - t, verdicts
 
 
@@ -483,8 +491,8 @@ def main(argv=None) -> int:
     p.add_argument(
         "--timelines",
         type=int,
-        default=0,
-        help="judging from Parquet draws the timelines of up to N runs (default 0: judging alone)",
+        default=None,
+        help="judging from Parquet draws timelines as analyze_runs(timelines=N) does (default: none)",
     )
     p.add_argument("--no-session-start", action="store_true", help="do not time the session start")
     p.add_argument("--json", default=None, help="also write the results here")
