@@ -321,13 +321,33 @@ def spark_cpu_s(spark) -> float:
     return own + (tree_cpu_s(proc.pid) if proc is not None else 0.0)
 
 
-def spark_from_parquet(spark, wh: Path) -> tuple[float, list]:
+def spark_from_parquet(spark, wh: Path, timelines: int | None = None) -> tuple[float, list]:
+    """analyze_runs of every run in the warehouse: judging alone (timelines None: no run's timeline
+    drawn, not even the one per scenario the report always shows) or with `timelines`."""
     from pipeline import analysis as A
 
     t = time.perf_counter()
     ids = sorted(A.I.ingested_run_ids(spark, str(wh)))
-    verdicts = A.analyze_runs(spark, str(wh), ids)
+    plans = A.I.timeline_plans
+    if timelines is None:
+        A.I.timeline_plans = lambda *a: {r: (n, b, False) for r, (n, b, _) in plans(*a).items()}
+    try:
+        verdicts = A.analyze_runs(spark, str(wh), ids, timelines=timelines or 0)
+    finally:
+        A.I.timeline_plans = plans
     return time.perf_counter() - t, verdicts
+
+
+def verdicts_digest(verdicts: list) -> str:
+    """sha256 of the verdicts as JSON (checks, advisory, outcome, metrics, ...): two trees judged
+    the same runs alike when their digests are equal (the runs rows' ingest time left out)."""
+    import hashlib
+
+    docs = [v.to_dict() for v in verdicts]
+    for doc in docs:
+        doc["meta"] = {k: x for k, x in doc["meta"].items() if k != "ingested_at"}
+    text = json.dumps(docs, sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()
 
 
 def kernel_in_process(events_per_run: int = EVENTS_PER_RUN, repeats: int = 3) -> dict:
@@ -468,6 +488,12 @@ def main(argv=None) -> int:
         help="write only the warehouse and time only the judging from Parquet (no JSONL, ingest or Python checker)",
     )
     p.add_argument("--kernel", action="store_true", help="also time one run's result document in process")
+    p.add_argument(
+        "--timelines",
+        type=int,
+        default=None,
+        help="judging from Parquet draws timelines as analyze_runs(timelines=N) does (default: none)",
+    )
     p.add_argument("--no-session-start", action="store_true", help="do not time the session start")
     p.add_argument("--json", default=None, help="also write the results here")
     args = p.parse_args(argv)
@@ -514,12 +540,15 @@ def main(argv=None) -> int:
             info["generate_s"] = time.perf_counter() - t
             print(f"generated {info['events']} events in {info['runs']} runs ({info['generate_s']:.0f} s)", flush=True)
             cpu = spark_cpu_s(spark)
-            info["spark_parquet_s"], verdicts = spark_from_parquet(spark, d / "warehouse")
+            info["load_1m_before_parquet"] = os.getloadavg()[0]
+            info["spark_parquet_s"], verdicts = spark_from_parquet(spark, d / "warehouse", args.timelines)
             info["spark_parquet_cpu_s"] = spark_cpu_s(spark) - cpu
             info["load_1m_after_parquet"] = os.getloadavg()[0]
+            info["verdicts_digest"] = verdicts_digest(verdicts)
             print(
                 f"  spark parquet {info['spark_parquet_s']:.1f} s wall, {info['spark_parquet_cpu_s']:.1f} s CPU "
-                f"(driver, JVM, workers; load {info['load_1m_after_parquet']:.1f})",
+                f"(driver, JVM, workers; load {info['load_1m_before_parquet']:.1f} -> "
+                f"{info['load_1m_after_parquet']:.1f}); verdicts sha256 {info['verdicts_digest'][:16]}",
                 flush=True,
             )
             if not args.parquet_only:

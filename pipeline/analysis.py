@@ -20,6 +20,7 @@ from . import checks as C
 from . import ingest as I
 from . import judging as J
 from . import metrics as M
+from . import stored as ST
 from . import tasks as TK
 from .verdicts import RunVerdict, group_rows, judge
 
@@ -108,11 +109,15 @@ def analyze_runs(spark: SparkSession, warehouse: str, run_ids: list[str], *, tim
 def judge_stored(
     spark: SparkSession, warehouse: str, run_ids: list[str], *, timelines: int = 24
 ) -> tuple[dict[str, dict], dict[str, dict]]:
-    """(metas, result documents) of runs already in the warehouse: one task per run
-    (pipeline.tasks.judge_function) over its stored events."""
+    """(metas, result documents) of runs already in the warehouse. A local warehouse: tasks that
+    read each run's files themselves (pipeline.stored, no shuffle); any other: one task per run
+    (pipeline.tasks.judge_function) over its events as Spark reads and groups them."""
     if not run_ids:
         return {}, {}
     metas = I.run_rows(spark, warehouse, run_ids)
+    base = ST.local_base(warehouse)
+    if base is not None:
+        return metas, ST.judge_local(spark, base, I.timeline_plans(metas, run_ids, timelines))
     quarantined = {
         r["run_id"]: r["n"]
         for r in I.load_quarantine(spark, warehouse, run_ids).groupBy("run_id").agg(F.count("*").alias("n")).collect()

@@ -276,17 +276,19 @@ def judge_function(plans: dict[str, Plan], quarantined: dict[str, int]) -> Calla
     return run
 
 
-def stored_result_document(table, plan: Plan, quarantined: int) -> str:
+def stored_result_document(table, plan: Plan, quarantined: int, full: Callable | None = None) -> str:
     """result_document of a run's stored events, from its columns where pipeline.columnar and
     pipeline.columnar_parts handle the run (the same text, tested); the events become dicts only
-    for what they leave to the exact path (a run they cannot prove they handle, a timeline)."""
+    for what they leave to the exact path (a run they cannot prove they handle, a timeline).
+    `full()` gives the run's table with every column when `table` has only the judged ones."""
     from .columnar import judge_table
     from .columnar_parts import parts_of_table
 
     names, bound, want_timeline = plan
     results, _why = judge_table(table, names, bound)
     parts = parts_of_table(table)
-    events = stored_events(table) if results is None or parts is None or want_timeline else []
+    exact = results is None or parts is None or want_timeline
+    events = stored_events(full() if full is not None else table) if exact else []
     if results is None:
         results = R.judge(events, names, bound)
     if parts is None:
