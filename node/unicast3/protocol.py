@@ -278,7 +278,8 @@ class Unicast3(FiredTimers, CountingLayer):
     # ---- receiving (from the transport) -------------------------------------------------------
 
     def up(self, msgs: list[Message], now: float) -> list[Action]:
-        self._arm(now)
+        if "xmit" not in self.timers.at:  # self._arm(now), inlined on the receive path
+            self.timers.set("xmit", now + self.config.xmit_interval)
         out: list[Action] = []
         data: list[Message] = []
         mcasts: list[Message] = []
@@ -329,13 +330,12 @@ class Unicast3(FiredTimers, CountingLayer):
             src = data[0].src
             if self._touched is not None:
                 self._touched[1].add(src)
-            out.extend(self._handle_data(src, data, now))
+            self._handle_data(src, data, now, out)
         if mcasts:
             out.append(Up(msgs=mcasts))
         return out
 
-    def _handle_data(self, src: str, msgs: list[Message], now: float) -> list[Action]:
-        out: list[Action] = []
+    def _handle_data(self, src: str, msgs: list[Message], now: float, out: list[Action]) -> None:
         # Seed 002: in a batch, a message with first=true is inserted before the others (a batch
         # of one, nearly every batch in the simulator, is in that order already).
         if len(msgs) > 1:
@@ -415,7 +415,6 @@ class Unicast3(FiredTimers, CountingLayer):
         entry = self.recv_table.get(src)
         if entry is not None and entry.ack_pending:
             out.extend(self._maybe_ack(entry, now, batch_size=len(msgs)))
-        return out
 
     def _hold(self, entry: ReceiverEntry, seqno: int, msg: Message) -> bool:
         """Keep a message until it can be delivered, unless it lies more than
@@ -991,26 +990,28 @@ class Unicast3(FiredTimers, CountingLayer):
         # are checked (all of them after inputs other than DATA, ACK and XMIT-REQ), and the
         # entries' checks are inlined here and only called (to raise with their message) when one
         # fails. Exact as long as entries change only through the layer's inputs.
+        # An input touches one entry, mostly: empty sets are neither walked nor cleared.
         touched = self._touched
+        send_table, recv_table = self.send_table, self.recv_table
         if touched is None:
-            sends, recvs = set(self.send_table), set(self.recv_table)
+            sends, recvs = set(send_table), set(recv_table)
         else:
             sends, recvs = touched
-        send_table, recv_table = self.send_table, self.recv_table
-        for peer in sends:
-            entry = send_table.get(peer)
-            if entry is not None:
-                hs = entry.next_seqno - 1
-                if not 0 <= entry.ha <= hs or len(entry.msgs) != hs - entry.ha:
-                    entry.check()
-        for peer in recvs:
-            recv_entry = recv_table.get(peer)
-            if recv_entry is not None:
-                low, held = recv_entry.delivered, recv_entry.msgs
-                if not 0 <= low <= recv_entry.highest or low + 1 in held or len(held) > recv_entry.highest - low:
-                    recv_entry.check()
+        if sends:
+            for peer in sends:
+                entry = send_table.get(peer)
+                if entry is not None:
+                    hs = entry.next_seqno - 1
+                    if not 0 <= entry.ha <= hs or len(entry.msgs) != hs - entry.ha:
+                        entry.check()
+            sends.clear()
+        if recvs:
+            for peer in recvs:
+                recv_entry = recv_table.get(peer)
+                if recv_entry is not None:
+                    low, held = recv_entry.delivered, recv_entry.msgs
+                    if not 0 <= low <= recv_entry.highest or low + 1 in held or len(held) > recv_entry.highest - low:
+                        recv_entry.check()
+            recvs.clear()
         if touched is None:
             self._touched = (set(), set())
-        else:
-            sends.clear()
-            recvs.clear()
