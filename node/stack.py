@@ -42,8 +42,9 @@ class Stack:
         self.invariant_checks = [
             layer.check_invariants for layer in layers if type(layer).check_invariants is not Layer.check_invariants
         ]
-        # The drivers ask for the next deadline after every input: only layers that keep timers.
-        self._deadlines = [
+        # The drivers ask for the next deadline after every input: only layers that keep timers
+        # (the simulator reads this list itself: see harness/sim/simulator.py _after_input).
+        self.deadline_sources = [
             layer.next_deadline for layer in layers if type(layer).next_deadline is not Layer.next_deadline
         ]
 
@@ -89,8 +90,13 @@ class Stack:
     def receive(self, msgs: list[Message], now: float) -> None:
         """The transport received a batch of messages from one source."""
         if msgs:
-            idx = self._up_from(0)
-            if idx == len(self.layers):
+            # The first layer from the bottom that does not pass through (inline: once per frame).
+            passes = self._passes
+            top = len(passes)
+            idx = 0
+            while idx < top and (p := passes[idx]) is not None and p():
+                idx += 1
+            if idx == top:
                 self.to_app.extend(msgs)
             else:
                 self._route(idx, self.layers[idx].up(msgs, now), now)
@@ -107,7 +113,7 @@ class Stack:
 
     def next_deadline(self) -> float | None:
         best = None
-        for next_deadline in self._deadlines:
+        for next_deadline in self.deadline_sources:
             d = next_deadline()
             if d is not None and (best is None or d < best):
                 best = d
@@ -177,13 +183,6 @@ class Stack:
             idx -= 1
         return idx
 
-    def _up_from(self, idx: int) -> int:
-        """The first layer at or above idx that does not pass through (len(layers): the app)."""
-        passes = self._passes
-        while idx < len(passes) and (p := passes[idx]) is not None and p():
-            idx += 1
-        return idx
-
     def _route(self, idx: int, actions: list[Action], now: float) -> None:
         passes = self._passes
         for action in actions:
@@ -206,8 +205,12 @@ class Stack:
                     for msg in action.msgs:
                         self._route(below, self.layers[below].down(msg, now), now)
             elif type(action) is Up:
-                above = self._up_from(idx + 1)
-                if above == len(self.layers):
+                # The first layer above idx that does not pass through (inline: one Up per batch).
+                above = idx + 1
+                top = len(passes)
+                while above < top and (p := passes[above]) is not None and p():
+                    above += 1
+                if above == top:
                     self.to_app.extend(action.msgs)
                 else:
                     self._route(above, self.layers[above].up(action.msgs, now), now)
