@@ -79,6 +79,11 @@ _RX_COUNTER = {t: f"rx_{t.name}" for t in MsgType}
 _TX_COUNTER = {t: f"tx_{t.name}" for t in MsgType}
 # Control messages whose handlers change only their sender's send entry (check_invariants).
 _ONE_PEER_TYPES = frozenset({MsgType.ACK, MsgType.XMIT_REQ})
+# The members read on every message, as globals: in CPython 3.11 reading an Enum member as a class
+# attribute (ConnState.OPEN) costs about ten times a global's read.
+_DATA = MsgType.DATA
+_OPEN = ConnState.OPEN
+_CLOSING = ConnState.CLOSING
 
 
 class RandomBits(Protocol):
@@ -180,13 +185,13 @@ class Unicast3(FiredTimers, CountingLayer):
                     now, "conn_state", peer=dest, side="send", state="OPEN", conn_id=entry.conn_id, reason="created"
                 )
             )
-        elif entry.state is ConnState.CLOSING:
+        elif entry.state is _CLOSING:
             self._set_state(entry, "send", "send", now, out)
         seqno = entry.next_seqno
         entry.next_seqno = seqno + 1
         entry.last_active = now
         # A message handed down belongs to the stack (node/stack.py), so the header goes in place.
-        msg.headers[PROTO_ID] = U3Header(MsgType.DATA, seqno, entry.conn_id, seqno == 1)
+        msg.headers[PROTO_ID] = U3Header(_DATA, seqno, entry.conn_id, seqno == 1)
         entry.msgs[seqno] = msg
         self.counters["tx_DATA"] = self.counters.get("tx_DATA", 0) + 1
         if self.data_events:
@@ -209,7 +214,7 @@ class Unicast3(FiredTimers, CountingLayer):
                 i = j
                 continue
             entry = self.send_table.get(dest)
-            if entry is None or entry.state is ConnState.CLOSING:
+            if entry is None or entry.state is _CLOSING:
                 # Opening or reopening the connection: that first message the one-by-one way.
                 out.extend(self.down(msgs[i], now))
                 i += 1
@@ -222,7 +227,7 @@ class Unicast3(FiredTimers, CountingLayer):
             conn_id, store = entry.conn_id, entry.msgs
             first = seqno = entry.next_seqno
             for msg in run:
-                msg.headers[PROTO_ID] = U3Header(MsgType.DATA, seqno, conn_id, seqno == 1)
+                msg.headers[PROTO_ID] = U3Header(_DATA, seqno, conn_id, seqno == 1)
                 store[seqno] = msg
                 seqno += 1
             entry.next_seqno = seqno
@@ -286,7 +291,7 @@ class Unicast3(FiredTimers, CountingLayer):
         n_data = 0  # well-formed DATA, counted once per batch
         for msg in msgs:
             hdr = msg.headers.get(PROTO_ID)
-            if type(hdr) is U3Header and hdr.type is MsgType.DATA and hdr.seqno and hdr.conn_id:
+            if type(hdr) is U3Header and hdr.type is _DATA and hdr.seqno and hdr.conn_id:
                 data.append(msg)  # nearly every message: the checks below, in the order they pass
                 n_data += 1
                 continue
@@ -305,7 +310,7 @@ class Unicast3(FiredTimers, CountingLayer):
                 out.append(self._log(now, "drop", peer=msg.src, reason="no UNICAST3 header"))
                 continue
             self._count(_RX_COUNTER[hdr.type])
-            if hdr.type is MsgType.DATA:
+            if hdr.type is _DATA:
                 if hdr.seqno and hdr.conn_id:
                     data.append(msg)
                 else:
@@ -355,7 +360,7 @@ class Unicast3(FiredTimers, CountingLayer):
         entry = self.recv_table.get(src)
         for msg in msgs:
             hdr = msg.headers[PROTO_ID]
-            if entry is not None and hdr.conn_id == entry.conn_id and entry.state is ConnState.OPEN:
+            if entry is not None and hdr.conn_id == entry.conn_id and entry.state is _OPEN:
                 seqno = hdr.seqno
                 low = entry.delivered
                 held = entry.msgs
@@ -383,7 +388,7 @@ class Unicast3(FiredTimers, CountingLayer):
             entry = self._usable_entry(src, msg, hdr, now, out)
             if entry is None:
                 continue
-            if entry.state is ConnState.CLOSING:
+            if entry.state is _CLOSING:
                 self._set_state(entry, "recv", "receive", now, out)
             entry.last_active = now
             entry.ack_pending = True
