@@ -173,8 +173,9 @@ class Unicast3(FiredTimers, CountingLayer):
             self.timers.set("xmit", now + self.config.xmit_interval)
         out: list[Action] = []
         dest = msg.dest
-        if self._touched is not None:
-            self._touched[0].add(dest)
+        touched = self._touched
+        if touched is not None:
+            touched[0].add(dest)
         entry = self.send_table.get(dest)
         if entry is None:
             entry = SenderEntry(dest, self._new_conn_id(), now)
@@ -191,11 +192,13 @@ class Unicast3(FiredTimers, CountingLayer):
         entry.next_seqno = seqno + 1
         entry.last_active = now
         # A message handed down belongs to the stack (node/stack.py), so the header goes in place.
-        msg.headers[PROTO_ID] = U3Header(_DATA, seqno, entry.conn_id, seqno == 1)
+        conn_id = entry.conn_id
+        msg.headers[PROTO_ID] = U3Header(_DATA, seqno, conn_id, seqno == 1)
         entry.msgs[seqno] = msg
-        self.counters["tx_DATA"] = self.counters.get("tx_DATA", 0) + 1
+        counters = self.counters
+        counters["tx_DATA"] = counters.get("tx_DATA", 0) + 1
         if self.data_events:
-            out.append(Log(event=self._data_event(now, "send", dest, seqno, entry.conn_id, msg)))
+            out.append(Log(event=self._data_event(now, "send", dest, seqno, conn_id, msg)))
         out.append(Down(msg=msg))
         return out
 
@@ -419,7 +422,7 @@ class Unicast3(FiredTimers, CountingLayer):
             out.append(Up(msgs=delivered))
         entry = self.recv_table.get(src)
         if entry is not None and entry.ack_pending:
-            out.extend(self._maybe_ack(entry, now, batch_size=len(msgs)))
+            self._maybe_ack(entry, now, len(msgs), out)
 
     def _hold(self, entry: ReceiverEntry, seqno: int, msg: Message) -> bool:
         """Keep a message until it can be delivered, unless it lies more than
@@ -502,15 +505,15 @@ class Unicast3(FiredTimers, CountingLayer):
 
     # ---- acks ---------------------------------------------------------------------------------
 
-    def _maybe_ack(self, entry: ReceiverEntry, now: float, batch_size: int) -> list[Action]:
+    def _maybe_ack(self, entry: ReceiverEntry, now: float, batch_size: int, out: list[Action]) -> None:
+        """After a batch of DATA: an ACK now (into `out`), or one at the ack_flush deadline."""
         cfg = self.config
         if batch_size >= cfg.ack_threshold or now - entry.last_ack_tx >= cfg.ack_min_interval:
-            return self._send_ack(entry, now)
-        if entry.peer not in self._ack_deadlines:
+            out.extend(self._send_ack(entry, now))
+        elif entry.peer not in self._ack_deadlines:
             due = entry.last_ack_tx + cfg.ack_min_interval
             self._ack_deadlines[entry.peer] = due
             self.timers.lower("ack_flush", due)
-        return []
 
     def _send_ack(self, entry: ReceiverEntry, now: float) -> list[Action]:
         entry.ack_pending = False
