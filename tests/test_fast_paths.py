@@ -73,6 +73,34 @@ def test_a_fault_layer_with_rules_is_not_routed_around():
     assert b.layer(FaultLayer).passes_through()
 
 
+def test_the_fault_layer_applies_its_rules_until_the_last_one_is_removed():
+    """A rule added after another was removed is applied, removing one of two rules leaves the
+    other applied, and removing the last one routes messages around the fault layer again."""
+    drop_data = FaultRule(direction="up", peer="A", types=frozenset({"DATA"}))
+    other = FaultRule(direction="up", peer="C")
+
+    def run(change) -> list[str | None]:
+        a, b = pair()
+        change(b.layer(FaultLayer))
+        return [m.app for m in transfer(a, b, 3)[0]]
+
+    def readded(faults: FaultLayer) -> None:
+        faults.remove_rule(faults.add_rule(other))
+        faults.add_rule(drop_data)
+
+    def one_of_two_removed(faults: FaultLayer) -> None:
+        faults.add_rule(drop_data)
+        faults.remove_rule(faults.add_rule(other))
+
+    def all_removed(faults: FaultLayer) -> None:
+        faults.remove_rule(faults.add_rule(drop_data))
+        assert faults.passes_through()
+
+    assert run(readded) == []
+    assert run(one_of_two_removed) == []
+    assert run(all_removed) == [f"A:0:{i}" for i in range(1, 4)]
+
+
 def test_nakack2_batches_deliver_like_single_multicasts():
     """NAKACK2 receiving a frame's multicasts as one batch (one Up, one deliver record) delivers and
     logs exactly what it does receiving them one at a time, with a gap and a duplicate in the batch."""
