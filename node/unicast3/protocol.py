@@ -358,7 +358,7 @@ class Unicast3(FiredTimers, CountingLayer):
         # before anything else is and at the end. The planted bug that delivers held messages in
         # arrival order takes the general path.
         window = self.config.max_recv_window_seqnos
-        inline_holds = self.config.mutation != "deliver_in_arrival_order"
+        inline_holds = not self._mutant("deliver_in_arrival_order")
         run_start = -1  # >= 0: delivered[run_start:] went the fast way and is not logged yet
         entry = self.recv_table.get(src)
         for msg in msgs:
