@@ -115,6 +115,7 @@ class FaultLayer(Layer):
         self.local = local
         self._rng = rng
         self._rules: dict[int, _RuleState] = {}
+        self.passing = True  # Layer.passing: no rules; kept by add_rule, remove_rule and clear
         self._next_id = 1
         self._held: list[_Held] = []
         self._held_order = 0
@@ -126,19 +127,22 @@ class FaultLayer(Layer):
         rule_id = self._next_id
         self._next_id += 1
         self._rules[rule_id] = _RuleState(rule)
+        self.passing = False
         return rule_id
 
     def remove_rule(self, rule_id: int) -> None:
         if self._rules.pop(rule_id, None) is None:
             raise KeyError(f"no fault rule {rule_id}")
+        self.passing = not self._rules
 
     def clear(self) -> None:
         self._rules.clear()
+        self.passing = True
 
     def passes_through(self) -> bool:
         """True when down() and up() would hand every message on unchanged (no rules), so a
         driver may route around this layer (Stack.send_batch)."""
-        return not self._rules
+        return self.passing
 
     def rules(self) -> dict[int, dict[str, Any]]:
         return {rid: {**st.rule.to_dict(), "matched": st.matched, "acted": st.acted} for rid, st in self._rules.items()}

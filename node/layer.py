@@ -165,6 +165,11 @@ class Layer:
     # no state touched (UNICAST3 over NAKACK2): Stack.send_batch then gives a batch of multicasts
     # straight to the layer below that numbers them.
     passes_multicasts = False
+    # True while down() and up() would hand every message on unchanged, logging nothing (a fault
+    # layer without rules): the stack then routes around the layer. A layer that can pass through
+    # keeps this attribute up to date itself; the stack reads it on every message, so it is not a
+    # method call.
+    passing = False
     # Set by the Stack that holds this layer: how it asks the other layers a Query (None outside
     # a stack, e.g. a layer driven alone in a test, where nobody answers).
     asker: Callable[[Query], Any] | None = None

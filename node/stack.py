@@ -29,9 +29,6 @@ class Stack:
         self.to_transport: list[Message] = []
         self.to_app: list[Message] = []
         self.events: list[dict[str, Any] | DataEvents] = []
-        # Each layer's passes_through() (None for layers that never pass through): a layer that
-        # reports it hands every message on unchanged is routed around on every path.
-        self._passes = [getattr(layer, "passes_through", None) for layer in layers]
         # A layer's questions to the others (Layer.ask) come back through the stack.
         for idx, layer in enumerate(layers):
             layer.asker = partial(self._ask, idx)
@@ -42,8 +39,9 @@ class Stack:
         self.invariant_checks = [
             layer.check_invariants for layer in layers if type(layer).check_invariants is not Layer.check_invariants
         ]
-        # The drivers ask for the next deadline after every input: only layers that keep timers.
-        self._deadlines = [
+        # The drivers ask for the next deadline after every input: only layers that keep timers
+        # (the simulator reads this list itself: see harness/sim/simulator.py _after_input).
+        self.deadline_sources = [
             layer.next_deadline for layer in layers if type(layer).next_deadline is not Layer.next_deadline
         ]
 
@@ -58,7 +56,7 @@ class Stack:
 
     def send_batch(self, msgs: list[Message], now: float) -> None:
         """send() each message, in order, with the same result. When every layer below the top
-        one reports `passes_through()` (e.g. a fault layer without rules), the top layer's Down
+        one is `passing` (Layer.passing: e.g. a fault layer without rules), the top layer's Down
         actions go straight to the transport outbox: routing them through those layers would
         hand them on unchanged, one call and one action object per layer and message later. The top
         layer gets the whole batch (Layer.down_batch); a batch of multicasts goes to the first
@@ -70,8 +68,7 @@ class Stack:
             while top > 0 and self.layers[top].passes_multicasts:
                 top -= 1
         for layer in self.layers[:top]:
-            passes = getattr(layer, "passes_through", None)
-            if passes is None or not passes():
+            if not layer.passing:
                 for msg in msgs:
                     self.send(msg, now)
                 return
@@ -89,8 +86,13 @@ class Stack:
     def receive(self, msgs: list[Message], now: float) -> None:
         """The transport received a batch of messages from one source."""
         if msgs:
-            idx = self._up_from(0)
-            if idx == len(self.layers):
+            # The first layer from the bottom that does not pass through (inline: once per frame).
+            layers = self.layers
+            top = len(layers)
+            idx = 0
+            while idx < top and layers[idx].passing:
+                idx += 1
+            if idx == top:
                 self.to_app.extend(msgs)
             else:
                 self._route(idx, self.layers[idx].up(msgs, now), now)
@@ -107,7 +109,7 @@ class Stack:
 
     def next_deadline(self) -> float | None:
         best = None
-        for next_deadline in self._deadlines:
+        for next_deadline in self.deadline_sources:
             d = next_deadline()
             if d is not None and (best is None or d < best):
                 best = d
@@ -172,27 +174,20 @@ class Stack:
 
     def _down_from(self, idx: int) -> int:
         """The first layer at or below idx that does not pass through (-1: the transport)."""
-        passes = self._passes
-        while idx >= 0 and (p := passes[idx]) is not None and p():
+        layers = self.layers
+        while idx >= 0 and layers[idx].passing:
             idx -= 1
         return idx
 
-    def _up_from(self, idx: int) -> int:
-        """The first layer at or above idx that does not pass through (len(layers): the app)."""
-        passes = self._passes
-        while idx < len(passes) and (p := passes[idx]) is not None and p():
-            idx += 1
-        return idx
-
     def _route(self, idx: int, actions: list[Action], now: float) -> None:
-        passes = self._passes
+        layers = self.layers
         for action in actions:
             if type(action) is Log:
                 self.events.append(action.event)
             elif type(action) is Down:
                 # _down_from(idx - 1), inlined: one Down per message sent.
                 below = idx - 1
-                while below >= 0 and (p := passes[below]) is not None and p():
+                while below >= 0 and layers[below].passing:
                     below -= 1
                 if below < 0:
                     self.to_transport.append(action.msg)
@@ -206,8 +201,12 @@ class Stack:
                     for msg in action.msgs:
                         self._route(below, self.layers[below].down(msg, now), now)
             elif type(action) is Up:
-                above = self._up_from(idx + 1)
-                if above == len(self.layers):
+                # The first layer above idx that does not pass through (inline: one Up per batch).
+                above = idx + 1
+                top = len(layers)
+                while above < top and layers[above].passing:
+                    above += 1
+                if above == top:
                     self.to_app.extend(action.msgs)
                 else:
                     self._route(above, self.layers[above].up(action.msgs, now), now)

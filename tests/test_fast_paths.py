@@ -73,6 +73,34 @@ def test_a_fault_layer_with_rules_is_not_routed_around():
     assert b.layer(FaultLayer).passes_through()
 
 
+def test_the_fault_layer_applies_its_rules_until_the_last_one_is_removed():
+    """A rule added after another was removed is applied, removing one of two rules leaves the
+    other applied, and removing the last one routes messages around the fault layer again."""
+    drop_data = FaultRule(direction="up", peer="A", types=frozenset({"DATA"}))
+    other = FaultRule(direction="up", peer="C")
+
+    def run(change) -> list[str | None]:
+        a, b = pair()
+        change(b.layer(FaultLayer))
+        return [m.app for m in transfer(a, b, 3)[0]]
+
+    def readded(faults: FaultLayer) -> None:
+        faults.remove_rule(faults.add_rule(other))
+        faults.add_rule(drop_data)
+
+    def one_of_two_removed(faults: FaultLayer) -> None:
+        faults.add_rule(drop_data)
+        faults.remove_rule(faults.add_rule(other))
+
+    def all_removed(faults: FaultLayer) -> None:
+        faults.remove_rule(faults.add_rule(drop_data))
+        assert faults.passes_through()
+
+    assert run(readded) == []
+    assert run(one_of_two_removed) == []
+    assert run(all_removed) == [f"A:0:{i}" for i in range(1, 4)]
+
+
 def test_nakack2_batches_deliver_like_single_multicasts():
     """NAKACK2 receiving a frame's multicasts as one batch (one Up, one deliver record) delivers and
     logs exactly what it does receiving them one at a time, with a gap and a duplicate in the batch."""
@@ -129,3 +157,45 @@ def test_nakack2_send_batch_equals_sends_one_by_one():
         assert net1 == net2 and app1 == app2 and ev1 == ev2, kind
         assert [m.app for m in app2] == [m.app for m in batch(kind) if m.dest == MCAST_DEST]
         assert one.layers[1].snapshot() == many.layers[1].snapshot()
+
+
+def test_unicast3_holds_and_delivers_a_batch_like_single_messages():
+    """DATA arriving early, twice and beyond the window, in one frame or one per frame: the same
+    deliveries in seqno order and the same deliver and drop events."""
+
+    def receiver_after_first(window: int):
+        a, b = (
+            build_stack(name, "unicast3", {"max_recv_window_seqnos": window}, random.Random(seed), 1)
+            for name, seed in (("A", 1), ("B", 2))
+        )
+        for stack in (a, b):
+            stack.command(ViewChange(members=("A", "B"), view_id=1), 0.0)
+            stack.take()
+        delivered, _ = transfer(a, b, 1)  # the connection is open, seqno 1 delivered
+        assert [m.app for m in delivered] == ["A:0:1"]
+        for i in range(2, 8):
+            a.send(Message("A", "B", app_payload("A", 0, i, 50)), 2.0)
+        sent = {m.headers[3].seqno: m for m in a.take()[0]}
+        return b, sent
+
+    order = [3, 5, 3, 7, 4, 2]  # 3 held, 5 held, 3 again, 7 beyond a window of 4, 4 held, 2 completes
+    b_batch, sent = receiver_after_first(4)
+    b_batch.receive([sent[s].copy() for s in order], 3.0)
+    b_single, sent = receiver_after_first(4)
+    for s in order:
+        b_single.receive([sent[s].copy()], 3.0)
+    got = []
+    for stack in (b_batch, b_single):
+        _, app, events = stack.take()
+        kept = [(ev["kind"], ev.get("seqno"), ev.get("reason")) for ev in events if ev["kind"] in ("deliver", "drop")]
+        got.append(([m.app for m in app], kept))
+    assert got[0] == got[1]
+    assert got[0][0] == [f"A:0:{i}" for i in range(2, 6)]
+    assert got[0][1] == [
+        ("drop", 3, "duplicate"),
+        ("drop", 7, "beyond the receive window"),
+        ("deliver", 2, None),
+        ("deliver", 3, None),
+        ("deliver", 4, None),
+        ("deliver", 5, None),
+    ]

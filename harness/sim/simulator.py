@@ -503,8 +503,16 @@ class Simulation:
         out = stack.to_transport
         if out:
             stack.to_transport = []
-            self._transmit(node, out, t)
-        deadline = stack.next_deadline()
+            if len(out) == 1:  # nearly every input: one message, one frame
+                self._send_group(node, out[0].dest, out, t)
+            else:
+                self._transmit(node, out, t)
+        # Stack.next_deadline, inlined: this runs after every input.
+        deadline = None
+        for next_deadline in stack.deadline_sources:
+            d = next_deadline()
+            if d is not None and (deadline is None or d < deadline):
+                deadline = d
         if deadline != node.timer_at:
             node.timer_gen += 1
             node.timer_at = deadline

@@ -272,7 +272,7 @@ class SyncResync(Resync):
         if delivered:
             out.append(Up(msgs=delivered))
             entry.ack_pending = True
-            out.extend(u3._maybe_ack(entry, now, batch_size=len(delivered)))
+            u3._maybe_ack(entry, now, len(delivered), out)
         return out
 
     def _replay(

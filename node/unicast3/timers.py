@@ -17,10 +17,10 @@ from ..layer import Action
 
 
 class Deadlines:
-    """The armed deadlines by name. `next()` is cached: the simulator asks for it after every input,
-    far more often than a deadline changes."""
+    """The armed deadlines by name. `next()` is cached (`earliest`): the simulator asks for it after
+    every input, far more often than a deadline changes."""
 
-    __slots__ = ("_known", "_next", "at", "order")
+    __slots__ = ("_known", "at", "earliest", "order")
 
     def __init__(self, *order: str) -> None:
         self.order = order
@@ -28,7 +28,8 @@ class Deadlines:
         # name -> time; read it freely (a hot path may test `name in at`), change it only through
         # set() and lower(), which keep next() right.
         self.at: dict[str, float] = {}
-        self._next: float | None = None
+        # next(), kept up to date by set(); read it freely, never assign it.
+        self.earliest: float | None = None
 
     def get(self, name: str) -> float | None:
         return self.at.get(name)
@@ -42,11 +43,11 @@ class Deadlines:
             self.at.pop(name, None)
         else:
             self.at[name] = at
-        nxt = self._next
+        nxt = self.earliest
         if at is not None and (nxt is None or at <= nxt):
-            self._next = at
+            self.earliest = at
         elif old is not None and old == nxt:  # the earliest moved later or went: look again
-            self._next = min(self.at.values(), default=None)
+            self.earliest = min(self.at.values(), default=None)
 
     def lower(self, name: str, at: float) -> None:
         """Arm `name` at `at` unless it is already armed earlier."""
@@ -59,7 +60,7 @@ class Deadlines:
         return at is not None and at <= now
 
     def next(self) -> float | None:
-        return self._next
+        return self.earliest
 
     def as_dict(self) -> dict[str, float]:
         """The armed deadlines by name (for tests and debugging)."""
@@ -76,7 +77,7 @@ class FiredTimers:
     _FIRE: ClassVar[Mapping[str, Callable[[Any, float, list[Action]], None]]]
 
     def next_deadline(self) -> float | None:
-        return self.timers.next()
+        return self.timers.earliest  # not next(): the simulator asks after every input
 
     def on_timer(self, now: float) -> list[Action]:
         """Fire every due deadline, in the order the Deadlines were named (a replay's order)."""
