@@ -139,11 +139,6 @@ class FaultLayer(Layer):
         self._rules.clear()
         self.passing = True
 
-    def passes_through(self) -> bool:
-        """True when down() and up() would hand every message on unchanged (no rules), so a
-        driver may route around this layer (Stack.send_batch)."""
-        return self.passing
-
     def rules(self) -> dict[int, dict[str, Any]]:
         return {rid: {**st.rule.to_dict(), "matched": st.matched, "acted": st.acted} for rid, st in self._rules.items()}
 

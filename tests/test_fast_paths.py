@@ -70,7 +70,7 @@ def test_a_fault_layer_with_rules_is_not_routed_around():
     assert [m.app for m in delivered] == ["A:0:1"]
     assert [m.app for m in transfer(*pair(), 4)[0]] == [f"A:0:{i}" for i in range(1, 5)]
     b.layer(FaultLayer).clear()
-    assert b.layer(FaultLayer).passes_through()
+    assert b.layer(FaultLayer).passing
 
 
 def test_the_fault_layer_applies_its_rules_until_the_last_one_is_removed():
@@ -94,7 +94,7 @@ def test_the_fault_layer_applies_its_rules_until_the_last_one_is_removed():
 
     def all_removed(faults: FaultLayer) -> None:
         faults.remove_rule(faults.add_rule(drop_data))
-        assert faults.passes_through()
+        assert faults.passing
 
     assert run(readded) == []
     assert run(one_of_two_removed) == []
