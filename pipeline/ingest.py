@@ -611,7 +611,7 @@ def ingest(
     def commit() -> None:
         _write_prejudged(spark, taken, pre, wh)
         # The runs row is the commit: written last, in one file per ingest call.
-        _runs_frame(spark, rows).coalesce(1).write.mode("append").parquet(wh["runs"])
+        runs_frame(spark, rows).coalesce(1).write.mode("append").parquet(wh["runs"])
 
     if background and not _files(rest):
         result.writing = Writing(commit)
@@ -620,7 +620,7 @@ def ingest(
     return result
 
 
-def _runs_frame(spark: SparkSession, rows: list[dict]) -> DataFrame:
+def runs_frame(spark: SparkSession, rows: list[dict]) -> DataFrame:
     """Runs-table rows as a DataFrame made from an Arrow table: from a list of dicts Spark
     converts them in a Python worker, whose start cost a one-run analysis 1-2 s of CPU."""
     import pyarrow as pa
