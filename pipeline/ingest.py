@@ -759,13 +759,6 @@ def _driver_rows(spark: SparkSession, tables: list) -> DataFrame:
     return spark.createDataFrame(table, schema=tasks.OUT_SCHEMA).coalesce(1)
 
 
-def _union(parts: list[DataFrame]) -> DataFrame:
-    out = parts[0]
-    for part in parts[1:]:
-        out = out.unionByName(part)
-    return out
-
-
 def _files(runs: list[RunSource]) -> list[str]:
     return [u for r in runs for u in [f[0] for f in r.event_files] + ([r.timeline] if r.timeline else [])]
 

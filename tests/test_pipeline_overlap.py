@@ -61,6 +61,31 @@ def test_runs_judged_on_the_driver_equal_the_tasks(spark, runs_root, tmp_path):
     assert mixed.metas == tasks_only.metas
     assert mixed.quarantined == tasks_only.quarantined
     assert _warehouse(spark, str(tmp_path / "b")) == _warehouse(spark, str(tmp_path / "a"))
+    assert _writers(tmp_path / "b") == {"spark", "driver"}  # "clean" was left to the tasks
+
+
+def test_rows_the_driver_does_not_write_go_through_spark(spark, runs_root, tmp_path, monkeypatch):
+    """Where the driver does not write a partition itself (a remote warehouse, a run id Spark
+    would escape), Spark writes the driver's rows: the same warehouse rows as the tasks'."""
+    paths = [str(runs_root)]
+    tasks_only = I.ingest(spark, paths, str(tmp_path / "a"), now=NOW)
+    pre = _prejudge(paths, threading.Event())
+    monkeypatch.setattr(I.PW, "local_partition", lambda table_dir, run_id: None)
+    spark_written = I.ingest(spark, paths, str(tmp_path / "b"), prejudged=pre, now=NOW)
+    assert spark_written.results == tasks_only.results
+    assert _warehouse(spark, str(tmp_path / "b")) == _warehouse(spark, str(tmp_path / "a"))
+    assert _writers(tmp_path / "b") == {"spark"}
+
+
+def _writers(warehouse) -> set[str]:
+    """Who wrote the events and quarantine files of a warehouse: "spark" (its row metadata is
+    in the file) or "driver"."""
+    import pyarrow.parquet as pq
+
+    files = [*warehouse.glob(f"{I.EVENTS_DIR}/*/*.parquet"), *warehouse.glob(f"{I.QUARANTINE_DIR}/*/*.parquet")]
+    assert files
+    spark_key = b"org.apache.spark.sql.parquet.row.metadata"
+    return {"spark" if spark_key in (pq.read_schema(f).metadata or {}) else "driver" for f in files}
 
 
 def test_a_file_that_is_not_utf8_leaves_its_run_to_spark(tmp_path):
@@ -165,6 +190,7 @@ def test_analyze_of_one_run_draws_the_report_while_writing(spark, tmp_path, monk
     cli_rows = _rows_without_stamp(spark, str(tmp_path / "cli" / "warehouse"))
     assert cli_rows == _rows_without_stamp(spark, str(tmp_path / "tasks" / "warehouse"))
     assert cli_rows["quarantine"] if name == "malformed" else cli_rows["events"]
+    assert _writers(tmp_path / "cli" / "warehouse") == {"driver"}
     assert sorted(p.name for p in (tmp_path / "cli").iterdir()) == ["report", "warehouse"]  # no staging left
 
 
