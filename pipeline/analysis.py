@@ -9,7 +9,11 @@ scenario, protocol, protocol variant and fault type from the verdicts on the dri
 
 from __future__ import annotations
 
+import os
+import shutil
+import tempfile
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -205,31 +209,59 @@ def build_report(
     max_timelines: int | None = None,
 ):
     """The HTML report of an analysis (local directory): plots, timelines of the runs that need
-    explaining, the first quarantined lines."""
+    explaining, the first quarantined lines. While the ingest's writes still run (a background
+    ingest), the report is drawn meanwhile and published once they succeeded."""
     from . import report as R
-    from .timeline import timeline_data
+    from .timeline import timeline_data, timeline_from_doc
 
+    ingest = analysis.ingest
     run_ids = [v.run_id for v in analysis.verdicts]
     chosen = R.timeline_runs(analysis.verdicts, max_timelines or R.MAX_TIMELINES)
     ends = {v.run_id: v.metrics.get("end_t") for v in analysis.verdicts}
-    from .timeline import timeline_from_doc
-
     timelines = {
         rid: timeline_from_doc(rid, analysis.timelines[rid], ends.get(rid))
         for rid in chosen
         if rid in analysis.timelines
     }
     missing = [rid for rid in chosen if rid not in timelines]
+    # The verdicts count each run's quarantined lines: without any, the query is a job saved.
+    quarantined = any(v.quarantined for v in analysis.verdicts)
+    if ingest is not None and (missing or quarantined):
+        ingest.wait()  # the queries below read what the ingest writes
     if missing:  # runs the tasks did not draw a timeline for: one query over the warehouse
         timelines.update(timeline_data(I.load_events(spark, analysis.warehouse, missing), missing, ends))
-    # The verdicts count each run's quarantined lines: without any, the query is a job saved.
     quarantine = []
-    if any(v.quarantined for v in analysis.verdicts):
+    if quarantined:
         rows = I.load_quarantine(spark, analysis.warehouse, run_ids).orderBy("run_id", "file_key", "line").limit(200)
         quarantine = [r.asDict() for r in rows.collect()]
-    return R.write_report(
-        out_dir, analysis.verdicts, analysis.summary, timelines, title=title, quarantine=quarantine, extra=extra
-    )
+
+    def write(directory):
+        return R.write_report(
+            directory, analysis.verdicts, analysis.summary, timelines, title=title, quarantine=quarantine, extra=extra
+        )
+
+    if ingest is None or ingest.writing is None:
+        return write(out_dir)
+    return _publish_after(ingest, write, Path(out_dir))
+
+
+def _publish_after(ingest: I.IngestResult, write, out: Path) -> Path:
+    """Draw the report into a hidden directory next to `out` while the ingest writes, then move
+    its files into `out` once the writes succeeded: a failed ingest leaves no report, as when
+    the report came after it."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=".report-", dir=out.parent))
+    try:
+        page = write(staging)
+        ingest.wait()
+        for path in sorted(staging.rglob("*")):
+            if path.is_file():
+                target = out / path.relative_to(staging)
+                target.parent.mkdir(parents=True, exist_ok=True)
+                os.replace(path, target)
+        return out / page.relative_to(staging)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
 
 
 def ingest_only(
@@ -241,13 +273,18 @@ def ingest_only(
     timelines: int = 24,
     prejudged: I.Prejudged | None = None,
     now: str | None = None,
+    background: bool = False,
 ) -> I.IngestResult:
-    return I.ingest(spark, paths, warehouse, only=only, timelines=timelines, prejudged=prejudged, now=now)
+    return I.ingest(
+        spark, paths, warehouse, only=only, timelines=timelines, prejudged=prejudged, now=now, background=background
+    )
 
 
 def analyze_ingested(spark: SparkSession, result: I.IngestResult, *, timelines: int = 24) -> Analysis:
     """Judge the runs of an ingest (new ones were judged by the ingest itself, runs already in the
     warehouse are judged from it) and summarize them."""
+    if result.skipped:
+        result.wait()  # judge_stored reads the warehouse the ingest may still be writing
     metas, results = judge_stored(spark, result.warehouse, result.skipped, timelines=timelines)
     metas.update(result.metas)
     results.update(result.results)

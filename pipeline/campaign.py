@@ -33,7 +33,6 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 from . import ingest as I
-from . import schema as S
 from . import tasks as TK
 
 SOURCE_PREFIX = "spark-task:"
@@ -141,7 +140,7 @@ def run_campaign(
         I.write_quarantine(seeds_df.mapInArrow(simulate_function(*args, TK.EMIT_QUARANTINE), TK.OUT_SCHEMA), wh)
     metas = {run_id: doc.pop("meta") for run_id, doc in results.items()}
     rows = [metas[run_id] for run_id in sorted(metas)]
-    spark.createDataFrame(rows, S.RUNS_SCHEMA).coalesce(1).write.mode("append").parquet(wh["runs"])
+    I.runs_frame(spark, rows).coalesce(1).write.mode("append").parquet(wh["runs"])
     res = I.IngestResult(warehouse=wh["base"])
     res.ingested = sorted(metas)
     res.events = {rid: results[rid]["events"] for rid in res.ingested}

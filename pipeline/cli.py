@@ -143,15 +143,19 @@ def _analyze(
                 timelines=limit,
                 prejudged=started.prejudged,
                 now=started.now,
+                background=True,  # the report is drawn while the rows are written
             )
-            status.update(f"checking {len(result.run_ids)} run(s)")
-            analysis = A.analyze_ingested(spark, result, timelines=limit)
-            status.update("writing the report")
-            extra = dict(extra or {})
-            extra["analysis wall time (s)"] = round(time.perf_counter() - t0, 1)
-            page = A.build_report(
-                spark, analysis, str(out / "report"), title=title, extra=extra, max_timelines=timelines
-            )
+            try:
+                status.update(f"checking {len(result.run_ids)} run(s)")
+                analysis = A.analyze_ingested(spark, result, timelines=limit)
+                status.update("writing the report")
+                extra = dict(extra or {})
+                extra["analysis wall time (s)"] = round(time.perf_counter() - t0, 1)
+                page = A.build_report(
+                    spark, analysis, str(out / "report"), title=title, extra=extra, max_timelines=timelines
+                )
+            finally:
+                result.wait()
         except InputError as exc:
             print(f"splitbrain: {exc}", file=sys.stderr)
             return EXIT_BAD_INPUT

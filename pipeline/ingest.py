@@ -33,6 +33,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import threading
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -46,6 +47,7 @@ from harness.checks import GENERAL_CHECKS, KNOWN_CHECKS
 from harness.scenario import ALWAYS_CHECKS, DEFAULT_CHECKS, default_checks
 from node import protocols
 
+from . import partition_write as PW
 from . import schema as S
 from . import tasks
 
@@ -104,6 +106,12 @@ class IngestResult:
     quarantined: dict[str, int] = field(default_factory=dict)  # run id -> lines quarantined
     results: dict[str, dict] = field(default_factory=dict)  # run id -> result document (pipeline.tasks)
     metas: dict[str, dict] = field(default_factory=dict)  # run id -> runs-table row, for the runs ingested
+    writing: Writing | None = None  # the writes, when they run in a thread (ingest's `background`)
+
+    def wait(self) -> None:
+        """Wait for the writes of a background ingest (a no-op otherwise); raises what they raised."""
+        if self.writing is not None:
+            self.writing.wait()
 
     @property
     def run_ids(self) -> list[str]:
@@ -557,6 +565,7 @@ def ingest(
     timelines: int = 24,
     prejudged: Prejudged | None = None,
     now: str | None = None,
+    background: bool = False,
 ) -> IngestResult:
     """Ingest the run directories named by `paths` (see discover_runs) into `warehouse`; with
     `only`, just the runs with those ids (a campaign's own runs in a shared directory).
@@ -564,8 +573,11 @@ def ingest(
     The runs ingested now are judged in the same pass (pipeline.tasks): their results are in
     `IngestResult.results`; `timelines` is how many timelines the report will show (runs that need
     explaining always get theirs computed, and with that few runs or fewer, every run). Runs in
-    `prejudged` were already judged on the driver: Spark only writes their rows. `now` is the
-    ingest's time in the runs table (default: the time of the call)."""
+    `prejudged` were already judged on the driver: only their rows are written. `now` is the
+    ingest's time in the runs table (default: the time of the call). With `background`, when the
+    driver judged every run that has files (so every result is known before the writes), the
+    writes run in a thread and the call returns at once: `IngestResult.wait()` waits for them
+    (and raises what they raised)."""
     runs = select_runs(spark, paths, only)
     wh = warehouse_paths(warehouse)
     fs = _FS(spark)
@@ -580,20 +592,61 @@ def ingest(
     metas = metadata_rows(spark, new, now or stamp())
     rows = [metas[r.run_id] for r in new]
     plans = timeline_plans(metas, runs, timelines)
+    pre = prejudged or Prejudged()
+    taken = [r.run_id for r in new if r.run_id in pre.results and pre.plans[r.run_id] == plans[r.run_id]]
+    rest = [r for r in new if r.run_id not in taken]
     results: dict[str, dict] = {}
-    if _files(new):
-        results = _ingest_files(spark, new, plans, wh, prejudged or Prejudged())
+    if _files(rest):
+        results.update(_ingest_files(spark, rest, plans, wh))
+    results.update(tasks.parse_results({"run_id": rid, "result": pre.results[rid]} for rid in taken))
     for run_id, plan in plans.items():
         if run_id not in results:  # no log file at all: judged on the driver, every check vacuous
             results[run_id] = tasks.empty_result(plan)
-    # The runs row is the commit: written last, in one file per ingest call.
-    spark.createDataFrame(rows, S.RUNS_SCHEMA).coalesce(1).write.mode("append").parquet(wh["runs"])
     result.ingested = [r.run_id for r in new]
     result.events = {rid: results[rid]["events"] for rid in result.ingested}
     result.quarantined = {rid: results[rid]["quarantined"] for rid in result.ingested if results[rid]["quarantined"]}
     result.results = results
     result.metas = metas
+
+    def commit() -> None:
+        _write_prejudged(spark, taken, pre, wh)
+        # The runs row is the commit: written last, in one file per ingest call.
+        runs_frame(spark, rows).coalesce(1).write.mode("append").parquet(wh["runs"])
+
+    if background and not _files(rest):
+        result.writing = Writing(commit)
+    else:
+        commit()
     return result
+
+
+def runs_frame(spark: SparkSession, rows: list[dict]) -> DataFrame:
+    """Runs-table rows as a DataFrame made from an Arrow table: from a list of dicts Spark
+    converts them in a Python worker, whose start cost a one-run analysis 1-2 s of CPU."""
+    import pyarrow as pa
+
+    table = pa.Table.from_pylist(rows, schema=tasks.arrow_schema(S.RUNS_SCHEMA))
+    return spark.createDataFrame(table, schema=S.RUNS_SCHEMA)
+
+
+class Writing:
+    """An ingest's writes running in a thread: `wait()` joins it and raises what it raised."""
+
+    def __init__(self, write):
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, args=(write,), name="ingest-writes", daemon=True)
+        self._thread.start()
+
+    def _run(self, write) -> None:
+        try:
+            write()
+        except BaseException as exc:  # handed to wait()'s caller
+            self._error = exc
+
+    def wait(self) -> None:
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
 
 
 def write_events(rows: DataFrame, wh: dict) -> None:
@@ -641,33 +694,58 @@ def timeline_plans(metas: dict[str, dict], runs: list, timelines: int) -> dict[s
     return out
 
 
-def _ingest_files(
-    spark: SparkSession, runs: list[RunSource], plans: dict, wh: dict, prejudged: Prejudged
-) -> dict[str, dict]:
+def _ingest_files(spark: SparkSession, runs: list[RunSource], plans: dict, wh: dict) -> dict[str, dict]:
     """Read, classify, judge and write `runs` in one Spark job (pipeline.tasks); their result
-    documents. Runs with quarantined lines are read again for those lines alone. Runs the driver
-    already judged with the same plan are not read: their rows are written from its tables."""
+    documents. Runs with quarantined lines are read again for those lines alone."""
     from . import judging as J
 
     default = (list(ALL_CHECKS), J.bounds({}), True)
-    taken = [r.run_id for r in runs if r.run_id in prejudged.results and prejudged.plans[r.run_id] == plans[r.run_id]]
-    rest = [r for r in runs if r.run_id not in taken]
     acc = tasks.results_accumulator(spark)
-    parts = [_driver_rows(spark, [prejudged.events[rid] for rid in taken])] if taken else []
-    if _files(rest):
-        parts.append(_run_tasks(spark, _files(rest), tasks.ingest_function(plans, default, acc)))
-    write_events(_union(parts), wh)
+    write_events(_run_tasks(spark, _files(runs), tasks.ingest_function(plans, default, acc)), wh)
     results = tasks.parse_results({"run_id": k, "result": v} for k, v in acc.value.items())
-    results.update(tasks.parse_results({"run_id": rid, "result": prejudged.results[rid]} for rid in taken))
-    again = [r for r in rest if results.get(r.run_id, {}).get("quarantined")]
-    bad = [prejudged.quarantine[rid] for rid in taken if rid in prejudged.quarantine]
-    parts = [_driver_rows(spark, bad)] if bad else []
+    again = [r for r in runs if results.get(r.run_id, {}).get("quarantined")]
     if again:
         fn = tasks.ingest_function(plans, default, acc, tasks.EMIT_QUARANTINE)
-        parts.append(_run_tasks(spark, _files(again), fn))
-    if parts:
-        write_quarantine(_union(parts), wh)
+        write_quarantine(_run_tasks(spark, _files(again), fn), wh)
     return results
+
+
+def _write_prejudged(spark: SparkSession, run_ids: list[str], pre: Prejudged, wh: dict) -> None:
+    """The rows of runs the driver judged: into a local warehouse by the driver itself
+    (pipeline.partition_write), elsewhere by Spark from the driver's Arrow tables."""
+    left = []
+    for rid in run_ids:
+        events_dir = PW.local_partition(_local_path(wh["events"]), rid)
+        quarantine_dir = PW.local_partition(_local_path(wh["quarantine"]), rid)
+        if events_dir is None or quarantine_dir is None:
+            left.append(rid)
+            continue
+        PW.replace_partition(events_dir, _event_columns(pre.events[rid]))
+        if rid in pre.quarantine:
+            PW.replace_partition(quarantine_dir, _quarantine_columns(pre.quarantine[rid]))
+    if left:
+        write_events(_driver_rows(spark, [pre.events[rid] for rid in left]), wh)
+    bad = [pre.quarantine[rid] for rid in left if rid in pre.quarantine]
+    if bad:
+        write_quarantine(_driver_rows(spark, bad), wh)
+
+
+def _event_columns(table):
+    """OUT_SCHEMA rows' events as a partition of the events table holds them (write_events)."""
+    import pyarrow.compute as pc
+
+    names = [f.name for f in S.EVENTS_TABLE_SCHEMA.fields if f.name != "run_id"]
+    return table.filter(pc.equal(table["what"], tasks.WHAT_EVENT)).select(names)
+
+
+def _quarantine_columns(table):
+    """OUT_SCHEMA rows' quarantined lines as a partition of the quarantine table holds them."""
+    import pyarrow.compute as pc
+
+    rows = table.filter(pc.equal(table["what"], tasks.WHAT_QUARANTINE))
+    return rows.select(["src", "file_key", "line", "q_reason", "q_raw"]).rename_columns(
+        ["src", "file_key", "line", "reason", "raw"]
+    )
 
 
 def _driver_rows(spark: SparkSession, tables: list) -> DataFrame:
@@ -679,13 +757,6 @@ def _driver_rows(spark: SparkSession, tables: list) -> DataFrame:
     rows = [t for t in tables if t.num_rows]
     table = pa.concat_tables(rows) if rows else tasks.arrow_schema(tasks.OUT_SCHEMA).empty_table()
     return spark.createDataFrame(table, schema=tasks.OUT_SCHEMA).coalesce(1)
-
-
-def _union(parts: list[DataFrame]) -> DataFrame:
-    out = parts[0]
-    for part in parts[1:]:
-        out = out.unionByName(part)
-    return out
 
 
 def _files(runs: list[RunSource]) -> list[str]:

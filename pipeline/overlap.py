@@ -6,9 +6,10 @@ the session starts in a thread while the driver judges local runs itself, on the
 the ingest task's own function (`tasks.ingest_function`) over the same input, the files' texts: a
 file is taken only if it decodes as strict UTF-8 (then Python's text is Spark's), else its run is
 left to Spark. So a run's result document and rows are the task's by construction. The driver
-takes runs one by one until the session is up (at least one), then ingest has Spark write the
-rows it made (an Arrow table through createDataFrame, one partition) in the same job as the
-tasks of the runs it did not take (pipeline.ingest, `Prejudged`).
+takes runs one by one until the session is up (at least one), then ingest writes the rows it
+made (into a local warehouse the driver writes them itself, pipeline.partition_write; elsewhere
+Spark, from the Arrow tables) and has Spark's tasks judge the runs it did not take
+(pipeline.ingest, `Prejudged`). When it took every run, the writes run while the report is drawn.
 
 A short analysis also starts its JVM compiling with C1 only (`SMALL_INPUT_BYTES`): C2's compiler
 threads otherwise take half of the JVM's CPU there, while big inputs need C2's code (see

@@ -91,6 +91,8 @@ def _arrow_type(dt):
         return pa.string()
     if isinstance(dt, T.LongType):
         return pa.int64()
+    if isinstance(dt, T.IntegerType):
+        return pa.int32()
     if isinstance(dt, T.DoubleType):
         return pa.float64()
     if isinstance(dt, T.BooleanType):

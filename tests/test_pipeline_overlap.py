@@ -61,6 +61,31 @@ def test_runs_judged_on_the_driver_equal_the_tasks(spark, runs_root, tmp_path):
     assert mixed.metas == tasks_only.metas
     assert mixed.quarantined == tasks_only.quarantined
     assert _warehouse(spark, str(tmp_path / "b")) == _warehouse(spark, str(tmp_path / "a"))
+    assert _writers(tmp_path / "b") == {"spark", "driver"}  # "clean" was left to the tasks
+
+
+def test_rows_the_driver_does_not_write_go_through_spark(spark, runs_root, tmp_path, monkeypatch):
+    """Where the driver does not write a partition itself (a remote warehouse, a run id Spark
+    would escape), Spark writes the driver's rows: the same warehouse rows as the tasks'."""
+    paths = [str(runs_root)]
+    tasks_only = I.ingest(spark, paths, str(tmp_path / "a"), now=NOW)
+    pre = _prejudge(paths, threading.Event())
+    monkeypatch.setattr(I.PW, "local_partition", lambda table_dir, run_id: None)
+    spark_written = I.ingest(spark, paths, str(tmp_path / "b"), prejudged=pre, now=NOW)
+    assert spark_written.results == tasks_only.results
+    assert _warehouse(spark, str(tmp_path / "b")) == _warehouse(spark, str(tmp_path / "a"))
+    assert _writers(tmp_path / "b") == {"spark"}
+
+
+def _writers(warehouse) -> set[str]:
+    """Who wrote the events and quarantine files of a warehouse: "spark" (its row metadata is
+    in the file) or "driver"."""
+    import pyarrow.parquet as pq
+
+    files = [*warehouse.glob(f"{I.EVENTS_DIR}/*/*.parquet"), *warehouse.glob(f"{I.QUARANTINE_DIR}/*/*.parquet")]
+    assert files
+    spark_key = b"org.apache.spark.sql.parquet.row.metadata"
+    return {"spark" if spark_key in (pq.read_schema(f).metadata or {}) else "driver" for f in files}
 
 
 def test_a_file_that_is_not_utf8_leaves_its_run_to_spark(tmp_path):
@@ -137,3 +162,66 @@ def test_small_local_inputs_start_the_jvm_with_c1_only(runs_root, monkeypatch):
     assert SS._jit_option("c1") is None
     monkeypatch.setenv(SS.JIT_ENV, "c1")
     assert SS._jit_option(None) == SS.C1_ONLY
+
+
+def _one_run(tmp_path, name: str):
+    spec = PLANTED[name]
+    write_run(tmp_path / "runs", name, spec["events"], spec.get("raw"), spec.get("scenario"))
+    return tmp_path / "runs" / name
+
+
+def _verdicts(out) -> list[dict]:
+    import json
+
+    docs = json.loads((out / "report" / "verdicts.json").read_text())
+    for d in docs:
+        d["meta"].pop("ingested_at")
+    return docs
+
+
+def _rows_without_stamp(spark, wh: str) -> dict:
+    rows = _warehouse(spark, wh)
+    rows["runs"] = sorted(
+        repr({k: v for k, v in r.asDict(recursive=True).items() if k != "ingested_at"})
+        for r in I.load_runs(spark, wh).collect()
+    )
+    return rows
+
+
+@pytest.mark.parametrize("name", ["malformed", "missing"])
+def test_analyze_of_one_run_draws_the_report_while_writing(spark, tmp_path, monkeypatch, name):
+    """One run, judged on the driver: the command draws the report while the rows are written
+    (the driver writes the run's partitions) and gives the warehouse rows, verdicts and report
+    an analysis by the tasks alone gives (quarantined lines and a failing run among them)."""
+    from harness.cli import main
+    from pipeline import analysis as A
+
+    run = _one_run(tmp_path, name)
+    writing = I.Writing
+    started = []
+    monkeypatch.setattr(I, "Writing", lambda write: started.append(write) or writing(write))
+    assert main(["analyze", str(run), "--out", str(tmp_path / "cli"), "--quiet"]) == (1 if name == "missing" else 0)
+    assert len(started) == 1  # the writes ran in the background
+    analysis = A.analyze(spark, [str(run)], str(tmp_path / "tasks" / "warehouse"))
+    A.build_report(spark, analysis, str(tmp_path / "tasks" / "report"), title="t")
+    assert _verdicts(tmp_path / "cli") == _verdicts(tmp_path / "tasks")
+    cli_rows = _rows_without_stamp(spark, str(tmp_path / "cli" / "warehouse"))
+    assert cli_rows == _rows_without_stamp(spark, str(tmp_path / "tasks" / "warehouse"))
+    assert cli_rows["quarantine"] if name == "malformed" else cli_rows["events"]
+    assert _writers(tmp_path / "cli" / "warehouse") == {"driver"}
+    assert sorted(p.name for p in (tmp_path / "cli").iterdir()) == ["report", "warehouse"]  # no staging left
+
+
+def test_a_failed_write_leaves_no_report(spark, tmp_path, monkeypatch):
+    """When the rows cannot be written the command fails with that error, after the report was
+    drawn meanwhile: no report is published, no runs row committed, no staging left behind."""
+    from harness.cli import main
+
+    def broken(*args, **kw):
+        raise OSError("warehouse disk full")
+
+    monkeypatch.setattr(I, "_write_prejudged", broken)
+    with pytest.raises(OSError, match="warehouse disk full"):
+        main(["analyze", str(_one_run(tmp_path, "clean")), "--out", str(tmp_path / "out"), "--quiet"])
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["warehouse"]
+    assert not (tmp_path / "out" / "warehouse" / I.RUNS_DIR).exists()
