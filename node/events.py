@@ -168,22 +168,19 @@ class DataEvents:
                     })  # fmt: skip
                 seqno += 1
             return out
-        for msg in self.msgs:  # no conn_id: NAKACK2's multicasts
+        for msg in self.msgs:  # no conn_id: NAKACK2's multicasts, each dict one literal as above
             payload = msg.payload
-            ev: dict[str, Any] = {
-                "v": EVENT_VERSION,
-                "t": t,
-                "node": node,
-                "proto": proto,
-                "kind": kind,
-                "peer": peer,
-                "seqno": seqno,
-                "bytes": len(payload),
-            }
             app = app_id_of(payload)
-            if app is not None:
-                ev["app"] = app
-            out.append(ev)
+            if app is None:
+                out.append({
+                    "v": EVENT_VERSION, "t": t, "node": node, "proto": proto, "kind": kind, "peer": peer,
+                    "seqno": seqno, "bytes": len(payload),
+                })  # fmt: skip
+            else:
+                out.append({
+                    "v": EVENT_VERSION, "t": t, "node": node, "proto": proto, "kind": kind, "peer": peer,
+                    "seqno": seqno, "bytes": len(payload), "app": app,
+                })  # fmt: skip
             seqno += 1
         return out
 
@@ -195,18 +192,25 @@ class DataEvents:
             payload = msg.payload
             size = len(payload)
             app = app_id_of(payload)
-            send: dict[str, Any] = {"v": EVENT_VERSION, "t": t, "node": node, "proto": proto, "kind": "send"}
-            send["members"] = members
-            send["seqno"] = seqno
-            send["bytes"] = size
-            deliver: dict[str, Any] = {"v": EVENT_VERSION, "t": t, "node": node, "proto": proto, "kind": "deliver"}
-            deliver["peer"] = node
-            deliver["seqno"] = seqno
-            deliver["bytes"] = size
-            if app is not None:
-                send["app"] = deliver["app"] = app
-            out.append(send)
-            out.append(deliver)
+            # Each dict one literal at its full size (adding keys one by one resizes it).
+            if app is None:
+                out.append({
+                    "v": EVENT_VERSION, "t": t, "node": node, "proto": proto, "kind": "send", "members": members,
+                    "seqno": seqno, "bytes": size,
+                })  # fmt: skip
+                out.append({
+                    "v": EVENT_VERSION, "t": t, "node": node, "proto": proto, "kind": "deliver", "peer": node,
+                    "seqno": seqno, "bytes": size,
+                })  # fmt: skip
+            else:
+                out.append({
+                    "v": EVENT_VERSION, "t": t, "node": node, "proto": proto, "kind": "send", "members": members,
+                    "seqno": seqno, "bytes": size, "app": app,
+                })  # fmt: skip
+                out.append({
+                    "v": EVENT_VERSION, "t": t, "node": node, "proto": proto, "kind": "deliver", "peer": node,
+                    "seqno": seqno, "bytes": size, "app": app,
+                })  # fmt: skip
             seqno += 1
         return out
 

@@ -51,8 +51,14 @@ class Stack:
         """The application sends a message (msg.dest set, msg.src = local). From here on the
         message belongs to the stack: layers add their headers in place and keep it for
         retransmission, so the caller must not reuse or change it."""
-        top = len(self.layers) - 1
-        self._route(top, self.layers[top].down(msg, now), now)
+        layers = self.layers
+        top = len(layers) - 1
+        if msg.dest == MCAST_DEST:
+            # A multicast goes straight to the first layer from the top that does something with
+            # it (Layer.passes_multicasts), as in send_batch: NAKACK2 under UNICAST3.
+            while top > 0 and layers[top].passes_multicasts:
+                top -= 1
+        self._route(top, layers[top].down(msg, now), now)
 
     def send_batch(self, msgs: list[Message], now: float) -> None:
         """send() each message, in order, with the same result. When every layer below the top
@@ -95,7 +101,9 @@ class Stack:
             if idx == top:
                 self.to_app.extend(msgs)
             else:
-                self._route(idx, self.layers[idx].up(msgs, now), now)
+                actions = layers[idx].up(msgs, now)
+                if actions:  # often none: a multicast held behind a gap
+                    self._route(idx, actions, now)
 
     def command(self, cmd: Command, now: float) -> None:
         """Give a control input to every layer, top first. A layer that answers with an

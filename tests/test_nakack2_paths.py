@@ -168,7 +168,7 @@ def test_a_frame_of_in_order_multicasts_is_taken_as_one_run():
     b._take_run = spy  # type: ignore[method-assign]
     b.up([_msg("A", "msg", 1)], 0.1)  # the first input arms the layer: per message
     out = b.up([_msg("A", "msg", s) for s in range(2, 12)], 0.2)
-    assert taken == [0, 10]
+    assert taken == [10]  # the first input has no table yet: up() goes per message without asking
     assert [type(a) for a in out] == [Log, Up] and len(out[1].msgs) == 10
     assert b.tables["A"].delivered == 11
 
@@ -198,3 +198,41 @@ def test_send_records_count_two_events_per_multicast():
     rec = DataEvents(2.5, "A", "nakack2", "send", None, None, 1, msgs, list(ALL))
     assert len(rec) == 6 == len(rec.dicts())
     assert rec.dicts() == _old_own_events(2.5, "A", list(ALL), 1, msgs)
+
+
+def _up_by_receive(layer: Nakack2, msg: Message, now: float) -> list[Any]:
+    """up() of one MSG the exact way: counted, then every check of _receive (the slow path)."""
+    out: list[Any] = []
+    if not layer._armed:
+        layer._arm(now)
+    layer._count("rx_MSG")
+    layer._receive(msg.src, msg.headers[PROTO_ID].seqno, msg, now, out)
+    if layer._bytes_since_stable >= layer.config.stable_max_bytes:
+        layer._stable_round(now, out)
+    return out
+
+
+def test_msgs_taken_inline_by_up_act_as_receive_does():
+    """A's MSGs one per input, out of order with duplicates and one beyond the receive window: up()
+    takes the new ones inside the window inline, and acts on every one as _receive does."""
+    fast = _member("B", {"max_recv_window_seqnos": 10})
+    slow = _member("B", {"max_recv_window_seqnos": 10})
+    received = []
+    real = fast._receive
+
+    def spy(sender: str, seqno: int, msg: Message, now: float, out: list[Any]) -> None:
+        received.append(seqno)
+        real(sender, seqno, msg, now, out)
+
+    fast._receive = spy  # type: ignore[method-assign]
+    for i, seqno in enumerate([1, 3, 4, 3, 2, 6, 30, 5, 1, 7]):
+        now = 0.1 * (i + 1)
+        assert _plain(fast.up([_msg("A", "msg", seqno)], now)) == _plain(
+            _up_by_receive(slow, _msg("A", "msg", seqno), now)
+        )
+        fast.check_invariants()
+        assert fast.snapshot() == slow.snapshot()
+        assert fast._bytes_since_stable == slow._bytes_since_stable
+    assert fast.tables["A"].delivered == 7
+    # The first (no table yet), the duplicates and the one beyond the window took _receive.
+    assert received == [1, 3, 30, 1]
