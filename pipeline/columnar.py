@@ -33,7 +33,7 @@ import pyarrow.compute as pc
 from harness import checks as H
 
 from . import schema as S
-from .columnar_apps import AppIds, encoded, equals, indices
+from .columnar_apps import AppIds, encoded, equals, indices, one_array
 
 # run_checks' one-walk checks, and views_agree (which reads only rare events and who was seen).
 KERNEL_CHECKS = ("fifo", "no_duplicates", "no_loss", "windows_synced", "no_errors", "views_agree")
@@ -126,11 +126,11 @@ class _Run:
         def col(name: str) -> pa.Array:
             if name not in table.column_names:
                 return pa.nulls(n)
-            column = table.column(name).combine_chunks()
+            column = one_array(table.column(name))
             return column if take is None else column.take(take)
 
         self.col = col
-        self.t = table.column("t").combine_chunks().to_numpy()[order]
+        self.t = one_array(table.column("t")).to_numpy()[order]
         kind = encoded(col("kind"))
         kinds = kind.dictionary.to_pylist()
         ki = kind.indices.to_numpy()
@@ -149,7 +149,7 @@ class _Run:
         self.peer = self.strings.codes(col("peer"))
         self.harness = (self.node == self.strings.index.get(H._HARNESS, -2)) | equals(col("proto"), H._HARNESS)
         self.apps = apps
-        self.app = apps.code[order]
+        self.app = apps.code if take is None else apps.code[order]
         self.has_app = self.app >= 0
         self.has_members = _bools(col("members").is_valid())
         self.pos = np.arange(n, dtype=np.int64)
@@ -202,9 +202,9 @@ def judge_table(
     if why is not None:
         FALLBACKS[why] += 1
         return None, why
-    seq = table.column("seq").combine_chunks().to_numpy()
+    seq = one_array(table.column("seq")).to_numpy()
     order = np.argsort(seq, kind="stable")
-    t = table.column("t").combine_chunks().to_numpy()[order]
+    t = one_array(table.column("t")).to_numpy()[order]
     if len(t) > 1 and not np.all(t[:-1] <= t[1:]):
         order = order[np.argsort(t, kind="stable")]  # run_checks sorts by t, ties in log order
     run = _Run(table, order, apps if apps is not None else AppIds(table.column("app")))
@@ -230,7 +230,7 @@ def _unorderable(table: pa.Table) -> str | None:
         return "no events"
     if table.column("seq").null_count or table.column("t").null_count:
         return "a null seq or t"
-    if np.isnan(table.column("t").combine_chunks().to_numpy()).any():
+    if np.isnan(one_array(table.column("t")).to_numpy()).any():
         return "a NaN t"
     if table.column("kind").null_count or table.column("node").null_count or table.column("proto").null_count:
         return "a null kind, node or proto"

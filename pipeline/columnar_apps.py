@@ -21,10 +21,17 @@ import pyarrow.compute as pc
 APP_END = r":(0|[1-9][0-9]{0,17}):(0|[1-9][0-9]{0,17})$"
 
 
+def one_array(column) -> pa.Array:
+    """A column as one array: its only chunk as it is (combine_chunks would copy it)."""
+    if not isinstance(column, pa.ChunkedArray):
+        return column
+    return column.chunk(0) if column.num_chunks == 1 else column.combine_chunks()
+
+
 def encoded(column) -> pa.DictionaryArray:
     """A string column (array or chunked, plain or dictionary) as one dictionary array whose
     dictionary holds each value once and no null."""
-    arr = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
+    arr = one_array(column)
     if not pa.types.is_dictionary(arr.type):
         return arr.dictionary_encode()
     values = arr.dictionary

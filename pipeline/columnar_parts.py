@@ -23,7 +23,7 @@ from harness.checks import GRACEFUL_STOP
 
 from . import runwise as R
 from .columnar import _bools, _count_before, _is_identity, _Strings
-from .columnar_apps import AppIds, encoded, equals
+from .columnar_apps import AppIds, encoded, equals, one_array
 
 _NO_INT = np.iinfo(np.int64).min
 
@@ -32,14 +32,14 @@ def parts_of_table(table: pa.Table, apps: AppIds | None = None) -> dict[str, lis
     """runwise.result_parts of the run's stored events (strings plain or as dictionaries; `apps`
     its app column's AppIds, shared with pipeline.columnar), or None where it must walk them."""
     n = table.num_rows
-    seq = table.column("seq").combine_chunks().to_numpy()
+    seq = one_array(table.column("seq")).to_numpy()
     order = np.argsort(seq, kind="stable")
     if n == 0 or (np.diff(seq[order]) <= 0).any():
         return None
     take = None if _is_identity(order) else pa.array(order)
 
     def col(name: str) -> pa.Array:
-        column = table.column(name).combine_chunks()
+        column = one_array(table.column(name))
         return column if take is None else column.take(take)
 
     t = col("t").to_numpy()
@@ -56,7 +56,7 @@ def parts_of_table(table: pa.Table, apps: AppIds | None = None) -> dict[str, lis
     node = strings.codes(col("node"))
     peer = strings.codes(col("peer"))
     apps = apps if apps is not None else AppIds(table.column("app"))
-    app = apps.code[order]
+    app = apps.code if take is None else apps.code[order]
     has_app = app >= 0
     send, deliver = is_kind("send"), is_kind("deliver")
     if (send & has_app & (peer < 0) & _bools(col("members").is_valid())).any():
