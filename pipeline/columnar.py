@@ -33,14 +33,12 @@ import pyarrow.compute as pc
 from harness import checks as H
 
 from . import schema as S
+from .columnar_apps import AppIds, encoded, equals, indices, one_array
 
 # run_checks' one-walk checks, and views_agree (which reads only rare events and who was seen).
 KERNEL_CHECKS = ("fifo", "no_duplicates", "no_loss", "windows_synced", "no_errors", "views_agree")
 # Kinds whose events go through harness.checks' classes as dicts (they are few per run).
 RARE_KINDS = frozenset(("node_start", "node_stop", "conn_state", "window", "view", "fault_on", "fault_off", "error"))
-# The end of the app ids nodes write, ":stream:n" (so its colons are the last two, where
-# parse_app_id splits); a number with a sign, leading zeros or over 18 digits falls back.
-_APP_END = r":(0|[1-9][0-9]{0,17}):(0|[1-9][0-9]{0,17})$"
 _TRAFFIC = ("send", "deliver", "ack_tx", "ack_rx")
 
 # Why runs went to the exact path, in this process (benchmarks and tests read it).
@@ -62,10 +60,17 @@ class _Strings:
         return c
 
     def codes(self, arr: pa.Array) -> np.ndarray:
-        """The codes of a string column, -1 for null."""
-        enc = arr.dictionary_encode()
-        lookup = np.array([self.code(s) for s in enc.dictionary.to_pylist()] + [-1], dtype=np.int64)
-        return lookup[enc.indices.fill_null(len(enc.dictionary)).to_numpy()]
+        """The codes of a string column (plain or dictionary), -1 for null."""
+        enc = encoded(arr)
+        return self.coded(enc.dictionary, indices(enc))
+
+    def coded(self, values: pa.Array, rows: np.ndarray) -> np.ndarray:
+        """The codes of rows given as indices into distinct `values` (-1: null), new strings
+        numbered in the order the rows first show them (as dictionary_encode of the rows would)."""
+        seen = pc.unique(pa.array(rows[rows >= 0])).to_numpy()
+        lookup = np.full(len(values) + 1, -1, dtype=np.int64)
+        lookup[seen] = [self.code(s) for s in values.take(pa.array(seen)).to_pylist()]
+        return lookup[rows]
 
 
 def _bools(arr) -> np.ndarray:
@@ -114,19 +119,19 @@ def _last_by_key(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 class _Run:
     """The columns of one run in run_checks' order, with the codes the checks share."""
 
-    def __init__(self, table: pa.Table, order: np.ndarray) -> None:
+    def __init__(self, table: pa.Table, order: np.ndarray, apps: AppIds) -> None:
         self.n = n = len(order)
         take = None if _is_identity(order) else pa.array(order)
 
         def col(name: str) -> pa.Array:
             if name not in table.column_names:
                 return pa.nulls(n)
-            column = table.column(name).combine_chunks()
+            column = one_array(table.column(name))
             return column if take is None else column.take(take)
 
         self.col = col
-        self.t = table.column("t").combine_chunks().to_numpy()[order]
-        kind = col("kind").dictionary_encode()
+        self.t = one_array(table.column("t")).to_numpy()[order]
+        kind = encoded(col("kind"))
         kinds = kind.dictionary.to_pylist()
         ki = kind.indices.to_numpy()
         self.kinds = kinds
@@ -139,12 +144,13 @@ class _Run:
         self.send = is_kind("send")
         self.deliver = is_kind("deliver")
         self.rare = is_kind(*RARE_KINDS)
-        self.harness = _bools(pc.equal(col("node"), H._HARNESS)) | _bools(pc.equal(col("proto"), H._HARNESS))
         self.strings = _Strings()
         self.node = self.strings.codes(col("node"))
         self.peer = self.strings.codes(col("peer"))
-        self.app = col("app")
-        self.has_app = _bools(self.app.is_valid())
+        self.harness = (self.node == self.strings.index.get(H._HARNESS, -2)) | equals(col("proto"), H._HARNESS)
+        self.apps = apps
+        self.app = apps.code if take is None else apps.code[order]
+        self.has_app = self.app >= 0
         self.has_members = _bools(col("members").is_valid())
         self.pos = np.arange(n, dtype=np.int64)
         # The few events harness.checks' classes take as dicts, in order (as tasks.stored_events builds them).
@@ -183,9 +189,12 @@ class _Run:
         return lives.incarnation_of(node)
 
 
-def judge_table(table: pa.Table, names: list[str], bound: dict) -> tuple[list[dict] | None, str | None]:
+def judge_table(
+    table: pa.Table, names: list[str], bound: dict, apps: AppIds | None = None
+) -> tuple[list[dict] | None, str | None]:
     """(results, None): run_checks' result dicts for one run's stored events (EVENTS_TABLE_SCHEMA
-    columns; `bound` as pipeline.judging.bounds gives it); or (None, why) when the run needs the
+    columns, strings plain or as dictionaries; `bound` as pipeline.judging.bounds gives it; `apps`
+    its app column's AppIds, shared with columnar_parts); or (None, why) when the run needs the
     exact per-event path."""
     why = _unsupported_checks(names)
     if why is None:
@@ -193,12 +202,12 @@ def judge_table(table: pa.Table, names: list[str], bound: dict) -> tuple[list[di
     if why is not None:
         FALLBACKS[why] += 1
         return None, why
-    seq = table.column("seq").combine_chunks().to_numpy()
+    seq = one_array(table.column("seq")).to_numpy()
     order = np.argsort(seq, kind="stable")
-    t = table.column("t").combine_chunks().to_numpy()[order]
+    t = one_array(table.column("t")).to_numpy()[order]
     if len(t) > 1 and not np.all(t[:-1] <= t[1:]):
         order = order[np.argsort(t, kind="stable")]  # run_checks sorts by t, ties in log order
-    run = _Run(table, order)
+    run = _Run(table, order, apps if apps is not None else AppIds(table.column("app")))
     try:
         results = _judge(run, list(names), bound)
     except _Fallback as e:
@@ -221,7 +230,7 @@ def _unorderable(table: pa.Table) -> str | None:
         return "no events"
     if table.column("seq").null_count or table.column("t").null_count:
         return "a null seq or t"
-    if np.isnan(table.column("t").combine_chunks().to_numpy()).any():
+    if np.isnan(one_array(table.column("t")).to_numpy()).any():
         return "a NaN t"
     if table.column("kind").null_count or table.column("node").null_count or table.column("proto").null_count:
         return "a null kind, node or proto"
@@ -258,16 +267,15 @@ class _Deliveries:
 
     def __init__(self, run: _Run) -> None:
         self.idx = idx = np.flatnonzero(run.deliver & run.has_app)
-        take = pa.array(idx)
-        apps = run.app.take(take)
-        if not _bools(pc.match_substring_regex(apps, _APP_END)).all():
+        apps = run.apps
+        self.app = app = run.app[idx]
+        if not apps.well_formed[app].all():
             raise _Fallback("an app id not in the nodes' form")
-        parts = pc.split_pattern(apps, ":", max_splits=2, reverse=True)
         self.receiver = run.node[idx]
         peer = run.peer[idx]
-        self.origin = run.strings.codes(pc.list_element(parts, 0))
-        self.stream = pc.cast(pc.list_element(parts, 1), pa.int64()).to_numpy()
-        self.n = pc.cast(pc.list_element(parts, 2), pa.int64()).to_numpy()
+        self.origin = run.strings.coded(apps.origins, apps.origin[app])
+        self.stream = apps.stream[app]
+        self.n = apps.n[app]
         # fifo names the sender ev.get("peer", origin), the other checks peer-or-origin: they
         # differ on an empty peer.
         empty = run.strings.index.get("", -2)
@@ -294,13 +302,10 @@ class _Deliveries:
 
         self.fifo_epoch = epoch(self.fifo_sender)
         self.epoch = self.fifo_epoch if (self.sender == self.fifo_sender).all() else epoch(self.sender)
-        # App codes shared with the unicast sends (no_loss looks the ones up in the others).
+        # The unicast sends, with the same app codes (no_loss looks the ones up in the others).
         self.sends = np.flatnonzero(run.send & run.has_app & (run.peer >= 0))
-        both = pa.concat_arrays([run.app.take(pa.array(self.sends)), run.app.take(take)]).dictionary_encode()
-        codes = both.indices.to_numpy()
-        self.n_apps = len(both.dictionary)
-        self.send_app = codes[: len(self.sends)].astype(np.int64)
-        self.app = codes[len(self.sends) :].astype(np.int64)
+        self.n_apps = apps.n_values
+        self.send_app = run.app[self.sends]
 
 
 def _fifo(run: _Run, d: _Deliveries) -> H.CheckResult:

@@ -18,33 +18,34 @@ import math
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from harness.checks import GRACEFUL_STOP
 
 from . import runwise as R
 from .columnar import _bools, _count_before, _is_identity, _Strings
+from .columnar_apps import AppIds, encoded, equals, one_array
 
 _NO_INT = np.iinfo(np.int64).min
 
 
-def parts_of_table(table: pa.Table) -> dict[str, list[dict]] | None:
-    """runwise.result_parts of the run's stored events, or None where it must walk them."""
+def parts_of_table(table: pa.Table, apps: AppIds | None = None) -> dict[str, list[dict]] | None:
+    """runwise.result_parts of the run's stored events (strings plain or as dictionaries; `apps`
+    its app column's AppIds, shared with pipeline.columnar), or None where it must walk them."""
     n = table.num_rows
-    seq = table.column("seq").combine_chunks().to_numpy()
+    seq = one_array(table.column("seq")).to_numpy()
     order = np.argsort(seq, kind="stable")
     if n == 0 or (np.diff(seq[order]) <= 0).any():
         return None
     take = None if _is_identity(order) else pa.array(order)
 
     def col(name: str) -> pa.Array:
-        column = table.column(name).combine_chunks()
+        column = one_array(table.column(name))
         return column if take is None else column.take(take)
 
     t = col("t").to_numpy()
     if ((t == 0) & np.signbit(t)).any():
         return None
-    kind_enc = col("kind").dictionary_encode()
+    kind_enc = encoded(col("kind"))
     kinds = kind_enc.dictionary.to_pylist()
     ki = kind_enc.indices.to_numpy()
 
@@ -54,8 +55,9 @@ def parts_of_table(table: pa.Table) -> dict[str, list[dict]] | None:
     strings = _Strings()
     node = strings.codes(col("node"))
     peer = strings.codes(col("peer"))
-    app = col("app")
-    has_app = _bools(app.is_valid())
+    apps = apps if apps is not None else AppIds(table.column("app"))
+    app = apps.code if take is None else apps.code[order]
+    has_app = app >= 0
     send, deliver = is_kind("send"), is_kind("deliver")
     if (send & has_app & (peer < 0) & _bools(col("members").is_valid())).any():
         return None
@@ -78,14 +80,13 @@ def parts_of_table(table: pa.Table) -> dict[str, list[dict]] | None:
     # Messages (dst, src, app): sends to a peer and deliveries, keyed in order of first appearance.
     s_idx = np.flatnonzero(send & has_app & (peer >= 0))
     d_idx = np.flatnonzero(deliver & has_app)
-    d_app = app.take(pa.array(d_idx))
-    origin = strings.codes(pc.list_element(pc.split_pattern(d_app, ":", max_splits=2, reverse=True), 0))
+    d_app = app[d_idx]
+    origin = strings.coded(apps.origins, apps.origin[d_app])
     empty = strings.index.get("", -2)
     d_src = np.where((peer[d_idx] >= 0) & (peer[d_idx] != empty), peer[d_idx], origin)
     ns = len(strings.names)
-    apps = pa.concat_arrays([app.take(pa.array(s_idx)), d_app]).dictionary_encode()
-    na = max(1, len(apps.dictionary))
-    app_code = apps.indices.to_numpy().astype(np.int64)
+    na = max(1, apps.n_values)
+    app_code = np.concatenate([app[s_idx], d_app])
     m_idx = np.concatenate([s_idx, d_idx])
     m_dst = np.concatenate([peer[s_idx], node[d_idx]])
     m_src = np.concatenate([node[s_idx], d_src])
@@ -133,9 +134,9 @@ def parts_of_table(table: pa.Table) -> dict[str, list[dict]] | None:
     ]
 
     # Heal to sync.
-    is_h = _bools(pc.equal(col("node"), R._HARNESS)) | _bools(pc.equal(col("proto"), R._HARNESS))
+    is_h = (node == strings.index.get(R._HARNESS, -2)) | equals(col("proto"), R._HARNESS)
     fault = col("fault")
-    heal = is_h & (is_kind("fault_off") | (is_kind("fault_on") & _bools(pc.fill_null(pc.equal(fault, "heal"), False))))
+    heal = is_h & (is_kind("fault_off") | (is_kind("fault_on") & equals(fault, "heal")))
     heals = sorted(set(t[heal].tolist()))
     parts["heal"] = [{"heal_t": h} for h in heals]
     rows = []

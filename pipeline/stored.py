@@ -27,6 +27,9 @@ from . import tasks as TK
 # The columns the kernels read (the event fields, as their rare-event dicts take every field, and
 # the order); provenance is read too only where a run goes to the exact path or wants a timeline.
 JUDGED_COLUMNS = ("seq", *S.FIELDS)
+# The judged string columns read as Parquet dictionaries: their string work is then per distinct
+# value (pipeline.columnar_apps), not per event.
+CODED_COLUMNS = ("node", "peer", "kind", "proto", "app")
 # A few tasks per core even out runs of different sizes; more only add per-task costs.
 TASKS_PER_CORE = 4
 
@@ -107,9 +110,11 @@ def deal(runs: list[StoredRun], tasks: int) -> list[list[StoredRun]]:
     return [b for b in bins if b]
 
 
-def read_events(files: tuple[str, ...], columns: tuple[str, ...] | None = None):
+def read_events(files: tuple[str, ...], columns: tuple[str, ...] | None = None, coded: tuple[str, ...] = ()):
     """A run's stored events (EVENTS_TABLE_SCHEMA's types, without run_id): `columns` or all; a
-    column a file lacks is null, as in Spark's read with that schema."""
+    column a file lacks is null, as in Spark's read with that schema. The `coded` string columns
+    come as dictionary arrays of the same strings."""
+    import pyarrow as pa
     import pyarrow.dataset as ds
 
     schema = TK.arrow_schema(S.EVENTS_TABLE_SCHEMA)
@@ -117,7 +122,11 @@ def read_events(files: tuple[str, ...], columns: tuple[str, ...] | None = None):
     names = list(columns) if columns is not None else schema.names
     if not files:
         return schema.empty_table().select(names)
-    return ds.dataset(list(files), schema=schema, format="parquet").to_table(columns=names, use_threads=False)
+    for name in coded:
+        i = schema.get_field_index(name)
+        schema = schema.set(i, schema.field(i).with_type(pa.dictionary(pa.int32(), schema.field(i).type)))
+    parquet = ds.ParquetFileFormat(read_options=ds.ParquetReadOptions(dictionary_columns=list(coded)))
+    return ds.dataset(list(files), schema=schema, format=parquet).to_table(columns=names, use_threads=False)
 
 
 def quarantined_lines(files: tuple[str, ...]) -> int:
@@ -130,7 +139,7 @@ def judge_run(run: StoredRun, plan: TK.Plan) -> str:
     """A run's result document, from its files."""
     quarantined = quarantined_lines(run.quarantine)
     want_timeline = plan[2]
-    table = read_events(run.events, None if want_timeline else JUDGED_COLUMNS)
+    table = read_events(run.events) if want_timeline else read_events(run.events, JUDGED_COLUMNS, CODED_COLUMNS)
     if table.num_rows == 0:  # as the Spark path: no group, so judged like a run without events
         return TK.result_document([], plan, quarantined)
     return TK.stored_result_document(table, plan, quarantined, lambda: read_events(run.events))

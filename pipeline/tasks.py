@@ -284,11 +284,13 @@ def stored_result_document(table, plan: Plan, quarantined: int, full: Callable |
     for what they leave to the exact path (a run they cannot prove they handle, a timeline).
     `full()` gives the run's table with every column when `table` has only the judged ones."""
     from .columnar import judge_table
+    from .columnar_apps import AppIds
     from .columnar_parts import parts_of_table
 
     names, bound, want_timeline = plan
-    results, _why = judge_table(table, names, bound)
-    parts = parts_of_table(table)
+    apps = AppIds(table.column("app"))  # split and coded once for both kernels
+    results, _why = judge_table(table, names, bound, apps)
+    parts = parts_of_table(table, apps)
     exact = results is None or parts is None or want_timeline
     events = stored_events(full() if full is not None else table) if exact else []
     if results is None:

@@ -24,6 +24,7 @@ from harness.scenario import load_scenario
 from pipeline import columnar as K
 from pipeline import columnar_parts as P
 from pipeline import runwise as R
+from pipeline import stored as ST
 from pipeline import tasks as TK
 from tests.test_pipeline_checks import GMS_CHECKS, PLANTED, PLANTED_VIEWS, random_log, random_views_log
 
@@ -54,10 +55,30 @@ def exact(table: pa.Table, names, bound) -> list[dict]:
     return R.judge(TK.stored_events(table), list(names), bound)
 
 
+def coded(table: pa.Table, repeated: bool) -> pa.Table:
+    """The table with the string columns pipeline.stored reads as dictionaries made dictionaries
+    unlike dictionary_encode's: sorted, with an unused value and, `repeated`, every value twice
+    (rows alternating between the copies), which Parquet does not forbid."""
+    for name in ST.CODED_COLUMNS:
+        rows = table.column(name).to_pylist()
+        values = [*sorted({v for v in rows if v is not None}), "~unused"]
+        where = {v: i for i, v in enumerate(values)}
+        copies = 2 if repeated else 1
+        idx = [None if v is None else where[v] + len(values) * (i % copies) for i, v in enumerate(rows)]
+        column = pa.DictionaryArray.from_arrays(pa.array(idx, pa.int32()), pa.array(values * copies))
+        table = table.set_column(table.column_names.index(name), name, column)
+    return table
+
+
 def agree(table: pa.Table, names=CHECKS, bound=BOUND) -> str | None:
     """Compare kernels and exact path; the check kernel's fallback reason, or None when it judged.
-    The parts kernel must handle every run without multicast sends."""
+    The parts kernel must handle every run without multicast sends. Both kernels give the same
+    text on the run's string columns as dictionaries (as pipeline.stored reads them)."""
     got, why = K.judge_table(table, list(names), bound)
+    for repeated in (False, True):
+        variant = coded(table, repeated)
+        assert json.dumps(K.judge_table(variant, list(names), bound)) == json.dumps((got, why)), repeated
+        assert json.dumps(P.parts_of_table(variant)) == json.dumps(P.parts_of_table(table)), repeated
     if got is not None:
         want = exact(table, names, bound)
         assert json.dumps(got) == json.dumps(want), (json.dumps(got)[:1500], json.dumps(want)[:1500])
