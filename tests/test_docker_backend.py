@@ -65,6 +65,17 @@ def nothing_left(client, cluster_id: str) -> None:
     )
 
 
+def dead_owners_cluster() -> tuple[str, dict[str, str]]:
+    """A new cluster id and the labels of a node of it whose harness process is gone."""
+    cluster_id = "sb" + os.urandom(4).hex()
+    return cluster_id, {
+        "splitbrain": "1",
+        LABEL_CLUSTER: cluster_id,
+        LABEL_OWNER: f"{socket.gethostname()}:999999999:1",
+        "splitbrain.role": "node",
+    }
+
+
 def read_events(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
@@ -305,13 +316,7 @@ def test_keep_and_clean(docker_backend, tmp_path):
     assert len(kept) == 2 and client.networks.list(filters={"label": f"{LABEL_CLUSTER}={cluster.cluster_id}"})
 
     # A leftover of a harness that died: a network and a (never started) container, owner pid gone.
-    dead_id = "sb" + os.urandom(4).hex()
-    labels = {
-        "splitbrain": "1",
-        LABEL_CLUSTER: dead_id,
-        LABEL_OWNER: f"{socket.gethostname()}:999999999:1",
-        "splitbrain.role": "node",
-    }
+    dead_id, labels = dead_owners_cluster()
     net = client.networks.create(dead_id, driver="bridge", labels=labels)
     client.containers.create(docker_backend.ensure_image(), name=f"{dead_id}-A-1", labels=labels, network=net.name)
     try:
@@ -340,13 +345,7 @@ def test_a_container_removed_while_cleaning_is_skipped(docker_backend, monkeypat
     """`splitbrain clean` lists leftovers while other harnesses tear their clusters down: a
     container that disappears between the listing and its inspection is skipped, not an error."""
     client = docker_backend.client
-    gone_id = "sb" + os.urandom(4).hex()
-    labels = {
-        "splitbrain": "1",
-        LABEL_CLUSTER: gone_id,
-        LABEL_OWNER: f"{socket.gethostname()}:999999999:1",
-        "splitbrain.role": "node",
-    }
+    gone_id, labels = dead_owners_cluster()
     container = client.containers.create(docker_backend.ensure_image(), name=f"{gone_id}-A-1", labels=labels)
     inspect = client.api.inspect_container
 
