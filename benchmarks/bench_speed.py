@@ -752,8 +752,18 @@ def _campaign_judged(seed: int) -> tuple[str, float]:
 
 def bench_campaign(runs: int, workers: int = 2, judged: bool = False) -> None:
     t0 = time.perf_counter()
+    done = []
     with ProcessPoolExecutor(workers) as pool:
-        done = list(pool.map(_campaign_judged if judged else _campaign_run, range(runs)))
+        for done_run in pool.map(_campaign_judged if judged else _campaign_run, range(runs)):
+            done.append(done_run)
+            if len(done) % 50 == 0 and len(done) < runs:  # progress of a long campaign, on stderr
+                wall = time.perf_counter() - t0
+                print(
+                    f"campaign: {len(done)}/{runs} runs in {wall:.0f} s ({len(done) / wall * 60:.1f} runs/min, "
+                    f"load {os.getloadavg()[0]:.1f})",
+                    file=sys.stderr,
+                    flush=True,
+                )
     wall = time.perf_counter() - t0
     cpu = sorted(c for _, c in done)
     what = "runs and checks" if judged else "runs only"
