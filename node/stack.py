@@ -39,6 +39,12 @@ class Stack:
         self.invariant_checks = [
             layer.check_invariants for layer in layers if type(layer).check_invariants is not Layer.check_invariants
         ]
+        # A multicast goes straight to the first layer from the top that does something with it
+        # (Layer.passes_multicasts, a class attribute): NAKACK2 under UNICAST3.
+        top = len(layers) - 1
+        while top > 0 and layers[top].passes_multicasts:
+            top -= 1
+        self._multicast_top = top
         # The drivers ask for the next deadline after every input: only layers that keep timers
         # (the simulator reads this list itself: see harness/sim/simulator.py _after_input).
         self.deadline_sources = [
@@ -51,14 +57,8 @@ class Stack:
         """The application sends a message (msg.dest set, msg.src = local). From here on the
         message belongs to the stack: layers add their headers in place and keep it for
         retransmission, so the caller must not reuse or change it."""
-        layers = self.layers
-        top = len(layers) - 1
-        if msg.dest == MCAST_DEST:
-            # A multicast goes straight to the first layer from the top that does something with
-            # it (Layer.passes_multicasts), as in send_batch: NAKACK2 under UNICAST3.
-            while top > 0 and layers[top].passes_multicasts:
-                top -= 1
-        self._route(top, layers[top].down(msg, now), now)
+        top = self._multicast_top if msg.dest == MCAST_DEST else len(self.layers) - 1
+        self._route(top, self.layers[top].down(msg, now), now)
 
     def send_batch(self, msgs: list[Message], now: float) -> None:
         """send() each message, in order, with the same result. When every layer below the top
@@ -70,9 +70,7 @@ class Stack:
         under UNICAST3. (For the asyncio runtime's bundled sends.)"""
         top = len(self.layers) - 1
         if msgs and all(msg.dest == MCAST_DEST for msg in msgs):
-            # Multicasts go straight to the first layer that does something with them.
-            while top > 0 and self.layers[top].passes_multicasts:
-                top -= 1
+            top = self._multicast_top
         for layer in self.layers[:top]:
             if not layer.passing:
                 for msg in msgs:
