@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from .events import DataEvents, make_event
 from .message import Message
@@ -153,6 +153,12 @@ Digest = tuple[tuple[str, int], ...]
 # ---- the layer base class ---------------------------------------------------------------------
 
 
+class DeadlineClock(Protocol):
+    """What Layer.deadline_clock returns: a layer's next deadline kept as an attribute."""
+
+    earliest: float | None
+
+
 class Layer:
     """A protocol layer. Subclasses override what they handle; the defaults pass through."""
 
@@ -201,6 +207,12 @@ class Layer:
         return []
 
     def next_deadline(self) -> float | None:
+        return None
+
+    def deadline_clock(self) -> DeadlineClock | None:
+        """An object whose `earliest` attribute is at all times what next_deadline() returns, or
+        None. The stack asks once, when it is built; the drivers then read that attribute after
+        every input instead of calling next_deadline() (two calls per input in the simulator)."""
         return None
 
     def on_timer(self, now: float) -> list[Action]:

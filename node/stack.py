@@ -45,11 +45,13 @@ class Stack:
         while top > 0 and layers[top].passes_multicasts:
             top -= 1
         self._multicast_top = top
-        # The drivers ask for the next deadline after every input: only layers that keep timers
-        # (the simulator reads this list itself: see harness/sim/simulator.py _after_input).
-        self.deadline_sources = [
-            layer.next_deadline for layer in layers if type(layer).next_deadline is not Layer.next_deadline
-        ]
+        # The drivers ask for the next deadline after every input: only layers that keep timers,
+        # read as an attribute where the layer keeps one (Layer.deadline_clock), else called (the
+        # simulator reads these lists itself: see harness/sim/simulator.py _after_input).
+        timed = [layer for layer in layers if type(layer).next_deadline is not Layer.next_deadline]
+        clocks = [layer.deadline_clock() for layer in timed]
+        self.deadline_clocks = [clock for clock in clocks if clock is not None]
+        self.deadline_sources = [layer.next_deadline for layer, clock in zip(timed, clocks) if clock is None]
 
     # ---- inputs -------------------------------------------------------------------------------
 
@@ -115,6 +117,10 @@ class Stack:
 
     def next_deadline(self) -> float | None:
         best = None
+        for clock in self.deadline_clocks:
+            d = clock.earliest
+            if d is not None and (best is None or d < best):
+                best = d
         for next_deadline in self.deadline_sources:
             d = next_deadline()
             if d is not None and (best is None or d < best):

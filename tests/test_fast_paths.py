@@ -4,11 +4,18 @@ layers that pass through routed around, and the daemon without an event log skip
 from __future__ import annotations
 
 import random
+from pathlib import Path
 
+import pytest
+
+from harness.scenario import load_scenario
+from harness.sim import Simulation
 from node.compose import build_stack
 from node.faultlayer import FaultLayer, FaultRule
 from node.layer import ViewChange
 from node.message import Message, app_payload
+
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def pair(data_events: bool = True):
@@ -199,3 +206,41 @@ def test_unicast3_holds_and_delivers_a_batch_like_single_messages():
         ("deliver", 4, None),
         ("deliver", 5, None),
     ]
+
+
+def _exact_deadline(layer) -> float | None:
+    """A layer's next deadline computed from its own state, without its deadline clock."""
+    timers = getattr(layer, "timers", None)
+    if timers is not None:
+        return min(timers.at.values(), default=None)
+    if isinstance(layer, FaultLayer):
+        return min((held.due for held in layer._held), default=None)
+    return layer.next_deadline()
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "scenarios/jgrp-1875-sync.yaml",  # an in-process delay rule: the fault layer holds messages
+        "scenarios/gms-coordinator-restart.yaml",
+        "scenarios/mcast-flow-control.yaml",
+        "scenarios/lossy-link.yaml",
+    ],
+)
+def test_deadline_clocks_give_every_layers_exact_deadline(monkeypatch, path):
+    """The simulator reads deadlines from the layers' clocks (Layer.deadline_clock): after every
+    input the timer it arms and Stack.next_deadline() are the earliest deadline of all layers."""
+    after_input = Simulation._after_input
+    checked = []
+
+    def checking(self, node, t):
+        after_input(self, node, t)
+        exact = [d for d in map(_exact_deadline, node.stack.layers) if d is not None]
+        expected = min(exact, default=None)
+        assert node.stack.next_deadline() == expected
+        assert node.timer_at == expected
+        checked.append(len(node.stack.deadline_clocks))
+
+    monkeypatch.setattr(Simulation, "_after_input", checking)
+    Simulation(load_scenario(ROOT / path)).run()
+    assert checked and min(checked) >= 1

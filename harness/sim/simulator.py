@@ -509,6 +509,10 @@ class Simulation:
                 self._transmit(node, out, t)
         # Stack.next_deadline, inlined: this runs after every input.
         deadline = None
+        for clock in stack.deadline_clocks:
+            d = clock.earliest
+            if d is not None and (deadline is None or d < deadline):
+                deadline = d
         for next_deadline in stack.deadline_sources:
             d = next_deadline()
             if d is not None and (deadline is None or d < deadline):
