@@ -357,8 +357,9 @@ class Unicast3(FiredTimers, CountingLayer):
         # early and delivering the run a message completes. Its deliveries are logged (one record)
         # before anything else is and at the end. The planted bug that delivers held messages in
         # arrival order takes the general path.
-        window = self.config.max_recv_window_seqnos
-        inline_holds = not self._mutant("deliver_in_arrival_order")
+        cfg = self.config
+        window = cfg.max_recv_window_seqnos
+        inline_holds = cfg.mutation != "deliver_in_arrival_order"  # not self._mutant(...): no call
         run_start = -1  # >= 0: delivered[run_start:] went the fast way and is not logged yet
         entry = self.recv_table.get(src)
         for msg in msgs:
@@ -421,7 +422,17 @@ class Unicast3(FiredTimers, CountingLayer):
         if delivered:
             out.append(Up(msgs=delivered))
         entry = self.recv_table.get(src)
-        if entry is not None and entry.ack_pending:
+        # _maybe_ack only when it has something to do: nearly every batch finds its delayed ACK
+        # already due at ack_flush.
+        if (
+            entry is not None
+            and entry.ack_pending
+            and (
+                src not in self._ack_deadlines
+                or len(msgs) >= cfg.ack_threshold
+                or now - entry.last_ack_tx >= cfg.ack_min_interval
+            )
+        ):
             self._maybe_ack(entry, now, len(msgs), out)
 
     def _hold(self, entry: ReceiverEntry, seqno: int, msg: Message) -> bool:
@@ -1000,26 +1011,26 @@ class Unicast3(FiredTimers, CountingLayer):
         # fails. Exact as long as entries change only through the layer's inputs.
         # An input touches one entry, mostly: empty sets are neither walked nor cleared.
         touched = self._touched
-        send_table, recv_table = self.send_table, self.recv_table
         if touched is None:
-            sends, recvs = set(send_table), set(recv_table)
-        else:
-            sends, recvs = touched
+            self._touched = (set(self.send_table), set(self.recv_table))
+            touched = self._touched
+        sends, recvs = touched
         if sends:
+            send_table = self.send_table
             for peer in sends:
                 entry = send_table.get(peer)
                 if entry is not None:
+                    ha = entry.ha
                     hs = entry.next_seqno - 1
-                    if not 0 <= entry.ha <= hs or len(entry.msgs) != hs - entry.ha:
+                    if ha < 0 or ha > hs or len(entry.msgs) != hs - ha:
                         entry.check()
             sends.clear()
         if recvs:
+            recv_table = self.recv_table
             for peer in recvs:
                 recv_entry = recv_table.get(peer)
                 if recv_entry is not None:
                     low, held = recv_entry.delivered, recv_entry.msgs
-                    if not 0 <= low <= recv_entry.highest or low + 1 in held or len(held) > recv_entry.highest - low:
+                    if low < 0 or low > recv_entry.highest or low + 1 in held or len(held) > recv_entry.highest - low:
                         recv_entry.check()
             recvs.clear()
-        if touched is None:
-            self._touched = (set(), set())
