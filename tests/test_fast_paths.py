@@ -7,13 +7,15 @@ import random
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from harness.scenario import load_scenario
 from harness.sim import Simulation
 from node.compose import build_stack
 from node.faultlayer import FaultLayer, FaultRule
 from node.layer import ViewChange
-from node.message import Message, app_payload
+from node.message import Message, app_id_of, app_payload
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -244,3 +246,29 @@ def test_deadline_clocks_give_every_layers_exact_deadline(monkeypatch, path):
     monkeypatch.setattr(Simulation, "_after_input", checking)
     Simulation(load_scenario(ROOT / path)).run()
     assert checked and min(checked) >= 1
+
+
+def _app_id_by_slices(payload: bytes) -> str | None:
+    """app_id_of as it was written first (slices and one decode): the reference."""
+    if payload[:2] != b"SB" or len(payload) < 3:
+        return None
+    end = 3 + payload[2]
+    if len(payload) < end:
+        return None
+    try:
+        return payload[3:end].decode()
+    except UnicodeDecodeError:
+        return None
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    st.one_of(
+        st.binary(max_size=12),
+        st.builds(lambda head, body: b"SB" + head + body, st.binary(max_size=2), st.binary(max_size=40)),
+        st.builds(lambda app, size: app_payload("N", 1, app, size), st.integers(0, 10**12), st.integers(0, 64)),
+    )
+)
+def test_app_id_of_reads_what_the_slicing_reference_reads(payload):
+    """app_id_of (the magic compared byte by byte) agrees with the slicing reference on any bytes."""
+    assert app_id_of(payload) == _app_id_by_slices(payload)
