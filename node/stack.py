@@ -41,7 +41,7 @@ class Stack:
         ]
         # A multicast goes straight to the first layer from the top that does something with it
         # (Layer.passes_multicasts, a class attribute): NAKACK2 under UNICAST3.
-        top = len(layers) - 1
+        self._top = top = len(layers) - 1
         while top > 0 and layers[top].passes_multicasts:
             top -= 1
         self._multicast_top = top
@@ -59,7 +59,7 @@ class Stack:
         """The application sends a message (msg.dest set, msg.src = local). From here on the
         message belongs to the stack: layers add their headers in place and keep it for
         retransmission, so the caller must not reuse or change it."""
-        top = self._multicast_top if msg.dest == MCAST_DEST else len(self.layers) - 1
+        top = self._multicast_top if msg.dest == MCAST_DEST else self._top
         self._route(top, self.layers[top].down(msg, now), now)
 
     def send_batch(self, msgs: list[Message], now: float) -> None:
