@@ -272,3 +272,29 @@ def _app_id_by_slices(payload: bytes) -> str | None:
 def test_app_id_of_reads_what_the_slicing_reference_reads(payload):
     """app_id_of (the magic compared byte by byte) agrees with the slicing reference on any bytes."""
     assert app_id_of(payload) == _app_id_by_slices(payload)
+
+
+def _app_payload_by_formatting(sender: str, stream: int, n: int, size: int = 0) -> bytes:
+    """app_payload as it was written first (one bytes formatting): the reference."""
+    app = f"{sender}:{stream}:{n}".encode()
+    if len(app) > 255:
+        raise ValueError(f"app id too long: {len(app)} bytes")
+    head = b"SB%c%s" % (len(app), app)
+    pad = size - len(head)
+    return head + bytes(pad) if pad > 0 else head
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(max_size=300), st.integers(0, 10**6), st.integers(0, 10**15), st.integers(-5, 400))
+def test_app_payload_builds_what_the_formatting_reference_builds(sender, stream, n, size):
+    """app_payload (a ready-made head per length) gives the reference's bytes, or its error."""
+    try:
+        expected: bytes | None = _app_payload_by_formatting(sender, stream, n, size)
+    except ValueError:
+        expected = None
+    if expected is None:
+        with pytest.raises(ValueError):
+            app_payload(sender, stream, n, size)
+    else:
+        assert app_payload(sender, stream, n, size) == expected
+        assert app_id_of(expected) == f"{sender}:{stream}:{n}"
