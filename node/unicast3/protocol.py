@@ -140,7 +140,7 @@ class Unicast3(FiredTimers, CountingLayer):
         self._count(_TX_COUNTER[hdr.type])
         return [
             self._log(now, kind, peer=dest, bytes=len(encode_header(hdr)), **fields),
-            Down(msg=Message(self.local, dest, b"", {PROTO_ID: hdr})),
+            Down(Message(self.local, dest, b"", {PROTO_ID: hdr})),
         ]
 
     def _arm(self, now: float) -> None:
@@ -199,8 +199,8 @@ class Unicast3(FiredTimers, CountingLayer):
         counters = self.counters
         counters["tx_DATA"] = counters.get("tx_DATA", 0) + 1
         if self.data_events:
-            out.append(Log(event=self._data_event(now, "send", dest, seqno, conn_id, msg)))
-        out.append(Down(msg=msg))
+            out.append(Log(self._data_event(now, "send", dest, seqno, conn_id, msg)))
+        out.append(Down(msg))
         return out
 
     def down_batch(self, msgs: list[Message], now: float) -> list[Action]:
@@ -281,7 +281,7 @@ class Unicast3(FiredTimers, CountingLayer):
                 reason=reason,
                 first=first or None,
             ),
-            Down(msg=stored),
+            Down(stored),
         ]
 
     # ---- receiving (from the transport) -------------------------------------------------------
@@ -421,7 +421,7 @@ class Unicast3(FiredTimers, CountingLayer):
         if run_start >= 0 and entry is not None:
             self._log_delivered(entry, now, out, delivered, run_start)
         if delivered:
-            out.append(Up(msgs=delivered))
+            out.append(Up(delivered))
         entry = self.recv_table.get(src)
         # _maybe_ack only when it has something to do: nearly every batch finds its delayed ACK
         # already due at ack_flush.
@@ -490,7 +490,7 @@ class Unicast3(FiredTimers, CountingLayer):
         ):
             last.msgs.extend(run)
         else:
-            out.append(Log(event=DataEvents(now, self.local, PROTO, "deliver", entry.peer, entry.conn_id, first, run)))
+            out.append(Log(DataEvents(now, self.local, PROTO, "deliver", entry.peer, entry.conn_id, first, run)))
 
     def _usable_entry(
         self, src: str, msg: Message, hdr: U3Header, now: float, out: list[Action]
