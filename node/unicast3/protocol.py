@@ -199,7 +199,21 @@ class Unicast3(FiredTimers, CountingLayer):
         counters = self.counters
         counters["tx_DATA"] = counters.get("tx_DATA", 0) + 1
         if self.data_events:
-            out.append(Log(self._data_event(now, "send", dest, seqno, conn_id, msg)))
+            # The hot path of the event log, one per message sent: built here, as one literal (the
+            # app id is there for every workload message); deliveries come as DataEvents records.
+            payload = msg.payload
+            app = app_id_of(payload)
+            if app is None:
+                event = {
+                    "v": EVENT_VERSION, "t": now, "node": self.local, "proto": PROTO, "kind": "send", "peer": dest,
+                    "seqno": seqno, "conn_id": conn_id, "bytes": len(payload),
+                }  # fmt: skip
+            else:
+                event = {
+                    "v": EVENT_VERSION, "t": now, "node": self.local, "proto": PROTO, "kind": "send", "peer": dest,
+                    "seqno": seqno, "conn_id": conn_id, "bytes": len(payload), "app": app,
+                }  # fmt: skip
+            out.append(Log(event))
         out.append(Down(msg))
         return out
 
@@ -242,23 +256,6 @@ class Unicast3(FiredTimers, CountingLayer):
             out.append(DownBatch(msgs=run))
             i = j
         return out
-
-    def _data_event(
-        self, now: float, kind: str, peer: str, seqno: int, conn_id: int, msg: Message
-    ) -> dict[str, object]:
-        # The hot path of the event log (one per message sent and one per delivery): built directly,
-        # as one literal (the app id is there for every workload message).
-        payload = msg.payload
-        app = app_id_of(payload)
-        if app is None:
-            return {
-                "v": EVENT_VERSION, "t": now, "node": self.local, "proto": PROTO, "kind": kind, "peer": peer,
-                "seqno": seqno, "conn_id": conn_id, "bytes": len(payload),
-            }  # fmt: skip
-        return {
-            "v": EVENT_VERSION, "t": now, "node": self.local, "proto": PROTO, "kind": kind, "peer": peer,
-            "seqno": seqno, "conn_id": conn_id, "bytes": len(payload), "app": app,
-        }  # fmt: skip
 
     def _resend(self, entry: SenderEntry, seqno: int, now: float, reason: str, first: bool = False) -> list[Action]:
         """Send a stored message again, under the entry's current conn-id."""
@@ -458,7 +455,7 @@ class Unicast3(FiredTimers, CountingLayer):
                 end += 1
             for seqno in [s for s in held if nxt <= s < end]:
                 msg = held.pop(seqno)
-                out.append(Log(event=self._data_event(now, "deliver", entry.peer, seqno, entry.conn_id, msg)))
+                out.append(Log(DataEvents(now, self.local, PROTO, "deliver", entry.peer, entry.conn_id, seqno, [msg])))
                 delivered.append(msg)
             nxt = end
         first = nxt
