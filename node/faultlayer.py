@@ -119,6 +119,7 @@ class FaultLayer(Layer):
         self._next_id = 1
         self._held: list[_Held] = []
         self._held_order = 0
+        self.earliest: float | None = None  # when the first held message is due (deadline_clock)
         self.counters: dict[str, int] = {"dropped": 0, "delayed": 0, "duplicated": 0}
 
     # ---- rule management ----------------------------------------------------------------------
@@ -214,6 +215,7 @@ class FaultLayer(Layer):
         self._held_order += 1
         delay = rule.delay_s + (self._rng.random() * rule.jitter_s if rule.jitter_s else 0.0)
         heapq.heappush(self._held, _Held(now + delay, self._held_order, direction, msg))
+        self.earliest = self._held[0].due
         return []
 
     @staticmethod
@@ -223,13 +225,17 @@ class FaultLayer(Layer):
     # ---- timers: release delayed messages -----------------------------------------------------
 
     def next_deadline(self) -> float | None:
-        return self._held[0].due if self._held else None
+        return self.earliest
+
+    def deadline_clock(self) -> FaultLayer:
+        return self
 
     def on_timer(self, now: float) -> list[Action]:
         out: list[Action] = []
         while self._held and self._held[0].due <= now:
             held = heapq.heappop(self._held)
             out.append(self._pass(held.direction, held.msg))
+        self.earliest = self._held[0].due if self._held else None
         return out
 
     def snapshot(self) -> dict[str, Any]:

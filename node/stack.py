@@ -41,15 +41,17 @@ class Stack:
         ]
         # A multicast goes straight to the first layer from the top that does something with it
         # (Layer.passes_multicasts, a class attribute): NAKACK2 under UNICAST3.
-        top = len(layers) - 1
+        self._top = top = len(layers) - 1
         while top > 0 and layers[top].passes_multicasts:
             top -= 1
         self._multicast_top = top
-        # The drivers ask for the next deadline after every input: only layers that keep timers
-        # (the simulator reads this list itself: see harness/sim/simulator.py _after_input).
-        self.deadline_sources = [
-            layer.next_deadline for layer in layers if type(layer).next_deadline is not Layer.next_deadline
-        ]
+        # The drivers ask for the next deadline after every input: only layers that keep timers,
+        # read as an attribute where the layer keeps one (Layer.deadline_clock), else called (the
+        # simulator reads these lists itself: see harness/sim/simulator.py _after_input).
+        timed = [layer for layer in layers if type(layer).next_deadline is not Layer.next_deadline]
+        clocks = [layer.deadline_clock() for layer in timed]
+        self.deadline_clocks = [clock for clock in clocks if clock is not None]
+        self.deadline_sources = [layer.next_deadline for layer, clock in zip(timed, clocks) if clock is None]
 
     # ---- inputs -------------------------------------------------------------------------------
 
@@ -57,7 +59,7 @@ class Stack:
         """The application sends a message (msg.dest set, msg.src = local). From here on the
         message belongs to the stack: layers add their headers in place and keep it for
         retransmission, so the caller must not reuse or change it."""
-        top = self._multicast_top if msg.dest == MCAST_DEST else len(self.layers) - 1
+        top = self._multicast_top if msg.dest == MCAST_DEST else self._top
         self._route(top, self.layers[top].down(msg, now), now)
 
     def send_batch(self, msgs: list[Message], now: float) -> None:
@@ -115,6 +117,10 @@ class Stack:
 
     def next_deadline(self) -> float | None:
         best = None
+        for clock in self.deadline_clocks:
+            d = clock.earliest
+            if d is not None and (best is None or d < best):
+                best = d
         for next_deadline in self.deadline_sources:
             d = next_deadline()
             if d is not None and (best is None or d < best):

@@ -4,11 +4,20 @@ layers that pass through routed around, and the daemon without an event log skip
 from __future__ import annotations
 
 import random
+from pathlib import Path
 
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from harness.scenario import load_scenario
+from harness.sim import Simulation
 from node.compose import build_stack
 from node.faultlayer import FaultLayer, FaultRule
 from node.layer import ViewChange
-from node.message import Message, app_payload
+from node.message import Message, app_id_of, app_payload
+
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def pair(data_events: bool = True):
@@ -199,3 +208,93 @@ def test_unicast3_holds_and_delivers_a_batch_like_single_messages():
         ("deliver", 4, None),
         ("deliver", 5, None),
     ]
+
+
+def _exact_deadline(layer) -> float | None:
+    """A layer's next deadline computed from its own state, without its deadline clock."""
+    timers = getattr(layer, "timers", None)
+    if timers is not None:
+        return min(timers.at.values(), default=None)
+    if isinstance(layer, FaultLayer):
+        return min((held.due for held in layer._held), default=None)
+    return layer.next_deadline()
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "scenarios/jgrp-1875-sync.yaml",  # an in-process delay rule: the fault layer holds messages
+        "scenarios/gms-coordinator-restart.yaml",
+        "scenarios/mcast-flow-control.yaml",
+        "scenarios/lossy-link.yaml",
+    ],
+)
+def test_deadline_clocks_give_every_layers_exact_deadline(monkeypatch, path):
+    """The simulator reads deadlines from the layers' clocks (Layer.deadline_clock): after every
+    input the timer it arms and Stack.next_deadline() are the earliest deadline of all layers."""
+    after_input = Simulation._after_input
+    checked = []
+
+    def checking(self, node, t):
+        after_input(self, node, t)
+        exact = [d for d in map(_exact_deadline, node.stack.layers) if d is not None]
+        expected = min(exact, default=None)
+        assert node.stack.next_deadline() == expected
+        assert node.timer_at == expected
+        checked.append(len(node.stack.deadline_clocks))
+
+    monkeypatch.setattr(Simulation, "_after_input", checking)
+    Simulation(load_scenario(ROOT / path)).run()
+    assert checked and min(checked) >= 1
+
+
+def _app_id_by_slices(payload: bytes) -> str | None:
+    """app_id_of as it was written first (slices and one decode): the reference."""
+    if payload[:2] != b"SB" or len(payload) < 3:
+        return None
+    end = 3 + payload[2]
+    if len(payload) < end:
+        return None
+    try:
+        return payload[3:end].decode()
+    except UnicodeDecodeError:
+        return None
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    st.one_of(
+        st.binary(max_size=12),
+        st.builds(lambda head, body: b"SB" + head + body, st.binary(max_size=2), st.binary(max_size=40)),
+        st.builds(lambda app, size: app_payload("N", 1, app, size), st.integers(0, 10**12), st.integers(0, 64)),
+    )
+)
+def test_app_id_of_reads_what_the_slicing_reference_reads(payload):
+    """app_id_of (the magic compared byte by byte) agrees with the slicing reference on any bytes."""
+    assert app_id_of(payload) == _app_id_by_slices(payload)
+
+
+def _app_payload_by_formatting(sender: str, stream: int, n: int, size: int = 0) -> bytes:
+    """app_payload as it was written first (one bytes formatting): the reference."""
+    app = f"{sender}:{stream}:{n}".encode()
+    if len(app) > 255:
+        raise ValueError(f"app id too long: {len(app)} bytes")
+    head = b"SB%c%s" % (len(app), app)
+    pad = size - len(head)
+    return head + bytes(pad) if pad > 0 else head
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(max_size=300), st.integers(0, 10**6), st.integers(0, 10**15), st.integers(-5, 400))
+def test_app_payload_builds_what_the_formatting_reference_builds(sender, stream, n, size):
+    """app_payload (a ready-made head per length) gives the reference's bytes, or its error."""
+    try:
+        expected: bytes | None = _app_payload_by_formatting(sender, stream, n, size)
+    except ValueError:
+        expected = None
+    if expected is None:
+        with pytest.raises(ValueError):
+            app_payload(sender, stream, n, size)
+    else:
+        assert app_payload(sender, stream, n, size) == expected
+        assert app_id_of(expected) == f"{sender}:{stream}:{n}"

@@ -429,32 +429,29 @@ class Simulation:
                         f"{self._describe_entry(entry)}. A layer may keep re-arming a timer or "
                         f"ping-ponging messages; raise max_steps if the scenario is simply big"
                     )
-                t = entry[0]
+                t, _seq, kind, a, b = entry  # one unpacking, not a subscript per field
                 self.now = t
-                kind = entry[2]
                 if kind == FRAME:
-                    node = entry[3]
-                    state = node.state
+                    state = a.state
                     if state is RUNNING:
-                        receive(node, entry[4], t)
+                        receive(a, b, t)
                     elif state is PAUSED:
-                        if node.pending_frames >= self.pause_buffer_frames:
+                        if a.pending_frames >= self.pause_buffer_frames:
                             self.frames_pause_overflow += 1
                         else:
-                            node.pending.append(("frame", entry[4]))
-                            node.pending_frames += 1
+                            a.pending.append(("frame", b))
+                            a.pending_frames += 1
                     else:
                         self.frames_to_dead += 1
                 elif kind == TIMER:
-                    node = entry[3]
-                    if entry[4] == node.timer_gen and node.state is RUNNING:
-                        self._fire_timer(node, t)
+                    if b == a.timer_gen and a.state is RUNNING:
+                        self._fire_timer(a, t)
                 elif kind == STREAM:
-                    self._stream_tick(entry[3], t)
+                    self._stream_tick(a, t)
                 elif kind == STEP:
-                    self._apply_step(entry[3], t)
+                    self._apply_step(a, t)
                 else:
-                    self._flush_drops(entry[3], t)
+                    self._flush_drops(a, t)
         finally:
             self.steps = steps
 
@@ -509,6 +506,10 @@ class Simulation:
                 self._transmit(node, out, t)
         # Stack.next_deadline, inlined: this runs after every input.
         deadline = None
+        for clock in stack.deadline_clocks:
+            d = clock.earliest
+            if d is not None and (deadline is None or d < deadline):
+                deadline = d
         for next_deadline in stack.deadline_sources:
             d = next_deadline()
             if d is not None and (deadline is None or d < deadline):
@@ -673,12 +674,10 @@ class Simulation:
 
     def _stream_tick(self, ss: _StreamState, t: float) -> None:
         # An entry is queued only when its first slot is due, so the loop always sends one.
+        # Nearly every tick sends one message: the stream's fields are read where they are used,
+        # not copied into locals first.
         node = ss.node
-        rate = ss.rate
-        start = ss.start
-        limit = ss.limit
         k = ss.k
-        horizon = t + _EPS
         while True:
             if node.state is RUNNING:
                 stack = node.stack  # hot path: see _receive_frame
@@ -688,21 +687,23 @@ class Simulation:
                     # sent; the stream goes on with the next one once the layer unblocks it.
                     self.msgs_blocked += 1
                 else:
-                    ss.n += 1
+                    n = ss.n = ss.n + 1
                     self.msgs_sent += 1
-                    stack.send(Message(ss.src, ss.dest, app_payload(ss.src, ss.index, ss.n, ss.size)), t)
+                    src = ss.src
+                    stack.send(Message(src, ss.dest, app_payload(src, ss.index, n, ss.size)), t)
                     self._after_input(node, t)
             else:
                 # A paused or dead application sends nothing; its slots are skipped, not queued.
                 self.msgs_skipped += 1
             k += 1
-            if k >= limit:
+            if k >= ss.limit:
                 ss.k = k
                 return
-            due = start + k / rate
-            if due > horizon:
+            due = ss.start + k / ss.rate
+            if due > t + _EPS:
                 break
         ss.k = k
+        start = ss.start
         if due < t + ss.tick - _EPS:
             # Fast streams wake on a 1 ms grid anchored at their start (division keeps the grid
             # exact: 9 / 1000 is 0.009, 9 * 0.001 is not).

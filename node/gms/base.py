@@ -55,6 +55,9 @@ class GmsLayerBase(CountingLayer):
     def next_deadline(self) -> float | None:
         return self.timers.next()
 
+    def deadline_clock(self) -> Deadlines:
+        return self.timers
+
     def _due(self, now: float) -> list[str]:
         """The names of the deadlines due now, in the fixed order, each cleared."""
         due = [name for name in self.timers.order if self.timers.due(name, now)]

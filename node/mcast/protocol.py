@@ -660,6 +660,9 @@ class Mcast(CountingLayer):
     def next_deadline(self) -> float | None:
         return self.timers.next()
 
+    def deadline_clock(self) -> Deadlines:
+        return self.timers
+
     def on_timer(self, now: float) -> list[Action]:
         out: list[Action] = []
         if self.timers.due("xmit", now):

@@ -37,7 +37,7 @@ from ..events import EVENT_VERSION, DataEvents, unpack_events
 
 log = logging.getLogger("node.eventlog")
 
-# The key order of UNICAST3's hot-path data event (node/unicast3/protocol.py: _data_event).
+# The key order of UNICAST3's hot-path data event (node/unicast3/protocol.py: down, and DataEvents.dicts).
 _DATA_KEYS = ("v", "t", "node", "proto", "kind", "peer", "seqno", "conn_id", "bytes", "app")
 _INF = float("inf")
 _UNSET = object()  # no t seen yet (None is a value an event could carry)

@@ -116,8 +116,9 @@ class Unicast3(FiredTimers, CountingLayer):
         # The peers whose send and receive entries an input may have changed since check_invariants
         # last ran (None: any entry). DATA sent, an ACK or an XMIT-REQ changes its peer's send
         # entry alone, DATA received its peer's receive entry; every other input marks all. Stays
-        # None (and costs nothing) where nobody checks: the daemon.
-        self._touched: tuple[set[str], set[str]] | None = None
+        # None (and costs nothing) where nobody checks: the daemon. Lists, not sets: a peer listed
+        # twice is checked twice, and list code stays in the CPU's instruction cache anyway.
+        self._touched: tuple[list[str], list[str]] | None = None
 
     # ---- helpers ------------------------------------------------------------------------------
 
@@ -139,7 +140,7 @@ class Unicast3(FiredTimers, CountingLayer):
         self._count(_TX_COUNTER[hdr.type])
         return [
             self._log(now, kind, peer=dest, bytes=len(encode_header(hdr)), **fields),
-            Down(msg=Message(self.local, dest, b"", {PROTO_ID: hdr})),
+            Down(Message(self.local, dest, b"", {PROTO_ID: hdr})),
         ]
 
     def _arm(self, now: float) -> None:
@@ -175,7 +176,7 @@ class Unicast3(FiredTimers, CountingLayer):
         dest = msg.dest
         touched = self._touched
         if touched is not None:
-            touched[0].add(dest)
+            touched[0].append(dest)
         entry = self.send_table.get(dest)
         if entry is None:
             entry = SenderEntry(dest, self._new_conn_id(), now)
@@ -198,8 +199,22 @@ class Unicast3(FiredTimers, CountingLayer):
         counters = self.counters
         counters["tx_DATA"] = counters.get("tx_DATA", 0) + 1
         if self.data_events:
-            out.append(Log(event=self._data_event(now, "send", dest, seqno, conn_id, msg)))
-        out.append(Down(msg=msg))
+            # The hot path of the event log, one per message sent: built here, as one literal (the
+            # app id is there for every workload message); deliveries come as DataEvents records.
+            payload = msg.payload
+            app = app_id_of(payload)
+            if app is None:
+                event = {
+                    "v": EVENT_VERSION, "t": now, "node": self.local, "proto": PROTO, "kind": "send", "peer": dest,
+                    "seqno": seqno, "conn_id": conn_id, "bytes": len(payload),
+                }  # fmt: skip
+            else:
+                event = {
+                    "v": EVENT_VERSION, "t": now, "node": self.local, "proto": PROTO, "kind": "send", "peer": dest,
+                    "seqno": seqno, "conn_id": conn_id, "bytes": len(payload), "app": app,
+                }  # fmt: skip
+            out.append(Log(event))
+        out.append(Down(msg))
         return out
 
     def down_batch(self, msgs: list[Message], now: float) -> list[Action]:
@@ -225,7 +240,7 @@ class Unicast3(FiredTimers, CountingLayer):
             if "xmit" not in self.timers.at:
                 self.timers.set("xmit", now + self.config.xmit_interval)
             if self._touched is not None:
-                self._touched[0].add(dest)
+                self._touched[0].append(dest)
             run = msgs[i:j]
             conn_id, store = entry.conn_id, entry.msgs
             first = seqno = entry.next_seqno
@@ -241,23 +256,6 @@ class Unicast3(FiredTimers, CountingLayer):
             out.append(DownBatch(msgs=run))
             i = j
         return out
-
-    def _data_event(
-        self, now: float, kind: str, peer: str, seqno: int, conn_id: int, msg: Message
-    ) -> dict[str, object]:
-        # The hot path of the event log (one per message sent and one per delivery): built directly,
-        # as one literal (the app id is there for every workload message).
-        payload = msg.payload
-        app = app_id_of(payload)
-        if app is None:
-            return {
-                "v": EVENT_VERSION, "t": now, "node": self.local, "proto": PROTO, "kind": kind, "peer": peer,
-                "seqno": seqno, "conn_id": conn_id, "bytes": len(payload),
-            }  # fmt: skip
-        return {
-            "v": EVENT_VERSION, "t": now, "node": self.local, "proto": PROTO, "kind": kind, "peer": peer,
-            "seqno": seqno, "conn_id": conn_id, "bytes": len(payload), "app": app,
-        }  # fmt: skip
 
     def _resend(self, entry: SenderEntry, seqno: int, now: float, reason: str, first: bool = False) -> list[Action]:
         """Send a stored message again, under the entry's current conn-id."""
@@ -280,7 +278,7 @@ class Unicast3(FiredTimers, CountingLayer):
                 reason=reason,
                 first=first or None,
             ),
-            Down(msg=stored),
+            Down(stored),
         ]
 
     # ---- receiving (from the transport) -------------------------------------------------------
@@ -305,7 +303,7 @@ class Unicast3(FiredTimers, CountingLayer):
             touched = self._touched
             if touched is not None:
                 if type(hdr) is U3Header and hdr.type in _ONE_PEER_TYPES:
-                    touched[0].add(msg.src)
+                    touched[0].append(msg.src)
                 else:
                     self._touched = None  # other control traffic may change any entry
             if not isinstance(hdr, U3Header):
@@ -337,7 +335,7 @@ class Unicast3(FiredTimers, CountingLayer):
         if data:
             src = data[0].src
             if self._touched is not None:
-                self._touched[1].add(src)
+                self._touched[1].append(src)
             self._handle_data(src, data, now, out)
         if mcasts:
             out.append(Up(msgs=mcasts))
@@ -357,8 +355,9 @@ class Unicast3(FiredTimers, CountingLayer):
         # early and delivering the run a message completes. Its deliveries are logged (one record)
         # before anything else is and at the end. The planted bug that delivers held messages in
         # arrival order takes the general path.
-        window = self.config.max_recv_window_seqnos
-        inline_holds = not self._mutant("deliver_in_arrival_order")
+        cfg = self.config
+        window = cfg.max_recv_window_seqnos
+        inline_holds = cfg.mutation != "deliver_in_arrival_order"  # not self._mutant(...): no call
         run_start = -1  # >= 0: delivered[run_start:] went the fast way and is not logged yet
         entry = self.recv_table.get(src)
         for msg in msgs:
@@ -419,9 +418,19 @@ class Unicast3(FiredTimers, CountingLayer):
         if run_start >= 0 and entry is not None:
             self._log_delivered(entry, now, out, delivered, run_start)
         if delivered:
-            out.append(Up(msgs=delivered))
+            out.append(Up(delivered))
         entry = self.recv_table.get(src)
-        if entry is not None and entry.ack_pending:
+        # _maybe_ack only when it has something to do: nearly every batch finds its delayed ACK
+        # already due at ack_flush.
+        if (
+            entry is not None
+            and entry.ack_pending
+            and (
+                src not in self._ack_deadlines
+                or len(msgs) >= cfg.ack_threshold
+                or now - entry.last_ack_tx >= cfg.ack_min_interval
+            )
+        ):
             self._maybe_ack(entry, now, len(msgs), out)
 
     def _hold(self, entry: ReceiverEntry, seqno: int, msg: Message) -> bool:
@@ -446,7 +455,7 @@ class Unicast3(FiredTimers, CountingLayer):
                 end += 1
             for seqno in [s for s in held if nxt <= s < end]:
                 msg = held.pop(seqno)
-                out.append(Log(event=self._data_event(now, "deliver", entry.peer, seqno, entry.conn_id, msg)))
+                out.append(Log(DataEvents(now, self.local, PROTO, "deliver", entry.peer, entry.conn_id, seqno, [msg])))
                 delivered.append(msg)
             nxt = end
         first = nxt
@@ -478,7 +487,7 @@ class Unicast3(FiredTimers, CountingLayer):
         ):
             last.msgs.extend(run)
         else:
-            out.append(Log(event=DataEvents(now, self.local, PROTO, "deliver", entry.peer, entry.conn_id, first, run)))
+            out.append(Log(DataEvents(now, self.local, PROTO, "deliver", entry.peer, entry.conn_id, first, run)))
 
     def _usable_entry(
         self, src: str, msg: Message, hdr: U3Header, now: float, out: list[Action]
@@ -998,28 +1007,28 @@ class Unicast3(FiredTimers, CountingLayer):
         # are checked (all of them after inputs other than DATA, ACK and XMIT-REQ), and the
         # entries' checks are inlined here and only called (to raise with their message) when one
         # fails. Exact as long as entries change only through the layer's inputs.
-        # An input touches one entry, mostly: empty sets are neither walked nor cleared.
+        # An input touches one entry, mostly: empty lists are neither walked nor cleared.
         touched = self._touched
-        send_table, recv_table = self.send_table, self.recv_table
         if touched is None:
-            sends, recvs = set(send_table), set(recv_table)
-        else:
-            sends, recvs = touched
+            self._touched = (list(self.send_table), list(self.recv_table))
+            touched = self._touched
+        sends, recvs = touched
         if sends:
+            send_table = self.send_table
             for peer in sends:
                 entry = send_table.get(peer)
                 if entry is not None:
+                    ha = entry.ha
                     hs = entry.next_seqno - 1
-                    if not 0 <= entry.ha <= hs or len(entry.msgs) != hs - entry.ha:
+                    if ha < 0 or ha > hs or len(entry.msgs) != hs - ha:
                         entry.check()
             sends.clear()
         if recvs:
+            recv_table = self.recv_table
             for peer in recvs:
                 recv_entry = recv_table.get(peer)
                 if recv_entry is not None:
                     low, held = recv_entry.delivered, recv_entry.msgs
-                    if not 0 <= low <= recv_entry.highest or low + 1 in held or len(held) > recv_entry.highest - low:
+                    if low < 0 or low > recv_entry.highest or low + 1 in held or len(held) > recv_entry.highest - low:
                         recv_entry.check()
             recvs.clear()
-        if touched is None:
-            self._touched = (set(), set())

@@ -79,6 +79,9 @@ class FiredTimers:
     def next_deadline(self) -> float | None:
         return self.timers.earliest  # not next(): the simulator asks after every input
 
+    def deadline_clock(self) -> Deadlines:
+        return self.timers
+
     def on_timer(self, now: float) -> list[Action]:
         """Fire every due deadline, in the order the Deadlines were named (a replay's order)."""
         out: list[Action] = []
