@@ -64,13 +64,19 @@ def test_campaign_in_spark_tasks_equals_splitbrain_run_seed_for_seed(spark, tmp_
             assert all(v.outcome == "passed" for v in analysis.verdicts)
 
 
-def test_campaign_command_with_a_master_runs_in_spark(spark, tmp_path, capsys):
+def test_campaign_command_with_a_master_runs_in_spark(spark, tmp_path, capsys, monkeypatch):
     """campaign --backend sim --master local[2]: no run directories, one warehouse and report,
-    runs per minute in the report, exit 0."""
+    runs per minute in the report, exit 0; the session it asks for compiles with C1 only."""
+    from pipeline import session as SS
+
+    asked = []
+    get_spark = SS.get_spark
+    monkeypatch.setattr(SS, "get_spark", lambda master, **kw: asked.append(kw) or get_spark(master, **kw))
     scen = tmp_path / "tiny.yaml"
     scen.write_text(TINY)
     out = tmp_path / "camp"
     code = main(["campaign", str(scen), "--runs", "3", "--master", "local[2]", "--out", str(out), "--quiet"])
+    assert asked == [{"jit": "c1"}]
     printed = capsys.readouterr().out
     assert code == EXIT_OK, printed
     assert not (out / "runs").exists()
