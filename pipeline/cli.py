@@ -268,7 +268,7 @@ def _campaign_in_spark(scenario, seeds: range, out: Path, args: argparse.Namespa
         from pipeline.ingest import InputError
         from pipeline.session import get_spark, ship_code
 
-        spark = get_spark(args.master)
+        spark = get_spark(args.master, jit=CP.DRIVER_JIT)
         ship_code(spark)
         try:
             status.update(f"simulating and judging {len(seeds)} seed(s) in Spark tasks")

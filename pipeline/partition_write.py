@@ -9,6 +9,9 @@ with the table's columns but `run_id`, one file per run. Spark reads it back wit
 explicit schema, so the rows are the same; the files differ only as Parquet writers do (writer
 metadata, encodings).
 
+A campaign's tasks (pipeline.campaign) write their seeds' partitions the same way: there the
+JVM's sort and Parquet encoding of every event held the tasks' Python up.
+
 Spark's dynamic partition overwrite is kept: the file is written under a hidden name (readers
 skip names starting with "."), the partition's old files are removed, then the new one is renamed
 into place. A run whose runs row was not written yet is not in the warehouse (the runs row is the
