@@ -11,7 +11,8 @@ Every member keeps a receive table per sender: `low` (purged up to, by STABLE), 
 (highest delivered in order) and `highest` (highest seqno known to exist), with the messages
 low+1..highest it has. A message is delivered when every lower one was; delivered messages stay in
 the table until STABLE says everyone has them, because any member may be asked to resend them.
-Invariant: low <= delivered <= highest, every kept seqno in low+1..delivered+max_recv_window_seqnos.
+Invariant: low <= delivered <= highest, every kept seqno in low+1..delivered+max_recv_window_seqnos,
+and every seqno low+1..delivered kept (so len(msgs) == delivered - low when none above is held).
 
 Timers (fired in the order of TIMERS):
 - xmit, every `xmit_interval` when it is > 0 (the retransmit task):
@@ -271,9 +272,9 @@ class Nakack2(CountingLayer):
         passed: list[Message] = []
         tables = self.tables
         if msgs:
-            # _take_run's first test, inline: under loss a sender's table nearly always has a gap.
+            # _take_run's first test, inline: under loss a sender's table often holds messages above a gap.
             first = tables.get(msgs[0].src)
-            if first is not None and first.highest == first.delivered:
+            if first is not None and len(first.msgs) == first.delivered - first.low:
                 taken = self._take_run(msgs, now, out)
                 if taken:
                     msgs = msgs[taken:]
@@ -339,13 +340,14 @@ class Nakack2(CountingLayer):
         """Deliver the leading run of `msgs` that are the next MSGs of their sender in order, as
         _receive and _deliver would one by one (the same table, counters, record and Up), and
         return its length. Nearly every batch is one: a frame of a sender's next multicasts.
-        It takes none unless the table has no gap (nothing held above `delivered`), so nothing
-        else becomes deliverable, and the checks of _receive pass for the whole run."""
+        It takes none unless the table holds nothing above `delivered` (its `highest` may be above:
+        a STABLE digest raises it), so nothing else becomes deliverable, and the checks of
+        _receive pass for the whole run."""
         if not self.is_server or not self._armed:
             return 0
         sender = msgs[0].src
         table = self.tables.get(sender)
-        if table is None or table.highest != table.delivered or sender == self.local:
+        if table is None or len(table.msgs) != table.delivered - table.low or sender == self.local:
             return 0
         if self.members and sender not in self.members:
             return 0
@@ -366,7 +368,9 @@ class Nakack2(CountingLayer):
         taken = len(delivered)
         if not taken:
             return 0
-        table.delivered = table.highest = nxt - 1
+        table.delivered = nxt - 1
+        if nxt - 1 > table.highest:
+            table.highest = nxt - 1
         self._count("rx_MSG", taken)
         self._bytes_since_stable += size
         if self.data_events:
@@ -774,6 +778,8 @@ class Nakack2(CountingLayer):
             assert low <= delivered <= t.highest, f"{t.sender}: low {low} delivered {delivered} high {t.highest}"
             msgs = t.msgs
             held = len(msgs)
+            # The seqnos low+1..delivered are all kept, the others inside the window (below).
+            assert held >= delivered - low, f"{t.sender}: {held} kept, {delivered - low} delivered since low {low}"
             top = delivered + limit
             if t.checked_low == low and t.checked_top <= top:
                 last = t.checked_last
