@@ -406,6 +406,47 @@ def test_bundler_respects_max_bytes_and_can_be_off():
         loop.close()
 
 
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(st.integers(0, 300), min_size=1, max_size=30),
+    st.lists(st.sampled_from(["B", "C", "DD", "E"]), min_size=1, max_size=4, unique=True),
+    st.sampled_from(["none", "extra", "other payload", "other headers", "dropped"]),
+    st.one_of(st.integers(300, 3_000), st.integers(-1, 1)),
+)
+def test_a_flush_of_multicast_copies_sends_each_queue_as_encoded_alone(sizes, dests, change, max_bytes):
+    """A flush whose queues hold a multicast's copies (shared headers and payloads; the frames of
+    the first dest readdressed for the others) sends, per dest, the frames that dest's queue gives
+    encoded alone, whatever the dest names' lengths and whether one queue holds something else.
+    A max_bytes of -1..1 is the first dest's whole queue in one frame, plus that: a frame that fits
+    exactly for one name length does not for a longer one."""
+    originals = [
+        (app_payload("A", 0, n, size), {PROTO_ID: U3Header(MsgType.DATA, n, 7)}) for n, size in enumerate(sizes, 1)
+    ]
+    queues = {d: [Message("A", d, p, h) for p, h in originals] for d in dests}
+    if max_bytes <= 1:
+        max_bytes += len(split_into_frames("A", queues[dests[0]], 10**6)[0])
+    last = queues[dests[-1]]
+    if change == "extra":
+        last.append(_data(dests[-1], 999))
+    elif change == "other payload":
+        last[-1] = Message("A", dests[-1], bytes(len(last[-1].payload)), last[-1].headers)
+    elif change == "other headers":
+        last[0] = Message("A", dests[-1], last[0].payload, dict(last[0].headers))
+    elif change == "dropped":
+        del last[0]
+    loop = asyncio.new_event_loop()
+    rec = _Recorder()
+    try:
+        b = Bundler("A", loop, rec, max_bytes, True)
+        for msgs in queues.values():
+            b.add(msgs)
+        b.flush()
+    finally:
+        loop.close()
+    expected = [(d, f) for d, msgs in queues.items() if msgs for f in split_into_frames("A", msgs, max_bytes)]
+    assert rec.frames == expected
+
+
 def test_bundler_reports_unencodable_messages_and_sends_the_rest():
     """A message the wire cannot encode is reported; the others of the batch still go out."""
     loop = asyncio.new_event_loop()
