@@ -17,6 +17,7 @@ from node.message import MCAST_DEST, Message, app_id_of, app_payload
 from node.nakack2.config import Nakack2Config
 from node.nakack2.header import PROTO_ID, MsgType, N2Header
 from node.nakack2.protocol import Nakack2
+from node.unicast3.protocol import Unicast3
 from node.wire import decode_frame, split_into_frames
 
 ALL = ("A", "B", "C")
@@ -153,6 +154,35 @@ def test_an_in_order_run_received_at_once_equals_the_message_by_message_path(bat
         assert fast.snapshot() == slow.snapshot()
         assert fast._bytes_since_stable == slow._bytes_since_stable
     assert fast.windows() == slow.windows()
+
+
+@settings(max_examples=100, deadline=None)
+@given(inputs, st.booleans())
+def test_multicasts_handed_up_pass_unicast3_as_its_up_passes_them(batches, view):
+    """NAKACK2's deliveries (Up.multicasts) go through UNICAST3's up_multicasts, which neither
+    looks at each message nor changes anything up() would not: the same deliveries, frames,
+    events, state and timers as a stack whose UNICAST3 takes them with up(). Without a view
+    (no command has armed UNICAST3's timer yet) NAKACK2 delivers from any sender."""
+    fast, slow = (build_stack("B", "nakack2", {}, random.Random(3)) for _ in range(2))
+    u3 = slow.layer(Unicast3)
+    u3.up_multicasts = u3.up  # type: ignore[method-assign]
+    for s in (fast, slow):
+        if view:
+            s.command(ViewChange(members=ALL, view_id=1), 0.0)
+    next_of = {"A": 1, "C": 1}
+    for i, (src, items, run_first) in enumerate(batches):
+        specs = [("msg", next_of[src] + k) for k in range(3)] if run_first else []
+        next_of[src] += 3 if run_first else 0
+        for kind, offset in items:
+            specs.append((kind, max(0, next_of[src] + offset)))
+            next_of[src] = max(next_of[src], specs[-1][1] + 1) if kind == "msg" else next_of[src]
+        now = 0.7 * (i + 1)  # UNICAST3's timer fires between batches, and up() arms it again
+        for s in (fast, slow):
+            s.on_timer(now)
+            s.receive([_msg(src, kind, seqno) for kind, seqno in specs], now)
+        assert fast.take() == slow.take()
+        assert [layer.snapshot() for layer in fast.layers] == [layer.snapshot() for layer in slow.layers]
+        assert fast.layer(Unicast3).timers.at == u3.timers.at
 
 
 def test_a_frame_of_in_order_multicasts_is_taken_as_one_run():

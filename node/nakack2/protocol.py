@@ -219,7 +219,7 @@ class Nakack2(CountingLayer):
         counters["tx_MSG"] = counters.get("tx_MSG", 0) + 1
         payload = msg.payload
         # Loopback: the sender delivers its own multicast at once, as JGroups does.
-        loopback = Up(msgs=[Message(local, MCAST_DEST, payload, headers)])
+        loopback = Up(msgs=[Message(local, MCAST_DEST, payload, headers)], multicasts=True)
         if self.data_events:
             # _own_events, inline: one call fewer per multicast sent.
             record = DataEvents(now, local, PROTO, "send", None, None, seqno, [msg], self._members_list)
@@ -260,7 +260,7 @@ class Nakack2(CountingLayer):
         self.seqno = own.highest = own.delivered = seqno
         self.counters["tx_MSG"] = self.counters.get("tx_MSG", 0) + len(msgs)
         if loopback:
-            out.append(Up(msgs=loopback))
+            out.append(Up(msgs=loopback, multicasts=True))
         if copies:
             out.append(DownBatch(msgs=copies))
         return out
@@ -375,7 +375,7 @@ class Nakack2(CountingLayer):
         self._bytes_since_stable += size
         if self.data_events:
             out.append(Log(event=DataEvents(now, self.local, PROTO, "deliver", sender, None, first, delivered)))
-        up = Up(msgs=delivered)
+        up = Up(msgs=delivered, multicasts=True)
         out.append(up)
         self._run = (up, table, nxt)
         return taken
@@ -433,7 +433,7 @@ class Nakack2(CountingLayer):
                 out.append(
                     Log(event=DataEvents(now, self.local, PROTO, "deliver", table.sender, None, first, delivered))
                 )
-            up = Up(msgs=delivered)
+            up = Up(msgs=delivered, multicasts=True)
             out.append(up)
         self._run = (up, table, nxt)
 
