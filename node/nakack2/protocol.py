@@ -271,91 +271,100 @@ class Nakack2(CountingLayer):
         out: list[Action] = []
         passed: list[Message] = []
         tables = self.tables
-        if msgs:
-            # _take_run's first test, inline: under loss a sender's table often holds messages above a gap.
-            first = tables.get(msgs[0].src)
-            if first is not None and len(first.msgs) == first.delivered - first.low:
-                taken = self._take_run(msgs, now, out)
-                if taken:
-                    msgs = msgs[taken:]
         counters = self.counters
         local = self.local
         members = self.members
         limit = self.config.max_recv_window_seqnos
-        for msg in msgs:
-            hdr = msg.headers.get(PROTO_ID)
-            if hdr is None:
-                passed.append(msg)  # a unicast for the layers above (UNICAST3)
-                continue
-            if not self._armed:
-                self._arm(now)
-            t = hdr.type
-            if t is _MSG:
-                counters["rx_MSG"] = counters.get("rx_MSG", 0) + 1
-                sender = msg.src
-                seqno = hdr.seqno
-                table = tables.get(sender)
-                # _receive's common case, inline: a new MSG of a sender in the view, inside the
-                # window, from a server; anything else takes _receive's checks from the start.
-                if (
-                    table is None
-                    or not self.is_server
-                    or sender == local
-                    or (members and sender not in members)
-                    or len(msg.headers) != 1
-                ):
-                    self._receive(sender, seqno, msg, now, out)
+        n = len(msgs)
+        start = 0
+        # A run of a sender's next MSGs is taken at once (_take_run): at the start of the batch,
+        # and again after each control message (a sender's STABLE comes between its multicasts).
+        while start < n:
+            # _take_run's first test, inline: under loss a sender's table often holds messages
+            # above a gap.
+            first = tables.get(msgs[start].src)
+            if first is not None and len(first.msgs) == first.delivered - first.low:
+                start = self._take_run(msgs, start, now, out)
+            rest, start = start, n
+            for i in range(rest, n):
+                msg = msgs[i]
+                hdr = msg.headers.get(PROTO_ID)
+                if hdr is None:
+                    passed.append(msg)  # a unicast for the layers above (UNICAST3)
                     continue
-                delivered = table.delivered
-                held = table.msgs
-                if not 0 <= delivered < seqno <= delivered + limit or seqno in held:
-                    self._receive(sender, seqno, msg, now, out)
+                if not self._armed:
+                    self._arm(now)
+                t = hdr.type
+                if t is _MSG:
+                    counters["rx_MSG"] = counters.get("rx_MSG", 0) + 1
+                    sender = msg.src
+                    seqno = hdr.seqno
+                    table = tables.get(sender)
+                    # _receive's common case, inline: a new MSG of a sender in the view, inside the
+                    # window, from a server; anything else takes _receive's checks from the start.
+                    if (
+                        table is None
+                        or not self.is_server
+                        or sender == local
+                        or (members and sender not in members)
+                        or len(msg.headers) != 1
+                    ):
+                        self._receive(sender, seqno, msg, now, out)
+                        continue
+                    delivered = table.delivered
+                    held = table.msgs
+                    if not 0 <= delivered < seqno <= delivered + limit or seqno in held:
+                        self._receive(sender, seqno, msg, now, out)
+                        continue
+                    self._bytes_since_stable += len(msg.payload)
+                    if seqno > table.highest:
+                        table.highest = seqno
+                    msg.dest = MCAST_DEST
+                    held[seqno] = msg
+                    # Only the next seqno can make anything deliverable: _deliver leaves no
+                    # delivered + 1 in the table.
+                    if seqno == delivered + 1:
+                        self._deliver(table, now, out)
                     continue
-                self._bytes_since_stable += len(msg.payload)
-                if seqno > table.highest:
-                    table.highest = seqno
-                msg.dest = MCAST_DEST
-                held[seqno] = msg
-                # Only the next seqno can make anything deliverable: _deliver leaves no
-                # delivered + 1 in the table.
-                if seqno == delivered + 1:
-                    self._deliver(table, now, out)
-                continue
-            self._count(_RX_COUNTER[t])
-            if t is _XMIT_RSP:
-                self._receive(hdr.orig, hdr.seqno, msg, now, out)
-            elif t is _NAK_XMIT_REQ:
-                self._on_xmit_req(msg.src, hdr, now, out)
-            elif t is _HIGHEST_SEQNO:
-                self._on_highest(msg.src, hdr.seqno, now, out)
-            else:
-                self._on_stable(msg.src, hdr, now, out)
+                self._count(_RX_COUNTER[t])
+                if t is _XMIT_RSP:
+                    self._receive(hdr.orig, hdr.seqno, msg, now, out)
+                elif t is _NAK_XMIT_REQ:
+                    self._on_xmit_req(msg.src, hdr, now, out)
+                elif t is _HIGHEST_SEQNO:
+                    self._on_highest(msg.src, hdr.seqno, now, out)
+                else:
+                    self._on_stable(msg.src, hdr, now, out)
+                if i + 1 < n:
+                    start = i + 1
+                    break
         if passed:
             out.append(Up(msgs=passed))
         if self._bytes_since_stable >= self.config.stable_max_bytes:
             self._stable_round(now, out)
         return out
 
-    def _take_run(self, msgs: list[Message], now: float, out: list[Action]) -> int:
-        """Deliver the leading run of `msgs` that are the next MSGs of their sender in order, as
-        _receive and _deliver would one by one (the same table, counters, record and Up), and
-        return its length. Nearly every batch is one: a frame of a sender's next multicasts.
+    def _take_run(self, msgs: list[Message], start: int, now: float, out: list[Action]) -> int:
+        """Deliver the run of `msgs` from `start` that are the next MSGs of their sender in order,
+        as _receive and _deliver would one by one (the same table, counters, record and Up, or
+        the Up returned last joined as _deliver joins it), and return the index after the run.
+        Nearly every batch is one: frames of a sender's next multicasts.
         It takes none unless the table holds nothing above `delivered` (its `highest` may be above:
         a STABLE digest raises it), so nothing else becomes deliverable, and the checks of
         _receive pass for the whole run."""
         if not self.is_server or not self._armed:
-            return 0
-        sender = msgs[0].src
+            return start
+        sender = msgs[start].src
         table = self.tables.get(sender)
         if table is None or len(table.msgs) != table.delivered - table.low or sender == self.local:
-            return 0
+            return start
         if self.members and sender not in self.members:
-            return 0
+            return start
         first = nxt = table.delivered + 1
         held = table.msgs
         delivered: list[Message] = []
         size = 0
-        for msg in msgs:
+        for msg in msgs[start:] if start else msgs:
             headers = msg.headers
             hdr = headers.get(PROTO_ID)
             if hdr is None or hdr.type is not _MSG or hdr.seqno != nxt or msg.src != sender or len(headers) != 1:
@@ -367,18 +376,23 @@ class Nakack2(CountingLayer):
             nxt += 1
         taken = len(delivered)
         if not taken:
-            return 0
+            return start
         table.delivered = nxt - 1
         if nxt - 1 > table.highest:
             table.highest = nxt - 1
         self._count("rx_MSG", taken)
         self._bytes_since_stable += size
-        if self.data_events:
-            out.append(Log(event=DataEvents(now, self.local, PROTO, "deliver", sender, None, first, delivered)))
-        up = Up(msgs=delivered, multicasts=True)
-        out.append(up)
+        run = self._run
+        if run is not None and out and out[-1] is run[0] and run[1] is table and run[2] == first:
+            up = run[0]  # goes on from the Up returned last: _deliver's join (its record shares the list)
+            up.msgs.extend(delivered)
+        else:
+            if self.data_events:
+                out.append(Log(event=DataEvents(now, self.local, PROTO, "deliver", sender, None, first, delivered)))
+            up = Up(msgs=delivered, multicasts=True)
+            out.append(up)
         self._run = (up, table, nxt)
-        return taken
+        return start + taken
 
     def _receive(self, sender: str, seqno: int, msg: Message, now: float, out: list[Action]) -> None:
         if not self.is_server:
