@@ -83,6 +83,52 @@ def test_delivered_batches_match_one_by_one(items, cuts):
     assert d.total == len(items)
 
 
+@settings(max_examples=200)
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(["A:0", "A:1", "B:0"]),
+            st.integers(1, 1_100),
+            st.integers(1, 40),
+            st.sampled_from(["", "leading zero", "longer id", "other magic", "cut short", "not a workload payload"]),
+        ),
+        max_size=10,
+    ),
+    st.integers(1, 60),
+)
+def test_runs_of_app_ids_in_a_batch_are_recorded_as_one_by_one(runs, size):
+    """add_batch compares the next app id of a run as bytes instead of parsing it: the same
+    stats, samples and counts as a batch per message (which parses every one), across digit
+    changes (9 -> 10, 99 -> 100) and with ids that look like the next one but are not."""
+    payloads = []
+    for key, start, length, odd in runs:
+        sender, stream = key.split(":")
+        payloads += [app_payload(sender, int(stream), n, 20) for n in range(start, start + length)]
+        nxt = app_payload(sender, int(stream), start + length, 20)
+        if odd == "leading zero":
+            app = f"{key}:0{start + length}".encode()
+            payloads.append(b"SB%c%s" % (len(app), app))
+        elif odd == "longer id":  # the next id's bytes and one digit more: n x 10
+            payloads.append(app_payload(sender, int(stream), (start + length) * 10, 20))
+        elif odd == "other magic":
+            payloads.append(b"SX" + nxt[2:])
+        elif odd == "cut short":
+            payloads.append(nxt[: 2 + nxt[2]])
+        elif odd:
+            payloads.append(b"payload")
+    msgs = [Message("x", "y", p) for p in payloads]
+    batched, one_by_one = Delivered(), Delivered()
+    for i in range(0, len(msgs), size):
+        batched.add_batch(msgs[i : i + size], 1.0 + i)
+    for i, msg in enumerate(msgs):
+        one_by_one.add_batch([msg], 1.0 + i - i % size)
+    assert batched.to_dict() == one_by_one.to_dict()
+    assert batched.samples() == one_by_one.samples()
+    assert (batched.total, batched.other) == (one_by_one.total, one_by_one.other)
+    for key, stats in batched.by_key.items():
+        assert stats.ranges == one_by_one.by_key[key].ranges
+
+
 def test_in_order_stream_is_one_range():
     """A million in-order deliveries keep one range: memory does not grow with the stream."""
     stats = StreamStats()
