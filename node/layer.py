@@ -46,9 +46,12 @@ class DownBatch(Action):
 
 @dataclass(slots=True)
 class Up(Action):
-    """Pass messages from one source to the layer above (or to the application from the top)."""
+    """Pass messages from one source to the layer above (or to the application from the top).
+    `multicasts`: every message is a multicast the multicast layer delivers (dest MCAST_DEST, no
+    header of the layers above), so the layer above takes them with Layer.up_multicasts."""
 
     msgs: list[Message]
+    multicasts: bool = False
 
 
 @dataclass(slots=True)
@@ -204,6 +207,11 @@ class Layer:
     def up(self, msgs: list[Message], now: float) -> list[Action]:
         """A batch of messages from one source, in the order they arrived."""
         return [Up(msgs=msgs)]
+
+    def up_multicasts(self, msgs: list[Message], now: float) -> list[Action]:
+        """up() of multicasts delivered by the multicast layer below (Up.multicasts): the same
+        actions, which a layer that only hands them on can give without looking at each one."""
+        return self.up(msgs, now)
 
     def command(self, cmd: Command, now: float) -> list[Action]:
         return []

@@ -220,6 +220,8 @@ class Stack:
                     above += 1
                 if above == top:
                     self.to_app.extend(action.msgs)
+                elif action.multicasts:
+                    self._route(above, self.layers[above].up_multicasts(action.msgs, now), now)
                 else:
                     self._route(above, self.layers[above].up(action.msgs, now), now)
             elif type(action) is Announce:

@@ -217,21 +217,33 @@ def decode_frame(data: bytes) -> tuple[str, list[Message]]:
     msgs: list[Message] = []
     append = msgs.append
     hot_get = _HOT_DECODE.get
-    for _ in range(count):
-        hot = hot_get(data[pos : pos + 5])
+    left = count
+    while left:
+        key = data[pos : pos + 5]
+        hot = hot_get(key)
         if hot is not None:
+            # A run of messages of this hot layout (a frame is nearly always one): the next
+            # message has it too when its first 5 bytes are these.
             st, make, proto_id = hot
-            start = pos + 5 + st.size
-            if start <= size:
-                values = st.unpack_from(data, pos + 5)
+            unpack = st.unpack_from
+            skip = 5 + st.size
+            while left and data.startswith(key, pos):
+                start = pos + skip
+                if start > size:
+                    break
+                values = unpack(data, pos + 5)
                 end = start + values[-1]
-                if end <= size:
-                    append(Message(src, dest, data[start:end], {proto_id: make(*values)}))
-                    pos = end
-                    continue
+                if end > size:
+                    break
+                append(Message(src, dest, data[start:end], {proto_id: make(*values)}))
+                pos = end
+                left -= 1
+            else:
+                continue
         # Any other message, and a hot one cut short (the generic path names what is missing).
         msg, pos = _message_at(data, pos, size, src, dest)
         append(msg)
+        left -= 1
     if pos != size:
         raise WireError(f"{size - pos} trailing bytes after the last message")
     return src, msgs

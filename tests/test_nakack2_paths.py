@@ -17,6 +17,7 @@ from node.message import MCAST_DEST, Message, app_id_of, app_payload
 from node.nakack2.config import Nakack2Config
 from node.nakack2.header import PROTO_ID, MsgType, N2Header
 from node.nakack2.protocol import Nakack2
+from node.unicast3.protocol import Unicast3
 from node.wire import decode_frame, split_into_frames
 
 ALL = ("A", "B", "C")
@@ -131,7 +132,7 @@ def test_an_in_order_run_received_at_once_equals_the_message_by_message_path(bat
     actions, events, state and counters of the per-message path, whatever the batches hold."""
     config = {"max_recv_window_seqnos": window, "stable_max_bytes": stable}
     fast, slow = _member("B", config), _member("B", config)
-    slow._take_run = lambda msgs, now, out: 0  # type: ignore[method-assign]
+    slow._take_run = lambda msgs, start, now, out: start  # type: ignore[method-assign]
     fast.data_events = slow.data_events = data_events
     next_of = {"A": 1, "C": 1}
     for i, (src, items, run_first) in enumerate(batches):
@@ -155,15 +156,44 @@ def test_an_in_order_run_received_at_once_equals_the_message_by_message_path(bat
     assert fast.windows() == slow.windows()
 
 
+@settings(max_examples=100, deadline=None)
+@given(inputs, st.booleans())
+def test_multicasts_handed_up_pass_unicast3_as_its_up_passes_them(batches, view):
+    """NAKACK2's deliveries (Up.multicasts) go through UNICAST3's up_multicasts, which neither
+    looks at each message nor changes anything up() would not: the same deliveries, frames,
+    events, state and timers as a stack whose UNICAST3 takes them with up(). Without a view
+    (no command has armed UNICAST3's timer yet) NAKACK2 delivers from any sender."""
+    fast, slow = (build_stack("B", "nakack2", {}, random.Random(3)) for _ in range(2))
+    u3 = slow.layer(Unicast3)
+    u3.up_multicasts = u3.up  # type: ignore[method-assign]
+    for s in (fast, slow):
+        if view:
+            s.command(ViewChange(members=ALL, view_id=1), 0.0)
+    next_of = {"A": 1, "C": 1}
+    for i, (src, items, run_first) in enumerate(batches):
+        specs = [("msg", next_of[src] + k) for k in range(3)] if run_first else []
+        next_of[src] += 3 if run_first else 0
+        for kind, offset in items:
+            specs.append((kind, max(0, next_of[src] + offset)))
+            next_of[src] = max(next_of[src], specs[-1][1] + 1) if kind == "msg" else next_of[src]
+        now = 0.7 * (i + 1)  # UNICAST3's timer fires between batches, and up() arms it again
+        for s in (fast, slow):
+            s.on_timer(now)
+            s.receive([_msg(src, kind, seqno) for kind, seqno in specs], now)
+        assert fast.take() == slow.take()
+        assert [layer.snapshot() for layer in fast.layers] == [layer.snapshot() for layer in slow.layers]
+        assert fast.layer(Unicast3).timers.at == u3.timers.at
+
+
 def test_a_frame_of_in_order_multicasts_is_taken_as_one_run():
     """The common case does take the fast path: a frame of A's next multicasts is one run."""
     b = _member("B")
     taken = []
     real = b._take_run
 
-    def spy(msgs, now, out):
-        taken.append(real(msgs, now, out))
-        return taken[-1]
+    def spy(msgs, start, now, out):
+        taken.append(real(msgs, start, now, out) - start)
+        return start + taken[-1]
 
     b._take_run = spy  # type: ignore[method-assign]
     b.up([_msg("A", "msg", 1)], 0.1)  # the first input arms the layer: per message
@@ -198,6 +228,48 @@ def test_send_records_count_two_events_per_multicast():
     rec = DataEvents(2.5, "A", "nakack2", "send", None, None, 1, msgs, list(ALL))
     assert len(rec) == 6 == len(rec.dicts())
     assert rec.dicts() == _old_own_events(2.5, "A", list(ALL), 1, msgs)
+
+
+def test_runs_after_control_messages_are_taken_and_joined_as_message_by_message():
+    """A run of MSGs after a STABLE or a resent MSG of the same sender is taken at once too, and
+    one that goes on from the Up returned last joins it (one Up, one record) as the per-message
+    path joins it."""
+    for data_events in (True, False):
+        fast, slow = _member("B"), _member("B")
+        slow._take_run = lambda msgs, start, now, out: start  # type: ignore[method-assign]
+        fast.data_events = slow.data_events = data_events
+        taken: list[int] = []
+        real = fast._take_run
+
+        def spy(msgs, start, now, out, real=real, taken=taken):
+            end = real(msgs, start, now, out)
+            taken.append(end - start)
+            return end
+
+        fast._take_run = spy  # type: ignore[method-assign]
+        batches = [
+            [_msg("C", "msg", 1)],  # arms the layers: per message
+            [_msg("A", "msg", 1)],
+            [_msg("A", "msg", s) for s in (2, 3)] + [_msg("A", "stable", 3)] + [_msg("A", "msg", s) for s in (4, 5)],
+            [_msg("A", "rsp", 6)] + [_msg("A", "msg", s) for s in (7, 8, 9)],
+            [_msg("C", "rsp", 10)] + [_msg("C", "msg", s) for s in (2, 3)],  # C resends A's 10: no join
+        ]
+        for i, batch in enumerate(batches):
+            now = 0.1 * (i + 1)
+            outs = [_plain(layer.up([_msg(m.src, *_spec(m)) for m in batch], now)) for layer in (fast, slow)]
+            assert outs[0] == outs[1]
+            assert fast.snapshot() == slow.snapshot()
+        # Per batch: (no table yet: none asked) twice; 2, the STABLE, 2; none (a resent MSG first),
+        # 3 joined; none, C's 2 in an Up of their own.
+        assert taken == [2, 2, 0, 3, 0, 2]
+        assert fast.tables["A"].delivered == 10 and fast.tables["C"].delivered == 3
+
+
+def _spec(msg: Message) -> tuple[str, int]:
+    """(kind, seqno) of a message _msg built, to build it again for the other layer."""
+    hdr = msg.headers[PROTO_ID]
+    kind = {MsgType.MSG: "msg", MsgType.XMIT_RSP: "rsp", MsgType.STABLE: "stable"}[hdr.type]
+    return kind, hdr.digest[0][1] if kind == "stable" else hdr.seqno
 
 
 def _up_by_receive(layer: Nakack2, msg: Message, now: float) -> list[Any]:

@@ -83,6 +83,52 @@ def test_delivered_batches_match_one_by_one(items, cuts):
     assert d.total == len(items)
 
 
+@settings(max_examples=200)
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(["A:0", "A:1", "B:0"]),
+            st.integers(1, 1_100),
+            st.integers(1, 40),
+            st.sampled_from(["", "leading zero", "longer id", "other magic", "cut short", "not a workload payload"]),
+        ),
+        max_size=10,
+    ),
+    st.integers(1, 60),
+)
+def test_runs_of_app_ids_in_a_batch_are_recorded_as_one_by_one(runs, size):
+    """add_batch compares the next app id of a run as bytes instead of parsing it: the same
+    stats, samples and counts as a batch per message (which parses every one), across digit
+    changes (9 -> 10, 99 -> 100) and with ids that look like the next one but are not."""
+    payloads = []
+    for key, start, length, odd in runs:
+        sender, stream = key.split(":")
+        payloads += [app_payload(sender, int(stream), n, 20) for n in range(start, start + length)]
+        nxt = app_payload(sender, int(stream), start + length, 20)
+        if odd == "leading zero":
+            app = f"{key}:0{start + length}".encode()
+            payloads.append(b"SB%c%s" % (len(app), app))
+        elif odd == "longer id":  # the next id's bytes and one digit more: n x 10
+            payloads.append(app_payload(sender, int(stream), (start + length) * 10, 20))
+        elif odd == "other magic":
+            payloads.append(b"SX" + nxt[2:])
+        elif odd == "cut short":
+            payloads.append(nxt[: 2 + nxt[2]])
+        elif odd:
+            payloads.append(b"payload")
+    msgs = [Message("x", "y", p) for p in payloads]
+    batched, one_by_one = Delivered(), Delivered()
+    for i in range(0, len(msgs), size):
+        batched.add_batch(msgs[i : i + size], 1.0 + i)
+    for i, msg in enumerate(msgs):
+        one_by_one.add_batch([msg], 1.0 + i - i % size)
+    assert batched.to_dict() == one_by_one.to_dict()
+    assert batched.samples() == one_by_one.samples()
+    assert (batched.total, batched.other) == (one_by_one.total, one_by_one.other)
+    for key, stats in batched.by_key.items():
+        assert stats.ranges == one_by_one.by_key[key].ranges
+
+
 def test_in_order_stream_is_one_range():
     """A million in-order deliveries keep one range: memory does not grow with the stream."""
     stats = StreamStats()
@@ -404,6 +450,47 @@ def test_bundler_respects_max_bytes_and_can_be_off():
         assert len(rec.frames) == 5
     finally:
         loop.close()
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(st.integers(0, 300), min_size=1, max_size=30),
+    st.lists(st.sampled_from(["B", "C", "DD", "E"]), min_size=1, max_size=4, unique=True),
+    st.sampled_from(["none", "extra", "other payload", "other headers", "dropped"]),
+    st.one_of(st.integers(300, 3_000), st.integers(-1, 1)),
+)
+def test_a_flush_of_multicast_copies_sends_each_queue_as_encoded_alone(sizes, dests, change, max_bytes):
+    """A flush whose queues hold a multicast's copies (shared headers and payloads; the frames of
+    the first dest readdressed for the others) sends, per dest, the frames that dest's queue gives
+    encoded alone, whatever the dest names' lengths and whether one queue holds something else.
+    A max_bytes of -1..1 is the first dest's whole queue in one frame, plus that: a frame that fits
+    exactly for one name length does not for a longer one."""
+    originals = [
+        (app_payload("A", 0, n, size), {PROTO_ID: U3Header(MsgType.DATA, n, 7)}) for n, size in enumerate(sizes, 1)
+    ]
+    queues = {d: [Message("A", d, p, h) for p, h in originals] for d in dests}
+    if max_bytes <= 1:
+        max_bytes += len(split_into_frames("A", queues[dests[0]], 10**6)[0])
+    last = queues[dests[-1]]
+    if change == "extra":
+        last.append(_data(dests[-1], 999))
+    elif change == "other payload":
+        last[-1] = Message("A", dests[-1], bytes(len(last[-1].payload)), last[-1].headers)
+    elif change == "other headers":
+        last[0] = Message("A", dests[-1], last[0].payload, dict(last[0].headers))
+    elif change == "dropped":
+        del last[0]
+    loop = asyncio.new_event_loop()
+    rec = _Recorder()
+    try:
+        b = Bundler("A", loop, rec, max_bytes, True)
+        for msgs in queues.values():
+            b.add(msgs)
+        b.flush()
+    finally:
+        loop.close()
+    expected = [(d, f) for d, msgs in queues.items() if msgs for f in split_into_frames("A", msgs, max_bytes)]
+    assert rec.frames == expected
 
 
 def test_bundler_reports_unencodable_messages_and_sends_the_rest():

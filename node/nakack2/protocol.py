@@ -11,7 +11,8 @@ Every member keeps a receive table per sender: `low` (purged up to, by STABLE), 
 (highest delivered in order) and `highest` (highest seqno known to exist), with the messages
 low+1..highest it has. A message is delivered when every lower one was; delivered messages stay in
 the table until STABLE says everyone has them, because any member may be asked to resend them.
-Invariant: low <= delivered <= highest, every kept seqno in low+1..delivered+max_recv_window_seqnos.
+Invariant: low <= delivered <= highest, every kept seqno in low+1..delivered+max_recv_window_seqnos,
+and every seqno low+1..delivered kept (so len(msgs) == delivered - low when none above is held).
 
 Timers (fired in the order of TIMERS):
 - xmit, every `xmit_interval` when it is > 0 (the retransmit task):
@@ -218,7 +219,7 @@ class Nakack2(CountingLayer):
         counters["tx_MSG"] = counters.get("tx_MSG", 0) + 1
         payload = msg.payload
         # Loopback: the sender delivers its own multicast at once, as JGroups does.
-        loopback = Up(msgs=[Message(local, MCAST_DEST, payload, headers)])
+        loopback = Up(msgs=[Message(local, MCAST_DEST, payload, headers)], multicasts=True)
         if self.data_events:
             # _own_events, inline: one call fewer per multicast sent.
             record = DataEvents(now, local, PROTO, "send", None, None, seqno, [msg], self._members_list)
@@ -259,7 +260,7 @@ class Nakack2(CountingLayer):
         self.seqno = own.highest = own.delivered = seqno
         self.counters["tx_MSG"] = self.counters.get("tx_MSG", 0) + len(msgs)
         if loopback:
-            out.append(Up(msgs=loopback))
+            out.append(Up(msgs=loopback, multicasts=True))
         if copies:
             out.append(DownBatch(msgs=copies))
         return out
@@ -270,90 +271,100 @@ class Nakack2(CountingLayer):
         out: list[Action] = []
         passed: list[Message] = []
         tables = self.tables
-        if msgs:
-            # _take_run's first test, inline: under loss a sender's table nearly always has a gap.
-            first = tables.get(msgs[0].src)
-            if first is not None and first.highest == first.delivered:
-                taken = self._take_run(msgs, now, out)
-                if taken:
-                    msgs = msgs[taken:]
         counters = self.counters
         local = self.local
         members = self.members
         limit = self.config.max_recv_window_seqnos
-        for msg in msgs:
-            hdr = msg.headers.get(PROTO_ID)
-            if hdr is None:
-                passed.append(msg)  # a unicast for the layers above (UNICAST3)
-                continue
-            if not self._armed:
-                self._arm(now)
-            t = hdr.type
-            if t is _MSG:
-                counters["rx_MSG"] = counters.get("rx_MSG", 0) + 1
-                sender = msg.src
-                seqno = hdr.seqno
-                table = tables.get(sender)
-                # _receive's common case, inline: a new MSG of a sender in the view, inside the
-                # window, from a server; anything else takes _receive's checks from the start.
-                if (
-                    table is None
-                    or not self.is_server
-                    or sender == local
-                    or (members and sender not in members)
-                    or len(msg.headers) != 1
-                ):
-                    self._receive(sender, seqno, msg, now, out)
+        n = len(msgs)
+        start = 0
+        # A run of a sender's next MSGs is taken at once (_take_run): at the start of the batch,
+        # and again after each control message (a sender's STABLE comes between its multicasts).
+        while start < n:
+            # _take_run's first test, inline: under loss a sender's table often holds messages
+            # above a gap.
+            first = tables.get(msgs[start].src)
+            if first is not None and len(first.msgs) == first.delivered - first.low:
+                start = self._take_run(msgs, start, now, out)
+            rest, start = start, n
+            for i in range(rest, n):
+                msg = msgs[i]
+                hdr = msg.headers.get(PROTO_ID)
+                if hdr is None:
+                    passed.append(msg)  # a unicast for the layers above (UNICAST3)
                     continue
-                delivered = table.delivered
-                held = table.msgs
-                if not 0 <= delivered < seqno <= delivered + limit or seqno in held:
-                    self._receive(sender, seqno, msg, now, out)
+                if not self._armed:
+                    self._arm(now)
+                t = hdr.type
+                if t is _MSG:
+                    counters["rx_MSG"] = counters.get("rx_MSG", 0) + 1
+                    sender = msg.src
+                    seqno = hdr.seqno
+                    table = tables.get(sender)
+                    # _receive's common case, inline: a new MSG of a sender in the view, inside the
+                    # window, from a server; anything else takes _receive's checks from the start.
+                    if (
+                        table is None
+                        or not self.is_server
+                        or sender == local
+                        or (members and sender not in members)
+                        or len(msg.headers) != 1
+                    ):
+                        self._receive(sender, seqno, msg, now, out)
+                        continue
+                    delivered = table.delivered
+                    held = table.msgs
+                    if not 0 <= delivered < seqno <= delivered + limit or seqno in held:
+                        self._receive(sender, seqno, msg, now, out)
+                        continue
+                    self._bytes_since_stable += len(msg.payload)
+                    if seqno > table.highest:
+                        table.highest = seqno
+                    msg.dest = MCAST_DEST
+                    held[seqno] = msg
+                    # Only the next seqno can make anything deliverable: _deliver leaves no
+                    # delivered + 1 in the table.
+                    if seqno == delivered + 1:
+                        self._deliver(table, now, out)
                     continue
-                self._bytes_since_stable += len(msg.payload)
-                if seqno > table.highest:
-                    table.highest = seqno
-                msg.dest = MCAST_DEST
-                held[seqno] = msg
-                # Only the next seqno can make anything deliverable: _deliver leaves no
-                # delivered + 1 in the table.
-                if seqno == delivered + 1:
-                    self._deliver(table, now, out)
-                continue
-            self._count(_RX_COUNTER[t])
-            if t is _XMIT_RSP:
-                self._receive(hdr.orig, hdr.seqno, msg, now, out)
-            elif t is _NAK_XMIT_REQ:
-                self._on_xmit_req(msg.src, hdr, now, out)
-            elif t is _HIGHEST_SEQNO:
-                self._on_highest(msg.src, hdr.seqno, now, out)
-            else:
-                self._on_stable(msg.src, hdr, now, out)
+                self._count(_RX_COUNTER[t])
+                if t is _XMIT_RSP:
+                    self._receive(hdr.orig, hdr.seqno, msg, now, out)
+                elif t is _NAK_XMIT_REQ:
+                    self._on_xmit_req(msg.src, hdr, now, out)
+                elif t is _HIGHEST_SEQNO:
+                    self._on_highest(msg.src, hdr.seqno, now, out)
+                else:
+                    self._on_stable(msg.src, hdr, now, out)
+                if i + 1 < n:
+                    start = i + 1
+                    break
         if passed:
             out.append(Up(msgs=passed))
         if self._bytes_since_stable >= self.config.stable_max_bytes:
             self._stable_round(now, out)
         return out
 
-    def _take_run(self, msgs: list[Message], now: float, out: list[Action]) -> int:
-        """Deliver the leading run of `msgs` that are the next MSGs of their sender in order, as
-        _receive and _deliver would one by one (the same table, counters, record and Up), and
-        return its length. Nearly every batch is one: a frame of a sender's next multicasts.
-        It takes none unless the table has no gap (nothing held above `delivered`), so nothing
-        else becomes deliverable, and the checks of _receive pass for the whole run."""
+    def _take_run(self, msgs: list[Message], start: int, now: float, out: list[Action]) -> int:
+        """Deliver the run of `msgs` from `start` that are the next MSGs of their sender in order,
+        as _receive and _deliver would one by one (the same table, counters, record and Up, or
+        the Up returned last joined as _deliver joins it), and return the index after the run.
+        Nearly every batch is one: frames of a sender's next multicasts.
+        It takes none unless the table holds nothing above `delivered` (its `highest` may be above:
+        a STABLE digest raises it), so nothing else becomes deliverable, and the checks of
+        _receive pass for the whole run."""
         if not self.is_server or not self._armed:
-            return 0
-        sender = msgs[0].src
+            return start
+        sender = msgs[start].src
         table = self.tables.get(sender)
-        if table is None or table.highest != table.delivered or sender == self.local:
-            return 0
+        if table is None or len(table.msgs) != table.delivered - table.low or sender == self.local:
+            return start
         if self.members and sender not in self.members:
-            return 0
+            return start
         first = nxt = table.delivered + 1
         held = table.msgs
         delivered: list[Message] = []
         size = 0
-        for msg in msgs:
+        for msg in msgs[start:] if start else msgs:
             headers = msg.headers
             hdr = headers.get(PROTO_ID)
             if hdr is None or hdr.type is not _MSG or hdr.seqno != nxt or msg.src != sender or len(headers) != 1:
@@ -365,16 +376,23 @@ class Nakack2(CountingLayer):
             nxt += 1
         taken = len(delivered)
         if not taken:
-            return 0
-        table.delivered = table.highest = nxt - 1
+            return start
+        table.delivered = nxt - 1
+        if nxt - 1 > table.highest:
+            table.highest = nxt - 1
         self._count("rx_MSG", taken)
         self._bytes_since_stable += size
-        if self.data_events:
-            out.append(Log(event=DataEvents(now, self.local, PROTO, "deliver", sender, None, first, delivered)))
-        up = Up(msgs=delivered)
-        out.append(up)
+        run = self._run
+        if run is not None and out and out[-1] is run[0] and run[1] is table and run[2] == first:
+            up = run[0]  # goes on from the Up returned last: _deliver's join (its record shares the list)
+            up.msgs.extend(delivered)
+        else:
+            if self.data_events:
+                out.append(Log(event=DataEvents(now, self.local, PROTO, "deliver", sender, None, first, delivered)))
+            up = Up(msgs=delivered, multicasts=True)
+            out.append(up)
         self._run = (up, table, nxt)
-        return taken
+        return start + taken
 
     def _receive(self, sender: str, seqno: int, msg: Message, now: float, out: list[Action]) -> None:
         if not self.is_server:
@@ -429,7 +447,7 @@ class Nakack2(CountingLayer):
                 out.append(
                     Log(event=DataEvents(now, self.local, PROTO, "deliver", table.sender, None, first, delivered))
                 )
-            up = Up(msgs=delivered)
+            up = Up(msgs=delivered, multicasts=True)
             out.append(up)
         self._run = (up, table, nxt)
 
@@ -774,6 +792,8 @@ class Nakack2(CountingLayer):
             assert low <= delivered <= t.highest, f"{t.sender}: low {low} delivered {delivered} high {t.highest}"
             msgs = t.msgs
             held = len(msgs)
+            # The seqnos low+1..delivered are all kept, the others inside the window (below).
+            assert held >= delivered - low, f"{t.sender}: {held} kept, {delivered - low} delivered since low {low}"
             top = delivered + limit
             if t.checked_low == low and t.checked_top <= top:
                 last = t.checked_last

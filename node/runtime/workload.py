@@ -254,9 +254,18 @@ class Delivered:
         key: bytes | None = None
         stats: StreamStats | None = None
         run_lo = run_hi = 0  # the current run of consecutive n's for `stats`, not yet recorded
+        run_prefix = b""  # the run's app id up to its n: key + b":"
         other = 0
         for msg in msgs:
             payload = msg.payload
+            if run_hi:
+                # Inside a run the next app id is known: compared as bytes, not parsed.
+                app = b"%b%d" % (run_prefix, run_hi + 1)
+                if payload.startswith(app, 3) and payload[2] == len(app) and payload.startswith(_MAGIC):
+                    n = run_hi = run_hi + 1
+                    if not n & _SAMPLE_MASK:
+                        self._sample(stats, n, now)
+                    continue
             if payload[:2] != _MAGIC:
                 other += 1
                 continue
@@ -289,20 +298,25 @@ class Delivered:
                     continue
                 if n == stats.highest + 1 and stats.run_open():
                     run_lo = run_hi = n
+                    run_prefix = new_key + b":"
                 else:
                     stats.add(n)
             if not n & _SAMPLE_MASK:
-                assert stats is not None  # set above, or the message was counted as other
-                samples = stats.samples
-                if samples is None:
-                    samples = stats.samples = []
-                if len(samples) < MAX_SAMPLES:
-                    samples.append((n, now))
+                self._sample(stats, n, now)
         if run_hi:
             assert stats is not None
             stats.add_run(run_lo, run_hi)
         self.total += len(msgs)
         self.other += other
+
+    @staticmethod
+    def _sample(stats: StreamStats | None, n: int, now: float) -> None:
+        assert stats is not None  # set with the key, or the message was counted as other
+        samples = stats.samples
+        if samples is None:
+            samples = stats.samples = []
+        if len(samples) < MAX_SAMPLES:
+            samples.append((n, now))
 
     def _new(self, key: bytes) -> StreamStats | None:
         try:

@@ -283,6 +283,13 @@ class Unicast3(FiredTimers, CountingLayer):
 
     # ---- receiving (from the transport) -------------------------------------------------------
 
+    def up_multicasts(self, msgs: list[Message], now: float) -> list[Action]:
+        """What up() does with multicasts the multicast layer below delivers: arm the timer and
+        hand them on (not ours to order), without looking at each one."""
+        if "xmit" not in self.timers.at:
+            self.timers.set("xmit", now + self.config.xmit_interval)
+        return [Up(msgs=msgs, multicasts=True)]
+
     def up(self, msgs: list[Message], now: float) -> list[Action]:
         if "xmit" not in self.timers.at:  # self._arm(now), inlined on the receive path
             self.timers.set("xmit", now + self.config.xmit_interval)
