@@ -26,9 +26,9 @@ class Action:
 
 
 # The actions built for every message are plain slotted dataclasses, not frozen ones (a frozen one
-# costs about twice as much to build); nothing changes them after they are returned. Each has one
-# field, which may also be passed by position, as the hot paths do: a class called with a keyword
-# builds a dict of keyword arguments for its __init__, about 60 % more per action.
+# costs about twice as much to build); nothing changes them after they are returned. Their first
+# field may also be passed by position, as the hot paths do: a class called with a keyword builds a
+# dict of keyword arguments for its __init__, about 60 % more per action.
 @dataclass(slots=True)
 class Down(Action):
     """Pass a message to the layer below (or to the transport from the bottom layer)."""
