@@ -695,14 +695,20 @@ def timeline_plans(metas: dict[str, dict], runs: list, timelines: int) -> dict[s
 
 
 def _ingest_files(spark: SparkSession, runs: list[RunSource], plans: dict, wh: dict) -> dict[str, dict]:
-    """Read, classify, judge and write `runs` in one Spark job (pipeline.tasks); their result
-    documents. Runs with quarantined lines are read again for those lines alone."""
+    """Read, classify, judge and write `runs`: local runs into a local warehouse in tasks that read
+    and write the files themselves (pipeline.local_ingest), the others in one Spark job
+    (pipeline.tasks); their result documents. Runs with quarantined lines are read again by Spark
+    for those lines alone."""
     from . import judging as J
+    from . import local_ingest as LI
 
     default = (list(ALL_CHECKS), J.bounds({}), True)
+    results, runs = LI.ingest_local(spark, runs, plans, default, wh)
+    if not _files(runs):
+        return results
     acc = tasks.results_accumulator(spark)
     write_events(_run_tasks(spark, _files(runs), tasks.ingest_function(plans, default, acc)), wh)
-    results = tasks.parse_results({"run_id": k, "result": v} for k, v in acc.value.items())
+    results.update(tasks.parse_results({"run_id": k, "result": v} for k, v in acc.value.items()))
     again = [r for r in runs if results.get(r.run_id, {}).get("quarantined")]
     if again:
         fn = tasks.ingest_function(plans, default, acc, tasks.EMIT_QUARANTINE)

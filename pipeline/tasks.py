@@ -207,6 +207,17 @@ def _event_columns(events: list[dict], schema) -> dict:
         }
 
 
+def events_table(events: list[dict]):
+    """Ordered runwise events as the columns of their events-table partition (EVENTS_TABLE_SCHEMA
+    but run_id, in OUT_SCHEMA's types: what ingest writes)."""
+    import pyarrow as pa
+
+    schema = arrow_schema(OUT_SCHEMA)
+    columns = _event_columns(events, schema)
+    fields = [schema.field(name) for name in _EVENT_KEYS.values()]
+    return pa.Table.from_arrays([columns[key] for key in _EVENT_KEYS], schema=pa.schema(fields))
+
+
 def file_texts(column) -> list[str | None]:
     """The files' texts. Spark's text source passes a file's bytes on unchecked: one that is not
     UTF-8 is decoded as the harness reads node logs, each bad byte a U+FFFD."""
