@@ -12,12 +12,13 @@ advisory check need are computed in one walk (`result_parts`, the same rows pipe
 pipeline.metrics compute as DataFrame operations).
 
 Exactness of the quarantine. `classify_line` (pipeline.schema) is the statement of the rules.
-`fast_event` is a cheaper test in front of it that only ever *accepts*: a line that is one compact
-object of known keys with values of exactly their types (one regex), without duplicate keys (the
-number of keys equals the size of the parsed dict), a finite t, version 1, a known kind and a well
-formed app id on a deliver. Every such line is an event for classify_line too, with the same dict
-(the regex admits no escapes, nulls, nested objects or out-of-range ints); every other line, and so
-every quarantined one, goes through classify_line itself.
+`fast_event` is a cheaper test in front of it that only ever *accepts*: a line that is exactly the
+compact serialization of the dict it parses to (so one object, no duplicate keys, whitespace or
+trailing data), with known keys and values of exactly their types (no null, no nested object, ints
+in 64 bits), a finite t, version 1, a known kind and a well formed app id on a deliver. Every such
+line is an event for classify_line too, with the same dict; every other line, and so every
+quarantined one, goes through classify_line itself. `classify_run` parses a chunk of lines in one
+call where that provably gives each line's own parse (`parse_lines`), then applies the same test.
 """
 
 from __future__ import annotations
@@ -90,24 +91,26 @@ def _fits(kind: str, value) -> bool:
     return S._fits(kind, value)
 
 
-# (keys, value types) -> (whether a line of that signature may be clean; whether it is also
-# plain: no int in a float field, so its values read back from Arrow as they were parsed; the
-# keys of its int fields, whose values must be in 64 bits).
-_SIGNATURES: dict[tuple, tuple[bool, bool, tuple[str, ...]]] = {}
+# (keys, value types) -> (whether a line of that signature may be clean: known keys, values of
+# their types, the required fields present; whether it is also plain: no int in a float field, so
+# its values read back from Arrow as they were parsed; the keys of its int fields, whose values
+# must be in 64 bits; whether it holds a list, whose items are checked one by one).
+_SIGNATURES: dict[tuple, tuple[bool, bool, tuple[str, ...], bool]] = {}
+_REQUIRED = frozenset(("t", "v", "node", "proto", "kind"))
 
 
-def _signature(keys: tuple, types: tuple) -> tuple[bool, bool, tuple[str, ...]]:
+def _signature(keys: tuple, types: tuple) -> tuple[bool, bool, tuple[str, ...], bool]:
     plain = True
     ints = []
     for key, cls in zip(keys, types):
         kind = _FIELD_TYPES.get(key)
         if kind is None or cls not in _TYPES_OF[kind]:
-            return False, False, ()
+            return False, False, (), False
         if kind == S.FLOAT and cls is int:
             plain = False
         elif kind == S.INT:
             ints.append(key)
-    return True, plain, tuple(ints)
+    return _REQUIRED.issubset(keys), plain, tuple(ints), list in types
 
 
 _TYPES_OF = {
@@ -131,9 +134,9 @@ def _parse_canonical(line: str) -> Any:
     return ev
 
 
-def _accepts(ev: Any, line: str, kinds: frozenset[str]) -> bool | None:
-    """None unless `ev`, parsed from `line` (its exact compact serialization), is a clean event;
-    else whether it is plain (no int in a float field)."""
+def _accepts(ev: Any, kinds: frozenset[str]) -> bool | None:
+    """None unless `ev`, parsed from a line that is exactly its compact serialization, is a clean
+    event; else whether it is plain (no int in a float field)."""
     if type(ev) is not dict:
         return None
     # Whether the keys are known and the values of their types depends, but for lists and the
@@ -142,21 +145,20 @@ def _accepts(ev: Any, line: str, kinds: frozenset[str]) -> bool | None:
     verdict = _SIGNATURES.get(sig)
     if verdict is None:
         verdict = _SIGNATURES[sig] = _signature(*sig)
-    ok, plain, ints = verdict
+    ok, plain, ints, lists = verdict
     if not ok:
         return None
-    if list in sig[1]:
+    if lists:
         if not all(_fits(_FIELD_TYPES[k], v) for k, v in ev.items()):
             return None
     else:
         for key in ints:
             if not S.INT64_MIN <= ev[key] <= S.INT64_MAX:
                 return None
-    if "t" not in ev or "node" not in ev or "proto" not in ev or "kind" not in ev or ev.get("v") != 1:
+    kind = ev["kind"]
+    if ev["v"] != 1 or kind not in kinds:
         return None
-    if ev["kind"] not in kinds:
-        return None
-    if ev["kind"] == "deliver" and "app" in ev and not _app_ok(ev["app"]):
+    if kind == "deliver" and "app" in ev and not _app_ok(ev["app"]):
         return None
     return plain
 
@@ -169,7 +171,7 @@ def fast_event(line: str, kinds: frozenset[str]) -> dict | None:
     written), every key is a known field with a value of exactly its type (no null, no nested
     object), and the required fields, version, kind and app id are right."""
     ev = _parse_canonical(line)
-    return ev if _accepts(ev, line, kinds) is not None else None
+    return ev if _accepts(ev, kinds) is not None else None
 
 
 # Lines parsed per call of the parser by parse_lines.
@@ -251,7 +253,7 @@ def classify_run(files: Iterable[tuple[str, str]]) -> tuple[list[dict], list[dic
         for start in range(0, len(lines), CHUNK_LINES):
             chunk = lines[start : start + CHUNK_LINES]
             for i, line, ev in zip(range(start + 1, start + len(chunk) + 1), chunk, parse_lines(chunk)):
-                clean = None if ev is None else _accepts(ev, line, kinds)
+                clean = None if ev is None else _accepts(ev, kinds)
                 if clean is None:
                     ev, reason = S.classify_line(line)
                     if ev is None:
