@@ -42,7 +42,8 @@ _NEWLINE = re.compile(r"\r\n|\r|\n")
 def split_lines(text: str) -> list[str]:
     """The lines of a file as Hadoop's text reader (and Python's universal newlines) cut them: on
     \\n, \\r\\n and \\r, a final terminator ending the last line rather than opening an empty one."""
-    lines = _NEWLINE.split(text)
+    # Without a \r the only terminator is \n: str.split cuts there alike, several times faster.
+    lines = text.split("\n") if "\r" not in text else _NEWLINE.split(text)
     if lines and lines[-1] == "":
         lines.pop()
     return lines

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -68,6 +69,18 @@ def random_lines(rng: random.Random) -> list[str]:
         else:
             lines.append(line)
     return lines
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    text=st.lists(st.sampled_from(["a", "\n", "\r", "\r\n", "\x0b", "\x85", "\u2028", "{"]), max_size=40).map("".join)
+)
+def test_split_lines_without_cr_equals_the_regex(text):
+    """split_lines' shortcut for texts without \r cuts them as the regex of \n, \r\n and \r."""
+    want = re.split(r"\r\n|\r|\n", text)
+    if want and want[-1] == "":
+        want.pop()
+    assert R.split_lines(text) == want
 
 
 def test_misaligned_lines_are_not_taken_for_events():
