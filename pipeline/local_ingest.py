@@ -12,10 +12,9 @@ per core by size (as pipeline.stored does for judging from Parquet) and each tas
   path, whose text of such bytes Python does not reproduce),
 - classifies the lines (pipeline.runwise.classify_run: the fast path proves lines clean a chunk at
   a time, every other line goes through classify_line itself) and orders the events,
-- builds the event columns once and judges the run on them with the columnar kernels
-  (pipeline.tasks.stored_result_document, the text of result_document, tested) when the columns
-  read back as the very dicts classified (`plain` events: every line taken by the fast path, no
-  int in a float field); otherwise with result_document on the dicts, as Spark's path does,
+- builds the event columns once and judges the run as Spark's ingest task does
+  (pipeline.tasks.run_document: on the columns with the columnar kernels when the events are
+  plain, else on the dicts),
 - writes the run's events (and quarantine) partition with pyarrow (pipeline.partition_write, as
   the driver writes the runs it judged itself) and returns the result document.
 
@@ -101,17 +100,12 @@ class RunRows:
 
 
 def judge_files(run_id: str, files: list[tuple[str, str]], plan: TK.Plan) -> RunRows:
-    """The rows and result document of a run's files (src, text), sorted by src: the same as the
-    ingest task's (pipeline.tasks.ingest_function)."""
+    """The rows and result document of a run's files (src, text), sorted by src, as the ingest
+    task of Spark's path makes them (pipeline.tasks.ingest_function)."""
     events, bad, plain = R.classify_run(files)
     R.order(events)
     table = TK.events_table(events)
-    # Plain events (strings from the parser are UTF-8, ints in 64 bits, no int for a float) are
-    # taken by Arrow as they are, so the columns read back as these very dicts.
-    if events and plain:
-        result = TK.stored_result_document(table, plan, len(bad))
-    else:
-        result = TK.result_document(events, plan, len(bad))
+    result = TK.run_document(events, table, plain, plan, len(bad))
     quarantine = I._quarantine_columns(TK.out_table(run_id, [], bad, None)) if bad else None
     return RunRows(table, quarantine, result)
 

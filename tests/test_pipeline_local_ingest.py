@@ -112,31 +112,41 @@ def test_chunked_classification_equals_classify_line(seed, chunk):
     assert same(got, exact_classification(files))
 
 
-def judged(files, plan):
-    """What the ingest task of Spark's path gives for the files: result, event columns, quarantine."""
+def task_rows(files, plan, emit):
+    """What the ingest task of Spark's path gives for the files: its OUT_SCHEMA rows of `emit`
+    and the result document it adds to the accumulator."""
+    import pyarrow as pa
+
     collected: dict[str, str] = {}
 
     class Collect:
         def add(self, update):
             collected.update(update)
 
-    import pyarrow as pa
-
     table = pa.table({"path": [f"file:/runs/run/{src}" for src, _ in files], "value": [t for _, t in files]})
-    out = TK.ingest_function({"run": plan}, plan, Collect())(table)
-    bad = TK.ingest_function({"run": plan}, plan, Collect(), TK.EMIT_QUARANTINE)(table)
-    return collected["run"], I._event_columns(out), I._quarantine_columns(bad)
+    return TK.ingest_function({"run": plan}, plan, Collect(), emit)(table), collected.get("run")
 
 
 def assert_same_run(files, plan):
+    """The local path's rows and document, and the Spark task's, equal the exact path's: every
+    line through classify_line, the run judged on its dicts (result_document), rows from dicts."""
+    events, bad = exact_classification(files)
+    R.order(events)
+    want_result = TK.result_document(events, plan, len(bad))
+    want_events = TK.out_table("run", events, [], None)
+    want_bad = TK.out_table("run", [], bad, None)
     rows = LI.judge_files("run", files, plan)
-    result, events, quarantine = judged(files, plan)
-    assert rows.result == result
-    assert rows.events.equals(events) and rows.events.schema == events.schema
+    assert rows.result == want_result
+    assert rows.events.equals(I._event_columns(want_events))
+    assert rows.events.schema == I._event_columns(want_events).schema
     if rows.quarantine is None:
-        assert quarantine.num_rows == 0
+        assert not bad
     else:
-        assert rows.quarantine.equals(quarantine)
+        assert rows.quarantine.equals(I._quarantine_columns(want_bad))
+    out, result = task_rows(files, plan, TK.EMIT_EVENTS)
+    assert result == want_result
+    assert out.equals(want_events) and out.schema == want_events.schema
+    assert task_rows(files, plan, TK.EMIT_QUARANTINE)[0].equals(want_bad)
 
 
 def run_files(run_dir) -> list[tuple[str, str]]:
