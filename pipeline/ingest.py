@@ -21,6 +21,9 @@ the same directory twice adds nothing; the runs row is written last, so a run wh
 half way is not in the table and is ingested again, its partitions overwritten in place (dynamic
 partition overwrite), never duplicated. One writer per warehouse at a time.
 
+Local run directories ingested into a local warehouse skip Spark's read and write: tasks read
+the files and write the partitions themselves (pipeline.local_ingest); the rest is the same.
+
 Line numbers are counted in the task, over the file's whole text, exactly as harness.eventlog
 reads a file (lines end at \\n, \\r\\n or \\r). `file_key` sorts files the way
 harness.eventlog.read_run merges them (node logs by node directory name, then the timeline), so
