@@ -21,6 +21,9 @@ the same directory twice adds nothing; the runs row is written last, so a run wh
 half way is not in the table and is ingested again, its partitions overwritten in place (dynamic
 partition overwrite), never duplicated. One writer per warehouse at a time.
 
+Local run directories ingested into a local warehouse skip Spark's read and write: tasks read
+the files and write the partitions themselves (pipeline.local_ingest); the rest is the same.
+
 Line numbers are counted in the task, over the file's whole text, exactly as harness.eventlog
 reads a file (lines end at \\n, \\r\\n or \\r). `file_key` sorts files the way
 harness.eventlog.read_run merges them (node logs by node directory name, then the timeline), so
@@ -695,14 +698,20 @@ def timeline_plans(metas: dict[str, dict], runs: list, timelines: int) -> dict[s
 
 
 def _ingest_files(spark: SparkSession, runs: list[RunSource], plans: dict, wh: dict) -> dict[str, dict]:
-    """Read, classify, judge and write `runs` in one Spark job (pipeline.tasks); their result
-    documents. Runs with quarantined lines are read again for those lines alone."""
+    """Read, classify, judge and write `runs`: local runs into a local warehouse in tasks that read
+    and write the files themselves (pipeline.local_ingest), the others in one Spark job
+    (pipeline.tasks); their result documents. Runs with quarantined lines are read again by Spark
+    for those lines alone."""
     from . import judging as J
+    from . import local_ingest as LI
 
     default = (list(ALL_CHECKS), J.bounds({}), True)
+    results, runs = LI.ingest_local(spark, runs, plans, default, wh)
+    if not _files(runs):
+        return results
     acc = tasks.results_accumulator(spark)
     write_events(_run_tasks(spark, _files(runs), tasks.ingest_function(plans, default, acc)), wh)
-    results = tasks.parse_results({"run_id": k, "result": v} for k, v in acc.value.items())
+    results.update(tasks.parse_results({"run_id": k, "result": v} for k, v in acc.value.items()))
     again = [r for r in runs if results.get(r.run_id, {}).get("quarantined")]
     if again:
         fn = tasks.ingest_function(plans, default, acc, tasks.EMIT_QUARANTINE)

@@ -19,6 +19,7 @@ import os
 import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from typing import Protocol, TypeVar
 
 from . import ingest as I
 from . import schema as S
@@ -99,9 +100,20 @@ def list_runs(base: str, run_ids: list[str]) -> list[StoredRun]:
     return out
 
 
-def deal(runs: list[StoredRun], tasks: int) -> list[list[StoredRun]]:
-    """Runs dealt to at most `tasks` tasks, largest first to the least loaded one."""
-    bins: list[list[StoredRun]] = [[] for _ in range(max(1, min(tasks, len(runs))))]
+class _Sized(Protocol):
+    @property
+    def run_id(self) -> str: ...
+    @property
+    def size(self) -> int: ...
+
+
+_Run = TypeVar("_Run", bound=_Sized)
+
+
+def deal(runs: list[_Run], tasks: int) -> list[list[_Run]]:
+    """Runs (anything with a run_id and a size in bytes) dealt to at most `tasks` tasks, largest
+    first to the least loaded one."""
+    bins: list[list[_Run]] = [[] for _ in range(max(1, min(tasks, len(runs))))]
     loads = [0] * len(bins)
     for run in sorted(runs, key=lambda r: (-r.size, r.run_id)):
         i = loads.index(min(loads))

@@ -207,6 +207,40 @@ def _event_columns(events: list[dict], schema) -> dict:
         }
 
 
+def events_table(events: list[dict]):
+    """Ordered runwise events as the columns of their events-table partition (EVENTS_TABLE_SCHEMA
+    but run_id, in OUT_SCHEMA's types: what ingest writes)."""
+    import pyarrow as pa
+
+    schema = arrow_schema(OUT_SCHEMA)
+    columns = _event_columns(events, schema)
+    fields = [schema.field(name) for name in _EVENT_KEYS.values()]
+    return pa.Table.from_arrays([columns[key] for key in _EVENT_KEYS], schema=pa.schema(fields))
+
+
+def event_rows(run_id: str, table):
+    """OUT_SCHEMA rows of a run's events given as their events_table columns."""
+    import pyarrow as pa
+
+    n = table.num_rows
+    columns = {name: table.column(name) for name in table.column_names}
+    columns["what"] = pa.array([WHAT_EVENT] * n, pa.string())
+    columns["run_id"] = pa.array([run_id] * n, pa.string())
+    schema = arrow_schema(OUT_SCHEMA)
+    return pa.Table.from_arrays([columns.get(f.name, pa.nulls(n, f.type)) for f in schema], schema=schema)
+
+
+def run_document(events: list[dict], table, plain: bool, plan: Plan, quarantined: int) -> str:
+    """result_document of ordered events. Plain events (runwise.classify_run: every line taken by
+    the fast path, no int in a float field; strings from the parser are UTF-8, ints in 64 bits)
+    are taken by Arrow as they are, so their columns (`table`, events_table) read back as these
+    very dicts: they are judged on the columns (stored_result_document, the same text, tested);
+    other runs on the dicts."""
+    if events and plain:
+        return stored_result_document(table, plan, quarantined)
+    return result_document(events, plan, quarantined)
+
+
 def file_texts(column) -> list[str | None]:
     """The files' texts. Spark's text source passes a file's bytes on unchecked: one that is not
     UTF-8 is decoded as the harness reads node logs, each bad byte a U+FFFD."""
@@ -234,12 +268,13 @@ def ingest_function(plans: dict[str, Plan], default: Plan, results, emit: str = 
             run_id, src = _run_and_src(path)
             files.append((src, text or ""))
         files.sort()
-        events, bad = R.classify_files(files)
+        events, bad, plain = R.classify_run(files)
         if emit == EMIT_QUARANTINE:  # the run's result is known from the first pass
             return out_table(run_id, [], bad, None)
         R.order(events)
-        result = result_document(events, plans.get(run_id, default), len(bad))
-        return emitted(run_id, events, bad, result, results, emit)
+        table = events_table(events)
+        results.add({run_id: run_document(events, table, plain, plans.get(run_id, default), len(bad))})
+        return event_rows(run_id, table)
 
     return run
 

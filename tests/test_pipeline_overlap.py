@@ -10,6 +10,7 @@ import threading
 import pytest
 
 from pipeline import ingest as I
+from pipeline import local_ingest as LI
 from pipeline import overlap as O
 from pipeline import session as SS
 from tests.test_pipeline_checks import PLANTED, random_log, write_run
@@ -43,10 +44,11 @@ def _prejudge(paths: list[str], stop: threading.Event) -> I.Prejudged:
     return O.judge_on_driver(runs, plans, stop)
 
 
-def test_runs_judged_on_the_driver_equal_the_tasks(spark, runs_root, tmp_path):
+def test_runs_judged_on_the_driver_equal_the_tasks(spark, runs_root, tmp_path, monkeypatch):
     """Every run the driver can take, judged there and written from its rows, gives the same
     result documents and warehouse rows as the Spark tasks; a driver result judged with another
     plan than ingest's is not used."""
+    monkeypatch.setattr(LI, "local_runs", lambda runs, wh: ([], list(runs)))  # Spark's tasks only
     paths = [str(runs_root)]
     tasks_only = I.ingest(spark, paths, str(tmp_path / "a"), now=NOW)
     pre = _prejudge(paths, threading.Event())  # never set: the driver takes every run it can
