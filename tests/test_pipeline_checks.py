@@ -315,6 +315,15 @@ def views(nodes="ABC", t=1.0, view_id=3):
     return [start(0.0, n) for n in nodes] + [view(t, n, view_id, nodes) for n in nodes]
 
 
+def write_planted_runs(root, n_random: int, seed: int) -> None:
+    """Every PLANTED run and `n_random` random soups (random-0, random-1, ... from seeds `seed`,
+    `seed` + 1, ...) as run directories under `root`."""
+    for name, spec in PLANTED.items():
+        write_run(root, name, spec["events"], spec.get("raw"), spec.get("scenario"))
+    for i in range(n_random):
+        write_run(root, f"random-{i}", random_log(random.Random(seed + i)))
+
+
 PLANTED_VIEWS = {
     # Everyone ends with view 5 [A, B, C] after a one-way partition healed at 4 s.
     "views_merged": views()

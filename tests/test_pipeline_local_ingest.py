@@ -21,7 +21,7 @@ from pipeline import local_ingest as LI
 from pipeline import runwise as R
 from pipeline import schema as S
 from pipeline import tasks as TK
-from tests.test_pipeline_checks import PLANTED, random_log, write_run
+from tests.test_pipeline_checks import PLANTED, random_log, write_planted_runs, write_run
 from tests.test_pipeline_columnar import files_of
 from tests.test_pipeline_ingest import GOOD, LINES, _mutate
 
@@ -191,10 +191,7 @@ def test_values_arrow_repairs_give_the_same_rows():
 def runs_root(tmp_path_factory):
     """Planted runs (malformed and torn lines among them) and random soups."""
     root = tmp_path_factory.mktemp("local-ingest-runs")
-    for name, spec in PLANTED.items():
-        write_run(root, name, spec["events"], spec.get("raw"), spec.get("scenario"))
-    for i in range(6):
-        write_run(root, f"random-{i}", random_log(random.Random(4000 + i)))
+    write_planted_runs(root, 6, 4000)
     return root
 
 

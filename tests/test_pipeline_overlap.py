@@ -4,7 +4,6 @@ cannot take; small inputs start the JVM with C1 only."""
 
 from __future__ import annotations
 
-import random
 import threading
 
 import pytest
@@ -13,7 +12,7 @@ from pipeline import ingest as I
 from pipeline import local_ingest as LI
 from pipeline import overlap as O
 from pipeline import session as SS
-from tests.test_pipeline_checks import PLANTED, random_log, write_run
+from tests.test_pipeline_checks import PLANTED, write_planted_runs, write_run
 
 NOW = "2026-11-27T00:00:00.000000Z"
 
@@ -22,10 +21,7 @@ NOW = "2026-11-27T00:00:00.000000Z"
 def runs_root(tmp_path_factory):
     """Planted runs (malformed and torn lines among them) and random soups."""
     root = tmp_path_factory.mktemp("overlap-runs")
-    for name, spec in PLANTED.items():
-        write_run(root, name, spec["events"], spec.get("raw"), spec.get("scenario"))
-    for i in range(6):
-        write_run(root, f"random-{i}", random_log(random.Random(3000 + i)))
+    write_planted_runs(root, 6, 3000)
     return root
 
 
