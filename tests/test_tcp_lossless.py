@@ -5,6 +5,11 @@ follows xmit_interval when it changes at run time."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+from collections.abc import Callable
+from typing import Any
+
 import pytest
 
 from node.runtime import transport as tr
@@ -76,3 +81,57 @@ async def test_a_nakack2_node_over_tcp_is_lossless_exactly_while_it_does_not_ret
     configs = pair_configs(tmp_path / "u3", "tcp", protocol="unicast3")
     async with NodeGroup(configs) as (a, _b):
         assert a.transport.lossless is False
+
+
+async def _until(condition: Callable[[], bool]) -> None:
+    while not condition():
+        await asyncio.sleep(0)
+
+
+@pytest.mark.asyncio
+async def test_a_connect_that_completes_after_the_peer_connection_was_adopted_loses_nothing(monkeypatch):
+    """A and E connect to each other at the same moment. A adopts E's connection on its first
+    frame and flushes what waited for E onto it, while its own connect completes in the same loop
+    iteration: Python 3.11's asyncio.wait_for then returns the connection instead of raising the
+    cancellation. A must go on sending on the adopted connection: were it to switch to its own, E
+    would adopt that one as well and close its outgoing connection unread, losing A's frames."""
+    frames = [b"A%05d " % i + b"x" * 1000 for i in range(3000)]  # many reads' worth
+    received: list[bytes] = []
+    all_arrived = asyncio.Event()
+
+    def e_got(frame: bytes, _peer: str | None) -> str | None:
+        received.append(frame)
+        if len(received) == len(frames) + 1:
+            all_arrived.set()
+        return "A"
+
+    def a_got(frame: bytes, _peer: str | None) -> str | None:
+        return "E" if frame == b"E hello" else None  # "E noise" is rejected: not adopted on it
+
+    a = TcpTransport("A", Address("127.0.0.1", 0), {}, a_got, lambda r, p: None)
+    e = TcpTransport("E", Address("127.0.0.1", 0), {}, e_got, lambda r, p: None)
+    a_port, e_port = (await a.start()).port, (await e.start()).port
+    a.peers, e.peers = {"E": ("127.0.0.1", e_port)}, {"A": ("127.0.0.1", a_port)}
+    loop = asyncio.get_running_loop()
+    real_connect = loop.create_connection
+
+    async def connect_as_e_speaks(factory: Any, host: str, port: int) -> Any:
+        made = await real_connect(factory, host, port)
+        if port == e_port:  # A's connect is done: E's connection is up, its first frame leaves now
+            e.send("A", b"E noise")
+            await _until(lambda: e.connected()["A"])
+            e.send("A", b"E hello")
+        return made
+
+    monkeypatch.setattr(loop, "create_connection", connect_as_e_speaks)
+    try:
+        for frame in frames:
+            a.send("E", frame)  # they wait: A is connecting
+        await asyncio.wait_for(_until(lambda: not a._connecting and a.connected()["E"]), 10)
+        a.send("E", b"A after the race")
+        with contextlib.suppress(TimeoutError):  # the count below says what went missing
+            await asyncio.wait_for(all_arrived.wait(), 10)
+        assert (len(received), received == [*frames, b"A after the race"]) == (len(frames) + 1, True)
+    finally:
+        await a.close()
+        await e.close()

@@ -14,8 +14,10 @@ jitter) while the peer is unreachable; frames wait in a bounded queue meanwhile.
 connection is adopted for sending to the peer named by its first valid frame, so either end may
 connect. When both ends connected at the same time, both keep the connection initiated by the
 node with the smaller name (as JGroups' TCP connection map does) and the other is closed by its
-initiator after its buffered frames are written. A lost connection is forgotten; the next frame
-for that peer reconnects, and UNICAST3's retransmission recovers what was in flight.
+initiator after its buffered frames are written; an outgoing connection that completes after the
+peer's was adopted is closed unused, since frames may already travel on the adopted one. A lost
+connection is forgotten; the next frame for that peer reconnects, and UNICAST3's retransmission
+recovers what was in flight.
 """
 
 from __future__ import annotations
@@ -367,8 +369,16 @@ class TcpTransport:
                     await asyncio.sleep(delay * (0.5 + self._rng.random() / 2))
                     delay = min(delay * 2, BACKOFF_MAX_S)
                     continue
-                self.stats.connects += 1
-                self._register(peer, conn)
+                current = self.conns.get(peer)
+                if current is not None and not current.closed:
+                    # The peer's connection was adopted while this one was made (the cancel came
+                    # as the connect completed, which Python 3.11's wait_for swallows). Frames may
+                    # already be on the adopted one: switching would make the peer adopt this one
+                    # too and close its own unread. This one carries nothing yet: let it go.
+                    conn.close()
+                else:
+                    self.stats.connects += 1
+                    self._register(peer, conn)
                 self._flush_queue(peer)
                 return
         finally:
