@@ -70,7 +70,7 @@ class Stack:
         layer gets the whole batch (Layer.down_batch); a batch of multicasts goes to the first
         layer from the top that does not pass multicasts on (Layer.passes_multicasts), NAKACK2
         under UNICAST3. (For the asyncio runtime's bundled sends.)"""
-        top = len(self.layers) - 1
+        top = self._top
         if msgs and all(msg.dest == MCAST_DEST for msg in msgs):
             top = self._multicast_top
         for layer in self.layers[:top]:

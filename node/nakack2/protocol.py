@@ -756,6 +756,9 @@ class Nakack2(CountingLayer):
     def next_deadline(self) -> float | None:
         return self.timers.earliest  # not next(): the simulator asks after every input
 
+    def deadline_clock(self) -> Deadlines:
+        return self.timers
+
     def on_timer(self, now: float) -> list[Action]:
         out: list[Action] = []
         if self.timers.due("xmit", now):
