@@ -522,7 +522,7 @@ def test_random_bytes_never_escape_decode_as_anything_but_wire_error():
 
 
 def test_gc_policy_turns_automatic_collection_off_and_back_on():
-    """The daemon's GC policy disables automatic collection, collects on a timer, and restores."""
+    """The daemon's GC policy disables automatic collection, freezes on a timer, and restores."""
     import gc
 
     from node.runtime.runner import GcPolicy
@@ -537,6 +537,45 @@ def test_gc_policy_turns_automatic_collection_off_and_back_on():
         assert policy.ticks >= 1
         policy.stop()
         assert gc.isenabled() == was
+        assert gc.get_freeze_count() == 0  # nothing stays frozen after stop
+    finally:
+        loop.close()
+
+
+def test_gc_policy_reclaims_cyclic_garbage_at_its_full_collection():
+    """Objects made while the policy runs are frozen (no collection traverses them each second),
+    yet a reference cycle dropped meanwhile is freed by the full collection every `full_every`
+    ticks: the daemon's memory does not grow with cyclic garbage."""
+    import gc
+    import weakref
+
+    from node.runtime.runner import GcPolicy
+
+    class Node:
+        other: Node | None = None
+
+    loop = asyncio.new_event_loop()
+    try:
+        policy = GcPolicy(loop, period_s=0.001, full_every=5)
+        policy.start()
+        a, b = Node(), Node()
+        a.other, b.other = b, a
+        alive = weakref.ref(a)
+        loop.run_until_complete(asyncio.sleep(0.01))
+        assert gc.get_freeze_count() > 0  # the first ticks froze what existed, the cycle too
+        del a, b
+        assert alive() is not None  # frozen: reference counting alone cannot free a cycle
+        ticks = policy.ticks
+
+        async def until_freed() -> None:
+            for _ in range(2000):  # bounded: 2 s of ticks at most
+                if alive() is None:
+                    return
+                await asyncio.sleep(0.001)
+
+        loop.run_until_complete(until_freed())
+        assert alive() is None, f"the cycle survived {policy.ticks - ticks} ticks"
+        policy.stop()
     finally:
         loop.close()
 
