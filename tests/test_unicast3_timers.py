@@ -27,14 +27,14 @@ from tests.netlab import Net, expected, is_type
 def test_deadlines_next_is_the_earliest_and_due_is_inclusive():
     """next() is the earliest armed deadline; lower() only moves one earlier; None cancels."""
     timers = Deadlines("a", "b")
-    assert timers.next() is None
+    assert timers.earliest is None
     timers.set("b", 2.0)
     timers.set("a", 3.0)
-    assert timers.next() == 2.0
+    assert timers.earliest == 2.0
     timers.lower("a", 4.0)
     assert timers.get("a") == 3.0
     timers.lower("a", 1.0)
-    assert timers.next() == 1.0 and timers.due("a", 1.0) and not timers.due("b", 1.9)
+    assert timers.earliest == 1.0 and timers.due("a", 1.0) and not timers.due("b", 1.9)
     timers.set("a", None)
     assert timers.as_dict() == {"b": 2.0}
 
@@ -239,5 +239,5 @@ def test_next_stays_the_earliest_through_any_sequence_of_changes():
             at = rng.uniform(0, 10)
             timers.set(name, at)
             armed[name] = at
-        assert timers.next() == min(armed.values(), default=None)
+        assert timers.earliest == min(armed.values(), default=None)
         assert (name in timers.at) == (name in armed)

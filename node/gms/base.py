@@ -53,7 +53,7 @@ class GmsLayerBase(CountingLayer):
         return mine, rest
 
     def next_deadline(self) -> float | None:
-        return self.timers.next()
+        return self.timers.earliest
 
     def deadline_clock(self) -> Deadlines:
         return self.timers

@@ -658,7 +658,7 @@ class Mcast(CountingLayer):
     # ---- timers -------------------------------------------------------------------------------
 
     def next_deadline(self) -> float | None:
-        return self.timers.next()
+        return self.timers.earliest
 
     def deadline_clock(self) -> Deadlines:
         return self.timers

@@ -754,7 +754,7 @@ class Nakack2(CountingLayer):
     # ---- timers -------------------------------------------------------------------------------
 
     def next_deadline(self) -> float | None:
-        return self.timers.earliest  # not next(): the simulator asks after every input
+        return self.timers.earliest
 
     def deadline_clock(self) -> Deadlines:
         return self.timers

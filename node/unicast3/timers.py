@@ -1,6 +1,6 @@
 """Named deadlines of one layer (aioquic's get_timer/handle_timer, TigerBeetle's Timeout).
 
-A layer sets each of its timeouts by name; `next()` is the earliest of them (the layer's
+A layer sets each of its timeouts by name; `earliest` is the earliest of them (the layer's
 `next_deadline()`), and the layer fires those that are due in the fixed order given here, so a
 replay fires them in the same order. A deadline may be a lower bound: work that only postpones
 a timeout (a message refreshing a connection's last activity) leaves it alone, and its handler,
@@ -17,8 +17,8 @@ from ..layer import Action
 
 
 class Deadlines:
-    """The armed deadlines by name. `next()` is cached (`earliest`): the simulator asks for it after
-    every input, far more often than a deadline changes."""
+    """The armed deadlines by name, and the earliest of them kept as an attribute: the simulator
+    reads it after every input, far more often than a deadline changes."""
 
     __slots__ = ("_known", "at", "earliest", "order")
 
@@ -26,9 +26,9 @@ class Deadlines:
         self.order = order
         self._known = frozenset(order)
         # name -> time; read it freely (a hot path may test `name in at`), change it only through
-        # set() and lower(), which keep next() right.
+        # set() and lower(), which keep `earliest` right.
         self.at: dict[str, float] = {}
-        # next(), kept up to date by set(); read it freely, never assign it.
+        # The earliest armed deadline, kept up to date by set(); read it freely, never assign it.
         self.earliest: float | None = None
 
     def get(self, name: str) -> float | None:
@@ -59,9 +59,6 @@ class Deadlines:
         at = self.at.get(name)
         return at is not None and at <= now
 
-    def next(self) -> float | None:
-        return self.earliest
-
     def as_dict(self) -> dict[str, float]:
         """The armed deadlines by name (for tests and debugging)."""
         return dict(self.at)
@@ -77,7 +74,7 @@ class FiredTimers:
     _FIRE: ClassVar[Mapping[str, Callable[[Any, float, list[Action]], None]]]
 
     def next_deadline(self) -> float | None:
-        return self.timers.earliest  # not next(): the simulator asks after every input
+        return self.timers.earliest
 
     def deadline_clock(self) -> Deadlines:
         return self.timers
