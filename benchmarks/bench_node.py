@@ -259,7 +259,7 @@ def cost_breakdown(n_msgs: int = 100_000, batch: int = 1024, rounds: int = 3) ->
     from node.compose import build_stack
     from node.message import Message
     from node.runtime.eventlog import EventLog
-    from node.runtime.workload import Delivered, make_payload
+    from node.runtime.workload import Delivered, make_payloads
     from node.unicast3 import Unicast3
 
     steps = [
@@ -289,7 +289,7 @@ def cost_breakdown(n_msgs: int = 100_000, batch: int = 1024, rounds: int = 3) ->
                     now = time.time()
                     t0 = clock()
                     upto = min(first + batch, n_msgs + 1)
-                    msgs = [Message("A", "B", make_payload(b"A:0:", n, 100)) for n in range(first, upto)]
+                    msgs = [Message("A", "B", p) for p in make_payloads(b"A:0:", first, upto - 1, 100)]
                     t1 = clock()
                     a.send_batch(msgs, now)
                     out, _, ev_a = a.take_packed()

@@ -4,7 +4,7 @@ processes on this machine's cores can reach at best.
 
 Each member is one process with one UDP socket (large buffers, as the node's) and a plain
 select() loop, no asyncio, no layers, no objects per message. Per multicast it does what a
-NAKACK2 member must: the sender builds the workload payload (node.runtime.workload.make_payload),
+NAKACK2 member must: the sender builds the workload payloads (node.runtime.workload.make_payloads),
 numbers it, keeps it for retransmission, encodes it once in the node's wire layout (a frame of
 NAKACK2 MSGs in the hot layout: the same bytes on the wire) and sends the frame to each other
 member; every receiver parses each message, holds it in its sender's table and delivers it in
@@ -31,7 +31,7 @@ from typing import Any
 # Appended, not inserted: bench_nakack2 may have put another tree (BENCH_TREE) first.
 sys.path.append(str(Path(__file__).resolve().parent.parent))
 
-from node.runtime.workload import make_payload
+from node.runtime.workload import make_payloads
 
 BATCH = 1024  # multicasts a member sends per loop turn at most (the node's STREAM_BATCH)
 WINDOW = 16_384  # unacked multicasts per sender at most
@@ -85,9 +85,8 @@ def member(me: int, names: list[str], socks: list[socket.socket], count: int, si
         k = min(BATCH, count - seqno, room)
         if k > 0:
             raws = []
-            for _ in range(k):
+            for payload in make_payloads(prefix, seqno + 1, seqno + k, size):
                 seqno += 1
-                payload = make_payload(prefix, seqno, size)
                 kept[seqno] = payload
                 raws.append(_MSG.pack(1, _NAKACK2_ID, 9, 0, seqno, len(payload)) + payload)
             frames: list[list[bytes]] = [[]]

@@ -19,8 +19,9 @@ MCAST_DEST = "*"
 _APP_MAGIC = b"SB"
 _MAGIC_0, _MAGIC_1 = _APP_MAGIC  # its two bytes as ints, for app_id_of
 MAX_APP_ID_BYTES = 255
-# The magic and the length byte of an app id of each possible length.
-_APP_HEADS = [_APP_MAGIC + bytes((length,)) for length in range(MAX_APP_ID_BYTES + 1)]
+# The magic and the length byte of an app id of each possible length (the daemon's stream builds
+# its payloads from them too: node.runtime.workload.make_payloads).
+APP_HEADS = [_APP_MAGIC + bytes((length,)) for length in range(MAX_APP_ID_BYTES + 1)]
 
 
 class Message:
@@ -70,7 +71,7 @@ def app_payload(sender: str, stream: int, n: int, size: int = 0) -> bytes:
         raise ValueError(f"app id too long: {length} bytes")
     # A ready-made head and at most two concatenations: the simulator builds one per message sent,
     # and bytes formatting (b"SB%c%s" % ...) is a large function for the CPU's instruction cache.
-    head = _APP_HEADS[length] + app
+    head = APP_HEADS[length] + app
     pad = size - len(head)
     return head + bytes(pad) if pad > 0 else head
 

@@ -6,6 +6,7 @@ import asyncio
 import json
 import random
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -13,7 +14,7 @@ from node.events import DataEvents, make_event, unpack_events
 from node.message import Message, app_payload
 from node.runtime.bundler import Bundler
 from node.runtime.eventlog import EventLog
-from node.runtime.workload import Delivered, Stream, StreamStats, make_payload
+from node.runtime.workload import Delivered, Stream, StreamStats, make_payload, make_payloads
 from node.unicast3 import PROTO_ID, MsgType, U3Header
 from node.wire import decode_frame, split_into_frames
 
@@ -31,6 +32,27 @@ def test_make_payload_is_app_payload(sender, stream, n, size):
     except ValueError:
         return
     assert make_payload(f"{sender}:{stream}:".encode(), n, size) == expected
+
+
+@given(
+    sender=st.text(st.characters(blacklist_characters=":", blacklist_categories=("Cs",)), min_size=1, max_size=70),
+    stream=st.integers(0, 10**6),
+    first=st.one_of(st.integers(0, 10**12), st.sampled_from([0, 1, 8, 9, 95, 999, 9990, 10**11 - 3])),
+    count=st.integers(0, 30),
+    size=st.integers(0, 300),
+)
+def test_make_payloads_is_app_payload_for_each_n(sender, stream, first, count, size):
+    """A stream's batch of payloads, across changes in the number's digit count (9 -> 10, 999 ->
+    1000), is exactly app_payload for each n, or the same ValueError."""
+    prefix = f"{sender}:{stream}:".encode()
+    last = first + count - 1
+    try:
+        expected = [app_payload(sender, stream, n, size) for n in range(first, last + 1)]
+    except ValueError:
+        with pytest.raises(ValueError, match="too long"):
+            make_payloads(prefix, first, last, size)
+        return
+    assert make_payloads(prefix, first, last, size) == expected
 
 
 @settings(max_examples=200)

@@ -57,7 +57,7 @@ from .errors import RequestError
 from .eventlog import EventLog
 from .ipmcast import IpMulticast
 from .transport import TcpTransport, UdpTransport, resolve_peers
-from .workload import MAX_SAMPLES, SAMPLE_EVERY, Delivered, Stream, make_payload
+from .workload import MAX_SAMPLES, SAMPLE_EVERY, Delivered, Stream, make_payloads
 
 if TYPE_CHECKING:
     from prometheus_client import CollectorRegistry
@@ -734,13 +734,13 @@ class Node:
         name, prefix, size, targets = self.name, s.prefix, s.size, s.to
         first = s.first_n + s.sent
         last = first + k - 1
+        payloads = make_payloads(prefix, first, last, size)
         if len(targets) == 1:
             dest = targets[0]
-            msgs = [Message(name, dest, make_payload(prefix, n, size)) for n in range(first, last + 1)]
+            msgs = [Message(name, dest, payload) for payload in payloads]
         else:
             msgs = []
-            for n in range(first, last + 1):
-                payload = make_payload(prefix, n, size)
+            for payload in payloads:
                 msgs.extend(Message(name, dest, payload) for dest in targets)
         # A failure here stops the stream (the caller logs it); `sent` then stays where it was.
         self.stack.send_batch(msgs, now)

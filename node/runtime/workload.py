@@ -20,7 +20,7 @@ import math
 from bisect import bisect_right
 from typing import Any
 
-from ..message import MAX_APP_ID_BYTES, Message
+from ..message import APP_HEADS, MAX_APP_ID_BYTES, Message
 
 SAMPLE_EVERY = 64
 MAX_SAMPLES = 20_000
@@ -29,17 +29,31 @@ _MAGIC = b"SB"
 
 
 def make_payload(prefix: bytes, n: int, size: int) -> bytes:
-    """Exactly node.message.app_payload(sender, stream, n, size), with `prefix` = b"sender:stream:".
+    """Exactly node.message.app_payload(sender, stream, n, size), with `prefix` = b"sender:stream:"."""
+    return make_payloads(prefix, n, n, size)[0]
 
-    The hot path of a stream: the prefix is encoded once per stream, and the padding is a single
-    allocation."""
-    app = prefix + str(n).encode()
-    length = len(app)
-    if length > MAX_APP_ID_BYTES:
-        raise ValueError(f"app id too long: {length} bytes")
-    head = b"SB%c%s" % (length, app)
-    pad = size - len(head)
-    return head + bytes(pad) if pad > 0 else head
+
+def make_payloads(prefix: bytes, first: int, last: int, size: int) -> list[bytes]:
+    """make_payload(prefix, n, size) for n from first to last: the hot path of a stream.
+
+    All n with as many digits share the head (magic, length byte, prefix) and the padding, so each
+    payload is one bytes format of three parts: about a fifth of the cost of building every one
+    from its app id (0.2 against 0.9 us here)."""
+    if first < 0:
+        raise ValueError(f"message numbers start at 0, not {first}")
+    out: list[bytes] = []
+    n = first
+    while n <= last:
+        digits = len(str(n))
+        top = min(last, 10**digits - 1)  # the last n with as many digits
+        length = len(prefix) + digits
+        if length > MAX_APP_ID_BYTES:
+            raise ValueError(f"app id too long: {length} bytes")
+        head = APP_HEADS[length] + prefix
+        pad = bytes(size - 3 - length) if size > 3 + length else b""
+        out += [b"%b%d%b" % (head, m, pad) for m in range(n, top + 1)]
+        n = top + 1
+    return out
 
 
 # ---- sending ----------------------------------------------------------------------------------
