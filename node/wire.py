@@ -164,33 +164,55 @@ def split_into_frames(
     its bytes. Keyed by the headers dict's id, so the caller keeps every message of those calls
     alive (an id is unique only among live objects) and changes none of them in between."""
     frames: list[bytes] = []
+    # The current frame's parts: a hot message goes in as its head and its payload, joined once
+    # with the frame (not first into a bytes of its own).
     batch: list[bytes] = []
+    count = 0
     head = len(_encode_name(src)) + len(_encode_name(msgs[0].dest)) + 4 if msgs else 0
     size = head
+    hot_get = _HOT_ENCODE.get
     for msg in msgs:
+        payload = msg.payload
         if encoded is not None:
             seen = encoded.get(id(msg.headers))
-            if seen is not None and seen[0] is msg.payload:
-                raw = seen[1]
+            if seen is not None and seen[0] is payload:
+                parts: tuple[bytes, ...] = (seen[1],)
             else:
                 raw = encode_message(msg)
-                encoded[id(msg.headers)] = (msg.payload, raw)
+                encoded[id(msg.headers)] = (payload, raw)
+                parts = (raw,)
+            length = len(parts[0])
         else:
-            head_bytes = _hot_head(msg)
-            raw = head_bytes + msg.payload if head_bytes is not None else encode_message(msg)
-        if batch and size + len(raw) > max_bytes:
-            frames.append(_assemble(src, msgs[0].dest, batch))
-            batch, size = [], head
-        batch.append(raw)
-        size += len(raw)
-    if batch:
-        frames.append(_assemble(src, msgs[0].dest, batch))
+            # _hot_head, inline: one header with a hot layout is nearly every message.
+            headers = msg.headers
+            parts = ()
+            if len(headers) == 1:
+                for proto_id, header in headers.items():
+                    hot = hot_get(proto_id)
+                    if hot is not None:
+                        values = hot[0](header)
+                        if values is not None:
+                            parts = (hot[1].pack(1, proto_id, hot[2], hot[3], *values, len(payload)), payload)
+            if parts:
+                length = len(parts[0]) + len(payload)
+            else:
+                parts = (encode_message(msg),)
+                length = len(parts[0])
+        if count and size + length > max_bytes:
+            frames.append(_assemble(src, msgs[0].dest, batch, count))
+            batch, size, count = [], head, 0
+        batch += parts
+        count += 1
+        size += length
+    if count:
+        frames.append(_assemble(src, msgs[0].dest, batch, count))
     return frames
 
 
-def _assemble(src: str, dest: str, encoded: list[bytes]) -> bytes:
+def _assemble(src: str, dest: str, parts: list[bytes], count: int) -> bytes:
+    """A frame of `count` encoded messages, given as their bytes in one or more parts each."""
     return b"".join(
-        [_FRAME_HEAD.pack(WIRE_VERSION, 0), _encode_name(src), _encode_name(dest), _COUNT.pack(len(encoded))] + encoded
+        [_FRAME_HEAD.pack(WIRE_VERSION, 0), _encode_name(src), _encode_name(dest), _COUNT.pack(count)] + parts
     )
 
 
