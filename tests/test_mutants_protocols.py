@@ -1,6 +1,6 @@
 """`splitbrain mutants --protocol`: each protocol's chaos set comes from its spec (ProtocolSpec.chaos),
-its planted bugs die on it and its unmutated baseline passes the same seeds; MCAST's
-seqno_outside_lock is killed by xmit_traffic on the lossless seeds.
+its planted bugs die on it, each by the check that must catch it, and its unmutated baseline passes
+the same seeds; MCAST's seqno_outside_lock is killed by xmit_traffic on the lossless seeds.
 
 The kill seeds are the first seeds of each chaos set that kill each mutant (found with `splitbrain
 mutants --protocol P --seeds 20`); if a chaos set changes, rerun that and update them."""
@@ -15,11 +15,37 @@ from harness import mutants as mt
 from harness.cli import main
 from harness.scenario import parse_scenario
 from node import protocols
+from node.errors import SettingError
+from node.nakack2.config import MUTATIONS as NAKACK2_MUTATIONS
+from node.nakack2.config import Nakack2Config
 
 # protocol -> mutant -> the first seed of its chaos set that kills it.
 KILL_SEEDS = {
     "unicast2": {"stable_purges_received": 1, "first_always_new_window": 1, "no_send_first_seqno": 0},
+    "nakack2": {
+        "stable_purges_above_min": 1,
+        "digest_reports_highest": 3,
+        "xmit_req_off_by_one": 1,
+        "xmit_rsp_delivered_again": 11,
+        "deliver_in_arrival_order": 1,
+        "stable_ignores_highest": 4,
+    },
     "mcast": {"seqno_outside_lock": 0},
+}
+# protocol -> mutant -> the check that must fail on its kill seed: what the bug does to the
+# applications (a purge or an unanswered request loses messages, a redelivery duplicates one and
+# goes back in order, a held-back run delivered as it arrived breaks the order).
+KILLED_BY = {
+    "unicast2": {"stable_purges_received": "no_loss", "first_always_new_window": "no_duplicates"},
+    "nakack2": {
+        "stable_purges_above_min": "no_loss",
+        "digest_reports_highest": "no_loss",
+        "xmit_req_off_by_one": "no_loss",
+        "xmit_rsp_delivered_again": "no_duplicates",
+        "deliver_in_arrival_order": "fifo",
+        "stable_ignores_highest": "no_loss",
+    },
+    "mcast": {"seqno_outside_lock": "xmit_traffic"},
 }
 OTHERS = ("unicast2", "nakack2", "mcast")
 
@@ -29,7 +55,6 @@ def test_every_reliable_protocol_is_hunted_and_every_mutant_has_a_seed():
     assert set(mt.hunted()) == {"unicast3", *OTHERS}
     for protocol in OTHERS:
         assert set(mt.mutations(protocol)) == set(KILL_SEEDS.get(protocol, {}))
-    assert mt.mutations("nakack2") == {}
 
 
 @pytest.mark.parametrize("protocol", OTHERS)
@@ -64,13 +89,15 @@ def test_mutant_fails_a_check_on_its_seed(protocol, name):
     seed = KILL_SEEDS[protocol][name]
     trial = mt.run_trial(mt.with_mutation(mt.chaos_scenario(seed, protocol), name), seed)
     assert trial.outcome == "failed", trial.explanation
+    if name in KILLED_BY.get(protocol, {}):
+        assert KILLED_BY[protocol][name] in trial.failed, trial.explanation
     if name == "seqno_outside_lock":
         assert trial.failed == ("xmit_traffic",)
+    if name == "deliver_in_arrival_order":
+        assert trial.failed == ("fifo",)  # nothing lost or twice: only the order is wrong
 
 
-@pytest.mark.parametrize(
-    "protocol,seed", sorted({(p, s) for p, seeds in KILL_SEEDS.items() for s in seeds.values()} | {("nakack2", 0)})
-)
+@pytest.mark.parametrize("protocol,seed", sorted({(p, s) for p, seeds in KILL_SEEDS.items() for s in seeds.values()}))
 def test_unmutated_protocol_passes_the_same_seeds(protocol, seed):
     """No false failure: the unmutated protocol passes every seed a mutant dies on."""
     trial = mt.run_trial(mt.chaos_scenario(seed, protocol), seed)
@@ -95,6 +122,28 @@ def test_cli_protocol_list_and_bad_input(capsys):
     text = capsys.readouterr().out
     assert all(name in text for name in KILL_SEEDS["unicast2"])
     assert main(["mutants", "--protocol", "nakack2", "--list"]) == 0
-    assert "no planted mutants" in capsys.readouterr().out
+    text = capsys.readouterr().out
+    assert all(f"{name}: {what}" in text for name, what in NAKACK2_MUTATIONS.items())
     assert main(["mutants", "--protocol", "mcast", "scenarios/steady.yaml", "--quiet"]) == 2
     assert "--protocol unicast3 hunts those" in capsys.readouterr().err
+
+
+def test_cli_list_of_a_protocol_without_mutants(monkeypatch, capsys):
+    """--list of a hunted protocol with no planted mutants says so (its baseline still runs)."""
+    for name in list(NAKACK2_MUTATIONS):
+        monkeypatch.delitem(NAKACK2_MUTATIONS, name)
+    assert main(["mutants", "--protocol", "nakack2", "--list"]) == 0
+    assert "no planted mutants" in capsys.readouterr().out
+
+
+def test_nakack2_mutation_setting_is_its_own():
+    """`mutation:` under NAKACK2 names NAKACK2's planted bugs, not UNICAST3's; an unknown one is
+    refused at its key with the known names; unmutated settings carry no `mutation` key."""
+    cfg = Nakack2Config.from_dict({"mutation": "stable_purges_above_min"})
+    assert cfg.mutation == "stable_purges_above_min" and cfg.unicast3.mutation is None
+    assert Nakack2Config.from_dict(cfg.as_dict()) == cfg
+    assert "mutation" not in Nakack2Config.from_dict({}).as_dict()
+    for bad in ("ack_purges_one_more", "no_such_bug"):  # a UNICAST3 mutant, and nobody's
+        with pytest.raises(SettingError) as exc:
+            Nakack2Config.from_dict({"mutation": bad})
+        assert exc.value.key == "mutation" and "stable_purges_above_min" in exc.value.message

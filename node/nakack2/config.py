@@ -19,6 +19,23 @@ from ..unicast3.config import Unicast3Config, _coerce
 
 U3_PREFIX = "unicast3_"
 
+# Planted bugs (`mutation:`), to measure that the checkers catch what they must (`splitbrain
+# mutants --protocol nakack2`). Each is one small change at one spot of protocol.py, found there as
+# `_mutant("<name>")` on a control-message path, or (the one on the per-message path) a method
+# swapped when the layer is built. Never in production.
+MUTATIONS: dict[str, str] = {
+    "stable_purges_above_min": "STABLE purges up to the highest digest of the view, not the lowest: a member "
+    "missing a message can no longer get it retransmitted",
+    "digest_reports_highest": "the STABLE digest carries the highest seqno received, not the highest delivered: "
+    "the others purge what this member is still missing",
+    "xmit_req_off_by_one": "XMIT-REQ ranges read as half-open: the last seqno of each range is never resent",
+    "xmit_rsp_delivered_again": "no duplicate check on the retransmission path: an XMIT_RSP for a message "
+    "already delivered is delivered again",
+    "deliver_in_arrival_order": "a run of messages a gap held back is delivered in arrival order, not seqno order",
+    "stable_ignores_highest": "a STABLE digest showing more than a table knows does not raise its highest: a lost "
+    "last message is found only by the one HIGHEST_SEQNO",
+}
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Nakack2Config:
@@ -46,6 +63,8 @@ class Nakack2Config:
     # xmit_interval <= 0 needs a transport and layers below that never drop (TCP, no in-process
     # drops). The node refuses anything else unless this says the run reproduces that on purpose.
     allow_unsafe: bool = False
+    # A planted bug (MUTATIONS), fixed when the layer is built.
+    mutation: str | None = None
     # UNICAST3's settings (every key NAKACK2 does not know, and unicast3_xmit_interval).
     unicast3: Unicast3Config = field(default_factory=Unicast3Config)
 
@@ -57,6 +76,8 @@ class Nakack2Config:
             raise SettingError("stable_interval", f"must be > 0, got {self.stable_interval!r}")
         if self.resend_last_seqno_max_times < 0:
             raise SettingError("resend_last_seqno_max_times", f"must be >= 0, got {self.resend_last_seqno_max_times!r}")
+        if self.mutation is not None and self.mutation not in MUTATIONS:
+            raise SettingError("mutation", f"must be one of {', '.join(MUTATIONS)}, got {self.mutation!r}")
 
     @property
     def retransmission(self) -> bool:
@@ -78,7 +99,12 @@ class Nakack2Config:
         u3: dict[str, Any] = {}
         for key, value in values.items():
             key = str(key)
-            if isinstance(getattr(defaults, key, None), bool):
+            if key == "mutation":
+                # NAKACK2's own planted bugs: the UNICAST3 under it runs unmutated (as under MCAST).
+                if value is not None and not isinstance(value, str):
+                    raise SettingError(key, f"expected a name, got {value!r}")
+                own[key] = value
+            elif isinstance(getattr(defaults, key, None), bool):
                 if not isinstance(value, bool):
                     raise SettingError(key, f"expected true or false, got {value!r}")
                 own[key] = value
@@ -86,8 +112,6 @@ class Nakack2Config:
                 own[key] = _coerce(key, value, getattr(defaults, key))
             elif key.startswith(U3_PREFIX):
                 u3[key[len(U3_PREFIX) :]] = value
-            elif key == "mutation" and value is None:
-                continue
             else:
                 u3[key] = value
         try:
@@ -117,6 +141,8 @@ class Nakack2Config:
 
     def as_dict(self) -> dict[str, Any]:
         out = {name: getattr(self, name) for name in self.own_keys()}
+        if out.get("mutation") is None:
+            out.pop("mutation", None)
         for key, value in self.unicast3.as_dict().items():
             if key == "mutation" and value is None:
                 continue

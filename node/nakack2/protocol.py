@@ -43,6 +43,11 @@ every member is a server from the start.
 
 Unicasts (any other dest) pass through untouched; this layer sits below UNICAST3, which carries
 them. Messages from a sender outside the installed view are dropped and counted.
+
+Planted bugs (config `mutation`, config.MUTATIONS; `splitbrain mutants --protocol nakack2`) sit on
+control-message paths as `_mutant("<name>")` branches (STABLE, XMIT-REQ, a duplicate XMIT_RSP), so
+the per-message path never asks for one; `deliver_in_arrival_order`, which is on that path, is a
+method swapped for _deliver when the layer is built.
 """
 
 from __future__ import annotations
@@ -166,8 +171,17 @@ class Nakack2(CountingLayer):
         self._last_seqno_resends = 0
         # The Up returned last for in-order deliveries, its table and the next seqno (_deliver).
         self._run: tuple[Up, RecvTable, int] | None = None
+        # A planted bug is fixed when the layer is built (a run-time change of it is ignored).
+        self._mutation = config.mutation
+        if self._mutation == "deliver_in_arrival_order":
+            # Swapped, not tested in _deliver: the correct layer pays nothing per delivery for it.
+            self._deliver = self._deliver_in_arrival_order  # type: ignore[method-assign]
 
     # ---- helpers ------------------------------------------------------------------------------
+
+    def _mutant(self, name: str) -> bool:
+        """True when this planted bug (config.MUTATIONS) is switched on; never asked per message."""
+        return self._mutation == name
 
     def _others(self) -> list[str]:
         return [m for m in self.members if m != self.local]
@@ -407,6 +421,13 @@ class Nakack2(CountingLayer):
             table = self.tables[sender] = RecvTable(sender)
         self._bytes_since_stable += len(msg.payload)
         if seqno <= table.delivered or seqno in table.msgs:
+            if (
+                self._mutant("xmit_rsp_delivered_again")
+                and seqno <= table.delivered
+                and msg.headers[PROTO_ID].type is _XMIT_RSP
+            ):
+                self._redeliver(sender, seqno, msg, now, out)
+                return
             self._count("rx_duplicate")
             out.append(self._log(now, "drop", peer=sender, seqno=seqno, type="MSG", reason="duplicate"))
             return
@@ -450,6 +471,34 @@ class Nakack2(CountingLayer):
             up = Up(msgs=delivered, multicasts=True)
             out.append(up)
         self._run = (up, table, nxt)
+
+    def _deliver_in_arrival_order(self, table: RecvTable, now: float, out: list[Action]) -> None:
+        """The planted bug deliver_in_arrival_order, in _deliver's place: the run a gap held back
+        goes up in the order its messages arrived (the table's insertion order), the message that
+        filled the gap last."""
+        held = table.msgs
+        first = nxt = table.delivered + 1
+        while nxt in held:
+            nxt += 1
+        if nxt == first:
+            return
+        table.delivered = nxt - 1
+        delivered = [m for s, m in held.items() if first <= s < nxt]
+        if self.data_events:
+            # The record numbers its messages from `first` on: each carries its own seqno instead.
+            for msg in delivered:
+                seqno = msg.headers[PROTO_ID].seqno
+                out.append(Log(event=DataEvents(now, self.local, PROTO, "deliver", table.sender, None, seqno, [msg])))
+        out.append(Up(msgs=delivered, multicasts=True))
+        self._run = None
+
+    def _redeliver(self, sender: str, seqno: int, msg: Message, now: float, out: list[Action]) -> None:
+        """The planted bug xmit_rsp_delivered_again: a retransmission of a delivered message goes up again."""
+        again = Message(sender, MCAST_DEST, msg.payload, {PROTO_ID: N2Header(_MSG, seqno)})
+        if self.data_events:
+            out.append(Log(event=DataEvents(now, self.local, PROTO, "deliver", sender, None, seqno, [again])))
+        out.append(Up(msgs=[again], multicasts=True))
+        self._run = None
 
     def _enqueue(self, msg: Message, now: float, out: list[Action]) -> None:
         if self.config.queue_bounded and len(self.queue) >= self.config.become_server_queue_size:
@@ -510,7 +559,10 @@ class Nakack2(CountingLayer):
         missing = 0
         for lo, hi in hdr.ranges:
             # Only what this member still holds: a peer may ask for anything (0..2^64-1).
-            for seqno in range(max(lo, table.low + 1), min(hi, table.highest, lo + budget - 1) + 1):
+            top = min(hi, table.highest, lo + budget - 1)
+            if self._mutant("xmit_req_off_by_one"):
+                top = min(hi - 1, table.highest, lo + budget - 1)  # [lo, hi) instead of [lo, hi]
+            for seqno in range(max(lo, table.low + 1), top + 1):
                 stored = table.msgs.get(seqno)
                 if stored is None:
                     missing += 1
@@ -593,6 +645,8 @@ class Nakack2(CountingLayer):
     # ---- STABLE -------------------------------------------------------------------------------
 
     def _digest(self) -> dict[str, int]:
+        if self._mutant("digest_reports_highest"):
+            return {sender: table.highest for sender, table in self.tables.items()}
         return {sender: table.delivered for sender, table in self.tables.items()}
 
     def answer(self, query: Query) -> Digest | None:
@@ -624,7 +678,7 @@ class Nakack2(CountingLayer):
             # STABLE triggers retransmission only when retransmission is on (seed 003).
             if self.config.retransmission and self.is_server and sender != self.local:
                 table = self.tables.get(sender)
-                if table is not None and seqno > table.highest:
+                if table is not None and seqno > table.highest and not self._mutant("stable_ignores_highest"):
                     table.highest = seqno
         self._purge(now, out)
 
@@ -633,8 +687,9 @@ class Nakack2(CountingLayer):
         if not self.members:
             return
         self.digests[self.local] = self._digest()
+        pick = max if self._mutant("stable_purges_above_min") else min  # the view's lowest, unmutated
         for sender, table in self.tables.items():
-            stable = min(self.digests.get(m, {}).get(sender, 0) for m in self.members)
+            stable = pick(self.digests.get(m, {}).get(sender, 0) for m in self.members)
             stable = min(stable, table.delivered)
             if stable > table.low:
                 for seqno in range(table.low + 1, stable + 1):
@@ -732,7 +787,7 @@ class Nakack2(CountingLayer):
                 out.append(Down(msg=Message(self.local, joiner, stored.payload, {PROTO_ID: rsp})))
 
     def _set_config(self, values: dict[str, Any], now: float) -> list[Action]:
-        mine = {k: v for k, v in values.items() if k in Nakack2Config.own_keys()}
+        mine = {k: v for k, v in values.items() if k in Nakack2Config.own_keys() and k != "mutation"}
         if not mine:
             return []
         was = self.config.retransmission

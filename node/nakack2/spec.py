@@ -13,7 +13,7 @@ from ..layer import Action, Layer, SetConfig
 from ..protocols import ChaosSet, ProtocolSpec, Rng, xmit_req_sent
 from ..unicast3.header import MsgType as U3MsgType
 from ..unicast3.protocol import Unicast3
-from .config import U3_PREFIX, Nakack2Config
+from .config import MUTATIONS, U3_PREFIX, Nakack2Config
 from .header import CODEC, MsgType
 from .protocol import Nakack2
 
@@ -82,6 +82,7 @@ SPEC = ProtocolSpec(
     per_message_kinds=("stable_rx", "highest_seqno_rx"),
     overhead_kinds={"stables": "stable_tx", "highest_seqnos": "highest_seqno_tx"},
     multicast=True,
+    mutations=MUTATIONS,
     chaos_drop_types=("MSG", "MSG", "NAK_XMIT_REQ", "XMIT_RSP", "STABLE", "HIGHEST_SEQNO", "DATA", "ACK"),
     variant_key="xmit_interval",
     unsafe=_unsafe,
