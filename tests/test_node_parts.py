@@ -111,12 +111,12 @@ def test_delivered_batches_match_one_by_one(items, cuts):
         st.tuples(
             st.sampled_from(["A:0", "A:1", "B:0"]),
             st.integers(1, 1_100),
-            st.integers(1, 40),
+            st.one_of(st.integers(1, 40), st.integers(250, 600)),  # long runs: chunks up to 256
             st.sampled_from(["", "leading zero", "longer id", "other magic", "cut short", "not a workload payload"]),
         ),
         max_size=10,
     ),
-    st.integers(1, 60),
+    st.one_of(st.integers(1, 60), st.integers(300, 1_000)),
 )
 def test_runs_of_app_ids_in_a_batch_are_recorded_as_one_by_one(runs, size):
     """add_batch compares the next app id of a run as bytes instead of parsing it: the same

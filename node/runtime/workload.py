@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import math
 from bisect import bisect_right
+from itertools import repeat
 from typing import Any
 
 from ..message import APP_HEADS, MAX_APP_ID_BYTES, Message
@@ -25,6 +26,7 @@ from ..message import APP_HEADS, MAX_APP_ID_BYTES, Message
 SAMPLE_EVERY = 64
 MAX_SAMPLES = 20_000
 _SAMPLE_MASK = SAMPLE_EVERY - 1
+_SAMPLE_SHIFT = SAMPLE_EVERY.bit_length() - 1
 _MAGIC = b"SB"
 
 
@@ -249,6 +251,31 @@ class StreamStats:
         }
 
 
+def _run_matches(msgs: list[Message], start: int, prefix: bytes, first: int, most: int) -> int:
+    """How many of msgs[start:] (at most `most`) carry the app ids prefix + first, prefix +
+    first + 1, ... in that order, with no parsing: every payload must begin with the same head
+    (magic, length byte, prefix) and then the number's digits, so the heads are compared one by
+    one in C and the digits of the whole chunk as one bytes string."""
+    digits = len(str(first))
+    if len(prefix) + digits > MAX_APP_ID_BYTES:
+        return 0  # no such app id: the parsing path says what the payload is
+    last = min(first + most, 10**digits, first + len(msgs) - start) - 1  # as many digits
+    head = APP_HEADS[len(prefix) + digits] + prefix
+    payloads = [msg.payload for msg in msgs[start : start + last - first + 1]]
+    at, end = len(head), len(head) + digits
+    # A payload cut short gives fewer digit bytes, so the joined digits differ in length.
+    numbers = b"".join([payload[at:end] for payload in payloads])
+    if (
+        all(map(bytes.startswith, payloads, repeat(head)))
+        and numbers == "".join(map(str, range(first, last + 1))).encode()
+    ):
+        return len(payloads)
+    for taken, payload in enumerate(payloads):  # the run breaks in this chunk: where
+        if not payload.startswith(b"%b%d" % (head, first + taken)):
+            return taken
+    return len(payloads)
+
+
 class Delivered:
     """All deliveries of one node, keyed by (sender, stream) as parsed from the app payload."""
 
@@ -270,16 +297,21 @@ class Delivered:
         run_lo = run_hi = 0  # the current run of consecutive n's for `stats`, not yet recorded
         run_prefix = b""  # the run's app id up to its n: key + b":"
         other = 0
-        for msg in msgs:
-            payload = msg.payload
+        i, count = 0, len(msgs)
+        while i < count:
             if run_hi:
-                # Inside a run the next app id is known: compared as bytes, not parsed.
-                app = b"%b%d" % (run_prefix, run_hi + 1)
-                if payload.startswith(app, 3) and payload[2] == len(app) and payload.startswith(_MAGIC):
-                    n = run_hi = run_hi + 1
-                    if not n & _SAMPLE_MASK:
-                        self._sample(stats, n, now)
+                # Inside a run the next app ids are known: compared as bytes, not parsed, a chunk at
+                # a time (the chunk grows with the run, so a run that breaks at once costs little).
+                taken = _run_matches(msgs, i, run_prefix, run_hi + 1, min(max(run_hi - run_lo + 1, 4), 256))
+                if taken:
+                    if (run_hi + taken) >> _SAMPLE_SHIFT != run_hi >> _SAMPLE_SHIFT:
+                        for n in range((run_hi | _SAMPLE_MASK) + 1, run_hi + taken + 1, SAMPLE_EVERY):
+                            self._sample(stats, n, now)
+                    run_hi += taken
+                    i += taken
                     continue
+            payload = msgs[i].payload
+            i += 1
             if payload[:2] != _MAGIC:
                 other += 1
                 continue
