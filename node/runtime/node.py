@@ -21,6 +21,15 @@ messages of every frame that arrived during one loop iteration are handed to the
 batch per source, at the end of that iteration, so a burst of datagrams becomes one batch (and
 one cumulative ACK, when it reaches ack_threshold).
 
+Start and stop: the transport reads before the node runs (start() still starts IP multicast and
+the admin API), and a peer that has this node in its view may send by then. Such frames are kept,
+up to START_HOLD_MAX_BYTES, and processed in order as soon as the node runs: over TCP without
+retransmission (NAKACK2, seed 003) nothing would ever resend them. Frames accepted but not yet
+processed when stop() begins are processed first; a frame arriving after it began is dropped (the
+process is going away). Every frame not kept is counted and logged like any other drop (reasons
+`starting` and `stopping`; the latter come after the event log closed: the stop's log line says
+how many).
+
 Send path: the bundler (bundler.py) queues messages per destination and packs them into as few
 frames as possible at the end of the current loop iteration.
 
@@ -83,6 +92,8 @@ STREAM_TICK_S = 0.001
 # A timer that fires at most this early runs the stack at its deadline: uvloop's timers count
 # milliseconds, and re-arming for less than that would spin.
 TIMER_SLACK_S = 0.001
+# Frames kept while the node starts (its peers' flow control keeps them far below this).
+START_HOLD_MAX_BYTES = 64 * 1024 * 1024
 MAX_TCP_PAYLOAD = 1_000_000 - 1024
 MAX_UDP_PAYLOAD = MAX_FRAME_BYTES - 1024
 _SAMPLE_MASK = SAMPLE_EVERY - 1
@@ -144,6 +155,7 @@ class Node:
         self._registry: CollectorRegistry | None = None
         self._rx: dict[str, list[Message]] = {}
         self._rx_scheduled = False
+        self._held_bytes = 0  # of the frames kept before the node ran
         self._timer: asyncio.TimerHandle | None = None
         self._timer_deadline: float | None = None
         self._stream_handles: dict[int, asyncio.Handle | asyncio.TimerHandle] = {}
@@ -234,6 +246,11 @@ class Node:
             # The membership protocol looks for its group among the configured peers (TCPPING).
             self.command(Bootstrap(peers=(self.name, *sorted(self.peers))))
         self._rearm()
+        if self._rx:
+            self._process_rx()  # what arrived before the node ran, after Bootstrap as if just now
+        self._held_bytes = 0
+        if self._drops_timer is None:
+            self._arm_drops_timer()  # the counts of drops before the node ran
         log.info(
             "node %s (incarnation %d) up: %s %s, admin http://%s",
             self.name,
@@ -251,6 +268,10 @@ class Node:
         self._stopping = True
         try:
             if self._running:
+                if self._rx:
+                    # Frames the transport accepted in this loop iteration left the peer's socket:
+                    # the peer counts them as delivered, so they are processed, not thrown away.
+                    self._process_rx()
                 now = self.now()
                 if self.config.membership != STATIC and self.leave_on_stop:
                     # A graceful stop leaves the group: LEAVE goes out with the final flush below.
@@ -268,9 +289,7 @@ class Node:
                 if self._drops_timer is not None:
                     self._drops_timer.cancel()
                     self._drops_timer = None
-                # Whatever was received but not yet processed dies with the process, as it would
-                # in a socket buffer; what the stack already decided to send goes out.
-                self._rx.clear()
+                # What the stack already decided to send goes out.
                 if self.bundler is not None:
                     self.bundler.flush()
                 if self.ipmcast is not None:
@@ -286,7 +305,11 @@ class Node:
         finally:
             await self._close_io()
             self._stopped.set()
-            log.info("node %s stopped (%s)", self.name, reason)
+            # Frames that came while the transports closed (counted as drops after the event log
+            # closed): said here, so that no drop goes unreported.
+            late = self.rx_stats.dropped.get("stopping", 0)
+            said = f"; {late} frames that came while stopping dropped" if late else ""
+            log.info("node %s stopped (%s)%s", self.name, reason, said)
 
     async def _close_io(self) -> None:
         if self._blocked_poll is not None:
@@ -388,11 +411,11 @@ class Node:
 
     def on_frame(self, data: bytes, conn_peer: str | None = None) -> str | None:
         """A frame from the transport; returns its source when accepted, None when dropped."""
-        if not self._running:
-            return None
         rx = self.rx_stats
         rx.frames_in += 1
         rx.bytes_in += len(data)
+        if not self._running and not self._may_hold(len(data), conn_peer):
+            return None
         try:
             src, msgs = decode_frame(data)
         except WireError as exc:
@@ -422,6 +445,19 @@ class Node:
             self._rx_scheduled = True
             self.loop.call_soon(self._process_rx)
         return src
+
+    def _may_hold(self, nbytes: int, conn_peer: str | None) -> bool:
+        """Whether a frame that arrives while the node does not run is kept (before it runs, while
+        less than START_HOLD_MAX_BYTES are); one that is not is a counted drop."""
+        if self._stopping:
+            self._drop("stopping", "frame arrived after the node began to stop", conn_peer, nbytes)
+            return False
+        if self._held_bytes + nbytes > START_HOLD_MAX_BYTES:
+            why = f"frame arrived before the node ran, {self._held_bytes} bytes held already"
+            self._drop("starting", why, conn_peer, nbytes)
+            return False
+        self._held_bytes += nbytes
+        return True
 
     def _drop(self, key: str, reason: str, peer: str | None, nbytes: int) -> None:
         dropped = self.rx_stats.dropped

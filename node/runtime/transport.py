@@ -18,6 +18,15 @@ initiator after its buffered frames are written; an outgoing connection that com
 peer's was adopted is closed unused, since frames may already travel on the adopted one. A lost
 connection is forgotten; the next frame for that peer reconnects, and UNICAST3's retransmission
 recovers what was in flight.
+
+Closing is graceful, both while running and at stop: what is buffered is written, then FIN
+(write_eof), and the connection is read until the peer closes its side. Frames the peer wrote
+before it saw our FIN are still read (the node processes them, or counts them when it stops), and
+no socket is closed with unread data, which would send RST and make the kernel discard what it had
+not yet sent of our last frames. At stop the transport waits CLOSE_WAIT_S for the peers, then cuts.
+Every connection a connect or an accept makes is used or closed: one made for a connect attempt
+that was given up (a cancel or timeout that came as it completed) or while the transport closes
+is cut at once.
 """
 
 from __future__ import annotations
@@ -35,7 +44,8 @@ from .config import Address, ConfigError
 
 log = logging.getLogger("node.transport")
 
-# on_frame(frame, peer of the TCP connection or None) -> why it was dropped, or None; on_drop(reason, peer)
+# on_frame(frame, peer of the TCP connection or None) -> the frame's source when accepted, None when
+# dropped; on_drop(reason, peer)
 FrameHandler = Callable[[bytes, str | None], str | None]
 DropHandler = Callable[[str, str | None], None]
 
@@ -46,6 +56,9 @@ TCP_MAX_BUFFERED_BYTES = 64 * 1024 * 1024  # written to a connection the peer do
 TCP_QUEUE_MAX_BYTES = 8 * 1024 * 1024  # frames waiting for a connection
 TCP_MAX_FRAME_BYTES = 2 * 1024 * 1024  # a longer length prefix is garbage: the connection is closed
 CONNECT_TIMEOUT_S = 2.0
+# At stop: how long the peers get to read our last frames and close their side, polled this often.
+CLOSE_WAIT_S = 0.2
+CLOSE_POLL_S = 0.01
 BACKOFF_MIN_S = 0.05
 BACKOFF_MAX_S = 2.0
 _LEN = struct.Struct("!I")
@@ -200,11 +213,18 @@ class _TcpConn(asyncio.Protocol):
         self.transport: asyncio.Transport | None = None
         self.buf = bytearray()
         self.paused = False
-        self.closed = False
+        self.closed = False  # nothing more is sent on it (it may still be read)
+        self.aborted = False  # cut: nothing more is read either
+        self.abandoned = False  # made for a connect attempt that was given up
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         transport = cast(asyncio.Transport, transport)  # a stream connection's transport
         self.transport = transport
+        if self.abandoned or self.owner._closing:
+            # Nobody will use it and close() has already looked for connections: cut it now.
+            self.closed = self.aborted = True
+            transport.abort()
+            return
         sock = transport.get_extra_info("socket")
         if sock is not None:
             try:
@@ -233,13 +253,19 @@ class _TcpConn(asyncio.Protocol):
             src = on_frame(frame, self.peer)
             if src is not None and self.peer is None:
                 self.owner._adopt(self, src)
-            if self.closed:
+            if self.aborted:
                 return
         if pos:
             del buf[:pos]
 
-    def connection_lost(self, exc: Exception | None) -> None:
+    def eof_received(self) -> None:
+        # The peer sends nothing more here and reads until we close: what we buffered goes out,
+        # then asyncio closes (this returns None), and the next frame for the peer reconnects.
         self.closed = True
+        self.owner._retire(self)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.closed = self.aborted = True
         self.buf = bytearray()
         self.owner._lost(self)
 
@@ -257,15 +283,29 @@ class _TcpConn(asyncio.Protocol):
         return self.transport.get_write_buffer_size() if self.transport is not None else 0
 
     def close(self) -> None:
-        """Close after what is buffered has been written."""
-        if not self.closed and self.transport is not None:
-            self.closed = True
-            self.transport.close()
+        """Send nothing more: FIN after what is buffered; go on reading until the peer closes."""
+        transport = self.transport
+        if self.closed or transport is None:
+            return
+        self.closed = True
+        if transport.is_closing():
+            return
+        if transport.can_write_eof():
+            transport.write_eof()
+        else:
+            transport.close()
 
     def abort(self) -> None:
+        self.closed = self.aborted = True
         if self.transport is not None:
-            self.closed = True
             self.transport.abort()
+
+    def abandon(self) -> None:
+        """Made for a connect attempt that was given up: cut it, made yet or not. (uvloop closes
+        the socket of a connect cancelled after connection_made without calling connection_lost.)"""
+        self.abandoned = True
+        self.owner._all.discard(self)
+        self.abort()
 
 
 class TcpTransport:
@@ -346,8 +386,26 @@ class TcpTransport:
     def connected(self) -> dict[str, bool]:
         return {peer: (peer in self.conns and not self.conns[peer].closed) for peer in self.peers}
 
-    async def _connect(self, peer: str) -> None:
+    async def _dial(self, peer: str, host: str, port: int) -> _TcpConn:
+        """One connect attempt. A connection it made but does not return (a timeout or a cancel
+        that came as it completed) is cut here, so that every connection made is used or closed."""
         loop = asyncio.get_running_loop()
+        made: list[_TcpConn] = []
+
+        def make() -> _TcpConn:
+            conn = _TcpConn(self, peer, True)
+            made.append(conn)
+            return conn
+
+        try:
+            _, conn = await asyncio.wait_for(loop.create_connection(make, host, port), timeout=CONNECT_TIMEOUT_S)
+        except BaseException:
+            for conn in made:
+                conn.abandon()
+            raise
+        return conn
+
+    async def _connect(self, peer: str) -> None:
         delay = BACKOFF_MIN_S
         host, port = self.peers[peer][:2]
         try:
@@ -357,10 +415,7 @@ class TcpTransport:
                     self._flush_queue(peer)  # an accepted connection was adopted meanwhile
                     return
                 try:
-                    _, conn = await asyncio.wait_for(
-                        loop.create_connection(lambda: _TcpConn(self, peer, True), host, port),
-                        timeout=CONNECT_TIMEOUT_S,
-                    )
+                    conn = await self._dial(peer, host, port)
                 except (TimeoutError, OSError) as exc:
                     self.stats.connect_failures += 1
                     log.debug(
@@ -370,11 +425,11 @@ class TcpTransport:
                     delay = min(delay * 2, BACKOFF_MAX_S)
                     continue
                 current = self.conns.get(peer)
-                if current is not None and not current.closed:
-                    # The peer's connection was adopted while this one was made (the cancel came
-                    # as the connect completed, which Python 3.11's wait_for swallows). Frames may
-                    # already be on the adopted one: switching would make the peer adopt this one
-                    # too and close its own unread. This one carries nothing yet: let it go.
+                if self._closing or current is not None and not current.closed:
+                    # The transport closes, or the peer's connection was adopted while this one was
+                    # made (the cancel came as the connect completed, which Python 3.11's wait_for
+                    # swallows). Frames may already be on the adopted one: switching would make the
+                    # peer adopt this one too and close its own. This one carries nothing: let it go.
                     conn.close()
                 else:
                     self.stats.connects += 1
@@ -423,11 +478,15 @@ class TcpTransport:
         self.on_drop(reason, conn.peer)
         conn.abort()
 
-    def _lost(self, conn: _TcpConn) -> None:
-        self._all.discard(conn)
+    def _retire(self, conn: _TcpConn) -> None:
+        """Send no more to the peer on `conn` (the next frame reconnects)."""
         if conn.peer is not None and self.conns.get(conn.peer) is conn:
             del self.conns[conn.peer]
             self.stats.connections_lost += 1
+
+    def _lost(self, conn: _TcpConn) -> None:
+        self._all.discard(conn)
+        self._retire(conn)
 
     def drop_connections(self, peer: str | None = None) -> int:
         """Abort connections (to one peer, or all): a fault for tests; returns how many."""
@@ -437,25 +496,33 @@ class TcpTransport:
         return len(victims)
 
     async def close(self) -> None:
+        """Stop: every connection closed gracefully (our last frames, FIN, read until the peer
+        closes) for at most CLOSE_WAIT_S, then cut. A connection made from now on is cut at once."""
+        loop = asyncio.get_running_loop()
         self._closing = True
         for task in list(self._connecting.values()):
             task.cancel()
-        if self._server is not None:
-            self._server.close()
-        conns = list(self._all)
-        for conn in conns:
+        server = self._server
+        if server is not None:
+            # Stop accepting, but close the server only after the accepts already under way made
+            # their transports (a loop iteration or two): on Python 3.11's event loop, a transport
+            # made for a server already closed fails (Server._attach asserts) and leaks its socket.
+            for sock in server.sockets:
+                loop.remove_reader(sock.fileno())
+        for conn in list(self._all):
             conn.close()
-        # Give buffered frames a moment to leave, then cut what is still open.
-        for _ in range(20):
-            if all(c.transport is None or c.transport.is_closing() and c.buffered() == 0 for c in conns):
+        await asyncio.sleep(0)
+        for _ in range(round(CLOSE_WAIT_S / CLOSE_POLL_S)):
+            if not self._all:
                 break
-            await asyncio.sleep(0.01)
-        for conn in conns:
-            if conn.transport is not None and conn.buffered():
-                conn.transport.abort()
-        if self._server is not None:
+            await asyncio.sleep(CLOSE_POLL_S)
+        for conn in list(self._all):
+            conn.abort()
+        if server is not None:
+            await asyncio.sleep(0)
+            server.close()
             try:
-                await asyncio.wait_for(self._server.wait_closed(), 1.0)
+                await asyncio.wait_for(server.wait_closed(), 1.0)
             except TimeoutError:
                 pass
             self._server = None
