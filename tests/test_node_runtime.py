@@ -193,8 +193,9 @@ async def test_admin_sync_resyncs_a_live_window(tmp_path):
         assert stats["duplicates"] == 0 and stats["order_violations"] == 0
         await wait_until(lambda: windows_synced(a, b), 10, what="windows in sync")
         assert a.stack.layer(Unicast3).send_table["B"].conn_id != before
-        # The connection's start, then the admin sync.
-        assert b.stack.layer(Unicast3).counters.get("syncs_completed") == 2
+        # The connection's start, then the admin sync; DATA still in flight under the old conn-id
+        # when the sync completes may start one more (one run in ~12 here), which must lose nothing.
+        assert b.stack.layer(Unicast3).counters.get("syncs_completed", 0) >= 2
 
 
 async def test_timers_fire_without_traffic(tmp_path):
