@@ -12,10 +12,12 @@ from hypothesis import strategies as st
 
 from harness.scenario import load_scenario
 from harness.sim import Simulation
+from harness.sim.codec import ObjectCodec
+from harness.sim.simulator import IdentityCodec
 from node.compose import build_stack
 from node.faultlayer import FaultLayer, FaultRule
 from node.layer import ViewChange
-from node.message import Message, app_id_of, app_payload
+from node.message import Message, app_id_of, app_message_payload, app_payload
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -32,10 +34,12 @@ def pair(data_events: bool = True):
     return stacks["A"], stacks["B"]
 
 
-def transfer(a, b, n: int):
-    """A sends n messages to B; frames go back and forth until both are quiet (bounded)."""
+def transfer(a, b, n: int, known_app: bool = False):
+    """A sends n messages to B; frames go back and forth until both are quiet (bounded). With
+    known_app, each message carries its app id and B's copies keep it, as in the simulator."""
     for i in range(1, n + 1):
-        a.send(Message("A", "B", app_payload("A", 0, i, 50)), 0.01 * i)
+        payload, app = app_message_payload("A", 0, i, 50)
+        a.send(Message("A", "B", payload, None, app if known_app else None), 0.01 * i)
     delivered: list[Message] = []
     events: list[dict] = []
     now = 1.0
@@ -48,7 +52,7 @@ def transfer(a, b, n: int):
             events.extend(evs)
             if out:
                 moved = True
-                dst.receive([Message(m.src, m.dest, m.payload, dict(m.headers)) for m in out], now)
+                dst.receive([Message(m.src, m.dest, m.payload, dict(m.headers), m.known_app) for m in out], now)
         now += 0.01
         if not moved:
             break
@@ -299,3 +303,42 @@ def test_app_payload_builds_what_the_formatting_reference_builds(sender, stream,
     else:
         assert app_payload(sender, stream, n, size) == expected
         assert app_id_of(expected) == f"{sender}:{stream}:{n}"
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(max_size=300), st.integers(0, 10**6), st.integers(0, 10**15), st.integers(-5, 400))
+def test_app_message_payload_gives_app_payload_and_the_app_id_it_carries(sender, stream, n, size):
+    """The simulator's workload payload is app_payload's bytes, with the app id read back from them."""
+    try:
+        expected: bytes | None = app_payload(sender, stream, n, size)
+    except ValueError:
+        expected = None
+    if expected is None:
+        with pytest.raises(ValueError):
+            app_message_payload(sender, stream, n, size)
+    else:
+        assert app_message_payload(sender, stream, n, size) == (expected, app_id_of(expected))
+
+
+def test_copies_of_a_message_keep_its_known_app():
+    """Copies (copy, with_header, both simulator codecs) keep the app id a message was built with."""
+    payload, app = app_message_payload("A", 2, 7, 40)
+    msg = Message("A", "B", payload, {3: "hdr"}, app)
+    copies = [msg.copy(), msg.with_header(4, "other"), *ObjectCodec.decode_frame(("A", [msg]))[1]]
+    copies += ObjectCodec.decode_frame(("A", [msg, msg]))[1] + IdentityCodec.decode_frame(("A", (msg,)))[1]
+    assert [m.known_app for m in copies] == [app] * len(copies)
+    assert [m.app for m in copies] == ["A:2:7"] * len(copies)
+    assert Message("A", "B", payload).known_app is None and Message("A", "B", payload).app == "A:2:7"
+
+
+def test_messages_that_carry_their_app_id_log_what_their_payloads_say():
+    """A pair logs the same events and delivers the same messages whether or not messages carry
+    their app id (the simulator's do; frames a real transport decodes do not)."""
+    with_ids = transfer(*pair(), 6, known_app=True)
+    without = transfer(*pair(), 6, known_app=False)
+    assert with_ids[1] == without[1]
+    apps = [f"A:0:{i}" for i in range(1, 7)]
+    for kind in ("send", "deliver"):
+        assert [ev["app"] for ev in with_ids[1] if ev["kind"] == kind] == apps
+    assert [m.known_app for m in with_ids[0]] == apps
+    assert [m.known_app for m in without[0]] == [None] * 6

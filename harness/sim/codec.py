@@ -1,7 +1,7 @@
 """How frames cross the simulated network: as message objects (the default) or as wire bytes.
 
 `ObjectCodec` hands a frame's messages to the receiver as new Message objects (same addresses,
-payload and header objects, a fresh header dict), skipping the encode and decode that made up a
+payload, known app id and header objects, a fresh header dict), skipping the encode and decode that made up a
 fifth of the simulator's time. Headers are immutable values and every layer adds its own header
 by replacing the dict entry, so sharing the header objects is safe; the fresh dict keeps a
 receiver's layers from touching the sender's retransmission copy.
@@ -34,8 +34,8 @@ class ObjectCodec:
         src, msgs = data
         if len(msgs) == 1:  # nearly every frame of a simulation: no comprehension to set up
             m = msgs[0]
-            return src, [Message(m.src, m.dest, m.payload, dict(m.headers))]
-        return src, [Message(m.src, m.dest, m.payload, dict(m.headers)) for m in msgs]
+            return src, [Message(m.src, m.dest, m.payload, dict(m.headers), m.known_app)]
+        return src, [Message(m.src, m.dest, m.payload, dict(m.headers), m.known_app) for m in msgs]
 
     @staticmethod
     def split_groups(src: str, msgs: list[Message], max_bytes: int) -> list[list[Message]] | None:
