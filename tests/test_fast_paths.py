@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import random
 from pathlib import Path
+from types import MappingProxyType
 
 import pytest
 from hypothesis import given, settings
@@ -324,8 +325,12 @@ def test_copies_of_a_message_keep_its_known_app():
     """Copies (copy, with_header, both simulator codecs) keep the app id a message was built with."""
     payload, app = app_message_payload("A", 2, 7, 40)
     msg = Message("A", "B", payload, {3: "hdr"}, app)
-    copies = [msg.copy(), msg.with_header(4, "other"), *ObjectCodec.decode_frame(("A", [msg]))[1]]
-    copies += ObjectCodec.decode_frame(("A", [msg, msg]))[1] + IdentityCodec.decode_frame(("A", (msg,)))[1]
+    received = [*ObjectCodec.decode_frame(("A", [msg]))[1], *ObjectCodec.decode_frame(("A", [msg, msg]))[1]]
+    copies = [msg.copy(), msg.with_header(4, "other"), *received, *IdentityCodec.decode_frame(("A", (msg,)))[1]]
+    # The simulator's received copies: every slot of Message, the header dict shared.
+    for copy in received:
+        assert copy is not msg and copy == msg and copy.headers is msg.headers
+        assert all(getattr(copy, slot) is getattr(msg, slot) for slot in Message.__slots__)
     assert [m.known_app for m in copies] == [app] * len(copies)
     assert [m.app for m in copies] == ["A:2:7"] * len(copies)
     assert Message("A", "B", payload).known_app is None and Message("A", "B", payload).app == "A:2:7"
@@ -342,3 +347,41 @@ def test_messages_that_carry_their_app_id_log_what_their_payloads_say():
         assert [ev["app"] for ev in with_ids[1] if ev["kind"] == kind] == apps
     assert [m.known_app for m in with_ids[0]] == apps
     assert [m.known_app for m in without[0]] == [None] * 6
+
+
+class _ReadOnlyHeadersCodec(ObjectCodec):
+    """ObjectCodec whose received messages have read-only headers: a layer writing to a received
+    message's header dict (which ObjectCodec shares with the sender's window) raises."""
+
+    @staticmethod
+    def decode_frame(data: tuple) -> tuple[str, list[Message]]:
+        src, msgs = ObjectCodec.decode_frame(data)
+        for msg in msgs:
+            msg.headers = MappingProxyType(msg.headers)  # type: ignore[assignment]
+        return src, msgs
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "scenarios/loss-20.yaml",
+        "scenarios/gms-two-way-split.yaml",
+        "scenarios/one-way-split-resync.yaml",
+        "scenarios/nakack2-loss.yaml",
+        "scenarios/bugs/nakack2-become-server-queue.yaml",
+        "scenarios/mcast-loss.yaml",
+        "scenarios/bugs/jgrp-1875-timestamp.yaml",
+        "scenarios/bugs/unicast2-asymmetric-split.yaml",
+        "scenarios/bugs/unicast-asymmetric-split.yaml",
+    ],
+)
+def test_no_layer_changes_the_headers_of_a_message_it_received(path):
+    """Every protocol's scenario runs the same with read-only received headers: the simulator may
+    share a sent message's header dict with its receivers (harness/sim/codec.py)."""
+    with pytest.raises(TypeError):
+        _ReadOnlyHeadersCodec.decode_frame(("A", [Message("A", "B", b"", {3: 1})]))[1][0].headers[3] = 2
+    scenario = load_scenario(ROOT / path)
+    shared = Simulation(scenario).run()
+    read_only = Simulation(scenario, codec=_ReadOnlyHeadersCodec()).run()
+    assert read_only.events == shared.events
+    assert not [ev for evs in read_only.events.values() for ev in evs if ev["kind"] == "error"]
