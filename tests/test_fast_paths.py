@@ -18,7 +18,7 @@ from harness.sim.simulator import IdentityCodec
 from node.compose import build_stack
 from node.faultlayer import FaultLayer, FaultRule
 from node.layer import ViewChange
-from node.message import Message, app_id_of, app_message_payload, app_payload
+from node.message import Message, app_id_of, app_payload, workload_message
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -39,8 +39,10 @@ def transfer(a, b, n: int, known_app: bool = False):
     """A sends n messages to B; frames go back and forth until both are quiet (bounded). With
     known_app, each message carries its app id and B's copies keep it, as in the simulator."""
     for i in range(1, n + 1):
-        payload, app = app_message_payload("A", 0, i, 50)
-        a.send(Message("A", "B", payload, None, app if known_app else None), 0.01 * i)
+        msg = workload_message("A", "B", 0, i, 50)
+        if not known_app:
+            msg.known_app = None
+        a.send(msg, 0.01 * i)
     delivered: list[Message] = []
     events: list[dict] = []
     now = 1.0
@@ -308,23 +310,26 @@ def test_app_payload_builds_what_the_formatting_reference_builds(sender, stream,
 
 @settings(max_examples=300, deadline=None)
 @given(st.text(max_size=300), st.integers(0, 10**6), st.integers(0, 10**15), st.integers(-5, 400))
-def test_app_message_payload_gives_app_payload_and_the_app_id_it_carries(sender, stream, n, size):
-    """The simulator's workload payload is app_payload's bytes, with the app id read back from them."""
+def test_workload_message_is_an_app_payload_message_that_knows_its_app_id(sender, stream, n, size):
+    """The simulator's workload message: app_payload's bytes, the app id read back from them."""
     try:
         expected: bytes | None = app_payload(sender, stream, n, size)
     except ValueError:
         expected = None
     if expected is None:
         with pytest.raises(ValueError):
-            app_message_payload(sender, stream, n, size)
+            workload_message(sender, "B", stream, n, size)
     else:
-        assert app_message_payload(sender, stream, n, size) == (expected, app_id_of(expected))
+        msg = workload_message(sender, "B", stream, n, size)
+        assert msg == Message(sender, "B", expected)
+        assert msg.known_app == app_id_of(expected) == msg.app
 
 
 def test_copies_of_a_message_keep_its_known_app():
     """Copies (copy, with_header, both simulator codecs) keep the app id a message was built with."""
-    payload, app = app_message_payload("A", 2, 7, 40)
-    msg = Message("A", "B", payload, {3: "hdr"}, app)
+    msg = workload_message("A", "B", 2, 7, 40)
+    msg.headers[3] = "hdr"
+    payload, app = msg.payload, msg.known_app
     received = [*ObjectCodec.decode_frame(("A", [msg]))[1], *ObjectCodec.decode_frame(("A", [msg, msg]))[1]]
     copies = [msg.copy(), msg.with_header(4, "other"), *received, *IdentityCodec.decode_frame(("A", (msg,)))[1]]
     # The simulator's received copies: every slot of Message, the header dict shared.
