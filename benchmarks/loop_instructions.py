@@ -17,8 +17,13 @@ and parsing"); the ratio is the issue's goal (<= 3x). `BENCH_TREE=/other/checkou
 tree's code with this script, as for bench_speed.py. Compile both trees' bytecode first (this
 machine's shells set PYTHONDONTWRITEBYTECODE=1): `python -m compileall -q -j 0 node harness faults`.
 
+With `--cache-sim`, cachegrind also simulates the caches (slower) and the script prints, next to
+the instructions, the misses of the first-level instruction cache (I1), of the first-level data
+cache (D1, reads and writes) and of the last level (LL, instructions and data): the loop's working
+set is larger than the ceiling's, which shows in CPU seconds as misses, not as instructions.
+
 Run: .venv/bin/python benchmarks/loop_instructions.py [--case unicast|mcast] [--seconds 10]
-[--parts base,sim,ceiling]
+[--parts base,sim,ceiling] [--cache-sim]
 """
 
 from __future__ import annotations
@@ -35,6 +40,9 @@ from typing import NamedTuple
 
 HERE = Path(__file__).resolve().parent
 PARTS = ("base", "sim", "ceiling")
+# cachegrind's summary lines: I refs always, the misses with --cache-sim=yes (D1 and LL as totals
+# of reads and writes).
+COUNTERS = {"Ir": "I   refs", "I1": "I1  misses", "D1": "D1  misses", "LL": "LL misses"}
 
 
 class Case(NamedTuple):
@@ -79,13 +87,13 @@ def run_part(part: str, case: Case, seconds: int) -> None:
         getattr(bench_speed, case.ceiling)(scenario)
 
 
-def instructions(part: str, case_name: str, seconds: int) -> int:
-    """I refs of one part's process under cachegrind."""
+def counts_of(part: str, case_name: str, seconds: int, cache_sim: bool = False) -> dict[str, int]:
+    """cachegrind's counts of one part's process: Ir, and I1, D1 and LL misses with cache_sim."""
     with tempfile.TemporaryDirectory() as tmp:
         cmd = [
             "valgrind",
             "--tool=cachegrind",
-            "--cache-sim=no",
+            f"--cache-sim={'yes' if cache_sim else 'no'}",
             f"--cachegrind-out-file={tmp}/cg.out",
             sys.executable,
             str(Path(__file__).resolve()),
@@ -98,10 +106,14 @@ def instructions(part: str, case_name: str, seconds: int) -> int:
         ]
         env = dict(os.environ, PYTHONHASHSEED="0")
         proc = subprocess.run(cmd, env=env, capture_output=True, text=True, check=True)
-    match = re.search(r"I\s+refs:\s+([\d,]+)", proc.stderr)
-    if match is None:
-        raise RuntimeError(f"no instruction count in valgrind's output:\n{proc.stderr[-2000:]}")
-    return int(match.group(1).replace(",", ""))
+    wanted = COUNTERS if cache_sim else {"Ir": COUNTERS["Ir"]}
+    out = {}
+    for key, label in wanted.items():
+        match = re.search(rf"{re.escape(label)}:\s+([\d,]+)", proc.stderr)
+        if match is None:
+            raise RuntimeError(f"no {label!r} in valgrind's output:\n{proc.stderr[-2000:]}")
+        out[key] = int(match.group(1).replace(",", ""))
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -111,29 +123,37 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--seconds", type=int, default=10, help="virtual seconds of traffic (default 10)")
     parser.add_argument("--parts", default=",".join(PARTS), help="comma-separated: base, sim, ceiling")
+    parser.add_argument(
+        "--cache-sim", action="store_true", help="simulate the caches too and print I1, D1 and LL misses"
+    )
     parser.add_argument("--part", choices=PARTS, help=argparse.SUPPRESS)  # the measured child process
     args = parser.parse_args(argv)
     if args.part:
         run_part(args.part, CASES[args.case], args.seconds)
         return 0
     tree = os.environ.get("BENCH_TREE", str(HERE.parent))
-    counts = {}
+    counts: dict[str, dict[str, int]] = {}
     for part in args.parts.split(","):
-        counts[part] = instructions(part, args.case, args.seconds)
-        print(f"{part:8} {counts[part] / 1e9:.3f} G instructions", flush=True)
+        counts[part] = counts_of(part, args.case, args.seconds, args.cache_sim)
+        misses = "".join(f", {key} misses {value / 1e6:.2f} M" for key, value in counts[part].items() if key != "Ir")
+        print(f"{part:8} {counts[part]['Ir'] / 1e9:.3f} G instructions{misses}", flush=True)
     base = counts.get("base")
     if base is None:
         return 0
     print(f"tree: {tree}, {args.case} case, 5x{args.seconds} variant")
-    loop = counts.get("sim", base) - base
-    ceiling = counts.get("ceiling", base) - base
+    loop = {key: counts.get("sim", base)[key] - value for key, value in base.items()}
+    ceiling = {key: counts.get("ceiling", base)[key] - value for key, value in base.items()}
     if "sim" in counts:
-        print(f"simulation loop: {loop / 1e9:.3f} G")
+        print(f"simulation loop: {loop['Ir'] / 1e9:.3f} G{_misses(loop)}")
     if "ceiling" in counts:
-        print(f"ceiling loop:    {ceiling / 1e9:.3f} G")
+        print(f"ceiling loop:    {ceiling['Ir'] / 1e9:.3f} G{_misses(ceiling)}")
     if "sim" in counts and "ceiling" in counts:
-        print(f"ratio:           {loop / ceiling:.2f}x (goal <= 3.0x)")
+        print(f"ratio:           {loop['Ir'] / ceiling['Ir']:.2f}x (goal <= 3.0x)")
     return 0
+
+
+def _misses(counts: dict[str, int]) -> str:
+    return "".join(f", {key} misses {value / 1e6:.2f} M" for key, value in counts.items() if key != "Ir")
 
 
 if __name__ == "__main__":

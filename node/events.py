@@ -155,7 +155,7 @@ class DataEvents:
             # at its full size, where adding the last keys one by one resized it.
             for msg in self.msgs:
                 payload = msg.payload
-                app = app_id_of(payload)
+                app = msg.known_app or app_id_of(payload)
                 if app is None:
                     out.append({
                         "v": EVENT_VERSION, "t": t, "node": node, "proto": proto, "kind": kind, "peer": peer,
@@ -170,7 +170,7 @@ class DataEvents:
             return out
         for msg in self.msgs:  # no conn_id: NAKACK2's multicasts, each dict one literal as above
             payload = msg.payload
-            app = app_id_of(payload)
+            app = msg.known_app or app_id_of(payload)
             if app is None:
                 out.append({
                     "v": EVENT_VERSION, "t": t, "node": node, "proto": proto, "kind": kind, "peer": peer,
@@ -191,7 +191,7 @@ class DataEvents:
         for msg in self.msgs:
             payload = msg.payload
             size = len(payload)
-            app = app_id_of(payload)
+            app = msg.known_app or app_id_of(payload)
             # Each dict one literal at its full size (adding keys one by one resizes it).
             if app is None:
                 out.append({

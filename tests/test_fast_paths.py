@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import random
 from pathlib import Path
+from types import MappingProxyType
 
 import pytest
 from hypothesis import given, settings
@@ -12,10 +13,12 @@ from hypothesis import strategies as st
 
 from harness.scenario import load_scenario
 from harness.sim import Simulation
+from harness.sim.codec import ObjectCodec
+from harness.sim.simulator import IdentityCodec
 from node.compose import build_stack
 from node.faultlayer import FaultLayer, FaultRule
 from node.layer import ViewChange
-from node.message import Message, app_id_of, app_payload
+from node.message import Message, app_id_of, app_payload, workload_message
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -32,10 +35,14 @@ def pair(data_events: bool = True):
     return stacks["A"], stacks["B"]
 
 
-def transfer(a, b, n: int):
-    """A sends n messages to B; frames go back and forth until both are quiet (bounded)."""
+def transfer(a, b, n: int, known_app: bool = False):
+    """A sends n messages to B; frames go back and forth until both are quiet (bounded). With
+    known_app, each message carries its app id and B's copies keep it, as in the simulator."""
     for i in range(1, n + 1):
-        a.send(Message("A", "B", app_payload("A", 0, i, 50)), 0.01 * i)
+        msg = workload_message("A", "B", 0, i, 50)
+        if not known_app:
+            msg.known_app = None
+        a.send(msg, 0.01 * i)
     delivered: list[Message] = []
     events: list[dict] = []
     now = 1.0
@@ -48,7 +55,7 @@ def transfer(a, b, n: int):
             events.extend(evs)
             if out:
                 moved = True
-                dst.receive([Message(m.src, m.dest, m.payload, dict(m.headers)) for m in out], now)
+                dst.receive([Message(m.src, m.dest, m.payload, dict(m.headers), m.known_app) for m in out], now)
         now += 0.01
         if not moved:
             break
@@ -299,3 +306,87 @@ def test_app_payload_builds_what_the_formatting_reference_builds(sender, stream,
     else:
         assert app_payload(sender, stream, n, size) == expected
         assert app_id_of(expected) == f"{sender}:{stream}:{n}"
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(max_size=300), st.integers(0, 10**6), st.integers(0, 10**15), st.integers(-5, 400))
+def test_workload_message_is_an_app_payload_message_that_knows_its_app_id(sender, stream, n, size):
+    """The simulator's workload message: app_payload's bytes, the app id read back from them."""
+    try:
+        expected: bytes | None = app_payload(sender, stream, n, size)
+    except ValueError:
+        expected = None
+    if expected is None:
+        with pytest.raises(ValueError):
+            workload_message(sender, "B", stream, n, size)
+    else:
+        msg = workload_message(sender, "B", stream, n, size)
+        assert msg == Message(sender, "B", expected)
+        assert msg.known_app == app_id_of(expected) == msg.app
+
+
+def test_copies_of_a_message_keep_its_known_app():
+    """Copies (copy, with_header, both simulator codecs) keep the app id a message was built with."""
+    msg = workload_message("A", "B", 2, 7, 40)
+    msg.headers[3] = "hdr"
+    payload, app = msg.payload, msg.known_app
+    received = [*ObjectCodec.decode_frame(("A", [msg]))[1], *ObjectCodec.decode_frame(("A", [msg, msg]))[1]]
+    copies = [msg.copy(), msg.with_header(4, "other"), *received, *IdentityCodec.decode_frame(("A", (msg,)))[1]]
+    # The simulator's received copies: every slot of Message, the header dict shared.
+    for copy in received:
+        assert copy is not msg and copy == msg and copy.headers is msg.headers
+        assert all(getattr(copy, slot) is getattr(msg, slot) for slot in Message.__slots__)
+    assert [m.known_app for m in copies] == [app] * len(copies)
+    assert [m.app for m in copies] == ["A:2:7"] * len(copies)
+    assert Message("A", "B", payload).known_app is None and Message("A", "B", payload).app == "A:2:7"
+
+
+def test_messages_that_carry_their_app_id_log_what_their_payloads_say():
+    """A pair logs the same events and delivers the same messages whether or not messages carry
+    their app id (the simulator's do; frames a real transport decodes do not)."""
+    with_ids = transfer(*pair(), 6, known_app=True)
+    without = transfer(*pair(), 6, known_app=False)
+    assert with_ids[1] == without[1]
+    apps = [f"A:0:{i}" for i in range(1, 7)]
+    for kind in ("send", "deliver"):
+        assert [ev["app"] for ev in with_ids[1] if ev["kind"] == kind] == apps
+    assert [m.known_app for m in with_ids[0]] == apps
+    assert [m.known_app for m in without[0]] == [None] * 6
+
+
+class _ReadOnlyHeadersCodec(ObjectCodec):
+    """ObjectCodec whose received messages have read-only headers: a layer writing to a received
+    message's header dict (which ObjectCodec shares with the sender's window) raises."""
+
+    @staticmethod
+    def decode_frame(data: tuple) -> tuple[str, list[Message]]:
+        src, msgs = ObjectCodec.decode_frame(data)
+        for msg in msgs:
+            msg.headers = MappingProxyType(msg.headers)  # type: ignore[assignment]
+        return src, msgs
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "scenarios/loss-20.yaml",
+        "scenarios/gms-two-way-split.yaml",
+        "scenarios/one-way-split-resync.yaml",
+        "scenarios/nakack2-loss.yaml",
+        "scenarios/bugs/nakack2-become-server-queue.yaml",
+        "scenarios/mcast-loss.yaml",
+        "scenarios/bugs/jgrp-1875-timestamp.yaml",
+        "scenarios/bugs/unicast2-asymmetric-split.yaml",
+        "scenarios/bugs/unicast-asymmetric-split.yaml",
+    ],
+)
+def test_no_layer_changes_the_headers_of_a_message_it_received(path):
+    """Every protocol's scenario runs the same with read-only received headers: the simulator may
+    share a sent message's header dict with its receivers (harness/sim/codec.py)."""
+    with pytest.raises(TypeError):
+        _ReadOnlyHeadersCodec.decode_frame(("A", [Message("A", "B", b"", {3: 1})]))[1][0].headers[3] = 2
+    scenario = load_scenario(ROOT / path)
+    shared = Simulation(scenario).run()
+    read_only = Simulation(scenario, codec=_ReadOnlyHeadersCodec()).run()
+    assert read_only.events == shared.events
+    assert not [ev for evs in read_only.events.values() for ev in evs if ev["kind"] == "error"]

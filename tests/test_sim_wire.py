@@ -101,12 +101,15 @@ def test_object_frames_split_where_the_wire_would():
     assert len(wire.encode_frame("A", msgs[:3])) <= 10_000
 
 
-def test_receiver_never_shares_a_header_dict_with_the_sender():
-    """ObjectCodec hands over new Message objects with their own header dicts."""
+def test_receiver_never_shares_a_message_object_with_the_sender():
+    """ObjectCodec hands over new Message objects (a multicast layer readdresses what it receives);
+    they share the sender's header dict, which no layer changes on receipt (test_fast_paths.py)."""
     sent = [Message("A", "B", b"x", {PROTO_ID: U3Header(MsgType.DATA, 1, 7, True)})]
     src, got = ObjectCodec.decode_frame(ObjectCodec.encode_frame("A", sent))
     assert src == "A" and got == sent
-    assert got[0] is not sent[0] and got[0].headers is not sent[0].headers
+    assert got[0] is not sent[0] and got[0].headers is sent[0].headers
+    got[0].dest = "*"
+    assert sent[0].dest == "B"
 
 
 def test_same_seed_same_run_with_and_without_wire_under_chaos():

@@ -47,7 +47,7 @@ from node.errors import SettingError
 from node.events import DataEvents, make_event
 from node.faultlayer import FaultLayer
 from node.layer import Bootstrap, Leave, SetConfig, SyncPeer, ViewChange
-from node.message import Message, app_payload
+from node.message import Message, workload_message
 
 from .cluster import DEAD, PAUSED, RUNNING, SimNode
 from .network import LinkModel, Network
@@ -689,8 +689,8 @@ class Simulation:
                 else:
                     n = ss.n = ss.n + 1
                     self.msgs_sent += 1
-                    src = ss.src
-                    stack.send(Message(src, ss.dest, app_payload(src, ss.index, n, ss.size)), t)
+                    # The message carries its app id, which the send and deliver events log.
+                    stack.send(workload_message(ss.src, ss.dest, ss.index, n, ss.size), t)
                     self._after_input(node, t)
             else:
                 # A paused or dead application sends nothing; its slots are skipped, not queued.

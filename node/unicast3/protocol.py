@@ -202,7 +202,7 @@ class Unicast3(FiredTimers, CountingLayer):
             # The hot path of the event log, one per message sent: built here, as one literal (the
             # app id is there for every workload message); deliveries come as DataEvents records.
             payload = msg.payload
-            app = app_id_of(payload)
+            app = msg.known_app or app_id_of(payload)
             if app is None:
                 event = {
                     "v": EVENT_VERSION, "t": now, "node": self.local, "proto": PROTO, "kind": "send", "peer": dest,
