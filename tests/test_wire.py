@@ -2,6 +2,7 @@
 
 import random
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -220,3 +221,14 @@ def test_runs_of_hot_messages_decode_as_the_generic_path_does(msgs, rnd, change)
     assert fast == slow
     if change == "intact":
         assert fast == ("A", [(m.src, m.dest, m.payload, m.headers) for m in msgs])
+
+
+@pytest.mark.parametrize("flags", [0, 1])
+def test_hot_layout_headers_equal_their_dataclass(flags):
+    """The hot layouts build their headers slot by slot (no __init__ call): every field is set,
+    to what the dataclass gives, so a field added to the dataclass and not here fails this."""
+    from node.nakack2.header import _make_msg
+    from node.unicast3.header import _make_data
+
+    assert _make_data(flags, 7, 3, 100) == U3Header(MsgType.DATA, 7, 3, flags == 1)
+    assert _make_msg(9, 100) == N2Header(N2Type.MSG, 9)

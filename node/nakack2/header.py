@@ -143,10 +143,19 @@ def type_name(h: N2Header) -> str:
 # Read per message as a global: in CPython 3.11 an Enum member read as a class attribute costs
 # about ten times a global's read.
 _MSG = MsgType.MSG
+_new = object.__new__
 
 
 def _make_msg(seqno: int, _payload_len: int) -> N2Header:
-    return N2Header(_MSG, seqno)
+    # Every field set here rather than through the dataclass's __init__ (one call fewer per
+    # multicast received; tests/test_wire.py compares the result with N2Header(...)).
+    h = _new(N2Header)
+    h.type = _MSG
+    h.seqno = seqno
+    h.orig = ""
+    h.ranges = ()
+    h.digest = ()
+    return h
 
 
 def _msg_values(h: N2Header) -> tuple[int] | None:
