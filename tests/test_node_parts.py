@@ -14,7 +14,7 @@ from node.events import DataEvents, make_event, unpack_events
 from node.message import Message, app_payload
 from node.runtime.bundler import Bundler
 from node.runtime.eventlog import EventLog
-from node.runtime.workload import Delivered, Stream, StreamStats, make_payload, make_payloads
+from node.runtime.workload import Delivered, Stream, StreamStats, make_payloads
 from node.unicast3 import PROTO_ID, MsgType, U3Header
 from node.wire import decode_frame, split_into_frames
 
@@ -25,13 +25,13 @@ from node.wire import decode_frame, split_into_frames
     n=st.integers(1, 10**12),
     size=st.integers(0, 300),
 )
-def test_make_payload_is_app_payload(sender, stream, n, size):
-    """The stream's fast payload builder produces exactly node.message.app_payload."""
+def test_make_payloads_of_one_is_app_payload(sender, stream, n, size):
+    """The stream's fast payload builder, for one message, produces exactly node.message.app_payload."""
     try:
         expected = app_payload(sender, stream, n, size)
     except ValueError:
         return
-    assert make_payload(f"{sender}:{stream}:".encode(), n, size) == expected
+    assert make_payloads(f"{sender}:{stream}:".encode(), n, n, size) == [expected]
 
 
 @given(
@@ -344,9 +344,7 @@ def test_workload_records_take_the_one_format_path_and_others_fall_back(tmp_path
     enc = json.JSONEncoder(separators=(",", ":"))
 
     def record(sender: str, extra: bytes | None = None, first: int = 998, count: int = 5) -> DataEvents:
-        msgs = [
-            Message(sender, "B", make_payload(f"{sender}:0:".encode(), n, 100)) for n in range(first, first + count)
-        ]
+        msgs = [Message(sender, "B", p) for p in make_payloads(f"{sender}:0:".encode(), first, first + count - 1, 100)]
         if extra is not None:
             msgs.append(Message(sender, "B", extra))
         return DataEvents(1764093732.5, "B", "unicast3", "deliver", "%s", 7, 2**40, msgs)

@@ -30,13 +30,9 @@ _SAMPLE_SHIFT = SAMPLE_EVERY.bit_length() - 1
 _MAGIC = b"SB"
 
 
-def make_payload(prefix: bytes, n: int, size: int) -> bytes:
-    """Exactly node.message.app_payload(sender, stream, n, size), with `prefix` = b"sender:stream:"."""
-    return make_payloads(prefix, n, n, size)[0]
-
-
 def make_payloads(prefix: bytes, first: int, last: int, size: int) -> list[bytes]:
-    """make_payload(prefix, n, size) for n from first to last: the hot path of a stream.
+    """node.message.app_payload(sender, stream, n, size) for n from first to last, with `prefix` =
+    b"sender:stream:": the hot path of a stream.
 
     All n with as many digits share the head (magic, length byte, prefix) and the padding, so each
     payload is one bytes format of three parts: about a fifth of the cost of building every one
