@@ -228,3 +228,34 @@ def test_dropping_heartbeats_by_type_makes_the_receiver_suspect_on_sim():
     assert "B" in a_views[-1]["members"]
     (agree,) = run_checks(events, ["views_agree"])
     assert agree.passed, agree.explanation
+
+
+def test_a_restarted_joiner_takes_only_the_join_rsp_of_its_own_incarnation():
+    """A coordinator's retransmission backlog for D's previous life (a VIEW, a JOIN_RSP) reaches
+    D's new life while it joins: both are dropped, and only the JOIN_RSP carrying D's incarnation
+    (echoed from its JOIN_REQ) installs D's first view, with its digest."""
+    from node.gms.gms import Gms, GmsState
+    from node.layer import Announce, Log
+
+    coord = Gms("A", GmsConfig(), incarnation=1)
+    coord.command(ViewChange(members=("A", "B"), view_id=3), 0.0)
+    out = coord.up([Message("D", "A", b"", {GMS_ID: GmsHeader(GmsType.JOIN_REQ, merge_id=7)})], 0.0)
+    (rsp,) = [a.msg.headers[GMS_ID] for a in out if hasattr(a, "msg") and a.msg.dest == "D"]
+    assert rsp.type is GmsType.JOIN_RSP and rsp.merge_id == 7 and rsp.members == ("A", "B", "D")
+
+    joiner = Gms("D", GmsConfig(), incarnation=7)
+    joiner.command(Bootstrap(peers=("A", "B", "D")), 0.0)
+    stale_view = GmsHeader(GmsType.VIEW, 5, "A", ("A", "B", "D"), reason="join")
+    stale_rsp = GmsHeader(GmsType.JOIN_RSP, 4, "A", ("A", "B", "D"), 6, digest=(("A", 9),))
+
+    def drops(actions):
+        return [a.event["reason"] for a in actions if isinstance(a, Log) and a.event["kind"] == "drop"]
+
+    assert drops(joiner.up([Message("A", "D", b"", {GMS_ID: stale_view})], 0.1)) == [
+        "joining: a view for an earlier incarnation"
+    ]
+    assert drops(joiner.up([Message("A", "D", b"", {GMS_ID: stale_rsp})], 0.1)) == ["for an earlier incarnation"]
+    assert joiner.state is GmsState.JOINING and joiner.view_id == 0
+    out = joiner.up([Message("A", "D", b"", {GMS_ID: rsp})], 0.2)
+    (view,) = [a.cmd for a in out if isinstance(a, Announce) and isinstance(a.cmd, ViewChange)]
+    assert joiner.state is GmsState.MEMBER and view.members == ("A", "B", "D") and view.digest == rsp.digest

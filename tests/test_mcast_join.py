@@ -166,3 +166,57 @@ def test_a_joiner_delivers_every_multicast_sent_after_it_joined_under_loss(proto
             if e["node"] == node and e["kind"] == "deliver" and e.get("peer") == "D" and "app" in e
         ]
         assert got == d_sent
+
+
+@pytest.mark.parametrize("protocol", ["mcast", "nakack2"])
+def test_a_restarted_joiner_installs_no_view_meant_for_its_previous_life(protocol):
+    """D joins at 1 s; its acks to the coordinator A are cut from 1.5 s, so C's join at 1.7 s leaves
+    A retransmitting that VIEW to D; D is killed at 2.2 s and restarted at 2.5 s, multicasting from
+    its restart on. D's new life drops the old life's VIEW: its first view is its own join view,
+    with a digest, its held multicasts go to that view and reach every member, and every check
+    passes (installed, the stale view would have released them to a view of its old life)."""
+    config = {"xmit_interval": 0.2, "fd_timeout": 5.0}
+    scenario = parse_scenario(
+        {
+            "name": f"{protocol}-stale-view",
+            "protocol": protocol,
+            "membership": "gms",
+            "nodes": ["A", "B", "C", "D"],
+            "config": config,
+            "workload": [
+                {"from": "A", "to": "all", "rate": 50, "duration": 6},
+                {"from": "D", "to": "all", "rate": 50, "duration": 3, "start": 2.5},
+            ],
+            "schedule": [
+                {"at": 0.0, "kill": "C"},
+                {"at": 0.0, "kill": "D"},
+                {"at": 1.0, "restart": "D"},
+                {"at": 1.5, "partition": {"from": "D", "to": "A"}},
+                {"at": 1.7, "restart": "C"},
+                {"at": 2.2, "kill": "D"},
+                {"at": 2.3, "heal": 3},
+                {"at": 2.5, "restart": "D"},
+            ],
+            "duration": 6,
+            "settle": 6,
+            "checks": CHECKS,
+        }
+    )
+    events = Simulation(scenario, 1).run().all_events()
+    results = run_checks(events, CHECKS, recovery_bound_s=scenario.recovery_bound)
+    assert all(r.passed for r in results), [r.explanation for r in results if not r.passed]
+    life = [e for e in events if e["node"] == "D" and e["t"] >= 2.5]
+    assert [e["reason"] for e in life if e["kind"] == "drop" and e["proto"] == "gms"] == [
+        "joining: a view for an earlier incarnation"
+    ]
+    first = next(e for e in life if e["kind"] == "view" and e["proto"] == "gms")
+    assert first["reason"] == "join" and first["members"] == ["A", "B", "C", "D"] and first["digest"]
+    d_sends = [e for e in life if e["kind"] == "send" and e["proto"] == protocol]
+    assert d_sends and all(e["members"] == ["A", "B", "C", "D"] for e in d_sends)
+    for node in ("A", "B", "C"):
+        got = [
+            e["app"]
+            for e in events
+            if e["node"] == node and e["kind"] == "deliver" and e["proto"] == protocol and e.get("peer") == "D"
+        ]
+        assert got == [e["app"] for e in d_sends], node

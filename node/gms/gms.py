@@ -8,7 +8,10 @@ makes has the id of its current view plus one (a merged view: above all merged o
 
 - Join (a node given Bootstrap(peers)): the node asks discovery for the coordinator. If one answers,
   it sends JOIN_REQ to it and waits `join_timeout` for JOIN_RSP(view, digest); the coordinator adds it
-  at the end, installs the new view, sends VIEW to the old members and JOIN_RSP to the joiner. If
+  at the end, installs the new view, sends VIEW to the old members and JOIN_RSP to the joiner (with
+  the incarnation its JOIN_REQ gave). A joiner installs only a JOIN_RSP for its own incarnation and
+  drops every VIEW until then: with fixed names a restarted node gets what its coordinator still
+  retransmits to its previous life (JGroups' new address per life makes that impossible). If
   nobody coordinates (concurrent start), the lowest-named node forms a singleton view at once when
   it is the lowest of all initial hosts, or else when every host answered or `join_timeout` has
   passed and it is the lowest of those that answered; the others look again after
@@ -342,17 +345,20 @@ class Gms(GmsLayerBase):
         else:
             digest = self._digest(self.members)  # a repeated JOIN: the view it is already in
         self.joined[src] = hdr.merge_id
-        rsp = GmsHeader(GmsType.JOIN_RSP, self.view_id, self.coord, self.members, digest=digest)
+        # The joiner's incarnation goes back with the answer: a restarted joiner drops a JOIN_RSP
+        # its coordinator still retransmits to the life before it.
+        rsp = GmsHeader(GmsType.JOIN_RSP, self.view_id, self.coord, self.members, hdr.merge_id, digest=digest)
         out.append(self._log(now, "join_rsp_tx", peer=src, view_id=self.view_id, members=list(self.members)))
         out.append(self._gms(src, rsp))
         return out
 
     def _on_join_rsp(self, src: str, hdr: GmsHeader, now: float) -> list[Action]:
         out: list[Action] = [self._log(now, "join_rsp_rx", peer=src, view_id=hdr.view_id, members=list(hdr.members))]
-        # A joiner may have taken a VIEW first (a stale one, from the backlog its coordinator kept
-        # for its previous incarnation): the JOIN_RSP still counts when its view is newer.
         if self.local not in hdr.members or not hdr.members or hdr.coord != hdr.members[0]:
             out.append(self._drop(now, src, "JOIN_RSP", "not a view with this node"))
+            return out
+        if hdr.merge_id != self.incarnation:
+            out.append(self._drop(now, src, "JOIN_RSP", "for an earlier incarnation"))
             return out
         if hdr.view_id <= self.highest_installed:
             out.append(self._drop(now, src, "JOIN_RSP", "stale view"))
@@ -361,6 +367,11 @@ class Gms(GmsLayerBase):
         return out
 
     def _on_view(self, src: str, hdr: GmsHeader, now: float) -> list[Action]:
+        if self.state is GmsState.JOINING:
+            # A joiner's first view is its JOIN_RSP (with the join digest); a VIEW before it was
+            # meant for this node's previous incarnation (its coordinator's retransmission backlog):
+            # installed, the layers above would start their tables and release held multicasts to it.
+            return [self._drop(now, src, "VIEW", "joining: a view for an earlier incarnation")]
         if self.local not in hdr.members or hdr.coord != hdr.members[0]:
             return [self._drop(now, src, "VIEW", "not a member, or the coordinator is not the first member")]
         if hdr.view_id <= self.view_id or hdr.view_id <= self.highest_installed:

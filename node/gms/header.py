@@ -50,7 +50,7 @@ class GmsHeader:
     view_id: int = 0  # the sender's (or the carried) view counter
     coord: str = ""  # the coordinator of that view; "" = no view (a node still joining)
     members: tuple[str, ...] = ()  # VIEW, JOIN_RSP, MERGE_RSP, INFO: the view's members
-    merge_id: int = 0  # MERGE_REQ / MERGE_RSP: which merge; JOIN_REQ: the joiner's incarnation (u32)
+    merge_id: int = 0  # MERGE_REQ / MERGE_RSP: which merge; JOIN_REQ / JOIN_RSP: the joiner's incarnation (u32)
     reason: str = ""  # VIEW: why it was installed (join, leave, suspect, merge)
     digest: tuple[tuple[str, int], ...] = ()  # JOIN_RSP, VIEW after a merge: highest seqno per sender
 
