@@ -133,8 +133,17 @@ def test_a_joiner_on_local_processes_starts_at_the_join_digest(protocol, tmp_pat
     text = capsys.readouterr().out
     assert code == 0, text
     (run_dir,) = out.iterdir()
+    assert_joiner_got_what_it_was_owed(run_dir, protocol)
+
+
+def assert_joiner_got_what_it_was_owed(run_dir: Path, protocol: str) -> None:
+    """The join test's assertions on D's deliveries and on its own multicasts, from the run's logs."""
     events = sorted(events_of(run_dir), key=lambda e: e["t"])
-    join = next(e for e in events if e["node"] == "D" and e["kind"] == "view" and e["proto"] == "gms")
+    # D's life after the restart: on busy cores the kill "at 0 s" may land after D's first life joined.
+    restarted = max(e["t"] for e in events if e["node"] == "D" and e["kind"] == "node_start")
+    join = next(
+        e for e in events if e["node"] == "D" and e["kind"] == "view" and e["proto"] == "gms" and e["t"] >= restarted
+    )
     assert join["reason"] == "join"
     digest = {item.rsplit(":", 1)[0]: int(item.rsplit(":", 1)[1]) for item in join["digest"]}
     # The digest names the senders the coordinator held tables for when D joined: on busy cores
@@ -145,9 +154,13 @@ def test_a_joiner_on_local_processes_starts_at_the_join_digest(protocol, tmp_pat
         got = [
             e["seqno"]
             for e in events
-            if e["node"] == "D" and e["kind"] == "deliver" and e["proto"] == protocol and e["peer"] == sender
+            if e["node"] == "D"
+            and e["kind"] == "deliver"
+            and e["proto"] == protocol
+            and e["peer"] == sender
+            and e["t"] >= restarted
         ]
-        assert got == list(range(got[0], got[-1] + 1)) and got[0] >= digest.get(sender, 0) + 1, sender
+        assert got == sorted(set(got)) and got[0] >= digest.get(sender, 0) + 1, sender
         listed = min(
             e["t"]
             for e in events
@@ -155,25 +168,32 @@ def test_a_joiner_on_local_processes_starts_at_the_join_digest(protocol, tmp_pat
             and e["kind"] == "view"
             and e["proto"] == protocol
             and "D" in e["members"]
-            and e["t"] >= RESTART_D_AT  # D's new life: a view formed before its kill at 0 s may list it
+            and e["t"] >= restarted  # a view of D's first life may list it
         )
-        owed = {
-            e["app"]
-            for e in events
-            if e["node"] == sender and e["kind"] == "send" and e["proto"] == protocol and e["t"] >= listed
-        }
+        sends = [e for e in events if e["node"] == sender and e["kind"] == "send" and e["proto"] == protocol]
+        owed = {e["app"] for e in sends if e["t"] >= listed}
+        # A gap in D's deliveries is only what the sender multicast to its view without D (a sender
+        # that installs the join view late purges those once the others acked, and D skips them).
+        gaps = set(range(digest.get(sender, 0) + 1, got[-1] + 1)) - set(got)
+        assert all(e["t"] < listed for e in sends if e["seqno"] in gaps), (sender, sorted(gaps)[:5])
         got_apps = {
             e["app"]
             for e in events
             if e["node"] == "D" and e["kind"] == "deliver" and e.get("peer") == sender and "app" in e
         }
         assert owed and owed <= got_apps, sender
-    d_sends = [e for e in events if e["node"] == "D" and e["kind"] == "send" and e["proto"] == protocol]
+    d_sends = [
+        e for e in events if e["node"] == "D" and e["kind"] == "send" and e["proto"] == protocol and e["t"] >= restarted
+    ]
     assert d_sends and min(e["t"] for e in d_sends) >= join["t"]
     for node in ("A", "B", "C"):
         got = [
             e["app"]
             for e in events
-            if e["node"] == node and e["kind"] == "deliver" and e["proto"] == protocol and e.get("peer") == "D"
+            if e["node"] == node
+            and e["kind"] == "deliver"
+            and e["proto"] == protocol
+            and e.get("peer") == "D"
+            and e["t"] >= restarted
         ]
-        assert got == [e["app"] for e in d_sends]
+        assert got == [e["app"] for e in d_sends], node
