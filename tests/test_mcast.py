@@ -201,6 +201,23 @@ def test_acks_from_non_members_are_ignored():
     assert net.kinds("drop", "A", reason="ack from a non-member")
 
 
+def test_a_retransmission_asked_for_by_two_members_is_two_unicasts():
+    """B and C ask A for seqno 2 in one batch: A answers each with a copy of its own headers dict,
+    so the IP-multicast runtime (which sends copies sharing headers and payload to the group) keeps
+    them unicasts, as it keeps every retransmission."""
+    net = mnet()
+    net.blocked.update({("A", "B"), ("A", "C")})
+    mcast(net, "A", 3)
+    req = McastHeader(MsgType.MCAST_XMIT_REQ, ranges=((2, 2),))
+    a = net.stacks["A"]
+    a.receive([Message("B", "A", b"", {PROTO_ID: req}), Message("C", "A", b"", {PROTO_ID: req})], net.now)
+    out, _app, _events = a.take()
+    answers = [m for m in out if mtype(m, "MSG")]
+    assert sorted(m.dest for m in answers) == ["B", "C"]
+    assert answers[0].payload is answers[1].payload and answers[0].headers is not answers[1].headers
+    assert all(m.headers[PROTO_ID].seqno == 2 for m in answers)
+
+
 def test_receiver_drops_outside_the_window_and_duplicates():
     """B's window for A (capacity 8, low 0) drops seqno 8 (>= low + capacity) and a duplicate of 3."""
     net = mnet({"capacity": 8})

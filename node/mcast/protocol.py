@@ -532,7 +532,9 @@ class Mcast(CountingLayer):
                 out.append(
                     self._log(now, "retransmit", peer=src, seqno=seqno, bytes=len(stored.payload), reason="xmit_req")
                 )
-                out.append(Down(msg=Message(self.local, src, stored.payload, stored.headers)))
+                # A headers dict of its own: copies sharing one are a multicast to the IP-multicast
+                # runtime, and a retransmission stays a unicast to the member that asked.
+                out.append(Down(msg=Message(self.local, src, stored.payload, dict(stored.headers))))
             budget -= hi - lo + 1
             if budget <= 0:
                 break
