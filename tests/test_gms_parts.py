@@ -235,12 +235,12 @@ def test_a_restarted_joiner_takes_only_the_join_rsp_of_its_own_incarnation():
     D's new life while it joins: both are dropped, and only the JOIN_RSP carrying D's incarnation
     (echoed from its JOIN_REQ) installs D's first view, with its digest."""
     from node.gms.gms import Gms, GmsState
-    from node.layer import Announce, Log
+    from node.layer import Announce, Down, Log
 
     coord = Gms("A", GmsConfig(), incarnation=1)
     coord.command(ViewChange(members=("A", "B"), view_id=3), 0.0)
     out = coord.up([Message("D", "A", b"", {GMS_ID: GmsHeader(GmsType.JOIN_REQ, merge_id=7)})], 0.0)
-    (rsp,) = [a.msg.headers[GMS_ID] for a in out if hasattr(a, "msg") and a.msg.dest == "D"]
+    (rsp,) = [a.msg.headers[GMS_ID] for a in out if isinstance(a, Down) and a.msg.dest == "D"]
     assert rsp.type is GmsType.JOIN_RSP and rsp.merge_id == 7 and rsp.members == ("A", "B", "D")
 
     joiner = Gms("D", GmsConfig(), incarnation=7)
