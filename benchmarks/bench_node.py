@@ -20,8 +20,9 @@ fixed rate measures latency without queueing (full mode only).
   on the machine takes CPU time away from the nodes; "us CPU/msg" is each node's CPU time per
   message delivered;
 - RSS: each node's resident memory when the measured stream started and when its last message
-  was delivered, and (on stderr) every 30 s in between; `--seconds N` sizes the stream to about
-  N seconds at the warm-up's rate (the warm-up includes start-up, so a stream runs longer).
+  was delivered, and (on stderr) every 30 s in between; `--seconds N` sizes the measured stream
+  to about N seconds at the rate of a calibration stream (five warm-ups' worth, sent after the
+  warm-up, timed on the run clock).
 
 JGroups on this machine: 3.17 M msgs/s (100 B, UNICAST3 over UDP) at steady state. Our first
 goal in Python: 225 k msgs/s at 100 B over UDP.
@@ -46,6 +47,7 @@ from node.runtime.testing import NodeProcess, free_port, unique_host, wait_for
 
 GOAL_100B_UDP = 225_000
 RSS_EVERY_S = 30.0
+CALIBRATION = 3  # the stream that sizes the measured one (0: warm-up, 1: measured, 2: paced)
 
 
 @dataclass(frozen=True)
@@ -147,6 +149,14 @@ def delivered_count(client, sender: str, stream: int) -> int:
     return d.get(sender, {}).get(str(stream), {}).get("count", 0)
 
 
+def stream_elapsed(ca, cb, stream: int, count: int, epoch: float) -> float:
+    """Seconds from A's start of `stream` to B's delivery of its message `count` (run clock)."""
+    started = next(s for s in ca.get("/streams")["streams"] if s["stream"] == stream)["started"]
+    deliv = dict((n, t) for n, t in cb.get("/samples")["delivered"]["A"][str(stream)])
+    # A long stream outruns the samples (MAX_SAMPLES): then its end is when it was seen done.
+    return deliv.get(count, time.time() - epoch) - started
+
+
 def run_case(case: Case, measure_s: float, paced: bool, workdir: Path, profile: bool = False) -> Result:
     host_a, host_b = unique_host(), unique_host()
     pa, pb = free_port(host_a), free_port(host_b)
@@ -176,11 +186,16 @@ def run_case(case: Case, measure_s: float, paced: bool, workdir: Path, profile: 
         ca, cb = a.client(), b.client()
         # Warm-up: connections, conn-ids, allocator, caches.
         warm = 2_000 if not case.bundling else 20_000
-        t0 = time.monotonic()
         ca.post("/send", {"to": "B", "count": warm, "rate": 0, "size": case.size, "stream": 0})
         wait_for(lambda: delivered_count(cb, "A", 0) >= warm, 60, 0.02, "warm-up delivered")
-        rough = warm / max(time.monotonic() - t0, 1e-3)
-        count = max(64 * 50, int(rough * measure_s) // 64 * 64)
+        # The measured stream is sized from the rate of a second, warm stream (its first send to
+        # its last delivery, on the run clock): the first one's includes connecting, and the
+        # wall time around it this script's polling (it sized a "6 s" stream at about 0.25 s).
+        calibrate = warm * 5
+        ca.post("/send", {"to": "B", "count": calibrate, "rate": 0, "size": case.size, "stream": CALIBRATION})
+        wait_for(lambda: delivered_count(cb, "A", CALIBRATION) >= calibrate, 60, 0.02, "calibration delivered")
+        rate = calibrate / max(stream_elapsed(ca, cb, CALIBRATION, calibrate, epoch), 1e-3)
+        count = max(64 * 50, int(rate * measure_s) // 64 * 64)
         retx0 = ca.get("/state")["unicast3"]["counters"].get("retransmit", 0)
 
         rss0 = (rss_mb(a.proc.pid), rss_mb(b.proc.pid))
@@ -203,11 +218,8 @@ def run_case(case: Case, measure_s: float, paced: bool, workdir: Path, profile: 
         )
         cpu1 = (cpu_seconds(a.proc.pid), cpu_seconds(b.proc.pid), time.monotonic())
         rss1 = (rss_mb(a.proc.pid), rss_mb(b.proc.pid))
+        elapsed = stream_elapsed(ca, cb, 1, count, epoch)
         sa, sb = ca.get("/samples"), cb.get("/samples")
-        stream = next(s for s in ca.get("/streams")["streams"] if s["stream"] == 1)
-        deliv = dict((n, t) for n, t in sb["delivered"]["A"]["1"])
-        # A long stream outruns the samples (MAX_SAMPLES): then its end is when it was seen done.
-        elapsed = deliv.get(count, time.time() - epoch) - stream["started"]
         lat = latencies_ms(sa["sent"]["1"], sb["delivered"]["A"]["1"])
         retx = ca.get("/state")["unicast3"]["counters"].get("retransmit", 0) - retx0
         result = Result(
