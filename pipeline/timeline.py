@@ -26,6 +26,11 @@ from node import protocols
 
 TIME_BINS = 1500
 MARKS = 3000
+# The columns of a rare event in a timeline, from the Spark query and from a run's task alike.
+RARE_FIELDS = (
+    "t", "node", "proto", "kind", "peer", "seqno", "conn_id", "type", "reason", "phase", "side", "state",
+    "low", "high", "final", "members", "view_id", "coord", "count", "fault", "detail", "incarnation",
+)  # fmt: skip
 
 
 @dataclass
@@ -117,33 +122,7 @@ def timeline_data(events: DataFrame, run_ids: list[str], end_times: dict | None 
     )
     rare = (
         ev.where(F.col("kind").isin(*protocols.rare_event_kinds()))
-        .select(
-            "run_id",
-            "t",
-            "node",
-            "proto",
-            "kind",
-            "peer",
-            "seqno",
-            "conn_id",
-            "type",
-            "reason",
-            "phase",
-            "side",
-            "state",
-            "low",
-            "high",
-            "final",
-            "members",
-            "view_id",
-            "coord",
-            "count",
-            "fault",
-            "detail",
-            "incarnation",
-            "file_key",
-            "line",
-        )
+        .select("run_id", *RARE_FIELDS, "file_key", "line")
         .withColumn("_rn", F.row_number().over(Window.partitionBy("run_id").orderBy("t", "file_key", "line")))
         .where(F.col("_rn") <= 20 * MARKS)
         .drop("_rn", "file_key", "line")
@@ -222,29 +201,6 @@ def _sort_senders(senders: dict) -> None:
 
 # ---- the same, for one run's ordered events in plain Python (pipeline.runwise tasks) -----------
 
-_RARE_FIELDS = (
-    "t",
-    "node",
-    "proto",
-    "kind",
-    "peer",
-    "seqno",
-    "conn_id",
-    "type",
-    "reason",
-    "phase",
-    "side",
-    "state",
-    "low",
-    "high",
-    "final",
-    "members",
-    "view_id",
-    "count",
-    "fault",
-    "detail",
-    "incarnation",
-)
 _SERIES_OF = {"send": "sent", "deliver": "delivered", "ack_rx": "acked", "retransmit": "retransmitted"}
 
 
@@ -299,7 +255,7 @@ def timeline_of(events: list[dict]) -> dict:
                 if seen:
                     again.append((src, ev["node"], app, ev["t"], ev.get("seqno")))
         if kind in rare_kinds and len(rare) < 20 * MARKS:
-            rare.append({name: ev.get(name) for name in _RARE_FIELDS})
+            rare.append({name: ev.get(name) for name in RARE_FIELDS})
     lost = [s for s in sends if (s[0], s[1], s[2]) not in delivered]
     links: dict[tuple, dict] = {}
 

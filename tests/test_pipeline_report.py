@@ -393,3 +393,18 @@ def test_pass_rates_name_each_protocols_variant():
     assert variant_label("nakack2", "0") == "nakack2 xmit_interval=0"
     assert variant_label("mcast", "512") == "mcast capacity=512"
     assert variant_label(None, None) == "(unknown)"
+
+
+def test_a_run_tasks_timeline_keeps_the_coordinator_of_views_and_merges():
+    """A run's task (timeline_of) keeps every field the Spark query selects for a rare event: the
+    coordinator a view or merge event names reaches the report as logged, as from Spark."""
+    from pipeline.timeline import RARE_FIELDS, timeline_of
+
+    events = [
+        {"v": 1, "t": 0.5, "node": "B", "proto": "gms", "kind": "view", "members": ["A", "B"], "view_id": 3,
+         "coord": "A", "reason": "join"},
+        {"v": 1, "t": 1.0, "node": "B", "proto": "gms", "kind": "merge", "phase": "request", "peer": "C", "coord": "C"},
+    ]  # fmt: skip
+    rare = timeline_of(events)["rare"]
+    assert [(e["kind"], e["coord"]) for e in rare] == [("view", "A"), ("merge", "C")]
+    assert all(tuple(e) == RARE_FIELDS for e in rare)
