@@ -472,10 +472,9 @@ def _take(stack: Stack) -> tuple[list, list, list]:
     return take()
 
 
-def stack_receive(n_frames: int) -> tuple[float, float]:
-    """CPU s for a connected receiver's Stack to take n_frames frames (decode + stack + events),
-    and CPU s for the daemon's event log to format those events as lines."""
-    stack, frames = node_frames(n_frames)
+def receive_frames(stack: Stack, frames: list[bytes], expected: int, who: str) -> tuple[float, float]:
+    """CPU s for `stack` to decode and take `frames`, which must deliver `expected` messages, and
+    CPU s for the daemon's event log to format the events it produced."""
     delivered = 0
     events: list = []
     t0 = time.process_time()
@@ -486,9 +485,15 @@ def stack_receive(n_frames: int) -> tuple[float, float]:
         delivered += len(app)
         events.extend(evs)
     cpu = time.process_time() - t0
-    if delivered != n_frames * FRAME_MSGS:
-        raise SystemExit(f"benchmark: the receiver delivered {delivered} of {n_frames * FRAME_MSGS}")
+    if delivered != expected:
+        raise SystemExit(f"benchmark: {who} delivered {delivered} of {expected}")
     return cpu, encode_cpu(events)
+
+
+def stack_receive(n_frames: int) -> tuple[float, float]:
+    """CPU s for a connected receiver's Stack to take n_frames frames (decode + stack + events),
+    and CPU s for the daemon's event log to format those events as lines."""
+    return receive_frames(*node_frames(n_frames), n_frames * FRAME_MSGS, "the receiver")
 
 
 def encode_cpu(events: list) -> float:
@@ -657,20 +662,7 @@ def mcast_frames(n_frames: int) -> tuple[Stack, list[bytes]]:
 def mcast_receive(n_frames: int) -> tuple[float, float]:
     """CPU s for member B to take the frames of n_frames x FRAME_MSGS multicasts (decode + stack +
     deliver events), and CPU s for the event log to format the events."""
-    stack, frames = mcast_frames(n_frames)
-    delivered = 0
-    events: list = []
-    t0 = time.process_time()
-    for i, frame in enumerate(frames):
-        _src, msgs = wire.decode_frame(frame)
-        stack.receive(msgs, 0.001 * i)
-        _net, app, evs = _take(stack)
-        delivered += len(app)
-        events.extend(evs)
-    cpu = time.process_time() - t0
-    if delivered != n_frames * FRAME_MSGS:
-        raise SystemExit(f"benchmark: the member delivered {delivered} of {n_frames * FRAME_MSGS}")
-    return cpu, encode_cpu(events)
+    return receive_frames(*mcast_frames(n_frames), n_frames * FRAME_MSGS, "the member")
 
 
 _N2_HDR = struct.Struct("!BBHBQ")  # nhdr, proto_id, len, type, seqno
