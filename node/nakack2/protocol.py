@@ -568,24 +568,22 @@ class Nakack2(CountingLayer):
                     missing += 1
                     continue
                 self._count("retransmit")
-                out.append(
-                    self._log(
-                        now,
-                        "retransmit",
-                        peer=src,
-                        seqno=seqno,
-                        origin=hdr.orig,
-                        bytes=len(stored.payload),
-                        reason="xmit_req",
-                    )
-                )
-                rsp = N2Header(_XMIT_RSP, seqno, orig=hdr.orig)
-                out.append(Down(msg=Message(self.local, src, stored.payload, {PROTO_ID: rsp})))
+                self._send_again(src, seqno, hdr.orig, stored, "xmit_req", now, out)
             budget -= hi - lo + 1
             if budget <= 0:
                 break
         if missing:
             self._count("xmit_req_unanswered", missing)
+
+    def _send_again(
+        self, peer: str, seqno: int, orig: str, stored: Message, reason: str, now: float, out: list[Action]
+    ) -> None:
+        """A held multicast of `orig` sent to one peer as an XMIT_RSP, with its retransmit event."""
+        out.append(
+            self._log(now, "retransmit", peer=peer, seqno=seqno, origin=orig, bytes=len(stored.payload), reason=reason)
+        )
+        rsp = N2Header(_XMIT_RSP, seqno, orig=orig)
+        out.append(Down(msg=Message(self.local, peer, stored.payload, {PROTO_ID: rsp})))
 
     def _on_highest(self, src: str, seqno: int, now: float, out: list[Action]) -> None:
         out.append(self._log(now, "highest_seqno_rx", peer=src, seqno=seqno))
@@ -772,19 +770,7 @@ class Nakack2(CountingLayer):
                 if stored is None:
                     continue
                 self._count("catch_up")
-                out.append(
-                    self._log(
-                        now,
-                        "retransmit",
-                        peer=joiner,
-                        seqno=seqno,
-                        origin=self.local,
-                        bytes=len(stored.payload),
-                        reason="catch_up",
-                    )
-                )
-                rsp = N2Header(_XMIT_RSP, seqno, orig=self.local)
-                out.append(Down(msg=Message(self.local, joiner, stored.payload, {PROTO_ID: rsp})))
+                self._send_again(joiner, seqno, self.local, stored, "catch_up", now, out)
 
     def _set_config(self, values: dict[str, Any], now: float) -> list[Action]:
         mine = {k: v for k, v in values.items() if k in Nakack2Config.own_keys() and k != "mutation"}
