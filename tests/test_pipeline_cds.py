@@ -104,12 +104,14 @@ def test_driver_options_merge_archive_jit_and_the_callers(fake_install, monkeypa
     SS._driver_java_options(conf)
     opts = conf["spark.driver.extraJavaOptions"].split()
     assert opts[0] == f"-XX:SharedArchiveFile={path}"
-    assert SS.C1_ONLY not in opts
+    assert "-XX:TieredStopAtLevel=1" not in opts
     assert opts[-1] == "-Dfoo=1"
     monkeypatch.setenv(SS.JIT_ENV, "c1")
     conf = {}
     SS._driver_java_options(conf)
-    assert SS.C1_ONLY in conf["spark.driver.extraJavaOptions"].split()
+    # C1 only, with the code cache the JVM reserves when C2 is on (C1 alone reserves 48 MB).
+    opts = conf["spark.driver.extraJavaOptions"].split()
+    assert "-XX:TieredStopAtLevel=1" in opts and "-XX:ReservedCodeCacheSize=240m" in opts
     monkeypatch.setenv(SS.JIT_ENV, "full")
     monkeypatch.setenv(cds.ENV_SWITCH, "off")
     conf = {}
