@@ -239,7 +239,8 @@ def test_a_restarted_joiner_takes_only_the_join_rsp_of_its_own_incarnation():
 
     coord = Gms("A", GmsConfig(), incarnation=1)
     coord.command(ViewChange(members=("A", "B"), view_id=3), 0.0)
-    out = coord.up([Message("D", "A", b"", {GMS_ID: GmsHeader(GmsType.JOIN_REQ, merge_id=7)})], 0.0)
+    coord.up([Message("D", "A", b"", {GMS_ID: GmsHeader(GmsType.JOIN_REQ, merge_id=7)})], 0.0)
+    out = coord.up([Message("B", "A", b"", {GMS_ID: GmsHeader(GmsType.VIEW_ACK, 4, "A")})], 0.0)
     (rsp,) = [a.msg.headers[GMS_ID] for a in out if isinstance(a, Down) and a.msg.dest == "D"]
     assert rsp.type is GmsType.JOIN_RSP and rsp.merge_id == 7 and rsp.members == ("A", "B", "D")
 
@@ -259,3 +260,70 @@ def test_a_restarted_joiner_takes_only_the_join_rsp_of_its_own_incarnation():
     out = joiner.up([Message("A", "D", b"", {GMS_ID: rsp})], 0.2)
     (view,) = [a.cmd for a in out if isinstance(a, Announce) and isinstance(a.cmd, ViewChange)]
     assert joiner.state is GmsState.MEMBER and view.members == ("A", "B", "D") and view.digest == rsp.digest
+
+
+def _gms_to(out, dest: str) -> list[GmsHeader]:
+    from node.layer import Down
+
+    return [a.msg.headers[GMS_ID] for a in out if isinstance(a, Down) and a.msg.dest == dest]
+
+
+def _from(src: str, hdr: GmsHeader) -> list[Message]:
+    return [Message(src, "A", b"", {GMS_ID: hdr})]
+
+
+def test_a_joiner_gets_its_join_rsp_once_every_other_member_installed_the_join_view():
+    """JGroups' view ack collection: A sends D's JOIN_RSP only after B and C acknowledged the join
+    VIEW; a repeated JOIN_REQ meanwhile gets nothing; a member acknowledges join views only."""
+    from node.gms.gms import Gms
+
+    coord = Gms("A", GmsConfig(), incarnation=1)
+    coord.command(ViewChange(members=("A", "B", "C"), view_id=3), 0.0)
+    out = coord.up(_from("D", GmsHeader(GmsType.JOIN_REQ, merge_id=5)), 0.0)
+    assert [h.type for h in _gms_to(out, "B") + _gms_to(out, "C")] == [GmsType.VIEW, GmsType.VIEW]
+    assert not _gms_to(out, "D") and coord.busy() == ["JOIN_RSP to D waiting for VIEW_ACK from B, C"]
+    assert not _gms_to(coord.up(_from("D", GmsHeader(GmsType.JOIN_REQ, merge_id=5)), 0.3), "D")
+    assert not _gms_to(coord.up(_from("B", GmsHeader(GmsType.VIEW_ACK, 4, "A")), 0.4), "D")
+    (rsp,) = _gms_to(coord.up(_from("C", GmsHeader(GmsType.VIEW_ACK, 4, "A")), 0.5), "D")
+    assert rsp.type is GmsType.JOIN_RSP and rsp.view_id == 4 and rsp.members == ("A", "B", "C", "D")
+    assert coord.busy() == [] and coord.next_deadline() is None
+
+    member = Gms("B", GmsConfig(), incarnation=1)
+    member.command(ViewChange(members=("A", "B", "C"), view_id=3), 0.0)
+    join = member.up(
+        [Message("A", "B", b"", {GMS_ID: GmsHeader(GmsType.VIEW, 4, "A", ("A", "B", "C", "D"), reason="join")})], 1.0
+    )
+    leave = member.up(
+        [Message("A", "B", b"", {GMS_ID: GmsHeader(GmsType.VIEW, 5, "A", ("A", "B", "C"), reason="leave")})], 1.1
+    )
+    assert [(h.type, h.view_id) for h in _gms_to(join, "A")] == [(GmsType.VIEW_ACK, 4)]
+    assert _gms_to(leave, "A") == []
+
+
+def test_a_join_view_nobody_acknowledges_is_answered_after_the_timeout():
+    from node.gms.gms import Gms
+
+    coord = Gms("A", GmsConfig(view_ack_collection_timeout=0.7), incarnation=1)
+    coord.command(ViewChange(members=("A", "B"), view_id=3), 0.0)
+    coord.up(_from("D", GmsHeader(GmsType.JOIN_REQ, merge_id=5)), 1.0)
+    assert coord.next_deadline() == pytest.approx(1.7)
+    assert not _gms_to(coord.on_timer(1.69), "D")
+    (rsp,) = _gms_to(coord.on_timer(1.7), "D")
+    assert rsp.members == ("A", "B", "D") and coord.counters["view_ack_timeouts"] == 1
+
+
+def test_concurrent_joiners_wait_only_for_members_and_get_the_newest_view():
+    """C joins while D's JOIN_RSP waits for B: C's join VIEW goes to B only (D, still joining, gets
+    it in its JOIN_RSP instead), C waits for B only, and both answers carry the view with C."""
+    from node.gms.gms import Gms
+
+    coord = Gms("A", GmsConfig(), incarnation=1)
+    coord.command(ViewChange(members=("A", "B"), view_id=3), 0.0)
+    coord.up(_from("D", GmsHeader(GmsType.JOIN_REQ, merge_id=5)), 0.0)
+    out = coord.up(_from("C", GmsHeader(GmsType.JOIN_REQ, merge_id=6)), 0.1)
+    assert [h.view_id for h in _gms_to(out, "B")] == [5] and not _gms_to(out, "D") and not _gms_to(out, "C")
+    assert coord.busy() == ["JOIN_RSP to C waiting for VIEW_ACK from B", "JOIN_RSP to D waiting for VIEW_ACK from B"]
+    out = coord.up(_from("B", GmsHeader(GmsType.VIEW_ACK, 5, "A")), 0.2)
+    for joiner in ("C", "D"):
+        (rsp,) = _gms_to(out, joiner)
+        assert rsp.view_id == 5 and rsp.members == ("A", "B", "D", "C"), joiner

@@ -220,3 +220,52 @@ def test_a_restarted_joiner_installs_no_view_meant_for_its_previous_life(protoco
             if e["node"] == node and e["kind"] == "deliver" and e["proto"] == protocol and e.get("peer") == "D"
         ]
         assert got == [e["app"] for e in d_sends], node
+
+
+@pytest.mark.parametrize("protocol", ["mcast", "nakack2"])
+def test_a_restarted_member_multicasts_only_once_every_member_installed_its_join_view(protocol):
+    """D is killed at 1.5 s and restarted at 1.8 s, before anyone suspects it: its coordinator A
+    installs a view without D's old life and one with the new. A->C is cut 1.7-2.4 s, so C gets
+    those views late; D multicasts from 2.0 s. A sends D its JOIN_RSP only once C acknowledged the
+    join view, so D's first multicasts never reach a C that still lists D's old life (C would take
+    them into that life's table, then start a new one at the join view and deliver them again).
+    C's view comes about 1 s after the heal (UNICAST3 resends A's highest), so A waits up to 3 s."""
+    config = {"xmit_interval": 0.2, "fd_timeout": 5.0, "view_ack_collection_timeout": 3.0}
+    scenario = parse_scenario(
+        {
+            "name": f"{protocol}-rejoin-late-view",
+            "protocol": protocol,
+            "membership": "gms",
+            "nodes": ["A", "B", "C", "D"],
+            "config": config,
+            "workload": [
+                {"from": "A", "to": "all", "rate": 50, "duration": 5},
+                {"from": "D", "to": "all", "rate": 50, "duration": 3, "start": 2.0},
+            ],
+            "schedule": [
+                {"at": 1.5, "kill": "D"},
+                {"at": 1.7, "partition": {"from": "A", "to": "C"}},
+                {"at": 1.8, "restart": "D"},
+                {"at": 2.4, "heal": 1},
+            ],
+            "duration": 5,
+            "settle": 6,
+            "checks": CHECKS,
+        }
+    )
+    events = Simulation(scenario, 1).run().all_events()
+    results = run_checks(events, CHECKS, recovery_bound_s=scenario.recovery_bound)
+    assert all(r.passed for r in results), [r.explanation for r in results if not r.passed]
+    rejoin = [e for e in events if e["node"] == "C" and e["kind"] == "view" and e["proto"] == "gms" and e["t"] > 1.8]
+    assert [e["reason"] for e in rejoin][:2] == ["leave", "join"] and rejoin[1]["t"] > 2.4
+    rsp = next(e for e in events if e["node"] == "A" and e["kind"] == "join_rsp_tx" and e["t"] > 1.8)
+    assert rsp["t"] >= rejoin[1]["t"]
+    d_sends = [e["app"] for e in events if e["node"] == "D" and e["kind"] == "send" and e["proto"] == protocol]
+    assert d_sends
+    for node in ("A", "B", "C"):
+        got = [
+            e["app"]
+            for e in events
+            if e["node"] == node and e["kind"] == "deliver" and e["proto"] == protocol and e.get("peer") == "D"
+        ]
+        assert got == d_sends, node

@@ -11,6 +11,8 @@
 - `merge_interval` 1.0 s [MERGE3.min_interval 10 s .. max_interval 30 s]: INFO to peers outside the
   view every merge_interval to 1.5 x merge_interval (random, seeded);
 - `merge_timeout` 2.0 s [GMS.merge_timeout 5 s]: a merge leader waits this long for MERGE_RSPs.
+- `view_ack_collection_timeout` 1.0 s [GMS.view_ack_collection_timeout 2 s]: a coordinator sends
+  a joiner its JOIN_RSP once every other member acknowledged the join VIEW, or after this long.
 
 With these defaults a member cut off for 5 s is suspected after 2-2.5 s (a 5 s partition changes
 views) and a heal merges within about merge_interval x 1.5 + a few round trips + UNICAST3's recovery
@@ -35,6 +37,7 @@ class GmsConfig:
     fd_timeout: float = 2.0
     merge_interval: float = 1.0
     merge_timeout: float = 2.0
+    view_ack_collection_timeout: float = 1.0
 
     def __post_init__(self) -> None:
         for f in fields(self):

@@ -8,8 +8,10 @@ makes has the id of its current view plus one (a merged view: above all merged o
 
 - Join (a node given Bootstrap(peers)): the node asks discovery for the coordinator. If one answers,
   it sends JOIN_REQ to it and waits `join_timeout` for JOIN_RSP(view, digest); the coordinator adds it
-  at the end, installs the new view, sends VIEW to the old members and JOIN_RSP to the joiner (with
-  the incarnation its JOIN_REQ gave). A joiner installs only a JOIN_RSP for its own incarnation and
+  at the end, installs the new view, sends VIEW to the old members and, once each of them answered
+  VIEW_ACK (or after `view_ack_collection_timeout`), JOIN_RSP to the joiner (with the incarnation
+  its JOIN_REQ gave; a joiner still waiting for its own JOIN_RSP is not waited for, and gets the
+  newest view in it). A joiner installs only a JOIN_RSP for its own incarnation and
   drops every VIEW until then: with fixed names a restarted node gets what its coordinator still
   retransmits to its previous life (JGroups' new address per life makes that impossible). If
   nobody coordinates (concurrent start), the lowest-named node forms a singleton view at once when
@@ -36,7 +38,7 @@ makes has the id of its current view plus one (a merged view: above all merged o
 - Injection (a ViewChange command from a driver or the admin API, JGroups' INJECT_VIEW): installed
   as given, with an id above the current one, and GMS goes on from there.
 
-GMS's messages (JOIN_REQ, JOIN_RSP, VIEW, LEAVE_REQ, MERGE_REQ, MERGE_RSP: header id GMS_ID) ride
+GMS's messages (JOIN_REQ, JOIN_RSP, VIEW, VIEW_ACK, LEAVE_REQ, MERGE_REQ, MERGE_RSP, SUSPECT: GMS_ID) ride
 the reliable protocol below (UNICAST3), so they arrive once and in order per sender; a stale one
 (an old VIEW, an answer to a cancelled merge) is dropped and counted. Every installed view is
 announced to the other layers as a ViewChange (node.layer.Announce) and logged as one `view` event.
@@ -52,6 +54,7 @@ BecomeServer (JGroups' BECOME_SERVER): the multicast layer replays what it queue
 from __future__ import annotations
 
 import enum
+from dataclasses import replace
 from typing import Any
 
 from ..layer import Action, Announce, BecomeServer, Bootstrap, Command, Digest, Down, GetDigest, Leave, Up, ViewChange
@@ -71,7 +74,7 @@ class GmsState(enum.Enum):
 
 
 class Gms(GmsLayerBase):
-    timer_names = ("discover", "join", "merge", "leave")
+    timer_names = ("discover", "join", "merge", "leave", "view_ack")
 
     def __init__(self, local: str, config: GmsConfig, incarnation: int = 0) -> None:
         super().__init__(local)
@@ -80,6 +83,12 @@ class Gms(GmsLayerBase):
         # join a view that still lists its old one) from a repeated JOIN_REQ of the same one.
         self.incarnation = incarnation & 0xFFFFFFFF
         self.joined: dict[str, int] = {}  # as coordinator: member -> the incarnation that joined
+        # As coordinator: joiner -> (its JOIN_RSP, the members yet to acknowledge the join VIEW,
+        # when to answer anyway). JGroups' view ack collection: a joiner multicasts as soon as it
+        # has its view, so every other member must have installed that view first, or it would
+        # take the joiner's first multicasts into the table of the joiner's previous life (with
+        # fixed names a restarted node's seqnos start again at 1) and deliver them twice.
+        self.join_pending: dict[str, tuple[GmsHeader, set[str], float]] = {}
         self.state = GmsState.IDLE
         self.view_id = 0
         self.members: tuple[str, ...] = ()
@@ -147,6 +156,7 @@ class Gms(GmsLayerBase):
         if self.local not in members or self.coord != self.local:
             self._end_merge()
         self._count("gms_views")
+        self._prune_join_pending(members)
         coord = self.coord
         return [
             self._log(
@@ -178,7 +188,8 @@ class Gms(GmsLayerBase):
         vid = self.view_id + 1 if view_id is None else view_id
         out = self._install(now, members, vid, reason, digest)
         hdr = GmsHeader(GmsType.VIEW, vid, members[0], members, reason=reason, digest=digest)
-        out.extend(self._gms(m, hdr) for m in members if m != self.local and m != joiner)
+        # A joiner still waiting for its JOIN_RSP gets this view in it instead (it drops VIEWs).
+        out.extend(self._gms(m, hdr) for m in members if m != self.local and m != joiner and m not in self.join_pending)
         return out
 
     def _singleton(self, now: float) -> list[Action]:
@@ -248,6 +259,7 @@ class Gms(GmsLayerBase):
         self.timers.set("join", None)
         self._end_merge()
         self._count("gms_views")
+        self._prune_join_pending(members)
         coord = self.coord
         view = ViewChange(members=members, view_id=vid, coord=coord, reason="inject", digest=cmd.digest, logged=True)
         return [
@@ -328,6 +340,9 @@ class Gms(GmsLayerBase):
         if not self.is_coord:
             out.append(self._drop(now, src, "JOIN_REQ", "not the coordinator"))
             return out
+        pending = self.join_pending.get(src)
+        if pending is not None and pending[0].merge_id == hdr.merge_id:
+            return out  # a repeated JOIN_REQ: its answer waits for the members' VIEW_ACKs
         if src in self.members and self.joined.get(src, hdr.merge_id) != hdr.merge_id:
             # A new incarnation of a member still in the view (a restart faster than fd_timeout):
             # its old incarnation leaves first (JGroups would see two addresses), so every layer
@@ -342,15 +357,68 @@ class Gms(GmsLayerBase):
             members = (*self.members, src)
             digest = tuple(item for item in self._digest(members) if item[0] != src)
             out.extend(self._make_view(now, members, "join", joiner=src, digest=digest))
+            new_view = True
         else:
             digest = self._digest(self.members)  # a repeated JOIN: the view it is already in
+            new_view = False
         self.joined[src] = hdr.merge_id
         # The joiner's incarnation goes back with the answer: a restarted joiner drops a JOIN_RSP
         # its coordinator still retransmits to the life before it.
         rsp = GmsHeader(GmsType.JOIN_RSP, self.view_id, self.coord, self.members, hdr.merge_id, digest=digest)
-        out.append(self._log(now, "join_rsp_tx", peer=src, view_id=self.view_id, members=list(self.members)))
-        out.append(self._gms(src, rsp))
+        # Joiners still waiting for their own JOIN_RSP cannot acknowledge: it will carry this view.
+        waiting = set(self.members) - {self.local, src} - set(self.join_pending)
+        if new_view and waiting:
+            self.join_pending[src] = (rsp, waiting, now + self.config.view_ack_collection_timeout)
+            self.timers.lower("view_ack", now + self.config.view_ack_collection_timeout)
+            return out
+        out.extend(self._join_rsp(now, src, rsp))
         return out
+
+    def _join_rsp(self, now: float, joiner: str, rsp: GmsHeader) -> list[Action]:
+        return [
+            self._log(now, "join_rsp_tx", peer=joiner, view_id=rsp.view_id, members=list(rsp.members)),
+            self._gms(joiner, rsp),
+        ]
+
+    def _on_view_ack_msg(self, src: str, hdr: GmsHeader, now: float) -> list[Action]:
+        self._count("view_acks")
+        for rsp, waiting, _deadline in self.join_pending.values():
+            if hdr.view_id >= rsp.view_id:
+                waiting.discard(src)
+        return self._answer_joiners(now, expired=False)
+
+    def _on_view_ack(self, now: float) -> list[Action]:
+        """view_ack_collection_timeout: answer the joiners whose members did not all acknowledge."""
+        return self._answer_joiners(now, expired=True)
+
+    def _answer_joiners(self, now: float, expired: bool) -> list[Action]:
+        """JOIN_RSP to each joiner whose view every other member acknowledged (or, `expired`,
+        whose wait is over), and the timer set for the earliest wait left."""
+        out: list[Action] = []
+        for joiner, (rsp, waiting, deadline) in list(self.join_pending.items()):
+            if not waiting or (expired and deadline <= now):
+                del self.join_pending[joiner]
+                if waiting:
+                    self._count("view_ack_timeouts")
+                out.extend(self._join_rsp(now, joiner, rsp))
+        self.timers.set("view_ack", min((d for _r, _w, d in self.join_pending.values()), default=None))
+        return out
+
+    def _prune_join_pending(self, members: tuple[str, ...]) -> None:
+        """After a view: a waiting joiner's JOIN_RSP carries this view (it drops VIEWs until
+        then), only members are waited for, and only joiners still members (and only while this
+        node coordinates) are answered; the others ask again after join_timeout."""
+        if not self.join_pending:
+            return
+        if self.local not in members or members[0] != self.local:
+            self.join_pending = {}
+            return
+        keep = set(members)
+        self.join_pending = {
+            j: (replace(r, view_id=self.view_id, coord=self.local, members=members), w & keep, d)
+            for j, (r, w, d) in self.join_pending.items()
+            if j in keep
+        }
 
     def _on_join_rsp(self, src: str, hdr: GmsHeader, now: float) -> list[Action]:
         out: list[Action] = [self._log(now, "join_rsp_rx", peer=src, view_id=hdr.view_id, members=list(hdr.members))]
@@ -376,7 +444,11 @@ class Gms(GmsLayerBase):
             return [self._drop(now, src, "VIEW", "not a member, or the coordinator is not the first member")]
         if hdr.view_id <= self.view_id or hdr.view_id <= self.highest_installed:
             return [self._drop(now, src, "VIEW", "stale view")]
-        return self._install(now, hdr.members, hdr.view_id, hdr.reason or "view", hdr.digest)
+        out = self._install(now, hdr.members, hdr.view_id, hdr.reason or "view", hdr.digest)
+        if hdr.reason == "join":
+            # Installed: the coordinator may now let the joiner multicast (see join_pending).
+            out.append(self._gms(src, GmsHeader(GmsType.VIEW_ACK, hdr.view_id, hdr.coord)))
+        return out
 
     def _on_leave_req(self, src: str, hdr: GmsHeader, now: float) -> list[Action]:
         out: list[Action] = [self._log(now, "leave_rx", peer=src)]
@@ -528,6 +600,7 @@ class Gms(GmsLayerBase):
             out.append(self._log(now, "leave_tx", peer=self.coord if not self.is_coord else rest[0]))
         self.state = GmsState.LEFT
         self._end_merge()
+        self.join_pending = {}
         for name in self.timer_names:
             self.timers.set(name, None)
         return out
@@ -548,7 +621,10 @@ class Gms(GmsLayerBase):
             return [f"joining ({self.join_target or 'discovering'})"]
         if self.merge_id:
             return [f"merge {self.merge_id} waiting for {', '.join(sorted(self.merge_waiting))}"]
-        return []
+        return [
+            f"JOIN_RSP to {joiner} waiting for VIEW_ACK from {', '.join(sorted(waiting))}"
+            for joiner, (_rsp, waiting, _deadline) in sorted(self.join_pending.items())
+        ]
 
     def check_invariants(self) -> None:
         assert len(set(self.members)) == len(self.members), f"a member twice in {self.members}"
@@ -556,6 +632,8 @@ class Gms(GmsLayerBase):
         assert self.suspects <= set(self.members), "a suspect outside the view"
         assert self.leavers <= set(self.members), "a leaver outside the view"
         assert not self.merge_id or self.is_coord, "a merge led by a non-coordinator"
+        assert not self.join_pending or self.is_coord, "a join answered by a non-coordinator"
+        assert set(self.join_pending) <= set(self.members), "a pending joiner outside the view"
         assert self.state is not GmsState.MEMBER or self.members, "a member without a view"
 
     def snapshot(self) -> dict[str, Any]:
@@ -574,4 +652,5 @@ class Gms(GmsLayerBase):
         GmsType.MERGE_REQ: _on_merge_req,
         GmsType.MERGE_RSP: _on_merge_rsp,
         GmsType.SUSPECT: _on_suspect_msg,
+        GmsType.VIEW_ACK: _on_view_ack_msg,
     }

@@ -38,6 +38,7 @@ class GmsType(IntEnum):
     MERGE_REQ = 14
     MERGE_RSP = 15
     SUSPECT = 16  # a member's suspicion, to the member that would act on it (coordinator or next)
+    VIEW_ACK = 17  # a member installed a join VIEW (view_id): the coordinator may answer the joiner
 
 
 LOWER_TYPES = frozenset({GmsType.GET_MBRS_REQ, GmsType.GET_MBRS_RSP, GmsType.HEARTBEAT, GmsType.INFO, GmsType.LEAVE})
