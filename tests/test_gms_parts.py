@@ -327,3 +327,24 @@ def test_concurrent_joiners_wait_only_for_members_and_get_the_newest_view():
     for joiner in ("C", "D"):
         (rsp,) = _gms_to(out, joiner)
         assert rsp.view_id == 5 and rsp.members == ("A", "B", "D", "C"), joiner
+
+
+def test_a_waiting_join_rsp_follows_later_views_and_a_merge_cancels_it():
+    """A leave view while D's JOIN_RSP waits: the answer carries it, and B's acknowledgement of D's
+    join view still counts. After a merge view no waiting joiner is answered (its join digest does
+    not cover the other side); it asks again."""
+    from node.gms.commands import Suspect
+    from node.gms.gms import Gms
+
+    coord = Gms("A", GmsConfig(), incarnation=1)
+    coord.command(ViewChange(members=("A", "B", "C"), view_id=3), 0.0)
+    coord.up(_from("D", GmsHeader(GmsType.JOIN_REQ, merge_id=5)), 0.0)  # join view 4
+    coord.command(Suspect(peers=("C",)), 0.1)  # view 5 without C: nobody waits for C any more
+    (rsp,) = _gms_to(coord.up(_from("B", GmsHeader(GmsType.VIEW_ACK, 4, "A")), 0.2), "D")
+    assert rsp.view_id == 5 and rsp.members == ("A", "B", "D")
+
+    coord = Gms("A", GmsConfig(), incarnation=1)
+    coord.command(ViewChange(members=("A", "B"), view_id=3), 0.0)
+    coord.up(_from("D", GmsHeader(GmsType.JOIN_REQ, merge_id=5)), 0.0)
+    coord._make_view(0.1, ("A", "B", "D", "E"), "merge", 9)
+    assert coord.busy() == [] and not _gms_to(coord.up(_from("B", GmsHeader(GmsType.VIEW_ACK, 4, "A")), 0.2), "D")

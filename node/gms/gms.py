@@ -73,6 +73,18 @@ class GmsState(enum.Enum):
     LEFT = "left"  # left gracefully: ignores everything
 
 
+class PendingJoin:
+    """A JOIN_RSP the coordinator holds until the other members acknowledged the join view."""
+
+    __slots__ = ("rsp", "waiting", "deadline", "view_id")
+
+    def __init__(self, rsp: GmsHeader, waiting: set[str], deadline: float) -> None:
+        self.rsp = rsp  # updated to each later view, so the joiner gets the newest one
+        self.waiting = waiting  # members yet to send VIEW_ACK
+        self.deadline = deadline  # when to answer anyway (view_ack_collection_timeout)
+        self.view_id = rsp.view_id  # the join view: a VIEW_ACK for it or a later one counts
+
+
 class Gms(GmsLayerBase):
     timer_names = ("discover", "join", "merge", "leave", "view_ack")
 
@@ -88,7 +100,7 @@ class Gms(GmsLayerBase):
         # has its view, so every other member must have installed that view first, or it would
         # take the joiner's first multicasts into the table of the joiner's previous life (with
         # fixed names a restarted node's seqnos start again at 1) and deliver them twice.
-        self.join_pending: dict[str, tuple[GmsHeader, set[str], float]] = {}
+        self.join_pending: dict[str, PendingJoin] = {}
         self.state = GmsState.IDLE
         self.view_id = 0
         self.members: tuple[str, ...] = ()
@@ -156,7 +168,7 @@ class Gms(GmsLayerBase):
         if self.local not in members or self.coord != self.local:
             self._end_merge()
         self._count("gms_views")
-        self._prune_join_pending(members)
+        self._prune_join_pending(members, reason)
         coord = self.coord
         return [
             self._log(
@@ -259,7 +271,7 @@ class Gms(GmsLayerBase):
         self.timers.set("join", None)
         self._end_merge()
         self._count("gms_views")
-        self._prune_join_pending(members)
+        self._prune_join_pending(members, "inject")
         coord = self.coord
         view = ViewChange(members=members, view_id=vid, coord=coord, reason="inject", digest=cmd.digest, logged=True)
         return [
@@ -341,7 +353,7 @@ class Gms(GmsLayerBase):
             out.append(self._drop(now, src, "JOIN_REQ", "not the coordinator"))
             return out
         pending = self.join_pending.get(src)
-        if pending is not None and pending[0].merge_id == hdr.merge_id:
+        if pending is not None and pending.rsp.merge_id == hdr.merge_id:
             return out  # a repeated JOIN_REQ: its answer waits for the members' VIEW_ACKs
         if src in self.members and self.joined.get(src, hdr.merge_id) != hdr.merge_id:
             # A new incarnation of a member still in the view (a restart faster than fd_timeout):
@@ -368,7 +380,7 @@ class Gms(GmsLayerBase):
         # Joiners still waiting for their own JOIN_RSP cannot acknowledge: it will carry this view.
         waiting = set(self.members) - {self.local, src} - set(self.join_pending)
         if new_view and waiting:
-            self.join_pending[src] = (rsp, waiting, now + self.config.view_ack_collection_timeout)
+            self.join_pending[src] = PendingJoin(rsp, waiting, now + self.config.view_ack_collection_timeout)
             self.timers.lower("view_ack", now + self.config.view_ack_collection_timeout)
             return out
         out.extend(self._join_rsp(now, src, rsp))
@@ -382,9 +394,9 @@ class Gms(GmsLayerBase):
 
     def _on_view_ack_msg(self, src: str, hdr: GmsHeader, now: float) -> list[Action]:
         self._count("view_acks")
-        for rsp, waiting, _deadline in self.join_pending.values():
-            if hdr.view_id >= rsp.view_id:
-                waiting.discard(src)
+        for pending in self.join_pending.values():
+            if hdr.view_id >= pending.view_id:
+                pending.waiting.discard(src)
         return self._answer_joiners(now, expired=False)
 
     def _on_view_ack(self, now: float) -> list[Action]:
@@ -395,30 +407,32 @@ class Gms(GmsLayerBase):
         """JOIN_RSP to each joiner whose view every other member acknowledged (or, `expired`,
         whose wait is over), and the timer set for the earliest wait left."""
         out: list[Action] = []
-        for joiner, (rsp, waiting, deadline) in list(self.join_pending.items()):
-            if not waiting or (expired and deadline <= now):
+        for joiner, pending in list(self.join_pending.items()):
+            if not pending.waiting or (expired and pending.deadline <= now):
                 del self.join_pending[joiner]
-                if waiting:
+                if pending.waiting:
                     self._count("view_ack_timeouts")
-                out.extend(self._join_rsp(now, joiner, rsp))
-        self.timers.set("view_ack", min((d for _r, _w, d in self.join_pending.values()), default=None))
+                out.extend(self._join_rsp(now, joiner, pending.rsp))
+        self.timers.set("view_ack", min((p.deadline for p in self.join_pending.values()), default=None))
         return out
 
-    def _prune_join_pending(self, members: tuple[str, ...]) -> None:
+    def _prune_join_pending(self, members: tuple[str, ...], reason: str) -> None:
         """After a view: a waiting joiner's JOIN_RSP carries this view (it drops VIEWs until
-        then), only members are waited for, and only joiners still members (and only while this
-        node coordinates) are answered; the others ask again after join_timeout."""
+        then), only members are waited for, and only joiners still members are answered while
+        this node coordinates. After a merge or an injected view nobody is: the join digest
+        would not cover the other side's senders, so those joiners ask again after join_timeout
+        (a member's repeated JOIN_REQ gets the view with a digest of then)."""
         if not self.join_pending:
             return
-        if self.local not in members or members[0] != self.local:
+        if reason in ("merge", "inject") or self.local not in members or members[0] != self.local:
             self.join_pending = {}
             return
         keep = set(members)
-        self.join_pending = {
-            j: (replace(r, view_id=self.view_id, coord=self.local, members=members), w & keep, d)
-            for j, (r, w, d) in self.join_pending.items()
-            if j in keep
-        }
+        for joiner in [j for j in self.join_pending if j not in keep]:
+            del self.join_pending[joiner]
+        for pending in self.join_pending.values():
+            pending.rsp = replace(pending.rsp, view_id=self.view_id, coord=self.local, members=members)
+            pending.waiting &= keep
 
     def _on_join_rsp(self, src: str, hdr: GmsHeader, now: float) -> list[Action]:
         out: list[Action] = [self._log(now, "join_rsp_rx", peer=src, view_id=hdr.view_id, members=list(hdr.members))]
@@ -622,8 +636,8 @@ class Gms(GmsLayerBase):
         if self.merge_id:
             return [f"merge {self.merge_id} waiting for {', '.join(sorted(self.merge_waiting))}"]
         return [
-            f"JOIN_RSP to {joiner} waiting for VIEW_ACK from {', '.join(sorted(waiting))}"
-            for joiner, (_rsp, waiting, _deadline) in sorted(self.join_pending.items())
+            f"JOIN_RSP to {joiner} waiting for VIEW_ACK from {', '.join(sorted(pending.waiting))}"
+            for joiner, pending in sorted(self.join_pending.items())
         ]
 
     def check_invariants(self) -> None:
