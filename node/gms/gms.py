@@ -95,11 +95,11 @@ class Gms(GmsLayerBase):
         # join a view that still lists its old one) from a repeated JOIN_REQ of the same one.
         self.incarnation = incarnation & 0xFFFFFFFF
         self.joined: dict[str, int] = {}  # as coordinator: member -> the incarnation that joined
-        # As coordinator: joiner -> (its JOIN_RSP, the members yet to acknowledge the join VIEW,
-        # when to answer anyway). JGroups' view ack collection: a joiner multicasts as soon as it
-        # has its view, so every other member must have installed that view first, or it would
-        # take the joiner's first multicasts into the table of the joiner's previous life (with
-        # fixed names a restarted node's seqnos start again at 1) and deliver them twice.
+        # As coordinator: joiner -> the JOIN_RSP held for it (PendingJoin). JGroups' view ack
+        # collection: a joiner multicasts as soon as it has its view, so every other member must
+        # have installed that view first, or it would take the joiner's first multicasts into the
+        # table of the joiner's previous life (with fixed names a restarted node's seqnos start
+        # again at 1) and deliver them twice.
         self.join_pending: dict[str, PendingJoin] = {}
         self.state = GmsState.IDLE
         self.view_id = 0
@@ -424,7 +424,7 @@ class Gms(GmsLayerBase):
         (a member's repeated JOIN_REQ gets the view with a digest of then)."""
         if not self.join_pending:
             return
-        if reason in ("merge", "inject") or self.local not in members or members[0] != self.local:
+        if reason in ("merge", "inject") or self.coord != self.local:  # (the view is installed)
             self.join_pending = {}
             return
         keep = set(members)
