@@ -11,5 +11,5 @@ Modules: schema (the explicit event schema and the quarantine rules), ingest (ru
 -> Parquet warehouse), judging (the harness's checks per run in Spark tasks), checks and metrics
 (DataFrame transforms for metrics and the advisory check), verdicts (outcomes), analysis
 (orchestration), timeline and report (plots, HTML), cli (`splitbrain analyze`, `splitbrain
-campaign`), job (spark-submit entry point). See pipeline/README.md.
+campaign`), job (spark-submit entry point). See docs/pipeline.md.
 """

@@ -8,7 +8,7 @@
 Arguments: run directories (or directories of them) on any Hadoop file system; --warehouse, the
 Parquet warehouse (events, quarantine, runs); --verdicts, where one JSON line per run is written
 (any Hadoop URI); --json and --report, local files of the driver (a verdicts list, the HTML
-report). Exit code: 0 every run passed, 1 a run failed, 2 bad input. See pipeline/README.md.
+report). Exit code: 0 every run passed, 1 a run failed, 2 bad input. See docs/pipeline.md.
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ Spark's part is the parallelism: runs are judged in parallel across cores or exe
 campaign of a thousand runs costs what its largest runs cost, divided by the cores. The limit is
 one run per task: the largest run must fit in one Python worker's memory (about 1 KB per event).
 Executors must be able to import splitbrain (installed, or `--py-files` with a zip of pipeline,
-harness and node: see pipeline/README.md).
+harness and node: see docs/pipeline.md).
 """
 
 from __future__ import annotations
