@@ -41,6 +41,7 @@ class Unicast2Config:
     # #6 was written for: only a first=true message carries it ("#2(conn-id=0)"), and a receiver
     # takes a message without one into whatever window it has for the sender.
     conn_id_in_every_message: bool = True
+    # A planted bug by name (MUTATIONS above), to prove that the checks catch it; None: as designed.
     mutation: str | None = None
 
     def __post_init__(self) -> None:
