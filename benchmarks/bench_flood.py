@@ -1,4 +1,4 @@
-"""Event-log lines written by a node under a garbage flood (issue 16): bounded count and time.
+"""Event-log lines written by a node under a garbage flood: bounded count and time.
 
 One node process (`python -m node`, UDP, event log on) on a fresh loopback address, its peer
 never started. This script sends it `--count` datagrams (at most for `--seconds`), a mix of

@@ -1,5 +1,5 @@
 """Protocol-level fuzzing at length: tests/protocol_fuzz.py's fuzzer on every protocol that names a
-header generator, up to --inputs inputs (issue 16's goal: 10 M per layer) or --seconds of wall time
+header generator, up to --inputs inputs (goal: 10 M per layer) or --seconds of wall time
 per protocol, whichever ends first. Prints, per protocol: inputs, inputs/s, the process's peak RSS
 (resource.getrusage) before and after, the largest receive window and the most messages plus
 events one input made, deliveries, and the count of each rejection reason (numbers shown as N).

@@ -1,4 +1,4 @@
-"""MCAST (seed 004) against NAKACK2: multicast throughput on loopback processes, in the same run,
+"""MCAST (the MCAST design) against NAKACK2: multicast throughput on loopback processes, in the same run,
 and memory under a partitioned receiver (simulator: the same layer code, exact and repeatable).
 
 Throughput (`python -m node` processes over UDP, static view, as benchmarks/bench_nakack2.py): for

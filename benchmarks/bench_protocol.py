@@ -14,7 +14,7 @@ Virtual time is deterministic; only the wall-clock columns of section 1 vary bet
 2. Ack traffic. 2 nodes, A->B at 1000 msgs/s, no loss: ACKs sent per message delivered (ack_tx
    events over deliver events) for several ack_min_interval values, plus protocol messages per
    frame on each link (frames counted by wrapping the wire codec).
-3. Control traffic per resync. The asymmetric split of seed 000 (one-way partition A->B, B drops
+3. Control traffic per resync. The asymmetric split of the SYNC design (one-way partition A->B, B drops
    A from its view and closes its window, heal at 8 s) for each resync mode, over several seeds.
    Counted from the heal until B has caught up (delivered every message A had sent it so far):
    control messages between A and B by kind, and their bytes inside frames (UNICAST3 header and
@@ -269,7 +269,7 @@ def bench_acks(sizes: Sizes) -> None:
 
 
 def split_scenario(resync: str, busy: bool) -> dict:
-    """Seed 000's asymmetric split: A->B is cut, B drops A from its view and closes its window.
+    """The SYNC design's asymmetric split: A->B is cut, B drops A from its view and closes its window.
 
     idle (busy=False): the workload ends during the split, so what is counted after the heal is
     the resync itself: getting B's new window in step and recovering the 500 messages A sent into

@@ -1,4 +1,4 @@
-"""Speed of the protocol engine against a CPython ceiling measured in the same run (issue 15).
+"""Speed of the protocol engine against a CPython ceiling measured in the same run.
 
 Every figure is reported next to a ceiling: a stripped loop in plain CPython that does the same
 work with nothing else, so the ratio (ours / ceiling) says how much the engine's structure costs,
@@ -337,7 +337,7 @@ def run_command(path: Path, extra: list[str]) -> tuple[float, float]:
 
 def sim_parts(scenario: Scenario, *, wire_codec: bool, invariants: bool) -> dict:
     """Loop, write and check times of one run in this process."""
-    options = {"wire": True} if wire_codec else {}  # (a tree from before issue 15 has no wire=)
+    options = {"wire": True} if wire_codec else {}  # (an older tree has no wire=)
     t0, c0 = time.perf_counter(), time.process_time()
     result = Simulation(scenario, check_invariants=invariants, **options).run()
     loop, loop_cpu = time.perf_counter() - t0, time.process_time() - c0
@@ -467,7 +467,7 @@ def node_frames(n_frames: int) -> tuple[Stack, list[bytes]]:
 
 def _take(stack: Stack) -> tuple[list, list, list]:
     """What the daemon drains after an input: events as the event log gets them (records where
-    the tree has them, dicts before issue 15's batch records)."""
+    the tree has them, dicts in older trees, batch records now)."""
     take = getattr(stack, "take_packed", stack.take)
     return take()
 

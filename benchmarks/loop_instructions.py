@@ -1,4 +1,4 @@
-"""Instructions of the simulation loop and of its CPython ceiling (issue 15), independent of load.
+"""Instructions of the simulation loop and of its CPython ceiling, independent of load.
 
 CPU seconds on this shared 2-core machine move by 30 % with the load; instruction counts do not.
 This script runs three short processes under `valgrind --tool=cachegrind` with PYTHONHASHSEED=0,

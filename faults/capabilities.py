@@ -1,4 +1,4 @@
-"""Which fault injectors work on this machine, and why not when they do not.
+"""Which fault injectors work on this host, and why not when they do not.
 
     from faults.capabilities import capabilities
     for name, available, detail in capabilities():

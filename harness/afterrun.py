@@ -29,7 +29,7 @@ from harness.checks import CheckResult, run_scenario_checks
 if TYPE_CHECKING:
     from harness.scenario import Scenario
 
-# The child's checks: with the writing, about half of the work (5x60 case, CPU s at load 15-18:
+# The child's checks: with the writing, about half of the work (5x60 case, CPU s on busy cores:
 # parent 1.2-1.5 and child 1.1-1.5; with windows_synced in the child too, 1.0-1.2 and 1.3-1.5).
 # fifo and no_duplicates share one walk's state, so they stay together in the parent.
 CHILD_CHECKS = ("no_loss",)

@@ -1,7 +1,7 @@
 """The `splitbrain` command line: run scenarios, check the machine, run a node daemon, print the
 JSON Schema of scenario files.
 
-Exit codes (DESIGN.md): 0 the outcome passed, 1 a check failed or judged nothing (its name and
+Exit codes: 0 the outcome passed, 1 a check failed or judged nothing (its name and
 explanation are printed) or the run itself failed, 2 bad input (a scenario field, a missing file, a bad flag).
 An interrupted run (Ctrl-C) tears its nodes down, writes what exists and exits 130 (143 for
 SIGTERM).
@@ -119,7 +119,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     doctor = sub.add_parser(
         "doctor",
-        help="report what this machine can run",
+        help="report which backends and fault injectors can run here, and why not",
         description="Report the Python version, which backends can run here and which network "
         "fault tools (iptables, tc netem, toxiproxy-server) are present, and whether IP multicast "
         "works here; each line says why not.",
@@ -605,7 +605,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
 
 
 def doctor_report() -> dict[str, tuple[bool | str, str]]:
-    """What this machine can run: name -> (yes/no or a word, why)."""
+    """What this host can run: name -> (yes/no or a word, why)."""
     report: dict[str, tuple[bool | str, str]] = {}
     missing = [m for m in ("node.compose", "node.wire", "node.faultlayer", "harness.checks") if not _importable(m)]
     report["backend sim"] = (

@@ -4,7 +4,7 @@ the pytest fault controller alike.
 harness.nemesis says what a step means; this module does it through the backend (kill, pause,
 resume, restart), packet-level injectors and each node's admin API (views, SYNC, fault rules).
 
-Fault translation (one vocabulary, STYLE.md #15). The simulator acts on frames at the sender's
+Fault translation (one vocabulary). The simulator acts on frames at the sender's
 end of a link; here every network fault is a rule at the receiving node, direction up, peer =
 the sending node (harness.nemesis.receiver_rules):
 

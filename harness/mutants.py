@@ -10,8 +10,8 @@ spec (`ProtocolSpec.chaos`, a node.protocols.ChaosSet: data, so this module name
 3 nodes with streams for 10-20 s (unicast both ways, or one multicast stream per node), and a
 random fault schedule of partitions (one-way and two-way, healed), loss, duplication, reordering,
 delay with jitter, in-process typed drops of the spec's `chaos_drop_types` with a count, and as the
-set says: the first messages of a stream lost (seed 002), restarts (some late, after the heals)
-and kills, an asymmetric split where the receiver drops the sender from its view (seed 000), a
+set says: the first messages of a stream lost (the UNICAST3 design), restarts (some late, after the heals)
+and kills, an asymmetric split where the receiver drops the sender from its view (the SYNC design), a
 stale ACK delayed past a resync (JGRP-1875), admin syncs where the scenario model has them, and
 connection lifetimes kept longer than the disturbances. UNICAST3's set has all of these but the
 first-messages loss, small conn_expiry/conn_close timeouts, and a resync
@@ -189,7 +189,7 @@ def chaos_scenario(
     last = duration - 1.0  # faults start and heal before the workload ends
     if rng.random() < 0.6:
         # Jitter stays below the delay: a frame floored at zero latency lands at the very instant
-        # it was sent, and the merged log cannot order it after the send (see README, mutants).
+        # it was sent, and the merged log cannot order it after the send (see docs/mutation.md).
         ms = rng.choice([1, 5, 20, 40])
         s.add(0.0, "delay", {"link": "*", "ms": ms, "jitter_ms": round(ms * rng.choice([0, 0.1, 0.5, 0.9]), 1)})
 
@@ -200,7 +200,7 @@ def chaos_scenario(
     episodes = []
     close_s = config.get("conn_close_timeout", 0.0)
     if chaos.view_episodes and rng.random() < 0.5:
-        # Seed 000's asymmetric split: nothing from X reaches Y, Y drops X from its view and closes
+        # The SYNC design's asymmetric split: nothing from X reaches Y, Y drops X from its view and closes
         # its window for X after conn_close_timeout; at the heal Y takes X back and resyncs.
         x, y = rng.sample(NODES, 2)
         t = rng.uniform(1.0, max(1.5, last - 4.0))
@@ -307,7 +307,7 @@ def chaos_scenario(
     early = [w for w in workload if w["start"] + w["duration"] < last - 1.0]
     if early and rng.random() < 0.5:
         # A cut over the end of a stream: its last messages are lost and nothing follows them, so
-        # only the sender's resend of its highest-sent message (seed 002) brings them back.
+        # only the sender's resend of its highest-sent message (the UNICAST3 design) brings them back.
         w = rng.choice(early)
         end = w["start"] + w["duration"]
         t0, t1 = end - rng.uniform(0.1, 0.5), end + rng.uniform(0.3, 1.5)

@@ -15,7 +15,7 @@ every backend are written here once:
 - each step leaves timeline entries (fault_on; fault_off for resume and heals) whose `links` are
   the links the step cut (harness.scenario.cut_links), so no_loss knows when nodes could talk.
 
-It also holds the fault vocabulary's translations (STYLE.md #15): a network step as a change of
+It also holds the fault vocabulary's translations: a network step as a change of
 the simulator's link model, and as in-process rules at the receiving nodes (live backends); a
 drop step as the node.faultlayer.FaultRule both sides install.
 """

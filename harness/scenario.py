@@ -8,7 +8,7 @@ lists every problem of the file, each with its field path, e.g. ``schedule[2].lo
 between 0 and 1``. Paths use the indexes as written in the file, even though the schedule is
 stored sorted by time. `json_schema()` (`splitbrain schema`) is the JSON Schema of the files.
 
-The fault vocabulary (STYLE.md #15) is shared with the simulator's network model and the real
+The fault vocabulary is shared with the simulator's network model and the real
 injectors: partition (one-way or two-way), loss, delay, duplicate, reorder, drop (in-process, by
 message type), view (injected), kill, pause, resume, restart, heal; and, for TCP links routed
 through Toxiproxy (docker backend, transport tcp), toxic (latency, jitter, bandwidth, timeout,
@@ -337,7 +337,7 @@ class View:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class SyncStep:
-    """The SYNC admin operation of seed 000: `node`, as receiver, resyncs with sender `peer`."""
+    """The SYNC admin operation of the SYNC design: `node`, as receiver, resyncs with sender `peer`."""
 
     node: str
     peer: str

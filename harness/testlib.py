@@ -683,7 +683,7 @@ class FaultController:
         self._apply("resume", node)
 
     def sync(self, at: str, peer: str) -> None:
-        """The SYNC admin operation of seed 000: `at` resyncs its receive window for `peer`."""
+        """The SYNC admin operation of the SYNC design: `at` resyncs its receive window for `peer`."""
         self._apply("sync", {"at": at, "peer": peer})
 
     def view(self, at: str, members: Iterable[str]) -> None:

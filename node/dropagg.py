@@ -1,6 +1,6 @@
 """Drop events for bad frames, aggregated per (reason, source) so that a flood cannot fill a disk.
 
-A frame that is malformed or not meant for this node is bad input from the network (STYLE.md #6):
+A frame that is malformed or not meant for this node is bad input from the network:
 it is counted and logged. Logged one line per frame, a garbage flood writes as fast as it
 arrives, so the lines are aggregated here instead:
 

@@ -122,7 +122,7 @@ class BecomeServer(Command):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class SyncPeer(Command):
-    """Admin operation: force a resync of this node's receive window for `peer` (seed 000 goal #3)."""
+    """Admin operation: force a resync of this node's receive window for `peer` (a goal of the SYNC design)."""
 
     peer: str
 

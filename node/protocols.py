@@ -5,7 +5,7 @@ A spec says how to build the protocol's layers from its settings, which message 
 kinds it has, whether it multicasts, which checks judge it by default, and which planted bugs
 (mutants) it carries. compose.build_stack, the runtime, the scenario parser, the harness and the
 pipeline read specs, never a protocol's package, so adding a protocol is its package plus one
-line in BUILTIN below (README: "Adding a protocol").
+line in BUILTIN below (docs/extending.md).
 
 Specs are loaded on first use, not at import, so a protocol package may import this module, and
 `get(name)` of a built-in protocol imports only that protocol's package (a run of one protocol does
@@ -86,14 +86,14 @@ class ChaosSet:
     # disturbance plus `lifetime_slack_s` (a peer cut off longer is gone for good, to the protocol).
     lifetime_keys: tuple[str, ...] = ()
     lifetime_slack_s: float = 8.0
-    # Injected-view episodes: seed 000's asymmetric split and JGRP-1875's stale ACK (its type).
+    # Injected-view episodes: the SYNC design's asymmetric split and JGRP-1875's stale ACK (its type).
     view_episodes: bool = False
     stale_ack_type: str = "ACK"
     # The mode in which admin SYNC steps are drawn (None: never).
     admin_sync_mode: str | None = None
     # Restarts and kills of nodes.
     restarts: bool = True
-    # Seed 002's first message lost: on every seed the first 1-3 messages of one stream are dropped
+    # The UNICAST3 design's first message lost: on every seed the first 1-3 messages of one stream are dropped
     # at its receiver (a typed drop of this type when the stream starts); None: never.
     first_loss_type: str | None = None
     # The share of seeds that run on a lossless network (constant delay, no other fault) with the
@@ -143,7 +143,7 @@ class ProtocolSpec:
     # check `resync_traffic` counts them (JGRP-1874); None: the protocol has no resync.
     resync_traffic: Callable[[Mapping[str, Any]], bool] | None = None
     # Is this event a retransmission request sent (an XMIT-REQ or NAK)? The check `xmit_traffic`
-    # counts them (seed 004's spurious retransmission); None: the protocol never asks.
+    # counts them (the MCAST design's spurious retransmission); None: the protocol never asks.
     xmit_traffic: Callable[[Mapping[str, Any]], bool] | None = None
     # How the mutant hunt (harness.mutants) builds this protocol's chaos schedules; None: no hunt.
     chaos: ChaosSet | None = None
@@ -194,7 +194,7 @@ _SPECS: dict[str, ProtocolSpec] = {}
 _loaded = False  # every spec, built-in and SPLITBRAIN_PROTOCOLS, is registered
 _BUILTIN_BY_NAME = {module.split(".")[-2]: module for module in BUILTIN}
 _kinds: dict[str, str] | None = None
-# Protocols the design names (seeds/) that have no implementation yet: the scenario parser says
+# Protocols the design names that have no implementation yet: the scenario parser says
 # "not implemented" for them rather than "unknown".
 PLANNED: tuple[str, ...] = ()
 

@@ -44,7 +44,7 @@ from . import tasks as TK
 SOURCE_PREFIX = "spark-task:"
 # The driver JVM of a campaign whose tasks write its (local) warehouse only schedules the seeds,
 # writes the runs rows and answers the report's few queries: compiling with C1 only halves its
-# CPU, which the tasks share the cores with (300 seeds at load 15-20: 8.0 s instead of 14.4 s).
+# CPU, which the tasks share the cores with (300 seeds on busy cores: 8.0 s instead of 14.4 s).
 DRIVER_JIT = "c1"
 
 

@@ -3,7 +3,7 @@
 Theory of operation. Most of a short analysis's fixed cost is the driver JVM loading and verifying
 some ten thousand classes from Spark's ~280 jars. A dynamic CDS archive (Java 13+) records the
 classes a representative analysis loaded, already parsed and verified; a later JVM with the same
-JDK and the same class path maps it instead (measured: see README "Results", issue 17).
+JDK and the same class path maps it instead (measured: see docs/pipeline.md).
 
 An archive is only valid for the exact JDK build and class path it was dumped with (the JVM checks
 both and, with -Xshare:auto, silently runs without it on a mismatch). So its file name carries a

@@ -1,7 +1,7 @@
 """Ingest: run directories (any Hadoop-compatible URI) into one Parquet warehouse, append-only and
 idempotent.
 
-Theory of operation. A run directory (DESIGN.md) holds nodes/<name>/events.jsonl, timeline.jsonl,
+Theory of operation. A run directory holds nodes/<name>/events.jsonl, timeline.jsonl,
 scenario.yaml and verdict.json. Ingest lists them (local directories with os.scandir on the
 driver; any other URI - hdfs:, s3a: ... - with Hadoop's FileSystem), has Spark read each log file
 whole (its text source with wholetext, one row per file, packed into few tasks), groups the files

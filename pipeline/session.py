@@ -1,6 +1,6 @@
 """One way to get a SparkSession: quiet, loopback-only, bounded, and the same in tests, CLI and job.
 
-Settings (measured on a 2-core, 24 GiB machine; see shared/MACHINE-NOTES.md):
+Settings (measured on a 2-core, 24 GiB machine):
 
 - driver and block manager bound to 127.0.0.1 (SPARK_LOCAL_IP, spark.driver.bindAddress), so a
   laptop on a flaky network or a sandbox without DNS starts in seconds;
@@ -114,8 +114,8 @@ def get_spark(
     return spark
 
 
-# C1-only compilation makes a short analysis start and run faster (measured: first job 16.7 -> 9.6 s
-# at load 7; the 258 k-event analysis 125 -> 87 s at load 12-14; C2's compiler threads took half
+# C1-only compilation makes a short analysis start and run faster (measured on busy cores: first job
+# 16.7 -> 9.6 s; the 258 k-event analysis 125 -> 87 s; C2's compiler threads took half
 # of the JVM's CPU there), but in local mode the driver is also the executor, and a 10 M-event
 # judging run with C1 only was still JVM-bound after 15 min (75 s before, with C2). So callers ask
 # for it for small inputs only (`jit="c1"`, pipeline.overlap); SPLITBRAIN_SPARK_JIT=c1 forces it,

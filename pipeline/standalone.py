@@ -1,4 +1,4 @@
-"""A Spark standalone cluster on this machine, for the tests and benchmarks that run the job on a
+"""A Spark standalone cluster on this host, for the tests and benchmarks that run the job on a
 real cluster manager: one master and N workers started from the pyspark installation on 127.0.0.1
 (ephemeral ports), each worker one executor of `cores` cores; stopped (process groups, SIGTERM
 then SIGKILL) on exit. A cluster of many machines is given to the CLI as --master spark://...

@@ -17,7 +17,7 @@ def spark():
     from pipeline.session import get_spark
 
     # C1 only: the tests' inputs are small, and C2's compiler threads took half the JVM's CPU
-    # (two Spark test files at load 9-12: 153 -> 68 s and 168 -> 92 s). SPLITBRAIN_SPARK_JIT=c2
+    # (two Spark test files on busy cores: 153 -> 68 s and 168 -> 92 s). SPLITBRAIN_SPARK_JIT=c2
     # runs them with C2.
     session = get_spark("local[2]", app_name="splitbrain-tests", driver_memory="1g", shuffle_partitions=2, jit="c1")
     try:

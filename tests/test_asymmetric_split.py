@@ -1,4 +1,4 @@
-"""Seed 000's asymmetric split: B drops A from its view and closes its window, A keeps sending.
+"""The SYNC design's asymmetric split: B drops A from its view and closes its window, A keeps sending.
 
 After the heal B must resync and deliver everything A sent, in order, exactly once, and the
 windows must agree within a stated bound. The bound for resync=sync, measured from the heal:

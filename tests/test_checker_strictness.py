@@ -1,4 +1,4 @@
-"""The checkers' weaknesses of issue 9, reproduced in the simulator: each run here used to pass.
+"""The checkers' weaknesses, reproduced in the simulator: each run here used to pass.
 
 Every test runs a whole scenario in virtual time and judges it exactly as `splitbrain run` does
 (harness.rundir.judge), so what is asserted is what a user would see.

@@ -1,6 +1,6 @@
 """Scenarios on docker with real network faults, and the same verdicts on sim, local and docker.
 
-- iptables (UDP): the one-way split and heal of seed 000, a two-way split, 20 % random loss for
+- iptables (UDP): the one-way split and heal of the SYNC design, a two-way split, 20 % random loss for
   10 s, a receiver killed and restarted: every check passes, and the event logs show the faults
   were real packet drops (no in-process drop events, nothing crossed a partition while it held);
 - Toxiproxy (TCP): latency plus slicer keep order; reset_peer and timeout toxics force
@@ -132,7 +132,7 @@ def no_fault_layer_drops(outcome) -> bool:
 
 
 def test_one_way_split_and_heal_passes_with_iptables(runs):
-    """Seed 000's asymmetric split on docker: A->B cut by iptables at B, B drops A from its view
+    """The SYNC design's asymmetric split on docker: A->B cut by iptables at B, B drops A from its view
     and closes its window, the heal forces SYNC, and every check passes."""
     outcome = runs("one-way-split-resync", "docker")
     assert outcome.verdict.passed, explain(outcome)
@@ -347,7 +347,7 @@ def test_mcast_senders_block_on_a_cut_off_member_and_unblock_at_the_heal(runs):
 
 
 def test_nakack2_over_ip_multicast_under_20_percent_loss(docker_backend, tmp_path):
-    """NAKACK2 over IP multicast in containers (issue 12): each multicast one datagram to the
+    """NAKACK2 over IP multicast in containers: each multicast one datagram to the
     cluster's group across the bridge, 20 % iptables loss per source at every receiver; every
     multicast delivered once, in order, at every member. Skipped only when the bridge probe says
     the bridge cannot carry multicast (the run is then refused, naming ip_multicast)."""

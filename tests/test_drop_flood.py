@@ -1,4 +1,4 @@
-"""Garbage floods cannot fill a disk (issue 16): drop events of bad frames are aggregated per
+"""Garbage floods cannot fill a disk: drop events of bad frames are aggregated per
 (reason, source), at most one line a second with a count; counters stay exact."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The fast paths of issue 15 keep behaviour: per-message events only when someone reads them,
+"""The fast paths keep behaviour: per-message events only when someone reads them,
 layers that pass through routed around, and the daemon without an event log skips the dicts."""
 
 from __future__ import annotations

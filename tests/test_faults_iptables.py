@@ -108,7 +108,7 @@ def test_choose_binary_follows_the_backend_already_in_use():
 
 @needs_netns
 def test_detects_the_flavour_in_a_namespace(trio):
-    """The namespace's iptables is detected (nft on this machine's Debian) and used consistently."""
+    """The namespace's iptables is detected (nft on this host's Debian) and used consistently."""
     lab, a, b, c = trio
     ipt = Iptables(netns(a))
     assert ipt.binary in ("iptables", "iptables-legacy", "iptables-nft")

@@ -1,5 +1,5 @@
 """GMS on the simulator, exact and seeded: formation, joins, failure detection, one-way and two-way
-partitions and their merges, leave and restart (issue 11). Views are read from each node's `view`
+partitions and their merges, leave and restart. Views are read from each node's `view`
 events (who believed what, and when) and from the layers' membership()."""
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Membership (GMS) end to end: views the nodes make themselves, judged on every backend.
 
-The one-way partition A->B of seed 000, with no `view:` step (scenarios/gms-one-way-split.yaml):
+The one-way partition A->B of the SYNC design, with no `view:` step (scenarios/gms-one-way-split.yaml):
 B's side stops hearing A and installs a view without it while A still lists B (asymmetric views,
 read from the nodes' own `view` events), the heal merges the views into one that every node
 holds within a stated bound, the windows resync, and every message is delivered once and in order

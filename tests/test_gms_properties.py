@@ -1,4 +1,4 @@
-"""Seed first, two phases (STYLE.md #13): hypothesis draws schedules of partitions (one-way and
+"""Seed first, two phases: hypothesis draws schedules of partitions (one-way and
 two-way), heals, kills and restarts for GMS on the simulator; after the last heal or restart and a
 quiet phase of QUIET_S, every node is up and holds the same view, listing all of them (read from
 the layers' membership()). hypothesis shrinks a failing schedule to a minimal one."""
@@ -85,7 +85,7 @@ def test_views_agree_after_faults_and_a_quiet_phase(drawn):
 FOUND = [
     # A member silent before a merge was suspected for it: views flapped forever (clock reset).
     (("A", "B", "C", "D"), [{"at": 3.0, "partition": {"from": "C", "to": "D"}}, {"at": 5.0, "heal": 0}], 217),
-    # Found with a variant of FD that heartbeats every known node (README: known difference).
+    # Found with a variant of FD that heartbeats every known node (docs/protocols/gms.md: known difference).
     (
         ("A", "B", "C", "D", "E"),
         [

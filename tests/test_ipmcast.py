@@ -1,4 +1,4 @@
-"""The IP multicast transport (issue 12): one datagram per multicast to the cluster's group, its
+"""The IP multicast transport: one datagram per multicast to the cluster's group, its
 envelope, the refusals, and NAKACK2 and MCAST over it on local processes under loss."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""MCAST (seed 004) rule by rule with scripted time, then whole runs in the simulator."""
+"""MCAST (the MCAST design) rule by rule with scripted time, then whole runs in the simulator."""
 
 from __future__ import annotations
 
@@ -250,7 +250,7 @@ def test_joiner_windows_start_at_the_digest_offsets():
 
 def test_atomic_send_makes_no_spurious_xmit_req_and_the_mutant_does():
     """Three senders, lossless: no XMIT-REQ at all; with mutation seqno_outside_lock receivers ask
-    for messages that were never lost (seed 004, Misc)."""
+    for messages that were never lost (the MCAST design, Misc)."""
     counts = {}
     for mutation in (None, "seqno_outside_lock"):
         net = mnet({"xmit_interval": 0.003, **({"mutation": mutation} if mutation else {})})

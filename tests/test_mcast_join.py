@@ -1,4 +1,4 @@
-"""MCAST joins with GMS's digests (issue 13, seed 004): a joiner's windows start at the join
+"""MCAST joins with GMS's digests (the MCAST design): a joiner's windows start at the join
 digest, it keeps no window for what arrives before its first view, its own multicasts wait for that
 view, and a member that installs the join view after purging past the digest's entry for itself
 lets the joiner skip what went to the old view only. Scripted first, then whole simulator runs."""

@@ -112,7 +112,7 @@ def test_a_multicast_to_a_member_cut_off_at_the_end_is_excused():
     assert v["no_loss"].passed and v["no_loss"].details["excused"]["cut_at_end"] >= 2
 
 
-# ---- a member that joins later is owed what its join digest says (issue 12) --------------------
+# ---- a member that joins later is owed what its join digest says --------------------
 
 
 def start(t: float, node: str, incarnation: int = 0) -> dict:

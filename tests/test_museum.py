@@ -36,13 +36,13 @@ TWINS = {
     # where UNICAST2 holds back a STABLE, so their schedules differ.
     "unicast2-stale-stable": "unicast3-stale-ack",
     "unicast2-lost-first-after-reopen": "unicast3-lost-first-after-reopen",
-    # The original UNICAST (seed 001's motivation): the same schedule on UNICAST3 + SYNC.
+    # The original UNICAST (the UNICAST2 design's motivation): the same schedule on UNICAST3 + SYNC.
     "unicast-asymmetric-split": "unicast3-asymmetric-split",
-    # NAKACK2 (seed 003): the bounded become_server_queue of a joiner (membership: gms) and the
+    # NAKACK2 (the NAKACK2 design): the bounded become_server_queue of a joiner (membership: gms) and the
     # last multicast dropped below NAKACK2, each without retransmission.
     "nakack2-become-server-queue-bounded": "nakack2-become-server-queue",
     "nakack2-last-message-dropped-no-xmit": "nakack2-last-message-dropped",
-    # MCAST (seed 004): the seqno taken outside the send lock, spurious XMIT-REQs on a lossless network.
+    # MCAST (the MCAST design): the seqno taken outside the send lock, spurious XMIT-REQs on a lossless network.
     "mcast-spurious-retransmission": "mcast-spurious-retransmission-fixed",
 }
 OTHER_PROTOCOL_TWINS = {"unicast2-stale-stable", "unicast2-lost-first-after-reopen"}
@@ -223,7 +223,7 @@ def test_compare_runs_each_registered_variant_and_tells_the_designs_apart():
 
 def test_compare_runs_a_piece_only_on_protocols_that_deliver_the_same_way():
     """A unicast piece runs on every unicast protocol, the original UNICAST included, and on no
-    multicast one (and the reverse); the original fails seed 001's motivation, UNICAST3 + SYNC
+    multicast one (and the reverse); the original fails the UNICAST2 design's motivation, UNICAST3 + SYNC
     passes it."""
     unicast_piece, multicast_piece = _data("unicast-asymmetric-split"), _data("nakack2-last-message-dropped")
     for v in variants():

@@ -76,7 +76,7 @@ def test_chaos_set_is_deterministic_valid_and_fits_the_protocol(protocol):
             assert [st for st in data["schedule"] if "delay" not in st] == []
     assert kinds >= {"partition", "loss", "duplicate", "reorder", "drop", "heal"}
     assert "view" not in kinds
-    # Restarts where the protocol survives them with static views (README: what each set leaves out).
+    # Restarts where the protocol survives them with static views (docs/mutation.md: what each set leaves out).
     assert ("restart" in kinds) == (protocol == "mcast")
     assert (lossless > 0) == (protocol == "mcast")
 

@@ -1,4 +1,4 @@
-"""NAKACK2 (seed 003) rule by rule with scripted time, then whole runs in the simulator."""
+"""NAKACK2 (the NAKACK2 design) rule by rule with scripted time, then whole runs in the simulator."""
 
 from __future__ import annotations
 
@@ -157,7 +157,7 @@ def test_without_retransmission_nothing_is_asked_or_resent():
 @pytest.mark.parametrize("xmit_interval", [0.1, 0])
 def test_last_message_dropped(xmit_interval):
     """LastMessageDroppedTest: a drop below NAKACK2 of A's last multicast at B. Repaired with
-    retransmission; without it the gap is never filled and no_loss says so (seed 003)."""
+    retransmission; without it the gap is never filled and no_loss says so (the NAKACK2 design)."""
     net = mnet({"xmit_interval": xmit_interval})
     net.drop = drop_once(lambda m: n2_type(m, "MSG", 3) and m.dest == "B")
     mcast(net, "A", 3)
@@ -174,7 +174,7 @@ def test_last_message_dropped(xmit_interval):
 
 
 def _join_c(config: dict) -> Net:
-    """Seed 003's become_server_queue case: B has multicast 100 to {A, B}; C joins with the digest
+    """The NAKACK2 design's become_server_queue case: B has multicast 100 to {A, B}; C joins with the digest
     {A: 0, B: 100} and, before it becomes a server, B multicasts 70 more (101..170)."""
     net = mnet(config, view=False)
     for name in ("A", "B"):
@@ -470,7 +470,7 @@ def test_sim_without_retransmission_over_a_reliable_network():
 @pytest.mark.parametrize("xmit_interval", [0.2, 0])
 def test_sim_last_message_dropped(xmit_interval):
     """LastMessageDropped as a scenario: B's fault layer drops A's last multicast (seqno 100).
-    Repaired with retransmission; without it (allow_unsafe) no_loss fails on A->B, as seed 003 says."""
+    Repaired with retransmission; without it (allow_unsafe) no_loss fails on A->B, as the NAKACK2 design says."""
     sc = parse_scenario(
         _scenario(
             "tcp",

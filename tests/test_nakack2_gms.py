@@ -1,4 +1,4 @@
-"""NAKACK2 under GMS (issue 12, seed 003): join and merge digests asked of the multicast layer
+"""NAKACK2 under GMS (the NAKACK2 design): join and merge digests asked of the multicast layer
 through the stack, BecomeServer after the first view, joiners that hold their sends and queue what
 arrives, senders that catch a joiner up past the digest; then whole runs in the simulator."""
 

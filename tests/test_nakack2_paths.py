@@ -45,7 +45,7 @@ def _plain(actions: list[Any]) -> list[Any]:
 
 
 def _old_own_events(t: float, node: str, members: list[str], first: int, msgs: list[Message]) -> list[dict]:
-    """The two event dicts per multicast NAKACK2 built before its send record (main 4ff1168)."""
+    """The two event dicts per multicast NAKACK2 built before its send record."""
     out = []
     for seqno, msg in enumerate(msgs, first):
         for kind in ("send", "deliver"):

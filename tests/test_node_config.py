@@ -95,7 +95,7 @@ def test_non_loopback_admin_needs_a_token(admin):
     ["127.0.0.2:8800", "127.255.3.4:0", "[::1]:8800", "localhost:8800", "LocalHost:8800", "[::ffff:127.0.0.1]:8800"],
 )
 def test_loopback_admin_needs_no_token(admin):
-    """Only this machine reaches a loopback admin API: no token needed."""
+    """Only this host reaches a loopback admin API: no token needed."""
     assert NodeConfig.from_dict(base(admin=admin), {}).admin_token is None
 
 
@@ -238,7 +238,7 @@ def test_admin_port_in_use_exits_2_naming_admin(tmp_path):
 
 
 def test_unbindable_address_exits_2(tmp_path):
-    """An address this machine does not have is refused at bind time, naming `bind`."""
+    """An address this host does not have is refused at bind time, naming `bind`."""
     cfg = {"name": "A", "bind": "192.0.2.1:7800", "admin": "127.0.0.2:0", "event_log": False}
     proc = run_python_m_node(["--config", str(write(tmp_path, cfg))])
     assert proc.returncode == 2, proc.stderr

@@ -1,4 +1,4 @@
-"""Frames that reach a node while it starts or stops (issue 12, seed 003): a peer with this node in
+"""Frames that reach a node while it starts or stops (the NAKACK2 design): a peer with this node in
 its static view may send before start() has finished, and over TCP without retransmission a frame
 dropped then is lost for good. Such frames are kept and processed once the node runs; a frame
 the node does drop (over the hold's bound, or after stop() began) is counted and logged."""

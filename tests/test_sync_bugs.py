@@ -1,4 +1,4 @@
-"""The four SYNC bugs of issue 9 (seed 000), each replayed exactly with scripted time and chosen
+"""The four SYNC bugs (the SYNC design), each replayed exactly with scripted time and chosen
 losses. Each test failed on the protocol before its fix (numbers in the docstrings) and asserts
 what the application sees: every message delivered once, in order, and windows back in step."""
 

@@ -1,5 +1,5 @@
-"""Closing TCP connections loses no frame the peer believes delivered and leaks no socket (issue 12,
-seed 003: without retransmission nothing below NAKACK2 may lose a message).
+"""Closing TCP connections loses no frame the peer believes delivered and leaks no socket
+(the NAKACK2 design: without retransmission nothing below NAKACK2 may lose a message).
 
 A connection is closed gracefully: what is buffered is written, then FIN, and it is read until the
 peer closes its side, so the peer's frames in flight are still read and, since a socket closed

@@ -1,4 +1,4 @@
-"""Seed 003: without retransmission nothing below NAKACK2 may drop a message. The TCP transport
+"""The NAKACK2 design: without retransmission nothing below NAKACK2 may drop a message. The TCP transport
 drops frames for a peer that does not read (or is not connected yet) only while the protocol
 resends; a node running NAKACK2 with xmit_interval <= 0 makes its transport buffer instead, and
 follows xmit_interval when it changes at run time."""

@@ -16,7 +16,7 @@ BUGS = Path(__file__).resolve().parent.parent / "scenarios" / "bugs"
 @pytest.mark.timeout(180)
 @pytest.mark.splitbrain_backend("sim", "local")
 def test_unicast2_asymmetric_split_heals_in_the_plugin(splitbrain_cluster, faults):
-    """Seed 001's motivation with the plugin: A->B cut, B drops A from its view (its entries go),
+    """The UNICAST2 design's motivation with the plugin: A->B cut, B drops A from its view (its entries go),
     then the heal and B takes A back; B resyncs by SEND_FIRST_SEQNO and the checks pass."""
     cluster = splitbrain_cluster(nodes=2, protocol="unicast2", config={"xmit_interval": 0.2, "stable_interval": 0.5})
     cluster.send("A", "B", rate=100, duration=4)
@@ -35,7 +35,7 @@ def test_unicast2_asymmetric_split_heals_in_the_plugin(splitbrain_cluster, fault
 @pytest.mark.docker
 @pytest.mark.timeout(600)
 def test_unicast2_museum_pieces_on_docker_get_the_simulator_verdict(tmp_path):
-    """One container per node, the one-way cut as an iptables DROP: seed 001's asymmetric split
+    """One container per node, the one-way cut as an iptables DROP: the UNICAST2 design's asymmetric split
     passes and JGRP-1873/1875's stale STABLE fails no_loss, check by check as on the simulator."""
     pytest.importorskip("docker")
     from harness.backends.docker import DockerBackend

@@ -1,4 +1,4 @@
-"""UNICAST2 (node/unicast2) against seed 001: its nine scenarios, one test each, in scripted time
+"""UNICAST2 (node/unicast2) against the UNICAST2 design: its nine scenarios, one test each, in scripted time
 (tests/netlab.py: every frame takes 1 ms, a test decides what is lost), and scenario #6 as the
 liveness bug the checkers must catch, on the simulator."""
 
@@ -291,7 +291,7 @@ def test_idle_connections_expire_on_both_sides():
 )
 def test_unicast2_survives_loss_duplication_reordering_and_a_split(seed, loss, dup, reorder, split):
     """Safety and liveness on the simulator: streams both ways through loss, duplication and
-    reordering, and sometimes a one-way split with B dropping A from its view (seed 001's
+    reordering, and sometimes a one-way split with B dropping A from its view (the UNICAST2 design's
     motivation), healed: every check passes. The loss ends 2 s before the split: a view without A
     drops B's send window with what it holds (seed #3), so a message lost shortly before it and
     not yet repaired is gone by design (the chaos set's view episodes keep the same distance from

@@ -1,4 +1,4 @@
-"""UNICAST3 (seed 002) rule by rule, with scripted time and chosen losses."""
+"""UNICAST3 (the UNICAST3 design) rule by rule, with scripted time and chosen losses."""
 
 import pytest
 
@@ -237,7 +237,7 @@ def test_transition_table_rejects_unlisted_pairs():
         next_state(ConnState.CLOSED, "send")
 
 
-# ---- SYNC (seed 000) -----------------------------------------------------------------------
+# ---- SYNC (the SYNC design) -----------------------------------------------------------------------
 
 
 def test_sync_after_receiver_loses_its_window():

@@ -32,7 +32,7 @@ def test_unicast_survives_loss_and_duplication_in_the_plugin(splitbrain_cluster,
 @pytest.mark.timeout(60)
 @pytest.mark.splitbrain_backend("sim")
 def test_unicast_asymmetric_split_loses_messages_in_the_plugin(splitbrain_cluster, faults):
-    """Seed 001's motivation with the plugin: A->B cut, B alone drops A from its view; after the
+    """The UNICAST2 design's motivation with the plugin: A->B cut, B alone drops A from its view; after the
     heal A's messages are stored at B and never delivered, and no_loss says so."""
     cluster = splitbrain_cluster(nodes=2, protocol="unicast", config={"xmit_interval": 0.2})
     cluster.send("A", "B", rate=100, duration=3)

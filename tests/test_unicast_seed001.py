@@ -1,5 +1,5 @@
 """The original UNICAST (node/unicast/, `protocol: unicast`): the design before UNICAST2, rule by
-rule on a scripted network (tests/netlab.py), and seed 001's motivation exactly as the seed tells
+rule on a scripted network (tests/netlab.py), and the UNICAST2 design's motivation exactly as the seed tells
 it: after B alone drops A from its view, A's #25 is stored at B and never delivered, and B's
 first six messages are discarded at A."""
 
@@ -36,7 +36,7 @@ def data(msg: Message, seqno: int | None = None) -> bool:
 
 
 def test_seed001_motivation_b_stores_a25_and_never_delivers_it():
-    """Seed 001: A's next seqno to B is #25 and B drops A from its view (A keeps B): B opens a new
+    """The UNICAST2 design: A's next seqno to B is #25 and B drops A from its view (A keeps B): B opens a new
     window that expects #1, stores #25 and everything after it, acks it (A purges it), and never
     delivers it; nothing is retransmitted after that."""
     net = pair()
@@ -66,7 +66,7 @@ def _pair(net: Net):
 
 
 def test_seed001_motivation_b_first_six_messages_are_discarded_at_a():
-    """Seed 001, the reverse direction: B's new stream starts at #1, A expects #7, so B's first six
+    """The UNICAST2 design, the reverse direction: B's new stream starts at #1, A expects #7, so B's first six
     messages are dropped at A as duplicates (and acked, so B purges them); #7 is delivered."""
     net = pair()
     net.send("A", "B", 24)
@@ -83,7 +83,7 @@ def test_seed001_motivation_b_first_six_messages_are_discarded_at_a():
 
 
 def test_the_same_split_seen_by_both_sides_is_harmless():
-    """Seed 001 #3 on the original: when both drop each other, both start again at #1 and nothing
+    """The UNICAST2 design #3 on the original: when both drop each other, both start again at #1 and nothing
     is lost (the bug needs the asymmetric views)."""
     net = pair()
     net.send("A", "B", 24)
@@ -100,7 +100,7 @@ def test_the_same_split_seen_by_both_sides_is_harmless():
 
 @pytest.mark.parametrize("which", ["first", "last"])
 def test_seed002_no_problem_with_first_or_last_message_lost(which):
-    """Seed 002: "no problems with first or last message lost": the sender resends until acked."""
+    """The UNICAST3 design: "no problems with first or last message lost": the sender resends until acked."""
     net = pair()
     seqno = 1 if which == "first" else 10
     net.drop = once(lambda m: data(m, seqno))
@@ -112,7 +112,7 @@ def test_seed002_no_problem_with_first_or_last_message_lost(which):
 
 
 def test_an_ack_per_message_and_a_lost_ack_costs_a_resend_acked_again():
-    """Seed 002: "lots of acks": one ACK per DATA; a lost ACK makes the sender resend, and the
+    """The UNICAST3 design: "lots of acks": one ACK per DATA; a lost ACK makes the sender resend, and the
     receiver drops the duplicate and acks it again."""
     net = pair()
     net.drop = once(lambda m: is_type(m, "ACK", 3, proto_id=PROTO_ID))

@@ -63,7 +63,7 @@ class BackendError(RuntimeError):
 
 
 class BackendUnavailable(BackendError):
-    """The backend cannot run on this machine (the message says why)."""
+    """The backend cannot run on this host (the message says why)."""
 
 
 class NodeStartError(BackendError):
@@ -512,7 +512,7 @@ class Backend(abc.ABC):
 
     @abc.abstractmethod
     def check(self) -> tuple[bool, str]:
-        """Whether this machine can run the backend, and why (or why not)."""
+        """Whether this host can run the backend, and why (or why not)."""
 
     @abc.abstractmethod
     def create_cluster(

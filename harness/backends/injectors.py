@@ -1,6 +1,6 @@
 """Packet-level fault injectors for container clusters: iptables and Toxiproxy.
 
-One vocabulary (STYLE.md #15): the runner hands a schedule step (partition, loss, toxic) to the
+One vocabulary: the runner hands a schedule step (partition, loss, toxic) to the
 first injector that takes it, and to the node fault layer otherwise. What goes where on docker:
 
 | step        | udp (injector auto = iptables)       | tcp (injector auto = toxiproxy)                |

@@ -11,7 +11,7 @@ Files. Under `run_dir/nodes/<name>/`: `node.yaml` (the configuration of the curr
 incarnation), `node.log` (stdout and stderr of every incarnation, each introduced by a header
 line), and while an incarnation runs, `events-inc<N>.jsonl`, its own event log. When an
 incarnation ends, its log (plus the node_stop the harness writes for a killed node) is appended
-to `events.jsonl` and the part is removed, so a finished run has exactly the layout of DESIGN.md.
+to `events.jsonl` and the part is removed, so a finished run has exactly the layout of a run directory (docs/cli.md).
 
 Kills. A node writes its event log every 100 ms and always before it sends an ACK, so a kill -9
 may lose its last events but never the delivery records behind an ACK its peers have seen.

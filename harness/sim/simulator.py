@@ -546,7 +546,7 @@ class Simulation:
         try:
             _src, msgs = self._decode(data)
         except self._wire_error as exc:
-            # Bad input from the network is counted and logged, never fatal (STYLE.md #6).
+            # Bad input from the network is counted and logged, never fatal.
             self.frames_bad += 1
             drops = node.drops
             ev = drops.drop(t, "bad_frame", None, reason="bad_frame", detail=str(exc)[:200])

@@ -1,1 +1,1 @@
-"""MCAST: fixed-window reliable multicast with blocking senders and built-in flow control (seed 004)."""
+"""MCAST: fixed-window reliable multicast with blocking senders and built-in flow control (the MCAST design)."""

@@ -1,4 +1,4 @@
-"""MCAST settings, validated. Defaults are JGroups NAKACK4's (the shipped form of seed 004) where the
+"""MCAST settings, validated. Defaults are JGroups NAKACK4's (the shipped form of the MCAST design) where the
 seed is silent: `capacity` 16384 messages (FixedBuffer; 2048 in the first release), `ack_threshold`
 capacity / 4, `xmit_interval` 1 s (ReliableMulticast), one resend of the highest seqno.
 
@@ -24,7 +24,7 @@ U3_PREFIX = "unicast3_"
 MUTATIONS = {
     "seqno_outside_lock": (
         "the seqno is incremented outside the send window's lock: concurrent senders put numbered "
-        "messages on the wire out of order, and receivers ask for spurious retransmissions (seed 004, Misc)"
+        "messages on the wire out of order, and receivers ask for spurious retransmissions"
     ),
 }
 

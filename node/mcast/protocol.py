@@ -1,4 +1,4 @@
-"""MCAST: reliable multicast over fixed-capacity windows, with blocking senders (seed 004, JGRP-2780).
+"""MCAST: reliable multicast over fixed-capacity windows, with blocking senders (the MCAST design, JGRP-2780).
 
 Theory of operation
 -------------------
@@ -55,7 +55,7 @@ that entry at its low, and the joiner skips what the sender purged when a MSG or
 shows a send-window low above what it delivered (only messages sent to a view without it can be
 purged before it acked them).
 
-Mutation `seqno_outside_lock` (seed 004, Misc): the seqno is taken outside the lock, so a sender
+Mutation `seqno_outside_lock` (the MCAST design, Misc): the seqno is taken outside the lock, so a sender
 "thread" may be preempted between numbering a message and sending it; the layer models that with
 its seeded rng: a numbered message is sometimes held back for SCHEDULING_DELAY_S while later ones
 overtake it on the wire, and receivers then ask for messages that were never lost.

@@ -1,7 +1,7 @@
 """MCAST's entry in the protocol registry (node/protocols.py).
 
 An MCAST stack is [MCAST, UNICAST3], bottom first, like NAKACK2's: MCAST multicasts, UNICAST3
-carries unicasts. No MFC flow-control layer: MCAST's fixed window is the flow control (seed 004).
+carries unicasts. No MFC flow-control layer: MCAST's fixed window is the flow control (the MCAST design).
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ def _layers(name: str, config: McastConfig, rng: Rng, incarnation: int) -> list[
 
 SPEC = ProtocolSpec(
     name="mcast",
-    summary="reliable multicast, fixed-capacity windows, blocking senders, acks, XMIT-REQ (seed 004), over UNICAST3",
+    summary="reliable multicast, fixed-capacity windows, blocking senders, acks, XMIT-REQ, over UNICAST3",
     config=McastConfig.from_dict,
     layers=_layers,
     header=CODEC,

@@ -1,1 +1,1 @@
-"""NAKACK2: reliable, per-sender FIFO multicast with NAK retransmission and STABLE (seed 003)."""
+"""NAKACK2: reliable, per-sender FIFO multicast with NAK retransmission and STABLE (the NAKACK2 design)."""

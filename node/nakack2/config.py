@@ -39,7 +39,7 @@ MUTATIONS: dict[str, str] = {
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Nakack2Config:
-    # The retransmit task's period. <= 0 (meant for TCP, seed 003): no retransmit task, STABLE
+    # The retransmit task's period. <= 0 (meant for TCP, the NAKACK2 design): no retransmit task, STABLE
     # triggers no retransmission, no last-seqno-sender, become_server_queue unbounded.
     xmit_interval: float = 1.0
     # Most seqnos asked for in one XMIT-REQ (JGroups bounds it in bytes; the issue in seqnos).
@@ -47,7 +47,7 @@ class Nakack2Config:
     # A joiner keeps at most this many multicasts received before it becomes a server (JGroups'
     # BoundedList: the oldest go first); unbounded when xmit_interval <= 0.
     become_server_queue_size: int = 50
-    # Seed 003's fix: without retransmission the queue is unbounded. False keeps it bounded, which
+    # The NAKACK2 design's fix: without retransmission the queue is unbounded. False keeps it bounded, which
     # reproduces the stuck window the seed describes (a gap nothing fills).
     become_server_queue_unbounded_without_xmit: bool = True
     # STABLE: a digest round every stable_interval seconds, or sooner after stable_max_bytes of

@@ -1,4 +1,4 @@
-"""NAKACK2: reliable multicast, FIFO per sender, with NAK retransmission and STABLE (seed 003).
+"""NAKACK2: reliable multicast, FIFO per sender, with NAK retransmission and STABLE (the NAKACK2 design).
 
 Theory of operation
 -------------------
@@ -29,7 +29,7 @@ Timers (fired in the order of TIMERS):
   messages up to it are purged. With retransmission on, a digest that shows a seqno above what this
   member knows raises `highest`, so the next xmit run asks for it (STABLE's retransmission).
 
-`xmit_interval <= 0` (seed 003, meant for TCP): no retransmit task, STABLE raises nothing, no
+`xmit_interval <= 0` (the NAKACK2 design, meant for TCP): no retransmit task, STABLE raises nothing, no
 last-seqno-sender, and the become_server_queue is unbounded: the table only orders messages. A gap
 then never closes, which is why nothing below this layer may drop a message in that mode (the node
 refuses UDP and in-process drops with it, unless `allow_unsafe`). `xmit_interval` may change at run
@@ -673,7 +673,7 @@ class Nakack2(CountingLayer):
         for sender, seqno in hdr.digest:
             if seqno > known.get(sender, 0):
                 known[sender] = seqno
-            # STABLE triggers retransmission only when retransmission is on (seed 003).
+            # STABLE triggers retransmission only when retransmission is on (the NAKACK2 design).
             if self.config.retransmission and self.is_server and sender != self.local:
                 table = self.tables.get(sender)
                 if table is not None and seqno > table.highest and not self._mutant("stable_ignores_highest"):

@@ -35,7 +35,7 @@ class StackedUnicast3(Unicast3):
 
 
 def _unsafe(config: Nakack2Config, transport: str, drops_below: bool) -> list[tuple[str, str]]:
-    """Seed 003: without retransmission nothing below NAKACK2 may drop a message, so UDP (which
+    """The NAKACK2 design: without retransmission nothing below NAKACK2 may drop a message, so UDP (which
     loses datagrams) and in-process drops are refused, unless allow_unsafe says the run
     reproduces that failure on purpose."""
     if config.retransmission or config.allow_unsafe:
@@ -66,7 +66,7 @@ def _layers(name: str, config: Nakack2Config, rng: Rng, incarnation: int) -> lis
 
 SPEC = ProtocolSpec(
     name="nakack2",
-    summary="reliable multicast, FIFO per sender, NAK retransmission and STABLE (seed 003), over UNICAST3",
+    summary="reliable multicast, FIFO per sender, NAK retransmission and STABLE, over UNICAST3",
     config=Nakack2Config.from_dict,
     layers=_layers,
     header=CODEC,

@@ -358,7 +358,7 @@ def _mcast_group(value: object, transport: str, protocol: str, bind: Address) ->
 
 
 def is_loopback(host: str) -> bool:
-    """Whether only this machine reaches `host`: 127.0.0.0/8, ::1 (also IPv4-mapped) or "localhost".
+    """Whether only this host reaches `host`: 127.0.0.0/8, ::1 (also IPv4-mapped) or "localhost".
 
     Any other host name counts as reachable from elsewhere, since it may resolve to anything.
     """

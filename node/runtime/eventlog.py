@@ -194,7 +194,7 @@ class EventLog:
 
         One C-level format call per record instead of an f-string, an app id decode and a str
         escape per line: about a third less CPU per line (benchmarks/bench_speed.py, "event log
-        lines"; README, speed of the protocol engine)."""
+        lines"; docs/results.md)."""
         t = rec.t
         if type(t) is not float or not -_INF < t < _INF or type(rec.first_seqno) is not int:
             return None

@@ -24,7 +24,7 @@ one cumulative ACK, when it reaches ack_threshold).
 Start and stop: the transport reads before the node runs (start() still starts IP multicast and
 the admin API), and a peer that has this node in its view may send by then. Such frames are kept,
 up to START_HOLD_MAX_BYTES, and processed in order as soon as the node runs: over TCP without
-retransmission (NAKACK2, seed 003) nothing would ever resend them. Frames accepted but not yet
+retransmission (NAKACK2, the NAKACK2 design) nothing would ever resend them. Frames accepted but not yet
 processed when stop() begins are processed first; a frame arriving after it began is dropped (the
 process is going away). Every frame not kept is counted and logged like any other drop (reasons
 `starting` and `stopping`; the latter come after the event log closed: the stop's log line says
@@ -564,7 +564,7 @@ class Node:
         return {**updated.as_dict(), **(membership_updated.as_dict() if membership_updated is not None else {})}
 
     def _follow_lossless(self) -> None:
-        """A TCP transport never drops while the settings rely on it (seed 003: NAKACK2 without
+        """A TCP transport never drops while the settings rely on it (the NAKACK2 design: NAKACK2 without
         retransmission); with them changed back at run time it may drop again."""
         if isinstance(self.transport, TcpTransport):
             spec = protocols.get(self.config.protocol)

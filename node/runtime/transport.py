@@ -329,7 +329,7 @@ class TcpTransport:
         self._server: asyncio.Server | None = None
         self._closing = False
         self._rng = random.Random()
-        # Set while the protocol resends nothing (NAKACK2 without retransmission, seed 003): a
+        # Set while the protocol resends nothing (NAKACK2 without retransmission, the NAKACK2 design): a
         # frame for a peer is then buffered however much waits, never dropped. The workload
         # still blocks on writable(), so only control traffic and catch-ups grow the buffers.
         self.lossless = False

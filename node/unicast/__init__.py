@@ -1,5 +1,5 @@
 """The original UNICAST (JGroups before UNICAST2): sender-driven reliable unicast, kept for the
-bug museum (seed 001's motivation)."""
+bug museum (the UNICAST2 design's motivation)."""
 
 from .config import UnicastConfig
 from .header import PROTO_ID, MsgType, U1Header

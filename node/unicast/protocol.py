@@ -2,8 +2,8 @@
 
 Theory of operation
 -------------------
-Seed 001 ("UNICAST has issues when one end of the connection unilaterally closes the connection")
-and seed 002 ("UNICAST has the sender resend messages until they're acked by the receiver") describe
+The UNICAST2 design ("UNICAST has issues when one end of the connection unilaterally closes the connection")
+and the UNICAST3 design ("UNICAST has the sender resend messages until they're acked by the receiver") describe
 it; JGroups 2.x is the rest.
 
 - Connection table, keyed by the peer's address only: A's SenderEntry for B holds the next seqno and
@@ -15,14 +15,14 @@ it; JGroups 2.x is the rest.
   above the next expected is held, and everything in order is delivered. Every DATA message in
   the window or below it is acked at once with an ACK naming that one seqno, a duplicate too:
   its first ACK may have been lost (JGroups 2.x acked whatever its window took or already had).
-- ACK at the sender: the message it names leaves the send window (seed 002: "a message gets
+- ACK at the sender: the message it names leaves the send window (the UNICAST3 design: "a message gets
   removed by the sender as soon as an ack for it has been received").
 - Retransmission (timer `xmit`, every `xmit_interval`): every message unacked for
-  `xmit_interval` is sent again. No message is lost for good, first or last (seed 002), since
+  `xmit_interval` is sent again. No message is lost for good, first or last (the UNICAST3 design), since
   the sender resends until the ACK comes.
 - A view without a peer removes both entries for it at once, with their messages.
 
-Seed 001's motivation follows: B drops A from its view (A keeps B) and clears its entries; A's next
+The UNICAST2 design's motivation follows: B drops A from its view (A keeps B) and clears its entries; A's next
 message, #25, opens a new window at B that expects #1, so #25 and everything after it is stored,
 acked (A purges it) and never delivered; B's new stream starts at #1 while A's window for B
 expects #7, so B's first six messages are dropped as duplicates, and acked.

@@ -19,7 +19,7 @@ def _layers(name: str, config: UnicastConfig, rng: Rng, incarnation: int) -> lis
 SPEC = ProtocolSpec(
     name="unicast",
     summary="the original UNICAST (before UNICAST2): an ACK per message, the sender resends until acked, "
-    "windows without conn-ids; seed 001's motivation fails on it",
+    "windows without conn-ids; the partition UNICAST2 was designed for fails on it",
     config=UnicastConfig.from_dict,
     layers=_layers,
     header=CODEC,

@@ -1,4 +1,4 @@
-"""UNICAST2 (seed 001): receiver-driven reliable unicast, the baseline UNICAST3 replaced."""
+"""UNICAST2 (the UNICAST2 design): receiver-driven reliable unicast, the baseline UNICAST3 replaced."""
 
 from .config import Unicast2Config
 from .header import PROTO_ID, MsgType, U2Header

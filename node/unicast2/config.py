@@ -33,11 +33,11 @@ class Unicast2Config:
     max_recv_window_seqnos: int = 100_000
     # A connection idle this long is removed on both sides (seed goal #3, JGRP-942); 0 never.
     conn_expiry_timeout: float = 0.0
-    # Seed 001 gives STABLE no conn-id rule: a STABLE of an old window purges the new connection
+    # The UNICAST2 design gives STABLE no conn-id rule: a STABLE of an old window purges the new connection
     # (scenario #6). True checks it, as JGroups did later; a resync by SEND_FIRST_SEQNO keeps the
     # conn-id, so a stale STABLE after one still purges (JGRP-1873/1875) either way.
     stable_checks_conn_id: bool = False
-    # Seed 001's send rule puts the conn-id on every DATA message. False is the wire its scenario
+    # The UNICAST2 design's send rule puts the conn-id on every DATA message. False is the wire its scenario
     # #6 was written for: only a first=true message carries it ("#2(conn-id=0)"), and a receiver
     # takes a message without one into whatever window it has for the sender.
     conn_id_in_every_message: bool = True

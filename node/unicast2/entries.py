@@ -1,6 +1,6 @@
 """The connection table of UNICAST2: one SenderEntry and one ReceiverEntry per peer.
 
-Seed 001 has no CLOSING state: an entry is OPEN until it is removed (the peer left the view, the
+The UNICAST2 design has no CLOSING state: an entry is OPEN until it is removed (the peer left the view, the
 connection expired) or replaced (a first=true message with another conn-id). The allowed changes
 are listed in TRANSITIONS; any other (state, cause) pair is a bug of this layer.
 """

@@ -1,4 +1,4 @@
-"""UNICAST2: receiver-driven reliable FIFO unicast with connection ids (seed 001).
+"""UNICAST2: receiver-driven reliable FIFO unicast with connection ids (the UNICAST2 design).
 
 Theory of operation
 -------------------
@@ -34,7 +34,7 @@ says it was delivered. There are no per-message acks: B drives everything.
     lost after them is found when the next one opens a gap).
 - A view without a peer removes both entries for it at once, with their messages (seed #3).
 
-What seed 001 leaves open, taken as written: STABLE has no conn-id rule, so a STABLE of B's old
+What the UNICAST2 design leaves open, taken as written: STABLE has no conn-id rule, so a STABLE of B's old
 window purges A's new connection (`stable_checks_conn_id: false`, scenario #6's liveness bug);
 JGroups later checked it (`true`). A resync by SEND_FIRST_SEQNO keeps the conn-id, so a STABLE
 delayed past it purges messages B's new window has not seen either way (JGRP-1873/1875).
@@ -285,7 +285,7 @@ class Unicast2(FiredTimers, CountingLayer):
         return out
 
     def _receiver_entry(self, src: str, hdr: U2Header, now: float, out: list[Action]) -> ReceiverEntry | None:
-        """Seed 001's receive rules: the window this DATA message belongs to, or None (dropped)."""
+        """The UNICAST2 design's receive rules: the window this DATA message belongs to, or None (dropped)."""
         entry = self.recv_table.get(src)
         if hdr.first:
             if entry is None:
@@ -468,7 +468,7 @@ class Unicast2(FiredTimers, CountingLayer):
 
     def refusal(self, cmd: Command) -> str | None:
         if isinstance(cmd, SyncPeer):
-            return "UNICAST2 has no SYNC (seed 001 resyncs only by SEND_FIRST_SEQNO)"
+            return "UNICAST2 has no SYNC (its design resyncs only by SEND_FIRST_SEQNO)"
         return None
 
     # ---- timers -------------------------------------------------------------------------------

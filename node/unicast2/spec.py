@@ -27,7 +27,7 @@ def _resync_traffic(ev: Mapping[str, Any]) -> bool:
 
 SPEC = ProtocolSpec(
     name="unicast2",
-    summary="receiver-driven reliable FIFO unicast: XMIT-REQ, STABLE, conn-ids, SEND_FIRST_SEQNO (seed 001)",
+    summary="receiver-driven reliable FIFO unicast: XMIT-REQ, STABLE, conn-ids, SEND_FIRST_SEQNO",
     config=Unicast2Config.from_dict,
     layers=_layers,
     header=CODEC,
@@ -48,7 +48,7 @@ SPEC = ProtocolSpec(
     # partition of the chaos set is surely over (JGroups' 5 can all be lost in one, and the sender
     # then never learns what was delivered). No restarts: a receiver restarted while the last
     # messages of a stream were cut off has no window to ask for them from, and the sender has no
-    # resend of its highest message (UNICAST3 added it: seed 002, the museum's last-message-lost).
+    # resend of its highest message (UNICAST3 added it: the UNICAST3 design, the museum's last-message-lost).
     chaos=ChaosSet(
         settings={"xmit_interval": 0.5, "max_stable_msgs": 100},
         draws={"stable_interval": (0.5, 1.0)},

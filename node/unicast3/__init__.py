@@ -1,4 +1,4 @@
-"""UNICAST3 (seed 002) with SYNC (seed 000) and the two resync variants JGroups used instead."""
+"""UNICAST3 (the UNICAST3 design) with SYNC (the SYNC design) and the two resync variants JGroups used instead."""
 
 from .config import RESYNC_MODES, Unicast3Config
 from .header import PROTO_ID, MsgType, U3Header

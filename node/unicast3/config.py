@@ -29,7 +29,7 @@ MUTATIONS: dict[str, str] = {
     "first_seqno_resends_highest": "SEND_FIRST_SEQNO answered with HS instead of the lowest unacked message",
 }
 # Old code of fixed bugs, kept selectable by `mutation:` so the bug museum (scenarios/bugs/) can replay
-# them: the SYNC bugs this project found in itself (issue 9) and JGroups' close-without-flush. They
+# them: the SYNC bugs this project found in itself and JGroups' close-without-flush. They
 # are not in the mutant hunt (`splitbrain mutants`): each needs an interleaving the chaos set rarely makes.
 REGRESSIONS: dict[str, str] = {
     "sync_ok_rekeys_by_prev_only": "bug A: a SYNC-OK naming the window's own conn-id rebuilds it at the sender's HA",

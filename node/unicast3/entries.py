@@ -1,7 +1,7 @@
 """Connection entries of UNICAST3 and their state machine.
 
 A SenderEntry is this node's send window towards one peer, a ReceiverEntry its receive window
-for one peer. Both go OPEN -> CLOSING -> CLOSED (seed 002, "Connection establishment"); every
+for one peer. Both go OPEN -> CLOSING -> CLOSED (the UNICAST3 design, "Connection establishment"); every
 allowed change is listed in TRANSITIONS, and any other (state, cause) pair is a protocol error.
 """
 

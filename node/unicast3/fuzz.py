@@ -20,7 +20,7 @@ _TYPES = tuple(MsgType)
 _RECEIVER_TYPES = (MsgType.ACK, MsgType.XMIT_REQ, MsgType.SYNC_ACK)
 U32 = (1 << 32) - 1
 U64 = (1 << 64) - 1
-# Edge values of the wire's u32 and u64 fields, and the 2^62 of issue 16.
+# Edge values of the wire's u32 and u64 fields, and the 2^62.
 _EDGES = (0, 1, 2, 1 << 31, U32, 1 << 62, (1 << 63) - 1, 1 << 63, U64 - 1, U64)
 
 

@@ -1,4 +1,4 @@
-"""UNICAST3: reliable, FIFO, exactly-once unicast per connection (seed 002) with SYNC (seed 000).
+"""UNICAST3: reliable, FIFO, exactly-once unicast per connection (the UNICAST3 design) with SYNC (the SYNC design).
 
 Theory of operation
 -------------------
@@ -30,7 +30,7 @@ Timers are named deadlines (timers.py), fired by `on_timer` in the order of TIME
 
 Resync, when B gets DATA from A but has no receive window for A or one with another conn-id,
 is one strategy object per mode (resync.py), chosen from `config.resync` when the layer is built:
-- `sync` (seed 000): B sends SYNC (first=true or not: no window means SYNC) and keeps what A sends
+- `sync` (the SYNC design): B sends SYNC (first=true or not: no window means SYNC) and keeps what A sends
   meanwhile (JGroups' msg_cache, at most SYNC_CACHE_MAX); A takes a new conn-id, ignores ACKs from
   B until SYNC-ACK and answers SYNC-OK(low, conn-id, previous conn-id); B creates (or re-keys) its
   window at low, replays the cache into it and sends SYNC-ACK; A then resends its lowest and
@@ -43,7 +43,7 @@ is one strategy object per mode (resync.py), chosen from `config.resync` when th
   `sync_min_interval`; every ACK and SEND_FIRST_SEQNO carries a timestamp that increases per
   receiver, and A ignores any older than the newest it has seen; A resends its lowest unacked
   message with first=true, and B creates a window there.
-- `first_seqno` (seed 002 as written): B sets a flag, the retransmit task sends SEND_FIRST_SEQNO,
+- `first_seqno` (the UNICAST3 design as written): B sets a flag, the retransmit task sends SEND_FIRST_SEQNO,
   A resends its lowest unacked message with first=true on every request. A stale ACK with the
   same conn-id still purges: JGRP-1873/1875 reproduce.
 
@@ -349,7 +349,7 @@ class Unicast3(FiredTimers, CountingLayer):
         return out
 
     def _handle_data(self, src: str, msgs: list[Message], now: float, out: list[Action]) -> None:
-        # Seed 002: in a batch, a message with first=true is inserted before the others (a batch
+        # The UNICAST3 design: in a batch, a message with first=true is inserted before the others (a batch
         # of one, nearly every batch in the simulator, is in that order already).
         if len(msgs) > 1:
             firsts = [m for m in msgs if m.headers[PROTO_ID].first]
@@ -809,7 +809,7 @@ class Unicast3(FiredTimers, CountingLayer):
             self.timers.set("ack_flush", min(self._ack_deadlines.values(), default=None))
 
     def _end_syncs(self, now: float, out: list[Action]) -> None:
-        """sync_timeout: seed 000 bounds the wait for SYNC-OK and for SYNC-ACK; past it, give up."""
+        """sync_timeout: the SYNC design bounds the wait for SYNC-OK and for SYNC-ACK; past it, give up."""
         timeout = self.config.sync_timeout
         for peer, sync in list(self._syncs.items()):
             if now >= sync.started + timeout:
@@ -890,7 +890,7 @@ class Unicast3(FiredTimers, CountingLayer):
         return recv + [("send", e) for e in self.send_table.values()]
 
     def _retransmit_task(self, now: float, out: list[Action]) -> None:
-        """xmit: the retransmit run of seed 002, every xmit_interval."""
+        """xmit: the retransmit run of the UNICAST3 design, every xmit_interval."""
         self.timers.set("xmit", now + self.config.xmit_interval)
         self._xmit_receivers(now, out)
         self.resync.on_xmit(now, out)
@@ -929,7 +929,7 @@ class Unicast3(FiredTimers, CountingLayer):
     def _xmit_senders(self, now: float, out: list[Action]) -> None:
         for peer, entry in self.send_table.items():
             if entry.awaiting_sync_ack:
-                # Seed 000: SYNC-OK is resent until SYNC-ACK comes or sync_timeout ends the wait.
+                # The SYNC design: SYNC-OK is resent until SYNC-ACK comes or sync_timeout ends the wait.
                 out.extend(
                     self._send_sync_ok(peer, entry.ha + 1, entry.conn_id, entry.prev_conn_id, entry.sync_nonce, now)
                 )

@@ -4,9 +4,9 @@ One class per `config.resync` mode, chosen once when the layer is built (`make_r
 modes differ only at these points, each a method here:
 
 - `unusable_data`: DATA came from a sender this node has no window for, or one with another
-  conn-id. `sync` (seed 000) starts a SYNC and caches the message; `timestamp` and `first_seqno`
+  conn-id. `sync` (the SYNC design) starts a SYNC and caches the message; `timestamp` and `first_seqno`
   open a window from a first=true message and otherwise ask for the first seqno;
-- `request_first_seqno` / `on_xmit`: `first_seqno` (seed 002) defers SEND_FIRST_SEQNO to the
+- `request_first_seqno` / `on_xmit`: `first_seqno` (the UNICAST3 design) defers SEND_FIRST_SEQNO to the
   retransmit task, `timestamp` (JGroups 3.5) sends it at once, at most once per
   `sync_min_interval`; under `sync` the retransmit task resends the SYNCs in progress;
 - `stamp`, `ack_drop_reason`, `first_seqno_drop_reason`: only `timestamp` puts a per-receiver
@@ -96,7 +96,7 @@ class Resync:
 
 
 class SyncResync(Resync):
-    """Seed 000: no usable window means SYNC, first=true or not."""
+    """The SYNC design: no usable window means SYNC, first=true or not."""
 
     mode = "sync"
     admin_sync = True
@@ -112,7 +112,7 @@ class SyncResync(Resync):
     ) -> ReceiverEntry | None:
         u3 = self.u3
         if hdr.first and u3._mutant("sync_first_opens_window"):
-            # The code before issue 9 (bug B): first=true opened a window, SYNC or not.
+            # The code (bug B): first=true opened a window, SYNC or not.
             if entry is not None:
                 u3._set_state(entry, "recv", "replaced", now, out)
             return u3._create_recv(src, hdr.conn_id, hdr.seqno - 1, now, out, reason="new_window:first")
@@ -228,8 +228,9 @@ class SyncResync(Resync):
         if sync.conn_seen and sync.conn_seen not in (conn_id, hdr.prev_conn_id):
             self._retire(src, sync.conn_seen)
         if unbound or u3._mutant("sync_ok_rekeys_by_prev_only"):
-            # Before issue 9 (bugs A and C) only the previous conn-id re-keyed a live window; a
-            # window already keyed by this conn-id was rebuilt at the answer's low.
+            # Before the SYNC fixes (bugs A and C, tests/test_sync_bugs.py) only the previous conn-id
+            # re-keyed a live window; a window already keyed by this conn-id was rebuilt at the
+            # answer's low.
             keyed = bool(hdr.prev_conn_id) and entry is not None and entry.conn_id == hdr.prev_conn_id
         else:
             keyed = entry is not None and entry.conn_id in (conn_id, hdr.prev_conn_id or None)
@@ -353,7 +354,7 @@ class _FirstTrue(Resync):
 
 
 class FirstSeqnoResync(_FirstTrue):
-    """Seed 002 as written: the retransmit task sends a deferred SEND_FIRST_SEQNO; a stale ACK
+    """The UNICAST3 design as written: the retransmit task sends a deferred SEND_FIRST_SEQNO; a stale ACK
     with the same conn-id still purges, so JGRP-1873/1875 reproduce."""
 
     mode = "first_seqno"

@@ -31,7 +31,7 @@ def _resync_traffic(ev: Mapping[str, Any]) -> bool:
 
 SPEC = ProtocolSpec(
     name="unicast3",
-    summary="reliable FIFO unicast with SYNC resync (seeds 000-002)",
+    summary="reliable FIFO unicast with SYNC resync (and JGroups' two earlier resync designs)",
     config=Unicast3Config.from_dict,
     layers=_layers,
     header=CODEC,

@@ -27,7 +27,7 @@ from .network import NETWORK_ATTEMPTS
 
 
 def is_local_engine(client) -> bool:
-    """Whether the engine runs on this machine (a unix socket), so its bridges are reachable."""
+    """Whether the engine runs on this host (a unix socket), so its bridges are reachable."""
     # The SDK names a unix socket (or a Windows pipe) http+docker://localhost; tcp:// is remote.
     return str(getattr(client.api, "base_url", "")).startswith("http+docker://")
 
