@@ -53,10 +53,19 @@ def _table(header: Iterable[str], rows: Iterable[Iterable[object]]) -> list[str]
 
 
 def subcommands(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
-    """name -> parser of every subcommand, in the order they were added."""
+    """name -> parser of every subcommand, in the order they were added. A subcommand that hands
+    its arguments to another program's parser (`node`, to `python -m node`) gets that parser."""
+    from node.runtime.runner import build_parser as node_parser
+
     for action in parser._actions:
         if isinstance(action, argparse._SubParsersAction):
-            return dict(action.choices)
+            subs = dict(action.choices)
+            if "node" in subs and not subs["node"].add_help:
+                node = node_parser()
+                node.prog = subs["node"].prog
+                node.description = node.description or subs["node"].description
+                subs["node"] = node
+            return subs
     return {}
 
 

@@ -29,12 +29,15 @@ EXIT_BAD_INPUT = 2
 
 def add_commands(subparsers) -> None:
     """Register `analyze` and `campaign` on an argparse subparsers object."""
+    from harness.checks import GENERAL_CHECKS, KNOWN_CHECKS
+
     analyze = subparsers.add_parser(
         "analyze",
         help="judge run directories with the Spark pipeline and write an HTML report",
         description="Ingest run directories (or directories of them; local paths or any Hadoop URI) "
-        "into a Parquet warehouse, check every run (fifo, no_duplicates, no_loss, "
-        "windows_synced, stuck retransmission), compute metrics and write an HTML report.",
+        "into a Parquet warehouse, judge every run by its scenario's checks (no_errors always) "
+        f"(any of {', '.join(KNOWN_CHECKS)}; a run without a scenario by {', '.join(GENERAL_CHECKS)}), "
+        "flag stuck retransmission as advisory, compute metrics and write an HTML report.",
         epilog="Exit codes: 0 every run passed, 1 a run failed, 2 bad input.",
     )
     analyze.add_argument(

@@ -135,7 +135,8 @@ def run(config: NodeConfig, announce: bool = True) -> int:
             return EXIT_CONFIG
 
 
-def main(argv: list[str] | None = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
+    """The options of `python -m node` (and `splitbrain node`, which hands its arguments here)."""
     parser = argparse.ArgumentParser(prog="python -m node", description="Run one splitbrain protocol node.")
     parser.add_argument(
         "--config",
@@ -144,6 +145,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--check", action="store_true", help="validate the configuration, print it, exit")
     parser.add_argument("--log-level", default="INFO", help="logging level for stderr (default INFO)")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
     try:
         args = parser.parse_args(argv)
     except SystemExit as exc:
