@@ -41,6 +41,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from benchresults import Results, add_json_option
+
 from harness.checks import CHECKS, run_checks
 from harness.scenario import parse_scenario
 from harness.sim import Simulation
@@ -73,13 +75,29 @@ QUICK = Sizes(speed_duration_s=10.0, ack_duration_s=2.0, resync_seeds=3)
 # ---- output -----------------------------------------------------------------------------------
 
 
+# The run's tables as data (--json); section() files the tables made since the previous one.
+RESULTS: Results | None = None
+# What each section is measured against (the results page shows it with the table).
+GOALS = {
+    "1. Simulator speed": "the 60 s, 5-node, 20-link case in under 1 s of wall time",
+    "2. Ack traffic": "few ACKs per delivered message at the default ack_min_interval",
+    "4. JGRP-1875 recipe": "sync and timestamp lose nothing; first_seqno reproduces the bug",
+}
+_PENDING: list[tuple[list[str], list[list]]] = []
+
+
 def table(headers: list[str], rows: list[list]) -> str:
+    _PENDING.append((headers, rows))
     lines = ["| " + " | ".join(headers) + " |", "|" + "|".join(" --- " for _ in headers) + "|"]
     lines += ["| " + " | ".join(str(cell) for cell in row) + " |" for row in rows]
     return "\n".join(lines)
 
 
 def section(title: str, intro: str, body: str) -> None:
+    for headers, rows in _PENDING:
+        if RESULTS is not None:
+            RESULTS.table(title, headers, rows, goal=GOALS.get(title, ""), note=intro)
+    _PENDING.clear()
     print(f"## {title}\n\n{intro}\n\n{body}\n")
 
 
@@ -409,7 +427,7 @@ def bench_resync(sizes: Sizes, busy: bool) -> None:
         )
     label = "busy: A keeps sending after the heal" if busy else "idle: the workload ends during the split"
     intro = (
-        f"Seed 000's asymmetric split ({label}), {sizes.resync_seeds} seeds (0-{sizes.resync_seeds - 1}) per "
+        f"The asymmetric split of JGRP-1875 ({label}), {sizes.resync_seeds} seeds (0-{sizes.resync_seeds - 1}) per "
         f"mode, heal at t={HEAL_T:g} s. Cells are median / max over seeds. Counts and bytes cover "
         "both directions A<->B from the heal to B's catch-up (to the end of the run if B never "
         "catches up)."
@@ -424,8 +442,11 @@ def bench_resync(sizes: Sizes, busy: bool) -> None:
         intro,
         table(["resync", "control message", "count", "bytes"], traffic_rows),
     )
-    print(summary_intro + "\n")
-    print(table(["resync", "catch-up s", "checks sync_time s", "DATA dropped at B", "checks"], summary_rows) + "\n")
+    section(
+        f"3{'b' if busy else 'a'}. Catch-up per resync ({'busy' if busy else 'idle'})",
+        summary_intro,
+        table(["resync", "catch-up s", "checks sync_time s", "DATA dropped at B", "checks"], summary_rows),
+    )
 
 
 # ---- 4. JGRP-1875 -----------------------------------------------------------------------------
@@ -465,7 +486,10 @@ def main(argv: list[str] | None = None) -> int:
         help=f"smaller sizes ({QUICK.speed_duration_s:g} s speed runs, "
         f"{QUICK.resync_seeds} resync seeds): seconds instead of about a minute",
     )
+    add_json_option(parser)
     args = parser.parse_args(argv)
+    global RESULTS
+    RESULTS = Results("bench_protocol", argv)
     sizes = QUICK if args.quick else FULL
     t0 = time.perf_counter()
     print(f"# UNICAST3 benchmarks ({'quick' if args.quick else 'full'})\n")
@@ -475,6 +499,7 @@ def main(argv: list[str] | None = None) -> int:
     bench_resync(sizes, busy=True)
     bench_jgrp1875()
     print(f"Total wall time: {time.perf_counter() - t0:.1f} s")
+    RESULTS.write(args.json)
     return 0
 
 

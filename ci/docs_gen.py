@@ -9,7 +9,8 @@ protocol, setting, message type, event kind or museum piece appears without anyo
 - protocols.md  every registered protocol's settings (defaults and the comment above each field
                 of its settings class), message types, event kinds, checks and mutants;
 - events.md     the event-log schema of node/events.py plus every protocol's own kinds;
-- museum.md     the pieces of scenarios/bugs/, from each file's own header comment.
+- museum.md     the pieces of scenarios/bugs/, from each file's own header comment;
+- ../results.md the benchmarks' JSON results (benchmarks/results/*.json, see benchmarks/benchresults.py).
 
 `python ci/docs_gen.py` writes them; `--check` exits 1 naming each stale page (tests/test_docs.py
 runs the same comparison).
@@ -373,22 +374,78 @@ def render_museum() -> str:
     return "\n".join(lines).rstrip() + "\n"
 
 
+# -------------------------------------------------------------------------------- results
+
+RESULTS_DIR = ROOT / "benchmarks" / "results"
+
+
+def _machine_line(m: dict[str, Any]) -> str:
+    return f"{m.get('cpu')}, {m.get('cores')} cores, {m.get('system')}, Python {m.get('python')}"
+
+
+def render_results() -> str:
+    import json
+
+    docs = [json.loads(p.read_text()) for p in sorted(RESULTS_DIR.glob("*.json"))]
+    lines = ["# Results", "", BANNER.strip(), ""]
+    lines += [
+        "Figures from the benchmarks in `benchmarks/`, each run with `--json` into `benchmarks/results/`; "
+        "`python ci/docs_gen.py` renders this page from those files. Each table says the command that "
+        "measured it: run it (with `--json benchmarks/results/NAME.json`) to measure it again on your machine.",
+        "",
+    ]
+    if not docs:
+        return "\n".join([*lines, "No benchmark results are stored yet."]) + "\n"
+    machines = {_machine_line(d["machine"]) for d in docs}
+    lines += ["## Machine", ""]
+    if len(machines) == 1:
+        lines += [f"Every figure below: {machines.pop()}.", ""]
+    lines += _table(
+        ["benchmark", "measured", "1-min load at its start", "command"]
+        + (["machine"] if len({_machine_line(d["machine"]) for d in docs}) > 1 else []),
+        (
+            [f"`{d['benchmark']}`", d.get("measured", ""), d["machine"].get("load_1m"), f"`{d['command']}`"]
+            + ([_machine_line(d["machine"])] if len({_machine_line(x["machine"]) for x in docs}) > 1 else [])
+            for d in docs
+        ),
+    )
+    lines += [
+        "",
+        "Wall-clock figures depend on the machine and on what else it runs (the load column); counts of "
+        "messages, bytes and virtual seconds do not.",
+        "",
+    ]
+    for d in docs:
+        for tab in d["tables"]:
+            lines += [f"## {tab['title']}", ""]
+            if tab.get("goal"):
+                lines += [f"Goal: {_cell(tab['goal'])}.", ""]
+            if tab.get("note"):
+                lines += [_cell(tab["note"]), ""]
+            lines += _table(tab["headers"], tab["rows"])
+            lines += ["", f"Measured by `{d['command']}`.", ""]
+    return "\n".join(lines).rstrip() + "\n"
+
+
+# Page (relative to docs/) -> its renderer.
 PAGES: dict[str, Callable[[], str]] = {
-    "cli.md": render_cli,
-    "scenario.md": render_scenario,
-    "protocols.md": render_protocols,
-    "events.md": render_events,
-    "museum.md": render_museum,
+    "reference/cli.md": render_cli,
+    "reference/scenario.md": render_scenario,
+    "reference/protocols.md": render_protocols,
+    "reference/events.md": render_events,
+    "reference/museum.md": render_museum,
+    "results.md": render_results,
 }
+DOCS = ROOT / "docs"
 
 
 def stale_pages() -> list[str]:
     """The generated pages whose file differs from what the code gives now."""
     stale = []
     for name, render in PAGES.items():
-        path = REFERENCE / name
+        path = DOCS / name
         if not path.exists() or path.read_text() != render():
-            stale.append(f"docs/reference/{name}")
+            stale.append(f"docs/{name}")
     return stale
 
 
@@ -403,8 +460,8 @@ def main(argv: list[str] | None = None) -> int:
         return 1 if stale else 0
     REFERENCE.mkdir(parents=True, exist_ok=True)
     for name, render in PAGES.items():
-        (REFERENCE / name).write_text(render())
-        print(f"wrote docs/reference/{name}")
+        (DOCS / name).write_text(render())
+        print(f"wrote docs/{name}")
     return 0
 
 

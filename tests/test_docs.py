@@ -63,3 +63,21 @@ def test_docs_site_builds_strict(tmp_path):
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert (tmp_path / "reference" / "cli" / "index.html").exists()
+
+
+def test_benchmark_results_name_their_machine_and_a_command_that_exists():
+    import json
+    import shlex
+
+    files = sorted((ROOT / "benchmarks" / "results").glob("*.json"))
+    assert files, "no benchmark results: docs/results.md would be empty"
+    for path in files:
+        doc = json.loads(path.read_text())
+        machine = doc["machine"]
+        assert machine["cpu"] and machine["cores"] >= 1 and "load_1m" in machine, path.name
+        argv = shlex.split(doc["command"])
+        script = ROOT / argv[1]
+        assert argv[0] == ".venv/bin/python" and script.is_file(), f"{path.name}: {doc['command']}"
+        assert "add_json_option" in script.read_text(), f"{script.name} cannot write --json"
+        for table in doc["tables"]:
+            assert table["rows"] and all(len(r) == len(table["headers"]) for r in table["rows"]), table["title"]
