@@ -31,6 +31,7 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
+from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
 from node import protocols
@@ -40,6 +41,9 @@ from .timeline import RunTimeline
 from .verdicts import RunVerdict
 
 MAX_MATRIX_RUNS = 60
+# Campaign plots (pass-rate bars, per-run scatters, box plots) need this many runs to say anything:
+# below it a report shows each run's verdict table, its timelines and its latency distribution.
+CAMPAIGN_MIN_RUNS = 5
 MAX_TIMELINES = 24
 MAX_LINKS_PER_TIMELINE = 12
 FAULT_COLORS = {
@@ -293,6 +297,14 @@ def _time_axes(axes: list, origin: float | None) -> None:
 def plot_timeline(tl: RunTimeline, verdict: RunVerdict | None, path: Path) -> Path:
     """One PNG: a panel per link, seqnos over time, with faults, syncs, losses and final windows;
     for a multicast run a panel per sender instead (plot_sender)."""
+    fig = draw_timeline(tl, verdict)
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+    return path
+
+
+def draw_timeline(tl: RunTimeline, verdict: RunVerdict | None) -> Figure:
+    """The figure plot_timeline saves (tests measure where its texts landed)."""
     senders = sorted(tl.senders)[:MAX_LINKS_PER_TIMELINE]
     links = [] if senders else sorted(tl.links)[:MAX_LINKS_PER_TIMELINE]
     nodes = {n for link in tl.links for n in link}
@@ -307,7 +319,11 @@ def plot_timeline(tl: RunTimeline, verdict: RunVerdict | None, path: Path) -> Pa
     bands = view_bands(tl.rare, tl.end_t)
     n = max(1, len(links) + len(senders))
     panel_h = 2.6
-    head_h = 0.55 + (0.15 * text_lines + 0.15 if text_lines else 0.0)  # inches: title, explanations
+    origin = verdict.meta.get("origin_t") if verdict else None
+    top_axis = origin is not None and abs(origin) >= 1e-9  # scenario time on top (_time_axes)
+    # Inches: the title, the failing checks' explanations, and (above the first panel) its label
+    # over the scenario-time axis, so that none of them runs into another.
+    head_h = 0.55 + (0.17 * text_lines + 0.3 if text_lines else 0.0) + (0.45 if top_axis else 0.0)
     foot_h = 0.55  # x axis label
     views_h = 0.45 * len(bands) + 0.5 if bands else 0.0
     height = max(head_h + panel_h * n + views_h + foot_h, head_h + 4.4)  # room for the legend on one panel
@@ -346,7 +362,8 @@ def plot_timeline(tl: RunTimeline, verdict: RunVerdict | None, path: Path) -> Pa
         )
     legend_faults: dict[str, Patch] = {}
     for ax, sender in zip(axes, senders):
-        plot_sender(ax, tl, sender, spans, nodes | set(tl.senders), legend_faults)
+        pad = 30 if top_axis and ax is axes[0] else 6
+        plot_sender(ax, tl, sender, spans, nodes | set(tl.senders), legend_faults, title_pad=pad)
     for ax, link in zip(axes, links):
         src, dst = link
         s = tl.links[link]
@@ -423,6 +440,8 @@ def plot_timeline(tl: RunTimeline, verdict: RunVerdict | None, path: Path) -> Pa
             loc="left",
             fontsize=10,
             color=FAIL if notes else "black",
+            # Above the scenario-time axis's ticks and label on the first panel.
+            pad=30 if top_axis and ax is axes[0] else 6,
         )
         ax.set_ylabel("seqno")
         ax.grid(alpha=0.25)
@@ -432,7 +451,7 @@ def plot_timeline(tl: RunTimeline, verdict: RunVerdict | None, path: Path) -> Pa
     if views_ax is not None:
         _plot_views(views_ax, tl, bands)
     all_axes = axes + ([views_ax] if views_ax is not None else [])
-    _time_axes(all_axes, verdict.meta.get("origin_t") if verdict else None)
+    _time_axes(all_axes, origin)
     handles, labels = [], []
     for ax in all_axes:
         for h, lab in zip(*ax.get_legend_handles_labels()):
@@ -442,9 +461,7 @@ def plot_timeline(tl: RunTimeline, verdict: RunVerdict | None, path: Path) -> Pa
     handles += list(legend_faults.values())
     labels += [h.get_label() for h in legend_faults.values()]
     axes[0].legend(handles, labels, loc="upper left", bbox_to_anchor=(1.005, 1.02), fontsize=8, frameon=False)
-    fig.savefig(path, dpi=90)
-    plt.close(fig)
-    return path
+    return fig
 
 
 RECEIVER_COLORS = ("tab:green", "tab:purple", "tab:red", "tab:pink", "tab:olive", "tab:cyan", "tab:gray", "gold")
@@ -468,7 +485,9 @@ def blocked_total(rare: list[dict], node: str, end_t: float) -> tuple[int, float
     return len(spans), sum(t1 - t0 for t0, t1 in spans)
 
 
-def plot_sender(ax, tl: RunTimeline, sender: str, spans: list, nodes: set, legend_faults: dict) -> None:
+def plot_sender(
+    ax, tl: RunTimeline, sender: str, spans: list, nodes: set, legend_faults: dict, title_pad: float = 6
+) -> None:
     """A multicast sender's panel: the highest seqno it multicast, each receiver's highest
     delivered of its multicasts, faults shaded (strong where they name the sender), the time it
     was blocked, and on a right axis its window's fill (MCAST: unacked multicasts)."""
@@ -502,7 +521,7 @@ def plot_sender(ax, tl: RunTimeline, sender: str, spans: list, nodes: set, legen
     title = f"{sender} multicasts → every member"
     if blocks:
         title += f"   [blocked {blocked_s:.2f} s in {blocks} block(s)]"
-    ax.set_title(title, loc="left", fontsize=10)
+    ax.set_title(title, loc="left", fontsize=10, pad=title_pad)
     ax.set_ylabel("seqno")
     ax.grid(alpha=0.25)
     ax.margins(x=0.01)
@@ -512,6 +531,7 @@ def _mark_rare(ax, tl: RunTimeline, src: str, dst: str) -> None:
     """Blocked senders, syncs, new receive windows, SEND_FIRST_SEQNO, drops and final windows of one link."""
     end = tl.end_t
     labelled = set()
+    finals: list[tuple[str, str]] = []  # (color, text) of the final windows, drawn last
     last_sync_label = [-math.inf]
     min_gap = max(end, 1e-9) * 0.03
 
@@ -572,15 +592,7 @@ def _mark_rare(ax, tl: RunTimeline, src: str, dst: str) -> None:
                     solid_capstyle="butt",
                     label=once("final send window (HA..HS)"),
                 )
-                ax.annotate(
-                    f"send HA={e.get('low')} HS={e.get('high')} conn {e.get('conn_id')}",
-                    (end, e.get("high") or 0),
-                    textcoords="offset points",
-                    xytext=(-6, 6),
-                    ha="right",
-                    fontsize=7.5,
-                    color="tab:blue",
-                )
+                finals.append(("tab:blue", f"send HA={e.get('low')} HS={e.get('high')} conn {e.get('conn_id')}"))
             elif node == dst and e.get("side") == "recv":
                 ax.plot(
                     [end],
@@ -591,15 +603,21 @@ def _mark_rare(ax, tl: RunTimeline, src: str, dst: str) -> None:
                     color="tab:green",
                     label=once("final recv window (delivered)"),
                 )
-                ax.annotate(
-                    f"recv delivered={e.get('low')} conn {e.get('conn_id')}",
-                    (end, e.get("low") or 0),
-                    textcoords="offset points",
-                    xytext=(-6, -11),
-                    ha="right",
-                    fontsize=7.5,
-                    color="tab:green",
-                )
+                finals.append(("tab:green", f"recv delivered={e.get('low')} conn {e.get('conn_id')}"))
+    # The final windows' values in the panel's lower right corner, inside the axes: next to the
+    # bars at the right edge they ran off the plot and over the lines.
+    for i, (color, text) in enumerate(reversed(finals)):
+        ax.text(
+            0.995,
+            0.03 + 0.09 * i,
+            text,
+            transform=ax.transAxes,
+            ha="right",
+            va="bottom",
+            fontsize=7.5,
+            color=color,
+            bbox={"facecolor": "white", "edgecolor": "none", "alpha": 0.8, "pad": 1},
+        )
 
 
 # ---- campaign plots ---------------------------------------------------------------------------
@@ -758,9 +776,12 @@ def _by_scenario(verdicts: list[RunVerdict]) -> dict[str, list[RunVerdict]]:
     return dict(sorted(out.items()))
 
 
-def plot_latency(verdicts: list[RunVerdict], path: Path) -> Path | None:
+def plot_latency(verdicts: list[RunVerdict], path: Path, per_run: bool = True) -> Path | None:
+    """The latency distribution per scenario and, with `per_run`, a scatter of each run's p50 and p99."""
     groups = _by_scenario(verdicts)
-    fig, (ax, bx) = plt.subplots(1, 2, figsize=(14, 4.2))
+    fig, panels = plt.subplots(1, 2 if per_run else 1, figsize=(14, 4.2) if per_run else (8, 4.2), squeeze=False)
+    ax = panels[0][0]
+    bx = panels[0][1] if per_run else None
     drawn = False
     for scen, vs in groups.items():
         bins: dict[int, int] = {}
@@ -779,7 +800,8 @@ def plot_latency(verdicts: list[RunVerdict], path: Path) -> Path | None:
         ax.plot(xs, ys, label=f"{scen} ({total} msgs)")
         p99 = [v.metrics["latency"]["p99_s"] for v in vs if v.metrics.get("latency")]
         p50 = [v.metrics["latency"]["p50_s"] for v in vs if v.metrics.get("latency")]
-        bx.scatter(p50, p99, s=12, label=scen, alpha=0.7)
+        if bx is not None:
+            bx.scatter(p50, p99, s=12, label=scen, alpha=0.7)
     if not drawn:
         plt.close(fig)
         return None
@@ -789,12 +811,13 @@ def plot_latency(verdicts: list[RunVerdict], path: Path) -> Path | None:
     ax.set_title("latency distribution", loc="left", fontsize=10)
     ax.legend(fontsize=8)
     ax.grid(alpha=0.25)
-    bx.set_xscale("log")
-    bx.set_yscale("log")
-    bx.set_xlabel("p50 latency per run (s)")
-    bx.set_ylabel("p99 latency per run (s)")
-    bx.set_title("per run: median vs tail", loc="left", fontsize=10)
-    bx.grid(alpha=0.25)
+    if bx is not None:
+        bx.set_xscale("log")
+        bx.set_yscale("log")
+        bx.set_xlabel("p50 latency per run (s)")
+        bx.set_ylabel("p99 latency per run (s)")
+        bx.set_title("per run: median vs tail", loc="left", fontsize=10)
+        bx.grid(alpha=0.25)
     fig.tight_layout()
     fig.savefig(path, dpi=90)
     plt.close(fig)
@@ -941,9 +964,43 @@ def write_report(
     )
     if extra:
         parts.append("<p class='muted'>" + " · ".join(f"{_e(k)}: {_e(_fmt(v))}" for k, v in extra.items()) + "</p>")
-    parts.append("<h2>Pass/fail matrix</h2>")
-    parts.append(f"<img src='img/{plot_matrix(verdicts, img / 'matrix.png').name}'>")
-    if summary:
+
+    # What a reader of a few runs came for leads: each run's verdict with its evidence, then the
+    # timelines and views; plots over runs follow only when there are enough runs for them.
+    def add_timelines() -> None:
+        if timelines:
+            parts.append(
+                "<h2>Timelines</h2><p class='muted'>One panel per link (sender \u2192 receiver): dots are the "
+                "highest seqno sent (blue) and delivered (green) per time slice, the dark step is the highest "
+                "acked, orange crosses are retransmissions, purple ticks XMIT-REQs; red X marks sends never "
+                "delivered, yellow diamonds repeated deliveries; shaded bands are faults, hatched bands a node "
+                "down, dashed cyan lines resync messages (sync_tx), triangles new receive windows; the bars at "
+                "the right edge are the final windows. A multicast run has one panel per "
+                "sender instead: blue dots its highest seqno multicast, one colored line per receiver with the "
+                "highest of its multicasts that receiver delivered, faults shaded (strongly where they name the "
+                "sender), orange bands the time it was blocked (the total in the title) and, for a "
+                "fixed-window protocol, the dashed step on the right axis its window's fill "
+                "(multicasts not acked by every member).</p>"
+            )
+            for run_id, tl in timelines.items():
+                safe = re.sub(r"[^A-Za-z0-9_.-]", "_", run_id)
+                p = plot_timeline(tl, by_id.get(run_id), img / f"timeline-{safe}.png")
+                v = by_id.get(run_id)
+                parts.append(
+                    f"<h3 id='{_e(safe)}'>{_e(run_id)} <span class='{_e(v.outcome if v else '')}'>"
+                    f"{_e(v.outcome if v else '')}</span></h3><img src='img/{p.name}'>"
+                )
+                parts.append(_views_table(tl))
+
+    campaign = len(verdicts) >= CAMPAIGN_MIN_RUNS
+    if not campaign:
+        for v in verdicts:
+            parts.append(_verdict_section(v))
+        add_timelines()
+    if len(verdicts) > 1:
+        parts.append("<h2>Pass/fail matrix</h2>")
+        parts.append(f"<img src='img/{plot_matrix(verdicts, img / 'matrix.png').name}'>")
+    if summary and campaign:
         parts.append("<h2>Pass rates</h2>")
         parts.append(f"<img src='img/{plot_pass_rates(summary, img / 'pass_rates.png').name}'>")
         for key, col in (
@@ -957,9 +1014,19 @@ def write_report(
             parts.append(
                 "<p>Failing checks per scenario:</p>" + _table(summary["check_failures"], ["scenario", "check", "runs"])
             )
-    parts.append("<h2>Latency, overhead, heal to sync</h2>")
-    for name, fn in (("latency.png", plot_latency), ("overhead.png", plot_overhead), ("heal_sync.png", plot_heal_sync)):
-        p = fn(verdicts, img / name)
+    if campaign:
+        parts.append("<h2>Latency, overhead, heal to sync</h2>")
+        for name, fn in (
+            ("latency.png", plot_latency),
+            ("overhead.png", plot_overhead),
+            ("heal_sync.png", plot_heal_sync),
+        ):
+            p = fn(verdicts, img / name)
+            if p is not None:
+                parts.append(f"<p><img src='img/{p.name}'></p>")
+    else:
+        parts.append("<h2>Latency and overhead</h2>")
+        p = plot_latency(verdicts, img / "latency.png", per_run=False)
         if p is not None:
             parts.append(f"<p><img src='img/{p.name}'></p>")
     parts.append(
@@ -974,28 +1041,8 @@ def write_report(
     parts.append(_overhead_table(verdicts))
     parts.append(_blocked_table(verdicts))
     parts.append(_latency_table(verdicts))
-    if timelines:
-        parts.append(
-            "<h2>Timelines</h2><p class='muted'>One panel per link (sender \u2192 receiver): dots are the "
-            "highest seqno sent (blue) and delivered (green) per time slice, the dark step is the highest "
-            "acked, orange crosses are retransmissions, purple ticks XMIT-REQs; red X marks sends never "
-            "delivered, yellow diamonds repeated deliveries; shaded bands are faults, hatched bands a node "
-            "down, dashed cyan lines resync messages (sync_tx), triangles new receive windows; the bars at "
-            "the right edge are the final windows. A multicast run has one panel per "
-            "sender instead: blue dots its highest seqno multicast, one colored line per receiver with the "
-            "highest of its multicasts that receiver delivered, faults shaded (strongly where they name the "
-            "sender), orange bands the time it was blocked (the total in the title) and, for a fixed-window protocol, "
-            "the dashed step on the right axis its window's fill (multicasts not acked by every member).</p>"
-        )
-        for run_id, tl in timelines.items():
-            safe = re.sub(r"[^A-Za-z0-9_.-]", "_", run_id)
-            p = plot_timeline(tl, by_id.get(run_id), img / f"timeline-{safe}.png")
-            v = by_id.get(run_id)
-            parts.append(
-                f"<h3 id='{_e(safe)}'>{_e(run_id)} <span class='{_e(v.outcome if v else '')}'>"
-                f"{_e(v.outcome if v else '')}</span></h3><img src='img/{p.name}'>"
-            )
-            parts.append(_views_table(tl))
+    if campaign:
+        add_timelines()
     parts.append("<h2>Runs</h2>")
     parts.append(
         "<table><tr><th>run</th><th>scenario</th><th>seed</th><th>backend</th><th>outcome</th>"
@@ -1041,6 +1088,32 @@ def write_report(
 
 
 MAX_TABLE_ROWS = 60
+
+
+def _verdict_section(v: RunVerdict) -> str:
+    """One run's outcome and every check with its explanation (the evidence), as a table."""
+    rows = [
+        "<tr><th>check</th><th>result</th><th>judged</th><th>explanation</th></tr>",
+        *(
+            f"<tr><td>{_e(c['name'])}</td><td class='{_check_class(c)}'>"
+            f"{'passed' if c['passed'] else 'vacuous' if c.get('judged') == 0 else 'failed'}</td>"
+            f"<td>{_e(c.get('judged', ''))}</td><td>{_e(c['explanation'])}</td></tr>"
+            for c in v.checks
+        ),
+        *(
+            f"<tr><td>{_e(c['name'])} (advisory)</td><td class='{'passed' if c['passed'] else 'warn'}'>"
+            f"{'passed' if c['passed'] else 'warning'}</td><td>{_e(c.get('judged', ''))}</td>"
+            f"<td>{_e(c['explanation'])}</td></tr>"
+            for c in v.advisory
+        ),
+    ]
+    error = f"<p class='error'>{_e(v.error)}</p>" if v.error else ""
+    scen = v.meta.get("scenario")
+    return (
+        f"<h2>Verdict: {_e(v.run_id)} <span class='{_e(v.outcome)}'>{_e(v.outcome.upper())}</span></h2>"
+        f"<p class='muted'>scenario {_e(scen or '-')}, seed {_e(v.meta.get('seed'))}, backend "
+        f"{_e(v.meta.get('backend'))}, expect {_e(v.expect)}</p>{error}<table>{''.join(rows)}</table>"
+    )
 
 
 def _overhead_table(verdicts: list[RunVerdict]) -> str:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import struct
 
-from pipeline.report import timeline_runs, write_report
+from pipeline.report import CAMPAIGN_MIN_RUNS, timeline_runs, write_report
 from pipeline.timeline import LinkSeries, RunTimeline
 from pipeline.verdicts import RunVerdict
 
@@ -114,10 +114,29 @@ def _png_size(path):
     return struct.unpack(">II", head[16:24])
 
 
+def test_report_of_a_few_runs_leads_with_verdicts_and_timelines(tmp_path):
+    """Fewer runs than a campaign: each run's verdict table with every check's explanation, then
+    the timelines, the matrix and the latency distribution; no pass-rate bars, scatters or box
+    plots of one value each."""
+    verdicts = [_verdict("r-ok", "steady"), _verdict("r-bad", "split", "failed", lost=1, stuck=True)]
+    page = write_report(tmp_path, verdicts, {"runs": 2, "by_scenario": []}, {"r-bad": _timeline("r-bad")}, title="t")
+    text = page.read_text()
+    assert text.index("<h2>Verdict: r-ok") < text.index("<h2>Verdict: r-bad") < text.index("<h2>Timelines")
+    assert text.index("<h2>Timelines") < text.index("<h2>Pass/fail matrix") < text.index("<h2>Runs")
+    assert "1 message(s) lost" in text[: text.index("<h2>Timelines")]  # the evidence, before the plots
+    for name in ("matrix.png", "latency.png", "timeline-r-bad.png"):
+        assert f"img/{name}" in text
+    for name in ("pass_rates.png", "overhead.png", "heal_sync.png"):
+        assert f"img/{name}" not in text
+    one = write_report(tmp_path / "one", verdicts[:1], {}, {}, title="one").read_text()
+    assert "matrix.png" not in one and "<h2>Verdict: r-ok" in one
+
+
 def test_report_for_a_small_analysis(tmp_path):
-    """A few runs: matrix per run, pass rates, latency, overhead, heal-to-sync and one timeline
+    """A campaign: matrix per run, pass rates, latency, overhead, heal-to-sync and one timeline
     per failing run, all linked from index.html; verdicts.json holds every verdict."""
     verdicts = [_verdict("r-ok", "steady"), _verdict("r-bad", "split", "failed", lost=1, stuck=True)]
+    verdicts += [_verdict(f"r-ok{i}", "steady") for i in range(CAMPAIGN_MIN_RUNS - 2)]
     summary = {
         "runs": 2,
         "passed": 1,
