@@ -23,7 +23,7 @@ DIARY = {
     "'this machine'": r"\bthis machine\b",
     "a load average": r"\bload averages? (?:of )?\d|\b1-min(?:ute)? load \d|\bat (?:a )?load \d|\(load \d",
     "a file outside the repository": r"\b(?:DESIGN|STYLE|MACHINE-NOTES)\.md\b|\bseeds/",
-    "a design seed outside the repository": r"\bseeds? 00\d\b|\bseeds 00\d-00\d\b",
+    "a design seed outside the repository": r"\bseeds? 00\d\b|\bseeds 00\d-00\d\b|\bseed goal\b|\bseed #\d",
 }
 PATTERN = re.compile("|".join(f"(?P<p{i}>{p})" for i, p in enumerate(DIARY.values())), re.IGNORECASE)
 LABELS = list(DIARY)
@@ -87,6 +87,7 @@ def test_detector_catches_each_kind_of_diary():
         "at load 7-11",
         "see DESIGN.md",
         "the rule of seed 002",
+        "seed goal #3",
     ):
         assert diary_in(phrase), phrase
     for phrase in ("seed 42 of the run", "a Spark session", "--seeds 20", "the 0x7fffffff mask", "issues show"):

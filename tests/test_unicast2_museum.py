@@ -77,7 +77,7 @@ def test_same_verdict_on_local_processes(path, tmp_path):
 
 
 def test_the_pipeline_flags_the_stuck_retransmission_of_seed_6(spark, tmp_path):
-    """Seed #6's retransmission without progress, as `splitbrain analyze` reports it: the advisory
+    """The design's scenario #6: retransmission without progress, as `splitbrain analyze` reports it: the advisory
     stuck_retransmission fails on A->B for UNICAST2 and passes for the UNICAST3 twin."""
     from pipeline import analysis as A
 

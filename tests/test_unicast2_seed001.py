@@ -266,7 +266,7 @@ def test_gap_is_asked_for_by_xmit_req():
 
 
 def test_idle_connections_expire_on_both_sides():
-    """Seed goal #3: with conn_expiry_timeout, idle entries leave the table on both sides; the
+    """A goal of the UNICAST2 design: with conn_expiry_timeout, idle entries leave the table on both sides; the
     next message opens a new connection (first=true) and is delivered."""
     net = pair(conn_expiry_timeout=2.0)
     net.send("A", "B", 3)
@@ -293,7 +293,7 @@ def test_unicast2_survives_loss_duplication_reordering_and_a_split(seed, loss, d
     """Safety and liveness on the simulator: streams both ways through loss, duplication and
     reordering, and sometimes a one-way split with B dropping A from its view (the UNICAST2 design's
     motivation), healed: every check passes. The loss ends 2 s before the split: a view without A
-    drops B's send window with what it holds (seed #3), so a message lost shortly before it and
+    drops B's send window with what it holds (the design's scenario #3), so a message lost shortly before it and
     not yet repaired is gone by design (the chaos set's view episodes keep the same distance from
     other faults, harness/mutants.py EPISODE_GUARD_S)."""
     schedule: list[dict] = [

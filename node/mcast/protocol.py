@@ -13,7 +13,7 @@ keeps a ring buffer of `capacity` slots (FixedBuffer, indexed by seqno % capacit
 Invariants (check_invariants): low <= high, high - low < capacity, the held count matches the
 slots in use; on the sender low <= every member's ack <= high.
 
-Sending (one atomic step, the seed's send-window lock): S = seqno + 1; if S - low >= capacity the
+Sending (one atomic step, the design's send-window lock): S = seqno + 1; if S - low >= capacity the
 sender blocks: the message waits in this layer, a `block` event is logged and `blocked("*")` says
 so (the simulator's workload stops sending for that sender, the runtime's streams wait); otherwise
 M is added, high = S, M is delivered to the sender itself (loopback) and one copy goes to every
@@ -122,7 +122,7 @@ class FixedBuffer:
         return self.buf[seqno % self.capacity] if self.fits(seqno) else None
 
     def add(self, seqno: int, msg: Message) -> bool:
-        """Add M: False when outside the window or already held (the seed's added=false)."""
+        """Add M: False when outside the window or already held (the design's added=false)."""
         if not self.fits(seqno):
             return False
         idx = seqno % self.capacity

@@ -48,7 +48,7 @@ class Nakack2Config:
     # BoundedList: the oldest go first); unbounded when xmit_interval <= 0.
     become_server_queue_size: int = 50
     # The NAKACK2 design's fix: without retransmission the queue is unbounded. False keeps it bounded, which
-    # reproduces the stuck window the seed describes (a gap nothing fills).
+    # reproduces the stuck window the design describes (a gap nothing fills).
     become_server_queue_unbounded_without_xmit: bool = True
     # STABLE: a digest round every stable_interval seconds, or sooner after stable_max_bytes of
     # multicast payload received (JGroups: desired_avg_gossip about 50 s, max_bytes 2 MB).

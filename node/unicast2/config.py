@@ -31,7 +31,7 @@ class Unicast2Config:
     max_xmit_req_seqnos: int = 8192
     # A receiver keeps messages at most this far above the last delivered; beyond is dropped.
     max_recv_window_seqnos: int = 100_000
-    # A connection idle this long is removed on both sides (seed goal #3, JGRP-942); 0 never.
+    # A connection idle this long is removed on both sides (a goal of the UNICAST2 design, JGRP-942); 0 never.
     conn_expiry_timeout: float = 0.0
     # The UNICAST2 design gives STABLE no conn-id rule: a STABLE of an old window purges the new connection
     # (scenario #6). True checks it, as JGroups did later; a resync by SEND_FIRST_SEQNO keeps the
@@ -41,7 +41,7 @@ class Unicast2Config:
     # #6 was written for: only a first=true message carries it ("#2(conn-id=0)"), and a receiver
     # takes a message without one into whatever window it has for the sender.
     conn_id_in_every_message: bool = True
-    # A planted bug by name (MUTATIONS above), to prove that the checks catch it; None: as designed.
+    # A planted bug by name (one of MUTATIONS), to prove that the checks catch it; None: as designed.
     mutation: str | None = None
 
     def __post_init__(self) -> None:

@@ -10,7 +10,7 @@ says it was delivered. There are no per-message acks: B drives everything.
   Conn-ids combine the node's incarnation with a counter (a restarted node never reuses one).
 - Sending (seed: "A sends a message to B"): with no entry for B, A creates one with a new conn-id
   and seqno 1; every DATA message carries the conn-id (only the first one, with
-  `conn_id_in_every_message: false`: the wire of the seed's scenario #6), and the first one also
+  `conn_id_in_every_message: false`: the wire of the design's scenario #6), and the first one also
   first=true.
 - Receiving (seed: "B receives a message from A"), message by message (a first=true message goes
   first in its batch):
@@ -24,7 +24,7 @@ says it was delivered. There are no per-message acks: B drives everything.
 - SEND_FIRST_SEQNO at A (seed: "A receives GET_FIRST_SEQNO"): dropped when its conn-id is not
   A's send-conn-id; otherwise A resends the lowest message of its send window with first=true.
 - Timers (named deadlines, fired by `on_timer` in the order of TIMERS):
-  - conn_expiry: an entry idle for `conn_expiry_timeout` is removed (seed goal #3; 0: never);
+  - conn_expiry: an entry idle for `conn_expiry_timeout` is removed (a goal of the design; 0: never);
   - xmit, every `xmit_interval`: B sends an XMIT-REQ with the gaps of each window; A resends
     those of HA+1..HS (an XMIT-REQ with another conn-id is dropped);
   - stable, every `stable_interval`: B sends STABLE(highest delivered, highest received) for each
@@ -32,7 +32,7 @@ says it was delivered. There are no per-message acks: B drives everything.
     JGroups). A purges up to the highest delivered and resends what lies above the highest
     received: that is how a lost last message comes back (while the repeats last: a message
     lost after them is found when the next one opens a gap).
-- A view without a peer removes both entries for it at once, with their messages (seed #3).
+- A view without a peer removes both entries for it at once, with their messages (the design's scenario #3).
 
 What the UNICAST2 design leaves open, taken as written: STABLE has no conn-id rule, so a STABLE of B's old
 window purges A's new connection (`stable_checks_conn_id: false`, scenario #6's liveness bug);
@@ -459,7 +459,7 @@ class Unicast2(FiredTimers, CountingLayer):
     def _on_view(self, view: ViewChange, now: float) -> list[Action]:
         out: list[Action] = [self._log(now, "view", members=list(view.members), view_id=view.view_id)]
         self.members = view.members
-        # Seed #3: a peer that left the view loses both its entries, pending retransmissions and all.
+        # The design's scenario #3: a peer that left the view loses both its entries, pending retransmissions and all.
         for side, entry in self._entries():
             if entry.peer not in view.members:
                 self._close(entry, side, "left_view", now, out)
@@ -474,7 +474,7 @@ class Unicast2(FiredTimers, CountingLayer):
     # ---- timers -------------------------------------------------------------------------------
 
     def _expire(self, now: float, out: list[Action]) -> None:
-        """conn_expiry: entries idle for conn_expiry_timeout leave the table (seed goal #3)."""
+        """conn_expiry: entries idle for conn_expiry_timeout leave the table (a goal of the design)."""
         timeout = self.config.conn_expiry_timeout
         if timeout > 0:
             for side, entry in self._entries():
