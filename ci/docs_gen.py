@@ -173,6 +173,7 @@ def render_scenario() -> str:
     ]
     lines += _table(["key", "type", "default", "meaning"], _properties(schema, defs))
     lines.append("")
+    lines += _check_rows()
     for name, sub in defs.items():
         if not sub.get("properties"):
             continue
@@ -182,6 +183,20 @@ def render_scenario() -> str:
         lines += _table(["key", "type", "default", "meaning"], _properties(sub, defs))
         lines.append("")
     return "\n".join(lines).rstrip() + "\n"
+
+
+def _check_rows() -> list[str]:
+    """The checks a scenario's `checks:` may name (harness.checks' registry), each with what it judges."""
+    from harness import checks
+
+    rows = []
+    for name in checks.KNOWN_CHECKS:
+        fn = checks.CHECKS.get(name) or checks.BOUNDED_CHECKS[name]
+        doc = (inspect.getdoc(fn) or "").split("\n\n")[0]
+        needs = f"`{checks.CHECK_BOUNDS[name]}`" if name in checks.CHECK_BOUNDS else ""
+        rows.append((f"`{name}`", needs, doc))
+    lines = ["## Checks", "", "What a scenario's `checks:` may name ([how they judge](../concepts.md#checks)).", ""]
+    return lines + _table(["check", "needs the key", "what it judges"], rows) + [""]
 
 
 # ------------------------------------------------------------------------------ protocols

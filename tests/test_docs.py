@@ -81,3 +81,25 @@ def test_benchmark_results_name_their_machine_and_a_command_that_exists():
         assert "add_json_option" in script.read_text(), f"{script.name} cannot write --json"
         for table in doc["tables"]:
             assert table["rows"] and all(len(r) == len(table["headers"]) for r in table["rows"]), table["title"]
+
+
+def test_every_environment_knob_is_documented():
+    """Each SPLITBRAIN_* variable the scripts and the code read is named in the docs (the node's
+    SPLITBRAIN_<KEY> settings are covered by the node page's rule, not one by one)."""
+    import re
+
+    read = set()
+    sources = [*(ROOT / "ci").iterdir(), ROOT / "docker-compose.yml", ROOT / "docker-compose.local.yml"]
+    for top in ("node", "harness", "faults", "pipeline"):
+        sources += (ROOT / top).rglob("*.py")
+    for path in sources:
+        if path.is_file():
+            text = path.read_text(errors="replace")
+            # A whole name in quotes (environ.get("..."), ENV = "..."), or ${...} / $... in a script.
+            read |= set(re.findall(r"""["'](SPLITBRAIN_[A-Z0-9_]*[A-Z0-9])["']""", text))
+            read |= set(re.findall(r"\$\{?(SPLITBRAIN_[A-Z0-9_]*[A-Z0-9])", text))
+    node_keys = {"SPLITBRAIN_CONFIG_"}  # prefix of the node's per-setting variables
+    docs = "\n".join(p.read_text() for p in (ROOT / "docs").rglob("*.md"))
+    missing = sorted(v for v in read - node_keys if f"`{v}" not in docs and f"{v}=" not in docs)
+    assert {"SPLITBRAIN_PROTOCOLS", "SPLITBRAIN_SPARK_CDS", "SPLITBRAIN_EXTRAS"} <= read, sorted(read)
+    assert not missing, f"environment variables the docs do not name: {missing}"
