@@ -1,6 +1,6 @@
 """Instructions of the simulation loop and of its CPython ceiling, independent of load.
 
-CPU seconds on this shared 2-core machine move by 30 % with the load; instruction counts do not.
+CPU seconds on a shared 2-core machine move by 30 % with the load; instruction counts do not.
 This script runs three short processes under `valgrind --tool=cachegrind` with PYTHONHASHSEED=0,
 each doing the same imports and parsing the same scenario (a variant of
 benchmarks/scenarios/speed-5x60.yaml shortened to `--seconds` virtual seconds, 10 by default: the
@@ -14,8 +14,8 @@ then:
 
 The loop is sim - base and the ceiling is ceiling - base ("imports, parsing and loop minus imports
 and parsing"); the ratio is the issue's goal (<= 3x). `BENCH_TREE=/other/checkout` measures that
-tree's code with this script, as for bench_speed.py. Compile both trees' bytecode first (this
-machine's shells set PYTHONDONTWRITEBYTECODE=1): `python -m compileall -q -j 0 node harness faults`.
+tree's code with this script, as for bench_speed.py. Compile both trees' bytecode first (where
+the shell sets PYTHONDONTWRITEBYTECODE=1): `python -m compileall -q -j 0 node harness faults`.
 
 With `--cache-sim`, cachegrind also simulates the caches (slower) and the script prints, next to
 the instructions, the misses of the first-level instruction cache (I1), of the first-level data

@@ -1106,8 +1106,8 @@ def resync_traffic_result(pairs: dict, bound: int | None, predicates: dict | Non
 def check_xmit_traffic(events: list[dict], bound: int | None = None) -> CheckResult:
     """Over the whole run, at most `bound` retransmission requests: what each protocol's spec calls
     one (`ProtocolSpec.xmit_traffic`), counted from the events of messages sent. A scenario on a
-    lossless network states 0: every request there asks for a message that was never lost (seed
-    004's spurious retransmission). Judged: the application messages sent, which are what a
+    lossless network states 0: every request there asks for a message that was never lost (MCAST's
+    spurious retransmission). Judged: the application messages sent, which are what a
     request could ask for; a run that sent none judges nothing."""
     from node import protocols
 

@@ -31,6 +31,7 @@ LABELS = list(DIARY)
 
 def diary_in(text: str) -> list[str]:
     """Each diary phrase in `text`, as 'label: phrase'."""
+    text = " ".join(text.replace("#", " ").split())  # a phrase broken over comment lines counts too
     return [f"{LABELS[int(m.lastgroup[1:])]}: {m.group(0)!r}" for m in PATTERN.finditer(text)]
 
 
