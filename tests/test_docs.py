@@ -103,3 +103,19 @@ def test_every_environment_knob_is_documented():
     missing = sorted(v for v in read - node_keys if f"`{v}" not in docs and f"{v}=" not in docs)
     assert {"SPLITBRAIN_PROTOCOLS", "SPLITBRAIN_SPARK_CDS", "SPLITBRAIN_EXTRAS"} <= read, sorted(read)
     assert not missing, f"environment variables the docs do not name: {missing}"
+
+
+def test_every_admin_endpoint_is_documented():
+    """Each route the node's admin API registers (node/runtime/admin.py) is in docs/node.md's table."""
+    import re
+
+    source = (ROOT / "node" / "runtime" / "admin.py").read_text()
+    routes = set(re.findall(r'add_(get|post|delete)\("([^"]+)"', source))
+    assert len(routes) >= 10
+    documented = set()
+    for methods, path in re.findall(
+        r"`((?:GET|POST|DELETE)(?:/(?:GET|POST|DELETE))*) (/[^`\s]*)`", (ROOT / "docs" / "node.md").read_text()
+    ):
+        documented |= {(m.lower(), path) for m in methods.split("/")}
+    missing = sorted(f"{m.upper()} {p}" for m, p in routes - documented)
+    assert not missing, f"admin endpoints docs/node.md does not document: {missing}"
