@@ -119,3 +119,13 @@ def test_every_admin_endpoint_is_documented():
         documented |= {(m.lower(), path) for m in methods.split("/")}
     missing = sorted(f"{m.upper()} {p}" for m, p in routes - documented)
     assert not missing, f"admin endpoints docs/node.md does not document: {missing}"
+
+
+def test_readme_links_resolve():
+    import re
+
+    text = (ROOT / "README.md").read_text()
+    targets = re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", text)
+    assert len(targets) > 10
+    missing = [t for t in targets if not t.startswith("http") and not (ROOT / t).exists()]
+    assert not missing, f"README links to missing files: {missing}"
