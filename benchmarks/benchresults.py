@@ -16,6 +16,7 @@ import datetime as dt
 import json
 import os
 import platform
+import re
 import shlex
 import sys
 from pathlib import Path
@@ -74,6 +75,10 @@ class Results:
                 continue
             clean.append(a)
         self.command = shlex.join([".venv/bin/python", f"benchmarks/{benchmark}.py", *clean])
+        # The command that measures the same figures again and stores them where these came from.
+        self.record = shlex.join(
+            [".venv/bin/python", f"benchmarks/{benchmark}.py", *clean, "--json", f"benchmarks/results/{benchmark}.json"]
+        )
         self.machine = machine()  # the load before the benchmark loads the machine itself
         self.tables: list[dict[str, Any]] = []
 
@@ -92,6 +97,7 @@ class Results:
         return {
             "benchmark": self.benchmark,
             "command": self.command,
+            "record": self.record,
             "machine": self.machine,
             "measured": dt.date.today().isoformat(),
             "tables": self.tables,
@@ -107,3 +113,76 @@ class Results:
 
 def _plain(cell: Any) -> Any:
     return cell if isinstance(cell, int | float | str) or cell is None else str(cell)
+
+
+# ---- any benchmark that prints Markdown tables ----------------------------------------------
+
+
+def tables_of(text: str) -> list[dict[str, Any]]:
+    """The Markdown tables of a benchmark's output, each titled by the `#` heading above it and
+    noted with the paragraph between the two."""
+    found: list[dict[str, Any]] = []
+    title, note = "", []
+    lines = text.splitlines()
+    i = 0
+    while i < len(lines):
+        line = lines[i].strip()
+        if line.startswith("#"):
+            title, note = line.lstrip("#").strip(), []
+        elif (
+            line.startswith("|")
+            and i + 1 < len(lines)
+            and set(lines[i + 1].strip()) <= set("|-: ")
+            and "-" in lines[i + 1]
+        ):
+            headers = [c.strip() for c in line.strip("|").split("|")]
+            rows = []
+            i += 2
+            while i < len(lines) and lines[i].strip().startswith("|"):
+                rows.append([c.strip() for c in lines[i].strip().strip("|").split("|")])
+                i += 1
+            rows = [r for r in rows if len(r) == len(headers)]
+            if rows:
+                found.append(
+                    {"title": title or "results", "goal": "", "note": " ".join(note), "headers": headers, "rows": rows}
+                )
+            continue
+        elif line.startswith("Goal") and found and found[-1]["title"] == (title or "results"):
+            found[-1]["goal"] = line.split(":", 1)[1].strip() if ":" in line else line  # the verdict below a table
+        elif line:
+            # "Code: <checkout path>." names the tree measured: the checkout itself, not data.
+            note.append(re.sub(r"^Code: \S+\.\s*", "", line))
+        i += 1
+    return found
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run a benchmark that prints Markdown tables and store them as JSON with the machine:
+    `python benchmarks/benchresults.py --json FILE benchmarks/bench_speed.py --sections sim`."""
+    import subprocess
+
+    parser = argparse.ArgumentParser(description=main.__doc__)
+    parser.add_argument("--json", required=True, metavar="FILE")
+    parser.add_argument("script", help="the benchmark script, e.g. benchmarks/bench_speed.py")
+    parser.add_argument("args", nargs=argparse.REMAINDER, help="its arguments")
+    args = parser.parse_args(argv)
+    name = Path(args.script).stem
+    results = Results(name, args.args)
+    results.record = shlex.join(
+        [".venv/bin/python", "benchmarks/benchresults.py", "--json", f"benchmarks/results/{name}.json", args.script]
+        + args.args
+    )
+    proc = subprocess.run([sys.executable, args.script, *args.args], stdout=subprocess.PIPE, text=True)
+    sys.stdout.write(proc.stdout)
+    if proc.returncode != 0:
+        return proc.returncode
+    results.tables = tables_of(proc.stdout)
+    if not results.tables:
+        print(f"benchresults: {args.script} printed no Markdown table", file=sys.stderr)
+        return 1
+    results.write(args.json)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -408,7 +408,8 @@ def render_results() -> str:
     lines += [
         "Figures from the benchmarks in `benchmarks/`, each run with `--json` into `benchmarks/results/`; "
         "`python ci/docs_gen.py` renders this page from those files. Each table says the command that "
-        "measured it: run it (with `--json benchmarks/results/NAME.json`) to measure it again on your machine.",
+        "measured it; the table below gives the command that measures a benchmark again and stores its "
+        "figures, then `python ci/docs_gen.py` renders them here.",
         "",
     ]
     if not docs:
@@ -418,10 +419,15 @@ def render_results() -> str:
     if len(machines) == 1:
         lines += [f"Every figure below: {machines.pop()}.", ""]
     lines += _table(
-        ["benchmark", "measured", "1-min load at its start", "command"]
+        ["benchmark", "measured", "1-min load at its start", "to measure again"]
         + (["machine"] if len({_machine_line(d["machine"]) for d in docs}) > 1 else []),
         (
-            [f"`{d['benchmark']}`", d.get("measured", ""), d["machine"].get("load_1m"), f"`{d['command']}`"]
+            [
+                f"`{d['benchmark']}`",
+                d.get("measured", ""),
+                d["machine"].get("load_1m"),
+                f"`{d.get('record') or d['command']}`",
+            ]
             + ([_machine_line(d["machine"])] if len({_machine_line(x["machine"]) for x in docs}) > 1 else [])
             for d in docs
         ),
@@ -436,7 +442,7 @@ def render_results() -> str:
         for tab in d["tables"]:
             lines += [f"## {tab['title']}", ""]
             if tab.get("goal"):
-                lines += [f"Goal: {_cell(tab['goal'])}.", ""]
+                lines += [f"Goal: {_cell(tab['goal']).rstrip('.')}.", ""]
             if tab.get("note"):
                 lines += [_cell(tab["note"]), ""]
             lines += _table(tab["headers"], tab["rows"])

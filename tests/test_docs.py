@@ -78,7 +78,10 @@ def test_benchmark_results_name_their_machine_and_a_command_that_exists():
         argv = shlex.split(doc["command"])
         script = ROOT / argv[1]
         assert argv[0] == ".venv/bin/python" and script.is_file(), f"{path.name}: {doc['command']}"
-        assert "add_json_option" in script.read_text(), f"{script.name} cannot write --json"
+        record = shlex.split(doc["record"])
+        assert "--json" in record and (ROOT / record[1]).is_file(), doc["record"]
+        writer = (ROOT / record[1]).read_text()
+        assert "add_json_option" in writer or record[1] == "benchmarks/benchresults.py", doc["record"]
         for table in doc["tables"]:
             assert table["rows"] and all(len(r) == len(table["headers"]) for r in table["rows"]), table["title"]
 
@@ -129,3 +132,18 @@ def test_readme_links_resolve():
     assert len(targets) > 10
     missing = [t for t in targets if not t.startswith("http") and not (ROOT / t).exists()]
     assert not missing, f"README links to missing files: {missing}"
+
+
+def test_benchmark_output_tables_become_results():
+    import sys
+
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from benchresults import tables_of
+
+    out = "# Bench\n\n## 1. Speed\n\nLoad 3.1.\n\n| what | s |\n| --- | ---: |\n| loop | 1.5 |\n| ceiling | 0.5 |\n"
+    out += "\nGoal: loop <= 3 s (met).\n"
+    (table,) = tables_of(out)
+    assert table["title"] == "1. Speed" and table["note"] == "Load 3.1."
+    assert table["headers"] == ["what", "s"] and table["rows"] == [["loop", "1.5"], ["ceiling", "0.5"]]
+    assert table["goal"] == "loop <= 3 s (met)."
+    assert tables_of("no table here\n| a |\n") == []
