@@ -21,7 +21,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-ROOT = Path(__file__).resolve().parent.parent
+# The checkout: the nearest folder above with pyproject.toml (tests may move into subfolders).
+ROOT = next(p for p in Path(__file__).resolve().parents if (p / "pyproject.toml").exists())
 VENV_BIN = Path(sys.executable).parent
 FENCE = re.compile(r"^(?P<indent> *)```(?P<info>[\w+-]*)[^\n]*\n(?P<body>.*?)^(?P=indent)```", re.M | re.S)
 MARK = re.compile(r"<!--\s*example:\s*(\w+)\s*-->\s*$")

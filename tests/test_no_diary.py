@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+# The checkout: the nearest folder above with pyproject.toml (tests may move into subfolders).
+ROOT = next(p for p in Path(__file__).resolve().parents if (p / "pyproject.toml").exists())
 CODE_DIRS = ("node", "harness", "faults", "pipeline", "ci", "benchmarks", "tests")
 
 # label -> pattern; matched case-insensitively against prose only (comments, docstrings, Markdown).

@@ -24,7 +24,8 @@ import pytest
 from harness.cli import main
 from harness.testlib import eventually
 
-ROOT = Path(__file__).resolve().parent.parent
+# The checkout: the nearest folder above with pyproject.toml (tests may move into subfolders).
+ROOT = next(p for p in Path(__file__).resolve().parents if (p / "pyproject.toml").exists())
 ARTIFACTS = Path(os.environ.get("SPLITBRAIN_TEST_ARTIFACTS", ROOT / "test-artifacts"))
 CHROMIUM = next((p for p in map(shutil.which, ("chromium", "chromium-browser", "google-chrome")) if p), None)
 
