@@ -53,7 +53,8 @@ A check that judged nothing (no deliveries, no owed message, no window pair, no 
 can never pass on an empty log. Every result carries `judged`, the number of things it judged.
 
 Every check is a single pass over the log with dicts keyed by tuples, so it stays linear on logs of
-millions of events.
+millions of events. A run line (one line for a run of sends or deliveries, node/events.py) is read
+as it is: its messages are made one at a time as the walk reaches it (_see_run), never kept.
 """
 
 from __future__ import annotations
@@ -67,6 +68,7 @@ from dataclasses import dataclass, field
 from itertools import islice
 from typing import Any
 
+from node.events import EVENT_VERSION, RUN_VERSION, run_problem
 from node.message import parse_app_id
 from node.views import pair_problem
 
@@ -80,6 +82,8 @@ DEFAULT_RECOVERY_BOUND_S = 4.5
 _LIFECYCLE = ("node_start", "node_stop")
 # The node_stop reason of a node stopped gracefully at the end of a live run (node/runtime).
 GRACEFUL_STOP = "stop"
+# The keys of a run line (node/events.py) that its messages do not have.
+_RUN_ONLY = frozenset(("last_seqno", "last_app", "count"))
 # Data-plane events that prove a node held protocol state and so owed a final window snapshot.
 _TRAFFIC = frozenset(("send", "deliver", "ack_tx", "ack_rx"))
 _HARNESS = "harness"
@@ -1118,7 +1122,7 @@ def check_xmit_traffic(events: list[dict], bound: int | None = None) -> CheckRes
         if _is_harness(ev):
             continue
         if ev["kind"] == "send" and ev.get("app") is not None:
-            sent += 1
+            sent += run_message_count(ev)
             continue
         proto = ev["proto"]
         if proto not in predicates:
@@ -1417,6 +1421,9 @@ def _walk(ordered: list[dict], names: list[str], bound: float) -> dict[str, Chec
             for see in on_other:
                 see(ev)
             continue
+        if ev.get("v") == RUN_VERSION:
+            hot_judged += _see_run(ev, hot, errors is not None)
+            continue
         if errors is not None and ev["node"] != _HARNESS and ev["proto"] != _HARNESS:
             hot_judged += 1
         for see in hot:
@@ -1425,6 +1432,40 @@ def _walk(ordered: list[dict], names: list[str], bound: float) -> dict[str, Chec
         errors.judged += hot_judged
     found = {"fifo": fifo, "no_duplicates": dups, "no_loss": loss, "windows_synced": synced, "no_errors": errors}
     return {name: check.result() for name, check in found.items() if check is not None}
+
+
+def _see_run(run: dict, hot: list[Callable[[dict], None]], judge_errors: bool) -> int:
+    """Feed a run line's messages (node/events.py) to the checks that read sends or deliveries,
+    one at a time, each made only for that moment, so the log never holds one per message.
+    Returns how many no_errors judges (the messages of a node's run)."""
+    for one in _run_messages(run):
+        for see in hot:
+            see(one)
+    return run["count"] if judge_errors and run["node"] != _HARNESS and run["proto"] != _HARNESS else 0
+
+
+def _run_messages(run: dict) -> Iterable[dict]:
+    """A run line's messages as the one-per-message events a version-1 log has (their bytes an
+    even share of the run's), made one by one; a run line that contradicts itself raises."""
+    problem = run_problem(run)
+    if problem is not None:
+        raise ValueError(f"{run['kind']} run at {run['node']} t={run['t']}: {problem}")
+    prefix, _, raw_n = run["app"].rpartition(":")
+    n0, seqno, count = int(raw_n), run["seqno"], run["count"]
+    share, extra = divmod(run["bytes"], count)
+    base = {key: value for key, value in run.items() if key not in _RUN_ONLY}
+    base["v"] = EVENT_VERSION
+    for i in range(count):
+        one = base.copy()
+        one["seqno"] = seqno + i
+        one["bytes"] = share + 1 if i < extra else share
+        one["app"] = f"{prefix}:{n0 + i}"
+        yield one
+
+
+def run_message_count(ev: dict) -> int:
+    """How many messages an event stands for: a run line's count, else 1."""
+    return ev["count"] if ev.get("v") == RUN_VERSION else 1
 
 
 def judged_summary(results: Iterable[CheckResult]) -> str:
