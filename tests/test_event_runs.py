@@ -208,3 +208,19 @@ def test_simulator_logs_with_runs_are_byte_identical_across_runs_of_a_seed(tmp_p
         texts.append(sorted((p.name, p.read_bytes()) for p in (tmp_path / str(i)).glob("nodes/*/events.jsonl")))
     assert texts[0] == texts[1]
     assert b'"v":2' in b"".join(text for _, text in texts[0])
+
+
+def test_log_command_prints_every_message_of_a_run_on_its_own_line(tmp_path, capsys):
+    from harness.cli import main
+
+    events = _log([_run(1.01, "deliver", "A", "B", 0, 150), _run(1.21, "deliver", "A", "B", 150, 150)])
+    for node in ("A", "B"):
+        write_events(tmp_path / "nodes" / node / "events.jsonl", [ev for ev in events if ev["node"] == node])
+    assert main(["log", str(tmp_path), "--node", "B", "--kind", "deliver"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert [json.loads(line)["app"] for line in lines] == [f"A:0:{n}" for n in range(300)]
+    assert all(json.loads(line)["v"] == 1 and "count" not in json.loads(line) for line in lines)
+    assert main(["log", str(tmp_path)]) == 0
+    assert len(capsys.readouterr().out.splitlines()) == 600 + 5  # 300 sends, 300 deliveries, 5 others
+    assert main(["log", str(tmp_path / "nothing")]) == 2
+    assert "no nodes/*/events.jsonl" in capsys.readouterr().err
