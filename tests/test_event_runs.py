@@ -224,3 +224,36 @@ def test_log_command_prints_every_message_of_a_run_on_its_own_line(tmp_path, cap
     assert len(capsys.readouterr().out.splitlines()) == 600 + 5  # 300 sends, 300 deliveries, 5 others
     assert main(["log", str(tmp_path / "nothing")]) == 2
     assert "no nodes/*/events.jsonl" in capsys.readouterr().err
+
+
+def test_node_log_checks_every_app_id_of_a_stream_run():
+    """The column-by-column check of a workload batch (node/runtime/eventlog.py) accepts exactly
+    the batches whose ids are consecutive: any one id changed, two swapped, or another stream's
+    id in the middle makes it refuse, and the record is then written piece by piece."""
+    import random
+
+    from node.runtime.eventlog import _stream_run
+    from node.runtime.workload import make_payloads
+
+    rng = random.Random(7)
+    for first, count in [(0, 2), (5, 5), (10, 90), (1000, 1024), (123456, 300), (99_990, 10)]:
+        payloads = make_payloads(b"A:0:", first, first + count - 1, 100)
+        assert _stream_run(payloads) == (f"A:0:{first}", f"A:0:{first + count - 1}")
+        for _ in range(20):
+            bad = list(payloads)
+            i = rng.randrange(count)
+            how = rng.randrange(3)
+            if how == 0:  # another n of the same width
+                n = first + i
+                other = n + rng.choice((-1, 1)) * (10 ** rng.randrange(len(str(n))))
+                if len(str(other)) != len(str(n)) or other == n:
+                    continue
+                bad[i] = make_payloads(b"A:0:", other, other, 100)[0]
+            elif how == 1 and count > 1:  # two swapped
+                j = (i + 1) % count
+                bad[i], bad[j] = bad[j], bad[i]
+            else:  # another stream's id
+                bad[i] = make_payloads(b"A:1:", first + i, first + i, 100)[0]
+            if bad != payloads:
+                assert _stream_run(bad) is None, (first, count, i, how)
+    assert _stream_run(make_payloads(b"A:0:", 95, 104, 100)) is None  # ids of two lengths: pieces

@@ -15,7 +15,7 @@ are read at fixed offsets by struct, not sliced payload by payload. Any other ev
 the json encoder.
 
 A record of two or more messages whose app ids are consecutive in one stream (a workload batch's
-always are) is written as one run line (schema version 2, node/events.py, docs/event-log.md) instead
+always are: checked byte column by byte column over the payloads, _stream_run) is written as one run line (schema version 2, node/events.py, docs/event-log.md) instead
 of a line per message; a record that is not is written as the run lines of its consecutive pieces.
 `runs=False` keeps one line per message (version 1).
 
@@ -62,6 +62,76 @@ def _interleave(*columns: Any) -> tuple[Any, ...]:
     for i, column in enumerate(columns):
         out[i::width] = column
     return tuple(out)
+
+
+def _stream_run(payloads: list[bytes]) -> tuple[str, str] | None:
+    """(first app id, last app id) when the payloads are workload payloads of one size whose app
+    ids (node.message.app_payload) are "P" + n, "P" + (n+1), ... of one length; else None.
+
+    Checked column by column over the payloads' concatenation: one strided slice per byte of the
+    id, compared with what that column must hold (the prefix's byte, or the digit of n+i at that
+    place: digit_column), so the cost per message is a few bytes of C, not a Python step."""
+    n = len(payloads)
+    first = payloads[0]
+    size = len(first)
+    if size < 3 or size < 3 + first[2] or list(map(len, payloads)).count(size) != n:
+        return None
+    length = first[2]
+    joined = b"".join(payloads)
+    if joined[::size] != b"S" * n or joined[1::size] != b"B" * n or joined[2::size] != first[2:3] * n:
+        return None
+    head, tail = first[3 : 3 + length], payloads[-1][3 : 3 + length]
+    if not head.isascii() or not tail.isascii():
+        return None
+    first_app, last_app = head.decode(), tail.decode()
+    a, b = split_app(first_app), split_app(last_app)
+    if a is None or b is None or a[0] != b[0] or b[1] - a[1] != n - 1:
+        return None
+    prefix, n0 = a[0].encode(), a[1]
+    for j, byte in enumerate(prefix):
+        if joined[3 + j :: size] != bytes((byte,)) * n:
+            return None
+    width = length - len(prefix)  # every id has this length, so every number this many digits
+    for j in range(width):
+        if joined[3 + len(prefix) + j :: size] != digit_column(n0, n, 10 ** (width - 1 - j)):
+            return None
+    return first_app, last_app
+
+
+def _known_run(apps: list[str]) -> tuple[str, str] | None:
+    """(first, last) when app ids known as strings are "P" + n, "P" + (n+1), ...; else None."""
+    a, b = split_app(apps[0]), split_app(apps[-1])
+    if a is None or b is None or a[0] != b[0] or b[1] - a[1] != len(apps) - 1:
+        return None
+    template = a[0].replace("%", "%%") + "%d\n"
+    if "\n".join(apps) + "\n" != template * len(apps) % tuple(range(a[1], b[1] + 1)):
+        return None
+    return apps[0], apps[-1]
+
+
+_DIGITS = b"0123456789"
+
+
+def digit_column(n0: int, n: int, place: int) -> bytes:
+    """The ASCII digit at `place` (1, 10, 100...) of n0, n0+1, ..., n0+n-1, as n bytes."""
+    if place >= n:  # the digit changes at most once over n consecutive numbers
+        before = min(n, place - n0 % place)
+        d0 = _DIGITS[(n0 // place) % 10]
+        d1 = _DIGITS[((n0 + before) // place) % 10]
+        return bytes((d0,)) * before + bytes((d1,)) * (n - before)
+    period = _period(place)  # the column repeats every 10 * place numbers
+    start = n0 % len(period)
+    return (period * ((start + n) // len(period) + 1))[start : start + n]
+
+
+_PERIODS: dict[int, bytes] = {}
+
+
+def _period(place: int) -> bytes:
+    found = _PERIODS.get(place)
+    if found is None:
+        found = _PERIODS[place] = b"".join(bytes((d,)) * place for d in _DIGITS)
+    return found
 
 
 class EventLog:
@@ -206,47 +276,33 @@ class EventLog:
     def _record_run(self, rec: DataEvents) -> str | None:
         """The record as one run line (node/events.py, RUN_VERSION) when its app ids are "S:K:n"
         .. "S:K:n+count-1" in order, as a workload stream's are; None otherwise (then the record
-        goes piece by piece through DataEvents.run_dicts).
-
-        The ids are checked all at once: their concatenation against the one a %-format of the
-        expected numbers gives, so the cost per message is a few C-level steps, not a Python line."""
+        goes piece by piece through DataEvents.run_dicts)."""
         msgs = rec.msgs
         n = len(msgs)
-        apps: list[Any] = [msg.known_app for msg in msgs]
         payloads = list(map(_payload_of, msgs))
-        sep: Any
-        if None in apps:
-            aligned = self._aligned_app_ids(payloads)
-            if aligned is None:
+        found = _stream_run(payloads)
+        if found is None:
+            apps = [msg.known_app for msg in msgs]
+            if None in apps:
                 return None
-            apps = aligned
-            first_app, last_app = apps[0].decode("ascii", "replace"), apps[-1].decode("ascii", "replace")
-            sep = b"\n"
-        else:
-            first_app, last_app = apps[0], apps[-1]
-            sep = "\n"
-        first, last = split_app(first_app), split_app(last_app)
-        if first is None or last is None or first[0] != last[0] or last[1] - first[1] != n - 1:
-            return None
-        prefix = first[0].replace("%", "%%")
-        template = (prefix + "%d\n").encode() if type(sep) is bytes else prefix + "%d\n"
-        if sep.join(apps) + sep != template * n % tuple(range(first[1], first[1] + n)):
-            return None
+            found = _known_run(apps)
+            if found is None:
+                return None
+        first_app, last_app = found
+        total = sum(map(len, payloads))
         members = rec.members
         if members is not None:
             # A multicast sender's own record: its send run, then its loopback deliver run.
             send = run_event(
-                rec.t, rec.node, rec.proto, "send", None, None, rec.first_seqno, n, 0, first_app, last_app, members
+                rec.t, rec.node, rec.proto, "send", None, None, rec.first_seqno, n, total, first_app, last_app, members
             )
-            total = send["bytes"] = sum(map(len, payloads))
             deliver = run_event(
                 rec.t, rec.node, rec.proto, "deliver", rec.node, None, rec.first_seqno, n, total, first_app, last_app
             )
             return self._encoder.encode(send) + "\n" + self._encoder.encode(deliver)
         ev = run_event(
-            rec.t, rec.node, rec.proto, rec.kind, rec.peer, rec.conn_id, rec.first_seqno, n,
-            sum(map(len, payloads)), first_app, last_app,
-        )  # fmt: skip
+            rec.t, rec.node, rec.proto, rec.kind, rec.peer, rec.conn_id, rec.first_seqno, n, total, first_app, last_app
+        )
         return self._encoder.encode(ev)
 
     def _record_block(self, rec: DataEvents) -> bytes | None:
