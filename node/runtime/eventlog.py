@@ -15,8 +15,9 @@ are read at fixed offsets by struct, not sliced payload by payload. Any other ev
 the json encoder.
 
 A record of two or more messages whose app ids are consecutive in one stream (a workload batch's
-always are: checked byte column by byte column over the payloads, _stream_run) is written as one run line (schema version 2, node/events.py, docs/event-log.md) instead
-of a line per message; a record that is not is written as the run lines of its consecutive pieces.
+always are: checked byte column by byte column over the payloads, _stream_run) is written as one
+run line (schema version 2, node/events.py, docs/event-log.md) instead of a line per message; a
+record that is not is written as the run lines of its consecutive pieces.
 `runs=False` keeps one line per message (version 1).
 
 The file is opened for appending: a restarted node (a new incarnation) continues its own log.
