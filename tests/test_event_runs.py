@@ -256,4 +256,10 @@ def test_node_log_checks_every_app_id_of_a_stream_run():
                 bad[i] = make_payloads(b"A:1:", first + i, first + i, 100)[0]
             if bad != payloads:
                 assert _stream_run(bad) is None, (first, count, i, how)
-    assert _stream_run(make_payloads(b"A:0:", 95, 104, 100)) is None  # ids of two lengths: pieces
+    # Numbers that gain a digit inside the batch: checked piece by piece, still one run.
+    assert _stream_run(make_payloads(b"A:0:", 1, 1024, 100)) == ("A:0:1", "A:0:1024")
+    gained = make_payloads(b"A:0:", 95, 104, 100)
+    assert _stream_run(gained) == ("A:0:95", "A:0:104")
+    assert _stream_run(gained[:4] + gained[5:] + gained[4:5]) is None
+    assert _stream_run(gained[:5] + make_payloads(b"A:0:", 101, 105, 100)) is None  # 99 -> 101
+    assert _stream_run(make_payloads(b"A:0:", 95, 99, 100) + make_payloads(b"A:1:", 100, 104, 100)) is None

@@ -67,25 +67,42 @@ def _interleave(*columns: Any) -> tuple[Any, ...]:
 
 def _stream_run(payloads: list[bytes]) -> tuple[str, str] | None:
     """(first app id, last app id) when the payloads are workload payloads of one size whose app
-    ids (node.message.app_payload) are "P" + n, "P" + (n+1), ... of one length; else None.
+    ids (node.message.app_payload) are "P" + n, "P" + (n+1), ...; else None.
 
     Checked column by column over the payloads' concatenation: one strided slice per byte of the
     id, compared with what that column must hold (the prefix's byte, or the digit of n+i at that
-    place: digit_column), so the cost per message is a few bytes of C, not a Python step."""
+    place: digit_column), so the cost per message is a few bytes of C, not a Python step. A
+    batch whose numbers gain a digit (9999 -> 10000) is checked piece by piece, each of one length."""
     n = len(payloads)
     first = payloads[0]
     size = len(first)
-    if size < 3 or size < 3 + first[2] or list(map(len, payloads)).count(size) != n:
+    if size < 3 or list(map(len, payloads)).count(size) != n:
         return None
-    length = first[2]
     joined = b"".join(payloads)
-    if joined[::size] != b"S" * n or joined[1::size] != b"B" * n or joined[2::size] != first[2:3] * n:
+    if joined[::size] != b"S" * n or joined[1::size] != b"B" * n:
         return None
-    head, tail = first[3 : 3 + length], payloads[-1][3 : 3 + length]
+    lengths = joined[2::size]
+    start, prefix, expect = 0, None, None
+    while start < n:
+        length = lengths[start]
+        end = n - len(lengths[start:].lstrip(bytes((length,))))
+        piece = _stream_piece(joined[start * size : end * size], end - start, size, length)
+        if piece is None or (prefix is not None and (piece[0] != prefix or piece[1] != expect)):
+            return None
+        prefix, expect = piece[0], piece[1] + end - start
+        start = end
+    return first[3 : 3 + first[2]].decode(), payloads[-1][3 : 3 + payloads[-1][2]].decode()
+
+
+def _stream_piece(joined: bytes, n: int, size: int, length: int) -> tuple[bytes, int] | None:
+    """(prefix, first number) of n payloads of `size` bytes, concatenated, whose app ids are all
+    `length` bytes long and "P" + n0, "P" + (n0+1), ...; else None."""
+    if size < 3 + length:
+        return None
+    head, tail = joined[3 : 3 + length], joined[(n - 1) * size + 3 : (n - 1) * size + 3 + length]
     if not head.isascii() or not tail.isascii():
         return None
-    first_app, last_app = head.decode(), tail.decode()
-    a, b = split_app(first_app), split_app(last_app)
+    a, b = split_app(head.decode()), split_app(tail.decode())
     if a is None or b is None or a[0] != b[0] or b[1] - a[1] != n - 1:
         return None
     prefix, n0 = a[0].encode(), a[1]
@@ -96,7 +113,7 @@ def _stream_run(payloads: list[bytes]) -> tuple[str, str] | None:
     for j in range(width):
         if joined[3 + len(prefix) + j :: size] != digit_column(n0, n, 10 ** (width - 1 - j)):
             return None
-    return first_app, last_app
+    return prefix, n0
 
 
 def _known_run(apps: list[str]) -> tuple[str, str] | None:
