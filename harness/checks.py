@@ -1011,7 +1011,7 @@ class _NoErrors:
     def see_other(self, ev: dict) -> None:
         if _is_harness(ev):
             return
-        self.judged += 1
+        self.judged += run_message_count(ev)
         if ev["kind"] == "error":
             self.count += 1
             if len(self.errors) < FIRST_FEW:
@@ -1062,12 +1062,13 @@ def check_resync_traffic(events: list[dict], bound: int | None = None) -> CheckR
             continue
         a, b = sorted((ev["node"], ev["peer"]))
         info = pairs.setdefault((a, b), {"messages": 0, "bytes": 0, "by_kind": {}, "first_t": ev["t"]})
-        info["messages"] += 1
+        messages = run_message_count(ev)
+        info["messages"] += messages
         info["bytes"] += int(ev.get("bytes") or 0)
         what = ev["kind"] if ev["kind"] != "retransmit" else f"retransmit({ev.get('reason')})"
         if ev.get("phase"):
             what = f"{what}:{ev['phase']}"
-        info["by_kind"][what] = info["by_kind"].get(what, 0) + 1
+        info["by_kind"][what] = info["by_kind"].get(what, 0) + messages
         info["last_t"] = ev["t"]
     return resync_traffic_result({f"{a}<->{b}": info for (a, b), info in sorted(pairs.items())}, bound, predicates)
 

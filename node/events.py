@@ -25,6 +25,8 @@ line: `last_seqno` and `last_app` (the last message's seqno and app id), `count`
 messages) and `bytes` (the sum of their payloads). Its messages have the seqnos seqno..last_seqno
 and the app ids "S:K:n" .. "S:K:last_n" of one stream, both consecutive, so
 last_seqno - seqno + 1 == count == last_n - n + 1; a line breaking that is rejected (validate_run).
+A batch's retransmissions and drops may be run lines too ("retransmit", "drop": the first line's
+fields with last_seqno and count; bytes and app/last_app only where the messages have them).
 Every other line keeps "v": 1, so a version-1 log is a version-2 log without runs, and a reader
 of version 1 refuses a run line instead of misreading it. A writer may write either form.
 """
@@ -39,8 +41,9 @@ EVENT_VERSION = 1
 # The version of a run line (one line for a run of sends or deliveries); every other line is 1.
 RUN_VERSION = 2
 EVENT_VERSIONS = (EVENT_VERSION, RUN_VERSION)
-# The kinds a run line may have.
-RUN_KINDS = ("send", "deliver")
+# The kinds a run line may have; those of the first group always carry app ids (and bytes).
+APP_RUN_KINDS = ("send", "deliver")
+RUN_KINDS = (*APP_RUN_KINDS, "retransmit", "drop")
 
 # kind -> what it records: the kinds any stack may write (the application boundary, the fault
 # layer, the drivers, and the flow events every reliable protocol shares and the checkers read).
@@ -337,9 +340,11 @@ def is_run(ev: dict[str, Any]) -> bool:
 
 def run_problem(ev: dict[str, Any]) -> str | None:
     """What is wrong with a run line (a gap or an excess inside it), or None when it is sound."""
-    if ev.get("kind") not in RUN_KINDS:
-        return f"a run line must be one of {', '.join(RUN_KINDS)}, not {ev.get('kind')!r}"
-    for key in ("seqno", "last_seqno", "count", "bytes", "app", "last_app"):
+    kind = ev.get("kind")
+    if kind not in RUN_KINDS:
+        return f"a run line must be one of {', '.join(RUN_KINDS)}, not {kind!r}"
+    needed = ("seqno", "last_seqno", "count", "bytes", "app", "last_app") if kind in APP_RUN_KINDS else _RUN_NEEDS
+    for key in needed:
         if key not in ev:
             return f"run line lacks {key!r}"
     count, seqno, last_seqno = ev["count"], ev["seqno"], ev["last_seqno"]
@@ -347,12 +352,19 @@ def run_problem(ev: dict[str, Any]) -> str | None:
         return "a run line's seqno, last_seqno and count must be integers, count at least 1"
     if last_seqno - seqno + 1 != count:
         return f"seqnos {seqno}..{last_seqno} are not {count} messages"
+    if ("app" in ev) != ("last_app" in ev):
+        return "a run line has both app and last_app or neither"
+    if "app" not in ev:
+        return None
     first, last = split_app(ev["app"]), split_app(ev["last_app"])
     if first is None or last is None or first[0] != last[0]:
         return f"app ids {ev['app']!r}..{ev['last_app']!r} are not one stream's"
     if last[1] - first[1] + 1 != count:
         return f"app ids {ev['app']!r}..{ev['last_app']!r} are not {count} messages"
     return None
+
+
+_RUN_NEEDS = ("seqno", "last_seqno", "count")
 
 
 def expand_run(ev: dict[str, Any]) -> list[dict[str, Any]]:
@@ -364,17 +376,19 @@ def expand_run(ev: dict[str, Any]) -> list[dict[str, Any]]:
     problem = run_problem(ev)
     if problem is not None:
         raise ValueError(f"{ev.get('kind')} run at {ev.get('node')} t={ev.get('t')}: {problem}")
-    prefix, n0 = split_app(ev["app"])  # type: ignore[misc]  # run_problem checked it
+    split = split_app(ev["app"]) if "app" in ev else None
     count, seqno = ev["count"], ev["seqno"]
-    share, extra = divmod(ev["bytes"], count)
+    share, extra = divmod(ev["bytes"], count) if "bytes" in ev else (None, 0)
     base = {k: v for k, v in ev.items() if k not in ("last_seqno", "last_app", "count")}
     base["v"] = EVENT_VERSION
     out = []
     for i in range(count):
         one = dict(base)
         one["seqno"] = seqno + i
-        one["bytes"] = share + (1 if i < extra else 0)
-        one["app"] = f"{prefix}{n0 + i}"
+        if share is not None:
+            one["bytes"] = share + (1 if i < extra else 0)
+        if split is not None:
+            one["app"] = f"{split[0]}{split[1] + i}"
         out.append(one)
     return out
 
@@ -397,25 +411,17 @@ _RUN_SAME = ("t", "node", "proto", "kind", "peer", "conn_id", "members")
 
 
 def compact_runs(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Events with every sequence of two or more consecutive v1 send (or deliver) dicts that
-    share their time, node, connection and destination, with consecutive seqnos and app ids of
-    one stream, replaced by its run line: what a writer that logged them one by one would have
-    written as runs. Other events are left as they are, in order."""
+    """Events with every sequence of two or more consecutive v1 events of one run kind that agree
+    in everything but seqno, bytes and app id, with consecutive seqnos (and app ids of one stream,
+    where they have them), replaced by its run line: what a writer that logged them one by one
+    would have written as runs. Other events are left as they are, in order."""
     out: list[dict[str, Any]] = []
     group: list[dict[str, Any]] = []
     last: tuple[Any, ...] | None = None
 
     def close() -> None:
         if len(group) > 1:
-            first = group[0]
-            total = sum(ev.get("bytes", 0) for ev in group)
-            out.append(
-                run_event(
-                    first["t"], first["node"], first["proto"], first["kind"], first.get("peer"),
-                    first.get("conn_id"), first["seqno"], len(group), total, first["app"], group[-1]["app"],
-                    first.get("members"),
-                )
-            )  # fmt: skip
+            out.append(_run_of(group))
         else:
             out.extend(group)
         group.clear()
@@ -428,7 +434,12 @@ def compact_runs(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
             last = None
             out.append(ev)
             continue
-        if group and not (key[0] == last[0] and key[1] == last[1] + 1 and key[2] == last[2] and key[3] == last[3] + 1):  # type: ignore[index]
+        if group and not (
+            key[0] == last[0]  # type: ignore[index]
+            and key[1] == last[1] + 1  # type: ignore[index]
+            and key[2] == last[2]  # type: ignore[index]
+            and (key[3] is None or key[3] == last[3] + 1)  # type: ignore[index]
+        ):
             close()
         group.append(ev)
         last = key
@@ -437,22 +448,66 @@ def compact_runs(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
+def _run_of(group: list[dict[str, Any]]) -> dict[str, Any]:
+    """The run line of v1 events that _run_key says form one run."""
+    first = group[0]
+    count = len(group)
+    if first["kind"] in APP_RUN_KINDS:
+        total = sum(ev["bytes"] for ev in group)
+        return run_event(
+            first["t"], first["node"], first["proto"], first["kind"], first.get("peer"),
+            first.get("conn_id"), first["seqno"], count, total, first["app"], group[-1]["app"], first.get("members"),
+        )  # fmt: skip
+    # Another run kind: the first event's fields in its order, with the run's next to them.
+    run: dict[str, Any] = {}
+    for key, value in first.items():
+        if key == "v":
+            run["v"] = RUN_VERSION
+        elif key == "seqno":
+            run["seqno"] = value
+            run["last_seqno"] = value + count - 1
+            run["count"] = count
+        elif key == "bytes":
+            run["bytes"] = sum(ev["bytes"] for ev in group)
+        elif key == "app":
+            run["app"] = value
+            run["last_app"] = group[-1]["app"]
+        else:
+            run[key] = value
+    return run
+
+
 def _run_key(ev: dict[str, Any]) -> tuple[Any, ...] | None:
-    """(what a run shares, seqno, app prefix, app n) of a v1 send or deliver that may join a run,
-    else None (an event with other keys than a data event's, or an app id of another form)."""
-    if ev.get("kind") not in RUN_KINDS or ev.get("v") != EVENT_VERSION or "seqno" not in ev or "bytes" not in ev:
+    """(what a run shares, seqno, app prefix, app n or None) of a v1 event that may join a run,
+    else None (not a run kind, an app id of another form, a field a run cannot carry)."""
+    kind = ev.get("kind")
+    if kind not in RUN_KINDS or ev.get("v") != EVENT_VERSION or type(ev.get("seqno")) is not int:
         return None
-    if not set(ev) <= _DATA_EVENT_KEYS:
+    if "bytes" in ev and type(ev["bytes"]) is not int:
         return None
-    split = split_app(ev.get("app"))
-    if split is None or type(ev["seqno"]) is not int or type(ev["bytes"]) is not int:
-        return None
-    members = ev.get("members")
-    same = tuple(ev.get(k) for k in _RUN_SAME[:-1]) + ((tuple(members),) if members is not None else (None,))
-    return same, ev["seqno"], split[0], split[1]
+    app = ev.get("app")
+    split = split_app(app) if app is not None else None
+    if kind in APP_RUN_KINDS:
+        if not set(ev) <= _DATA_EVENT_KEYS or split is None or "bytes" not in ev:
+            return None
+        members = ev.get("members")
+        same = tuple(ev.get(k) for k in _RUN_SAME[:-1]) + ((tuple(members),) if members is not None else (None,))
+        return same, ev["seqno"], split[0], split[1]
+    if app is not None and split is None or "count" in ev or "last_seqno" in ev or "last_app" in ev:
+        return None  # a drop with a count aggregates drops already (node/dropagg.py)
+    same = tuple(
+        (key, tuple(map(_frozen, value)) if type(value) is list else value)
+        for key, value in ev.items()
+        if key not in ("seqno", "bytes", "app")
+    ) + (("bytes" in ev, app is not None),)
+    return same, ev["seqno"], split[0] if split else None, split[1] if split else None
 
 
 _DATA_EVENT_KEYS = frozenset(("v", "t", "node", "proto", "kind", "peer", "seqno", "conn_id", "bytes", "app", "members"))
+
+
+def _frozen(value: Any) -> Any:
+    return tuple(value) if type(value) is list else value
 
 
 def unpack_events(events: list[Any]) -> list[dict[str, Any]]:

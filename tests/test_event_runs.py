@@ -263,3 +263,36 @@ def test_node_log_checks_every_app_id_of_a_stream_run():
     assert _stream_run(gained[:4] + gained[5:] + gained[4:5]) is None
     assert _stream_run(gained[:5] + make_payloads(b"A:0:", 101, 105, 100)) is None  # 99 -> 101
     assert _stream_run(make_payloads(b"A:0:", 95, 99, 100) + make_payloads(b"A:1:", 100, 104, 100)) is None
+
+
+def test_retransmissions_and_drops_of_a_batch_are_runs_too(tmp_path):
+    """A resent batch and the drops of a window's overflow: one run line each, counted as their
+    messages by the checks that count them (resync_traffic, no_errors) and by the evidence."""
+    from harness.checks import check_resync_traffic
+    from harness.evidence import evidence_lines
+
+    resent = [
+        make_event(2.0, "A", "unicast3", "retransmit", peer="B", seqno=s, conn_id=1, bytes=100, reason="sync")
+        for s in range(10, 20)
+    ]
+    dropped = [
+        make_event(2.1, "B", "unicast3", "drop", peer="A", seqno=s, conn_id=1, type="DATA", reason="duplicate")
+        for s in range(10, 15)
+    ] + [make_event(2.1, "B", "unicast3", "drop", peer="A", seqno=16, conn_id=1, type="DATA", reason="duplicate")]
+    runs = compact_runs(resent + dropped)
+    assert [(ev["kind"], ev.get("count")) for ev in runs] == [("retransmit", 10), ("drop", 5), ("drop", None)]
+    assert runs[0]["bytes"] == 1000 and "bytes" not in runs[1] and runs[1]["last_seqno"] == 14
+    for ev in runs:
+        validate_event(ev)
+    assert expand_runs(runs) == resent + dropped
+    assert check_resync_traffic(runs, 100).to_dict() == check_resync_traffic(resent + dropped, 100).to_dict()
+    assert run_checks(runs, ["no_errors"])[0].judged == 16
+    assert evidence_lines(runs) == evidence_lines(resent + dropped)
+    # The node's log writes them so.
+    loop = asyncio.new_event_loop()
+    try:
+        log = EventLog(tmp_path / "e.jsonl", loop)
+        assert [json.loads(line) for line in log.encode(resent + dropped).decode().splitlines()] == runs
+        log.close()
+    finally:
+        loop.close()

@@ -39,7 +39,7 @@ from operator import attrgetter
 from pathlib import Path
 from typing import Any
 
-from ..events import EVENT_VERSION, DataEvents, run_event, split_app, unpack_events
+from ..events import EVENT_VERSION, DataEvents, compact_runs, run_event, split_app, unpack_events
 
 log = logging.getLogger("node.eventlog")
 
@@ -63,6 +63,37 @@ def _interleave(*columns: Any) -> tuple[Any, ...]:
     for i, column in enumerate(columns):
         out[i::width] = column
     return tuple(out)
+
+
+# The per-message kinds of recovery that come as one dict per message (a resent batch, the drops
+# of a window's overflow): consecutive ones are written as runs too.
+_RECOVERY = frozenset(("retransmit", "drop"))
+
+
+def _compact_recovery(events: list[Any]) -> list[Any]:
+    """The events with each stretch of consecutive retransmit and drop dicts as compact_runs
+    gives it (node/events.py): consecutive seqnos that agree in all else become one run line."""
+    n = len(events)
+    i = 0
+    out: list[Any] | None = None
+    while i < n:
+        ev = events[i]
+        if type(ev) is dict and ev.get("kind") in _RECOVERY:
+            j = i + 1
+            while j < n and type(events[j]) is dict and events[j].get("kind") in _RECOVERY:
+                j += 1
+            if j - i > 1:
+                if out is None:
+                    out = list(events[:i])
+                out.extend(compact_runs(events[i:j]))
+            elif out is not None:
+                out.append(ev)
+            i = j
+            continue
+        if out is not None:
+            out.append(ev)
+        i += 1
+    return events if out is None else out
 
 
 def _stream_run(payloads: list[bytes]) -> tuple[str, str] | None:
@@ -231,6 +262,8 @@ class EventLog:
 
     def encode(self, events: list[dict[str, Any] | DataEvents]) -> bytes:
         """Events as JSON lines (bytes, with a final newline)."""
+        if self.runs:
+            events = _compact_recovery(events)
         enc = self._encoder.encode
         chunks: list[bytes] = []  # runs of lines as bytes, in order
         lines: list[str] = []  # the current run of lines formatted as str
