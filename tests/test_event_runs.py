@@ -238,7 +238,7 @@ def test_node_log_checks_every_app_id_of_a_stream_run():
     rng = random.Random(7)
     for first, count in [(0, 2), (5, 5), (10, 90), (1000, 1024), (123456, 300), (99_990, 10)]:
         payloads = make_payloads(b"A:0:", first, first + count - 1, 100)
-        assert _stream_run(payloads) == (f"A:0:{first}", f"A:0:{first + count - 1}")
+        assert _stream_run(payloads) == (f"A:0:{first}", f"A:0:{first + count - 1}", 100 * count)
         for _ in range(20):
             bad = list(payloads)
             i = rng.randrange(count)
@@ -257,9 +257,9 @@ def test_node_log_checks_every_app_id_of_a_stream_run():
             if bad != payloads:
                 assert _stream_run(bad) is None, (first, count, i, how)
     # Numbers that gain a digit inside the batch: checked piece by piece, still one run.
-    assert _stream_run(make_payloads(b"A:0:", 1, 1024, 100)) == ("A:0:1", "A:0:1024")
+    assert _stream_run(make_payloads(b"A:0:", 1, 1024, 100)) == ("A:0:1", "A:0:1024", 102400)
     gained = make_payloads(b"A:0:", 95, 104, 100)
-    assert _stream_run(gained) == ("A:0:95", "A:0:104")
+    assert _stream_run(gained) == ("A:0:95", "A:0:104", 1000)
     assert _stream_run(gained[:4] + gained[5:] + gained[4:5]) is None
     assert _stream_run(gained[:5] + make_payloads(b"A:0:", 101, 105, 100)) is None  # 99 -> 101
     assert _stream_run(make_payloads(b"A:0:", 95, 99, 100) + make_payloads(b"A:1:", 100, 104, 100)) is None

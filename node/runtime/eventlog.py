@@ -96,8 +96,8 @@ def _compact_recovery(events: list[Any]) -> list[Any]:
     return events if out is None else out
 
 
-def _stream_run(payloads: list[bytes]) -> tuple[str, str] | None:
-    """(first app id, last app id) when the payloads are workload payloads of one size whose app
+def _stream_run(payloads: list[bytes]) -> tuple[str, str, int] | None:
+    """(first app id, last app id, bytes in all) when the payloads are workload payloads of one size whose app
     ids (node.message.app_payload) are "P" + n, "P" + (n+1), ...; else None.
 
     Checked column by column over the payloads' concatenation: one strided slice per byte of the
@@ -122,7 +122,7 @@ def _stream_run(payloads: list[bytes]) -> tuple[str, str] | None:
             return None
         prefix, expect = piece[0], piece[1] + end - start
         start = end
-    return first[3 : 3 + first[2]].decode(), payloads[-1][3 : 3 + payloads[-1][2]].decode()
+    return first[3 : 3 + first[2]].decode(), payloads[-1][3 : 3 + payloads[-1][2]].decode(), len(joined)
 
 
 def _stream_piece(joined: bytes, n: int, size: int, length: int) -> tuple[bytes, int] | None:
@@ -147,7 +147,7 @@ def _stream_piece(joined: bytes, n: int, size: int, length: int) -> tuple[bytes,
     return prefix, n0
 
 
-def _known_run(apps: list[str]) -> tuple[str, str] | None:
+def _known_run(apps: list[str]) -> tuple[str, str, int | None] | None:
     """(first, last) when app ids known as strings are "P" + n, "P" + (n+1), ...; else None."""
     a, b = split_app(apps[0]), split_app(apps[-1])
     if a is None or b is None or a[0] != b[0] or b[1] - a[1] != len(apps) - 1:
@@ -155,7 +155,7 @@ def _known_run(apps: list[str]) -> tuple[str, str] | None:
     template = a[0].replace("%", "%%") + "%d\n"
     if "\n".join(apps) + "\n" != template * len(apps) % tuple(range(a[1], b[1] + 1)):
         return None
-    return apps[0], apps[-1]
+    return apps[0], apps[-1], None
 
 
 _DIGITS = b"0123456789"
@@ -331,7 +331,7 @@ class EventLog:
         msgs = rec.msgs
         n = len(msgs)
         payloads = list(map(_payload_of, msgs))
-        found = _stream_run(payloads)
+        found: tuple[str, str, int | None] | None = _stream_run(payloads)
         if found is None:
             apps = [msg.known_app for msg in msgs]
             if None in apps:
@@ -339,8 +339,9 @@ class EventLog:
             found = _known_run(apps)
             if found is None:
                 return None
-        first_app, last_app = found
-        total = sum(map(len, payloads))
+        first_app, last_app, total = found
+        if total is None:
+            total = sum(map(len, payloads))
         members = rec.members
         if members is not None:
             # A multicast sender's own record: its send run, then its loopback deliver run.
