@@ -129,3 +129,12 @@ def test_a_run_line_with_a_gap_inside_is_quarantined(judged, spark):
     assert verdicts["bad-run"].quarantined == 1
     line = json.dumps(PLANTED["runs-clean"][3], separators=(",", ":"))
     assert classify_line(line)[1] is None
+
+
+def test_timelines_count_a_run_as_its_messages(judged):
+    """The report's timeline of a run with run lines is that of its one-line-per-message twin."""
+    _, _, analysis = judged
+    for name in PLANTED:
+        if name in analysis.timelines and f"{name}-v1" in analysis.timelines:
+            assert analysis.timelines[name] == analysis.timelines[f"{name}-v1"], name
+    assert {"runs-gap", "runs-gap-v1"} <= set(analysis.timelines)
