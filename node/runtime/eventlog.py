@@ -65,6 +65,23 @@ def _interleave(*columns: Any) -> tuple[Any, ...]:
     return tuple(out)
 
 
+class _RunLine:
+    """A DataEvents record already written as its run line (`n`: the messages it stands for)."""
+
+    __slots__ = ("text", "n")
+
+    def __init__(self, text: str, n: int) -> None:
+        self.text = text
+        self.n = n
+
+    def __len__(self) -> int:
+        return self.n
+
+
+_COUNTED = (DataEvents, _RunLine)  # pending entries that count as their messages
+_Pending = dict[str, Any] | DataEvents | _RunLine  # what waits for a flush
+
+
 # The per-message kinds of recovery that come as one dict per message (a resent batch, the drops
 # of a window's overflow): consecutive ones are written as runs too.
 _RECOVERY = frozenset(("retransmit", "drop"))
@@ -203,8 +220,9 @@ class EventLog:
         # Write a batch's run of sends or deliveries as one run line (node/events.py), or, False,
         # one line per message (schema version 1, as a reader of version 1 needs).
         self.runs = runs
-        self._pending: list[dict[str, Any] | DataEvents] = []
-        self._pending_n = 0  # events in _pending, a record counting as its messages
+        self._pending: list[_Pending] = []
+        self._pending_n = 0  # events in _pending, a record or a run line counting as its messages
+        self._pending_lines = 0  # entries in _pending (what a flush's duration grows with)
         self._timer: asyncio.TimerHandle | None = None
         self._soon: asyncio.Handle | None = None
         self._encoder = json.JSONEncoder(separators=(",", ":"), check_circular=False, allow_nan=False)
@@ -223,10 +241,21 @@ class EventLog:
         self.extend([event])
 
     def extend(self, events: list[dict[str, Any] | DataEvents]) -> None:
-        self._pending.extend(events)
-        self._pending_n += sum(len(ev) if type(ev) is DataEvents else 1 for ev in events)
-        if self._pending_n >= self._batch and self._soon is None and not self.closed:
+        pending: list[_Pending] = events  # type: ignore[assignment]  # a list is invariant; only read here
+        if self.runs:
+            pending = [self._as_run(ev) if type(ev) is DataEvents and len(ev.msgs) > 1 else ev for ev in events]
+        self._pending.extend(pending)
+        self._pending_n += sum(len(ev) if type(ev) in _COUNTED else 1 for ev in pending)
+        self._pending_lines += len(pending)
+        if self._pending_lines >= self._batch and self._soon is None and not self.closed:
             self._soon = self._loop.call_soon(self._flush_soon)
+
+    def _as_run(self, rec: DataEvents) -> _RunLine | DataEvents:
+        """A record's run line, made now while its messages are fresh in the CPU's caches (at a
+        flush, a tenth of a second later, they are not: several times the cost); the record
+        itself when it is not one run. The line holds no message, so they are freed now too."""
+        line = self._record_run(rec)
+        return rec if line is None else _RunLine(line, len(rec))
 
     # ---- output -------------------------------------------------------------------------------
 
@@ -247,6 +276,7 @@ class EventLog:
             return
         events, self._pending = self._pending, []
         count, self._pending_n = self._pending_n, 0
+        self._pending_lines = 0
         try:
             data = self.encode(events)
         except (TypeError, ValueError) as exc:
@@ -260,7 +290,7 @@ class EventLog:
             self.write_errors += count
             log.error("event log %s: write failed: %s (%d events lost)", self.path, exc, count)
 
-    def encode(self, events: list[dict[str, Any] | DataEvents]) -> bytes:
+    def encode(self, events: list[_Pending] | list[dict[str, Any] | DataEvents]) -> bytes:
         """Events as JSON lines (bytes, with a final newline)."""
         if self.runs:
             events = _compact_recovery(events)
@@ -273,6 +303,9 @@ class EventLog:
         lv = lnode = lproto = lkind = lpeer = lconn = None
         head = after_t = after_seqno = prefix = ""
         for ev in events:
+            if isinstance(ev, _RunLine):
+                append(ev.text)
+                continue
             if isinstance(ev, DataEvents):
                 if self.runs and len(ev.msgs) > 1:
                     run = self._record_run(ev)
@@ -487,14 +520,18 @@ class EventLog:
         self._parts[key] = parts
         return parts
 
-    def _encode_tolerant(self, events: list[dict[str, Any] | DataEvents]) -> bytes:
+    def _encode_tolerant(self, events: list[_Pending]) -> bytes:
         out = []
-        for ev in unpack_events(events):
+        entry: Any
+        for entry in unpack_events(events):
+            if isinstance(entry, _RunLine):
+                out.append(entry.text)
+                continue
             try:
-                out.append(self._encoder.encode(ev))
+                out.append(self._encoder.encode(entry))
             except (TypeError, ValueError) as exc:
                 self.write_errors += 1
-                log.error("event log: dropping an event that is not JSON (%s): %r", exc, ev)
+                log.error("event log: dropping an event that is not JSON (%s): %r", exc, entry)
         out.append("")
         return "\n".join(out).encode()
 
