@@ -223,8 +223,12 @@ class _Redeliveries:
         self._closed: dict[tuple[str, str], int] = {}
         # (sender, receiver) -> current send-window lifetime (a new one restarts seqnos at 1).
         self._lifetime: dict[tuple[str, str], int] = {}
-        # (sender, receiver, app) -> (lifetime, seqno), from the sender's send events.
-        self._sent: dict[tuple[str, str, str], tuple[int, int]] = {}
+        # (sender, receiver, app) -> (lifetime, seqno, order), from the sender's send events; a run
+        # line's sends as one entry, (sender, receiver, "S:K:") -> [(n0, n1, lifetime, seqno of n0,
+        # order)]: `order` counts sends, so the later of two sends of one app id is the one kept.
+        self._sent: dict[tuple[str, str, str], tuple[int, int, int]] = {}
+        self._sent_runs: dict[tuple[str, str, str], list[tuple[int, int, int, int, int]]] = {}
+        self._order = 0
         # (sender, receiver, lifetime) -> (t, highest seqno acked by then), one entry per rise.
         self._acked: dict[tuple[str, str, int], list[tuple[float, int]]] = {}
 
@@ -236,6 +240,8 @@ class _Redeliveries:
         """Had the sender seen `app` acked before time t? An ACK at the very same time cannot be
         told from one the delivery itself caused (a zero-latency link), so it does not count."""
         where = self._sent.get((sender, receiver, app))
+        if self._sent_runs:
+            where = _later_send(where, self._sent_runs, sender, receiver, app)
         if where is None:
             return False
         rises = self._acked.get((sender, receiver, where[0]), ())
@@ -248,7 +254,19 @@ class _Redeliveries:
         peer, app = ev.get("peer"), ev.get("app")
         if peer is not None and app is not None and "seqno" in ev:
             key = (ev["node"], peer)
-            self._sent[(ev["node"], peer, app)] = (self._lifetime.get(key, 0), ev["seqno"])
+            self._order += 1
+            self._sent[(ev["node"], peer, app)] = (self._lifetime.get(key, 0), ev["seqno"], self._order)
+
+    def see_send_run(self, run: dict) -> None:
+        """see_send for every message of a run line (node/events.py), as one entry."""
+        peer = run.get("peer")
+        if peer is None:
+            return
+        prefix, _, raw_n = run["app"].rpartition(":")
+        n0 = int(raw_n)
+        self._order += 1
+        entry = (n0, n0 + run["count"] - 1, self._lifetime.get((run["node"], peer), 0), run["seqno"], self._order)
+        self._sent_runs.setdefault((run["node"], peer, prefix), []).append(entry)
 
     def see_other(self, ev: dict) -> None:
         """Keep the state up to date with an event that is neither a send nor a delivery."""
@@ -283,6 +301,28 @@ class _Redeliveries:
     @staticmethod
     def cause(before: tuple[int, int], now: tuple[int, int]) -> str:
         return "receiver_restarted" if now[0] != before[0] else "window_closed"
+
+
+def _later_send(
+    where: tuple[int, int, int] | None,
+    runs: dict[tuple[str, str, str], list[tuple[int, int, int, int, int]]],
+    sender: str,
+    receiver: str,
+    app: str,
+) -> tuple[int, int, int] | None:
+    """The later of `where` (a single send of `app`) and the latest run line that sent it, as
+    (lifetime, seqno, order): the send _Redeliveries.acked asks about."""
+    prefix, _, raw_n = app.rpartition(":")
+    entries = runs.get((sender, receiver, prefix))
+    if not entries or not raw_n.isdigit():
+        return where
+    n = int(raw_n)
+    for n0, n1, lifetime, seqno, order in reversed(entries):
+        if n0 <= n <= n1:
+            if where is None or order > where[2]:
+                return (lifetime, seqno + n - n0, order)
+            return where
+    return where
 
 
 # ---- fifo -------------------------------------------------------------------------------------
@@ -1411,6 +1451,7 @@ def _walk(ordered: list[dict], names: list[str], bound: float) -> dict[str, Chec
             on_other.append(check.see_other)
     if errors is not None:
         on_other.append(errors.see_other)
+    whole = _whole_run_handlers(walk if (fifo or dups) else None, synced)
     hot_judged = 0  # sends and deliveries that no_errors judges (node events, never errors)
     for ev in ordered:
         kind = ev["kind"]
@@ -1423,7 +1464,7 @@ def _walk(ordered: list[dict], names: list[str], bound: float) -> dict[str, Chec
                 see(ev)
             continue
         if ev.get("v") == RUN_VERSION:
-            hot_judged += _see_run(ev, hot, errors is not None)
+            hot_judged += _see_run(ev, hot, whole, errors is not None)
             continue
         if errors is not None and ev["node"] != _HARNESS and ev["proto"] != _HARNESS:
             hot_judged += 1
@@ -1435,13 +1476,35 @@ def _walk(ordered: list[dict], names: list[str], bound: float) -> dict[str, Chec
     return {name: check.result() for name, check in found.items() if check is not None}
 
 
-def _see_run(run: dict, hot: list[Callable[[dict], None]], judge_errors: bool) -> int:
-    """Feed a run line's messages (node/events.py) to the checks that read sends or deliveries,
-    one at a time, each made only for that moment, so the log never holds one per message.
-    Returns how many no_errors judges (the messages of a node's run)."""
-    for one in _run_messages(run):
-        for see in hot:
-            see(one)
+def _whole_run_handlers(walk: _Redeliveries | None, synced: _WindowsSynced | None) -> dict[Callable, Callable]:
+    """The handlers of sends or deliveries that take a run line (node/events.py) as it is, by
+    the per-message handler they stand in for: what they keep of a run is one entry (the sends
+    a redelivery is judged against) or nothing per message (who had traffic)."""
+    whole: dict[Callable, Callable] = {}
+    if walk is not None:
+        whole[walk.see_send] = walk.see_send_run
+    if synced is not None:
+        whole[synced.see_send] = synced.see_send
+        whole[synced.see_deliver] = synced.see_deliver
+    return whole
+
+
+def _see_run(run: dict, hot: list[Callable[[dict], None]], whole: dict[Callable, Callable], judge_errors: bool) -> int:
+    """Feed a run line (node/events.py) to the checks that read sends or deliveries: whole to
+    those that take it so, its messages one at a time to the others, each made only for that
+    moment, so the log never holds one per message. Returns how many no_errors judges (the
+    messages of a node's run)."""
+    problem = run_problem(run)
+    if problem is not None:
+        raise ValueError(f"{run['kind']} run at {run['node']} t={run['t']}: {problem}")
+    each = [see for see in hot if see not in whole]
+    for see in hot:
+        if see in whole:
+            whole[see](run)
+    if each:
+        for one in _run_messages(run):
+            for see in each:
+                see(one)
     return run["count"] if judge_errors and run["node"] != _HARNESS and run["proto"] != _HARNESS else 0
 
 

@@ -296,3 +296,22 @@ def test_retransmissions_and_drops_of_a_batch_are_runs_too(tmp_path):
         log.close()
     finally:
         loop.close()
+
+
+def test_a_redelivery_after_a_discard_is_judged_against_the_latest_send_of_a_run():
+    """no_duplicates asks whether the sender had seen a message acked before it came again: the
+    send a run line stands for counts, the later of a single send and a run's sending it wins."""
+    ack = make_event(1.5, "A", "unicast3", "ack_rx", peer="B", seqno=300, conn_id=1)
+    restart = [
+        make_event(2.0, "B", "node", "node_stop", reason="kill"),
+        make_event(2.1, "B", "node", "node_start", incarnation=1),
+    ]
+    again = _run(3.0, "deliver", "A", "B", 0, 10)
+    events = _log([_run(1.01, "deliver", "A", "B", 0, 300)])
+    events = events[:-3] + [ack] + restart + [again] + events[-2:]
+    verdict = _both(events)
+    dups = next(v for v in verdict if v["name"] == "no_duplicates")
+    assert not dups["passed"] and dups["details"]["duplicates"] == 10  # acked before: not excused
+    unacked = [ev for ev in events if ev["kind"] != "ack_rx"]
+    dups = next(v for v in _both(unacked) if v["name"] == "no_duplicates")
+    assert dups["passed"] and dups["details"]["redelivered_by_cause"]["receiver_restarted"] == 10
