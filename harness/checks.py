@@ -61,7 +61,7 @@ from __future__ import annotations
 
 import gc
 import operator
-from bisect import bisect_left, bisect_right
+from bisect import bisect_left, bisect_right, insort
 from collections import defaultdict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -409,6 +409,11 @@ class _NoDuplicates:
         self.walk = walk
         # (receiver, sender, app) -> (epoch of the latest delivery, t of the first)
         self.seen: dict[tuple, tuple[tuple[int, int], float]] = {}
+        # What deliver run lines delivered first: (receiver, sender, "S:K") -> sorted intervals
+        # (n0, n1, epoch, t) that never overlap; `seen` holds what single lines did (and any later
+        # epoch of a redelivered app id), for the pairs in _in_dict.
+        self.seen_runs: dict[tuple[str, str, str], list[tuple[int, int, tuple[int, int], float]]] = {}
+        self._in_dict: set[tuple[str, str]] = set()
         self.duplicates: list[dict] = []
         self.causes = dict.fromkeys(REDELIVERY_CAUSES, 0)
         self.count = self.delivered = 0
@@ -417,21 +422,75 @@ class _NoDuplicates:
         return no_duplicates_result(self.delivered, self.count, self.duplicates, self.causes)
 
     def see(self, ev: dict) -> None:
-        walk, seen, duplicates, causes = self.walk, self.seen, self.duplicates, self.causes
         self.delivered += 1
         receiver, app = ev["node"], ev["app"]
         sender = _sender_of(ev)
-        epoch = walk.epoch(receiver, sender)
+        epoch = self.walk.epoch(receiver, sender)
         key = (receiver, sender, app)
-        prev = seen.get(key)
+        prev = self.seen.get(key)
+        if prev is None and self.seen_runs:
+            prev = self._in_runs(key)
         if prev is None:
-            seen[key] = (epoch, ev["t"])
+            self.seen[key] = (epoch, ev["t"])
+            self._in_dict.add((receiver, sender))
             return
+        self._again(key, prev, epoch, ev["t"], ev.get("conn_id"))
+
+    def see_run(self, run: dict) -> None:
+        """see() for each message of a deliver run line (node/events.py), in order: what was not
+        delivered before is kept as one interval per run (seen_runs), not one entry per message."""
+        count, receiver, t = run["count"], run["node"], run["t"]
+        self.delivered += count
+        prefix, _, raw_n = run["app"].rpartition(":")
+        n0 = int(raw_n)
+        n1 = n0 + count - 1
+        sender = run.get("peer") or prefix.rpartition(":")[0]
+        epoch = self.walk.epoch(receiver, sender)
+        intervals = self.seen_runs.setdefault((receiver, sender, prefix), [])
+        if (receiver, sender) not in self._in_dict and (not intervals or intervals[-1][1] < n0):
+            intervals.append((n0, n1, epoch, t))  # nothing of it delivered before: the usual case
+            return
+        fresh: list[tuple[int, int, tuple[int, int], float]] = []
+        start = None  # the first n of the current stretch never delivered before
+        for n in range(n0, n1 + 1):
+            key = (receiver, sender, f"{prefix}:{n}")
+            prev = self.seen.get(key)
+            if prev is None:
+                prev = _interval_at(intervals, n)
+            if prev is None:
+                if start is None:
+                    start = n
+                continue
+            if start is not None:
+                fresh.append((start, n - 1, epoch, t))
+                start = None
+            self._again(key, prev, epoch, t, run.get("conn_id"))
+        if start is not None:
+            fresh.append((start, n1, epoch, t))
+        for interval in fresh:
+            insort(intervals, interval)
+
+    def _in_runs(self, key: tuple[str, str, str]) -> tuple[tuple[int, int], float] | None:
+        """(epoch, t) of the first delivery of an app id, if a run line delivered it."""
+        receiver, sender, app = key
+        prefix, _, raw_n = app.rpartition(":")
+        intervals = self.seen_runs.get((receiver, sender, prefix))
+        if not intervals or not raw_n.isdigit():
+            return None
+        return _interval_at(intervals, int(raw_n))
+
+    def _again(
+        self, key: tuple[str, str, str], prev: tuple[tuple[int, int], float], epoch: tuple[int, int], t: float, conn_id
+    ) -> None:
+        """An app id delivered before (`prev`: the epoch of its latest delivery, the time of its first)."""
+        walk, duplicates = self.walk, self.duplicates
+        receiver, sender, app = key
         discarded = prev[0] != epoch
-        acked = walk.acked(sender, receiver, app, ev["t"])
+        acked = walk.acked(sender, receiver, app, t)
         if discarded and not acked:
-            causes[walk.cause(prev[0], epoch)] += 1
-            seen[key] = (epoch, prev[1])
+            self.causes[walk.cause(prev[0], epoch)] += 1
+            self.seen[key] = (epoch, prev[1])  # read before seen_runs: the latest delivery's epoch
+            self._in_dict.add((receiver, sender))
             return
         self.count += 1
         if len(duplicates) < FIRST_FEW:
@@ -445,13 +504,24 @@ class _NoDuplicates:
                     "receiver": receiver,
                     "incarnation": walk.lives.incarnation_of(receiver),
                     "sender": sender,
-                    "conn_id": ev.get("conn_id"),
+                    "conn_id": conn_id,
                     "app": app,
                     "first_t": prev[1],
-                    "t": ev["t"],
+                    "t": t,
                     "why": why,
                 }
             )
+
+
+def _interval_at(
+    intervals: list[tuple[int, int, tuple[int, int], float]], n: int
+) -> tuple[tuple[int, int], float] | None:
+    """(epoch, t) of the interval (n0, n1, epoch, t) holding n, in a list sorted by n0 of
+    intervals that do not overlap; None when none holds it."""
+    i = bisect_right(intervals, (n, _OPEN)) - 1
+    if i >= 0 and intervals[i][1] >= n:
+        return intervals[i][2], intervals[i][3]
+    return None
 
 
 def no_duplicates_result(delivered: int, count: int, duplicates: list[dict], causes: dict) -> CheckResult:
@@ -1451,7 +1521,7 @@ def _walk(ordered: list[dict], names: list[str], bound: float) -> dict[str, Chec
             on_other.append(check.see_other)
     if errors is not None:
         on_other.append(errors.see_other)
-    whole = _whole_run_handlers(walk if (fifo or dups) else None, synced)
+    whole = _whole_run_handlers(walk if (fifo or dups) else None, synced, dups)
     hot_judged = 0  # sends and deliveries that no_errors judges (node events, never errors)
     for ev in ordered:
         kind = ev["kind"]
@@ -1476,13 +1546,17 @@ def _walk(ordered: list[dict], names: list[str], bound: float) -> dict[str, Chec
     return {name: check.result() for name, check in found.items() if check is not None}
 
 
-def _whole_run_handlers(walk: _Redeliveries | None, synced: _WindowsSynced | None) -> dict[Callable, Callable]:
+def _whole_run_handlers(
+    walk: _Redeliveries | None, synced: _WindowsSynced | None, dups: _NoDuplicates | None
+) -> dict[Callable, Callable]:
     """The handlers of sends or deliveries that take a run line (node/events.py) as it is, by
     the per-message handler they stand in for: what they keep of a run is one entry (the sends
     a redelivery is judged against) or nothing per message (who had traffic)."""
     whole: dict[Callable, Callable] = {}
     if walk is not None:
         whole[walk.see_send] = walk.see_send_run
+    if dups is not None:
+        whole[dups.see] = dups.see_run
     if synced is not None:
         whole[synced.see_send] = synced.see_send
         whole[synced.see_deliver] = synced.see_deliver
