@@ -315,3 +315,39 @@ def test_a_redelivery_after_a_discard_is_judged_against_the_latest_send_of_a_run
     unacked = [ev for ev in events if ev["kind"] != "ack_rx"]
     dups = next(v for v in _both(unacked) if v["name"] == "no_duplicates")
     assert dups["passed"] and dups["details"]["redelivered_by_cause"]["receiver_restarted"] == 10
+
+
+def _single(t: float, n: int) -> dict:
+    return make_event(t, "B", "unicast3", "deliver", peer="A", seqno=n + 1, conn_id=1, bytes=100, app=f"A:0:{n}")
+
+
+@pytest.mark.parametrize(
+    "deliveries",
+    [
+        # single lines, then a run over two of them
+        [_single(1.01 + n / 1000, n) for n in range(5)] + [_run(1.2, "deliver", "A", "B", 3, 297)],
+        # a run, then a single line of one of its messages
+        [_run(1.01, "deliver", "A", "B", 0, 300), _single(1.3, 5)],
+        # two runs with a gap, a run over both and the gap, then a single in the old gap
+        [
+            _run(1.01, "deliver", "A", "B", 0, 10),
+            _run(1.02, "deliver", "A", "B", 20, 10),
+            _run(1.03, "deliver", "A", "B", 5, 21),
+            _single(1.04, 15),
+            _run(1.05, "deliver", "A", "B", 30, 270),
+        ],
+        # redelivered after a restart (excused when unacked), then once more (a duplicate)
+        [
+            _run(1.01, "deliver", "A", "B", 0, 300),
+            make_event(1.2, "B", "node", "node_stop", reason="kill"),
+            make_event(1.3, "B", "node", "node_start", incarnation=1),
+            _run(1.31, "deliver", "A", "B", 290, 10),
+            _single(1.32, 295),
+            _run(1.33, "deliver", "A", "B", 298, 2),
+        ],
+    ],
+)
+def test_duplicates_between_runs_and_single_lines_are_those_of_the_expanded_log(deliveries):
+    log = [ev for ev in _log(deliveries) if ev["kind"] != "ack_rx"]  # nothing acked: excusable
+    dups = next(v for v in _both(log) if v["name"] == "no_duplicates")
+    assert not dups["passed"] or dups["details"]["redelivered_after_reset"], dups
