@@ -53,20 +53,22 @@ A check that judged nothing (no deliveries, no owed message, no window pair, no 
 can never pass on an empty log. Every result carries `judged`, the number of things it judged.
 
 Every check is a single pass over the log with dicts keyed by tuples, so it stays linear on logs of
-millions of events.
+millions of events. A run line (one line for a run of sends or deliveries, node/events.py) is read
+as it is: its messages are made one at a time as the walk reaches it (_see_run), never kept.
 """
 
 from __future__ import annotations
 
 import gc
 import operator
-from bisect import bisect_left, bisect_right
+from bisect import bisect_left, bisect_right, insort
 from collections import defaultdict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from itertools import islice
 from typing import Any
 
+from node.events import EVENT_VERSION, RUN_VERSION, run_problem
 from node.message import parse_app_id
 from node.views import pair_problem
 
@@ -80,6 +82,8 @@ DEFAULT_RECOVERY_BOUND_S = 4.5
 _LIFECYCLE = ("node_start", "node_stop")
 # The node_stop reason of a node stopped gracefully at the end of a live run (node/runtime).
 GRACEFUL_STOP = "stop"
+# The keys of a run line (node/events.py) that its messages do not have.
+_RUN_ONLY = frozenset(("last_seqno", "last_app", "count"))
 # Data-plane events that prove a node held protocol state and so owed a final window snapshot.
 _TRAFFIC = frozenset(("send", "deliver", "ack_tx", "ack_rx"))
 _HARNESS = "harness"
@@ -219,8 +223,12 @@ class _Redeliveries:
         self._closed: dict[tuple[str, str], int] = {}
         # (sender, receiver) -> current send-window lifetime (a new one restarts seqnos at 1).
         self._lifetime: dict[tuple[str, str], int] = {}
-        # (sender, receiver, app) -> (lifetime, seqno), from the sender's send events.
-        self._sent: dict[tuple[str, str, str], tuple[int, int]] = {}
+        # (sender, receiver, app) -> (lifetime, seqno, order), from the sender's send events; a run
+        # line's sends as one entry, (sender, receiver, "S:K:") -> [(n0, n1, lifetime, seqno of n0,
+        # order)]: `order` counts sends, so the later of two sends of one app id is the one kept.
+        self._sent: dict[tuple[str, str, str], tuple[int, int, int]] = {}
+        self._sent_runs: dict[tuple[str, str, str], list[tuple[int, int, int, int, int]]] = {}
+        self._order = 0
         # (sender, receiver, lifetime) -> (t, highest seqno acked by then), one entry per rise.
         self._acked: dict[tuple[str, str, int], list[tuple[float, int]]] = {}
 
@@ -232,6 +240,8 @@ class _Redeliveries:
         """Had the sender seen `app` acked before time t? An ACK at the very same time cannot be
         told from one the delivery itself caused (a zero-latency link), so it does not count."""
         where = self._sent.get((sender, receiver, app))
+        if self._sent_runs:
+            where = _later_send(where, self._sent_runs, sender, receiver, app)
         if where is None:
             return False
         rises = self._acked.get((sender, receiver, where[0]), ())
@@ -244,7 +254,19 @@ class _Redeliveries:
         peer, app = ev.get("peer"), ev.get("app")
         if peer is not None and app is not None and "seqno" in ev:
             key = (ev["node"], peer)
-            self._sent[(ev["node"], peer, app)] = (self._lifetime.get(key, 0), ev["seqno"])
+            self._order += 1
+            self._sent[(ev["node"], peer, app)] = (self._lifetime.get(key, 0), ev["seqno"], self._order)
+
+    def see_send_run(self, run: dict) -> None:
+        """see_send for every message of a run line (node/events.py), as one entry."""
+        peer = run.get("peer")
+        if peer is None:
+            return
+        prefix, _, raw_n = run["app"].rpartition(":")
+        n0 = int(raw_n)
+        self._order += 1
+        entry = (n0, n0 + run["count"] - 1, self._lifetime.get((run["node"], peer), 0), run["seqno"], self._order)
+        self._sent_runs.setdefault((run["node"], peer, prefix), []).append(entry)
 
     def see_other(self, ev: dict) -> None:
         """Keep the state up to date with an event that is neither a send nor a delivery."""
@@ -279,6 +301,28 @@ class _Redeliveries:
     @staticmethod
     def cause(before: tuple[int, int], now: tuple[int, int]) -> str:
         return "receiver_restarted" if now[0] != before[0] else "window_closed"
+
+
+def _later_send(
+    where: tuple[int, int, int] | None,
+    runs: dict[tuple[str, str, str], list[tuple[int, int, int, int, int]]],
+    sender: str,
+    receiver: str,
+    app: str,
+) -> tuple[int, int, int] | None:
+    """The later of `where` (a single send of `app`) and the latest run line that sent it, as
+    (lifetime, seqno, order): the send _Redeliveries.acked asks about."""
+    prefix, _, raw_n = app.rpartition(":")
+    entries = runs.get((sender, receiver, prefix))
+    if not entries or not raw_n.isdigit():
+        return where
+    n = int(raw_n)
+    for n0, n1, lifetime, seqno, order in reversed(entries):
+        if n0 <= n <= n1:
+            if where is None or order > where[2]:
+                return (lifetime, seqno + n - n0, order)
+            return where
+    return where
 
 
 # ---- fifo -------------------------------------------------------------------------------------
@@ -365,6 +409,11 @@ class _NoDuplicates:
         self.walk = walk
         # (receiver, sender, app) -> (epoch of the latest delivery, t of the first)
         self.seen: dict[tuple, tuple[tuple[int, int], float]] = {}
+        # What deliver run lines delivered first: (receiver, sender, "S:K") -> sorted intervals
+        # (n0, n1, epoch, t) that never overlap; `seen` holds what single lines did (and any later
+        # epoch of a redelivered app id), for the pairs in _in_dict.
+        self.seen_runs: dict[tuple[str, str, str], list[tuple[int, int, tuple[int, int], float]]] = {}
+        self._in_dict: set[tuple[str, str]] = set()
         self.duplicates: list[dict] = []
         self.causes = dict.fromkeys(REDELIVERY_CAUSES, 0)
         self.count = self.delivered = 0
@@ -373,21 +422,75 @@ class _NoDuplicates:
         return no_duplicates_result(self.delivered, self.count, self.duplicates, self.causes)
 
     def see(self, ev: dict) -> None:
-        walk, seen, duplicates, causes = self.walk, self.seen, self.duplicates, self.causes
         self.delivered += 1
         receiver, app = ev["node"], ev["app"]
         sender = _sender_of(ev)
-        epoch = walk.epoch(receiver, sender)
+        epoch = self.walk.epoch(receiver, sender)
         key = (receiver, sender, app)
-        prev = seen.get(key)
+        prev = self.seen.get(key)
+        if prev is None and self.seen_runs:
+            prev = self._in_runs(key)
         if prev is None:
-            seen[key] = (epoch, ev["t"])
+            self.seen[key] = (epoch, ev["t"])
+            self._in_dict.add((receiver, sender))
             return
+        self._again(key, prev, epoch, ev["t"], ev.get("conn_id"))
+
+    def see_run(self, run: dict) -> None:
+        """see() for each message of a deliver run line (node/events.py), in order: what was not
+        delivered before is kept as one interval per run (seen_runs), not one entry per message."""
+        count, receiver, t = run["count"], run["node"], run["t"]
+        self.delivered += count
+        prefix, _, raw_n = run["app"].rpartition(":")
+        n0 = int(raw_n)
+        n1 = n0 + count - 1
+        sender = run.get("peer") or prefix.rpartition(":")[0]
+        epoch = self.walk.epoch(receiver, sender)
+        intervals = self.seen_runs.setdefault((receiver, sender, prefix), [])
+        if (receiver, sender) not in self._in_dict and (not intervals or intervals[-1][1] < n0):
+            intervals.append((n0, n1, epoch, t))  # nothing of it delivered before: the usual case
+            return
+        fresh: list[tuple[int, int, tuple[int, int], float]] = []
+        start = None  # the first n of the current stretch never delivered before
+        for n in range(n0, n1 + 1):
+            key = (receiver, sender, f"{prefix}:{n}")
+            prev = self.seen.get(key)
+            if prev is None:
+                prev = _interval_at(intervals, n)
+            if prev is None:
+                if start is None:
+                    start = n
+                continue
+            if start is not None:
+                fresh.append((start, n - 1, epoch, t))
+                start = None
+            self._again(key, prev, epoch, t, run.get("conn_id"))
+        if start is not None:
+            fresh.append((start, n1, epoch, t))
+        for interval in fresh:
+            insort(intervals, interval)
+
+    def _in_runs(self, key: tuple[str, str, str]) -> tuple[tuple[int, int], float] | None:
+        """(epoch, t) of the first delivery of an app id, if a run line delivered it."""
+        receiver, sender, app = key
+        prefix, _, raw_n = app.rpartition(":")
+        intervals = self.seen_runs.get((receiver, sender, prefix))
+        if not intervals or not raw_n.isdigit():
+            return None
+        return _interval_at(intervals, int(raw_n))
+
+    def _again(
+        self, key: tuple[str, str, str], prev: tuple[tuple[int, int], float], epoch: tuple[int, int], t: float, conn_id
+    ) -> None:
+        """An app id delivered before (`prev`: the epoch of its latest delivery, the time of its first)."""
+        walk, duplicates = self.walk, self.duplicates
+        receiver, sender, app = key
         discarded = prev[0] != epoch
-        acked = walk.acked(sender, receiver, app, ev["t"])
+        acked = walk.acked(sender, receiver, app, t)
         if discarded and not acked:
-            causes[walk.cause(prev[0], epoch)] += 1
-            seen[key] = (epoch, prev[1])
+            self.causes[walk.cause(prev[0], epoch)] += 1
+            self.seen[key] = (epoch, prev[1])  # read before seen_runs: the latest delivery's epoch
+            self._in_dict.add((receiver, sender))
             return
         self.count += 1
         if len(duplicates) < FIRST_FEW:
@@ -401,13 +504,24 @@ class _NoDuplicates:
                     "receiver": receiver,
                     "incarnation": walk.lives.incarnation_of(receiver),
                     "sender": sender,
-                    "conn_id": ev.get("conn_id"),
+                    "conn_id": conn_id,
                     "app": app,
                     "first_t": prev[1],
-                    "t": ev["t"],
+                    "t": t,
                     "why": why,
                 }
             )
+
+
+def _interval_at(
+    intervals: list[tuple[int, int, tuple[int, int], float]], n: int
+) -> tuple[tuple[int, int], float] | None:
+    """(epoch, t) of the interval (n0, n1, epoch, t) holding n, in a list sorted by n0 of
+    intervals that do not overlap; None when none holds it."""
+    i = bisect_right(intervals, (n, _OPEN)) - 1
+    if i >= 0 and intervals[i][1] >= n:
+        return intervals[i][2], intervals[i][3]
+    return None
 
 
 def no_duplicates_result(delivered: int, count: int, duplicates: list[dict], causes: dict) -> CheckResult:
@@ -1007,7 +1121,7 @@ class _NoErrors:
     def see_other(self, ev: dict) -> None:
         if _is_harness(ev):
             return
-        self.judged += 1
+        self.judged += run_message_count(ev)
         if ev["kind"] == "error":
             self.count += 1
             if len(self.errors) < FIRST_FEW:
@@ -1058,12 +1172,13 @@ def check_resync_traffic(events: list[dict], bound: int | None = None) -> CheckR
             continue
         a, b = sorted((ev["node"], ev["peer"]))
         info = pairs.setdefault((a, b), {"messages": 0, "bytes": 0, "by_kind": {}, "first_t": ev["t"]})
-        info["messages"] += 1
+        messages = run_message_count(ev)
+        info["messages"] += messages
         info["bytes"] += int(ev.get("bytes") or 0)
         what = ev["kind"] if ev["kind"] != "retransmit" else f"retransmit({ev.get('reason')})"
         if ev.get("phase"):
             what = f"{what}:{ev['phase']}"
-        info["by_kind"][what] = info["by_kind"].get(what, 0) + 1
+        info["by_kind"][what] = info["by_kind"].get(what, 0) + messages
         info["last_t"] = ev["t"]
     return resync_traffic_result({f"{a}<->{b}": info for (a, b), info in sorted(pairs.items())}, bound, predicates)
 
@@ -1118,7 +1233,7 @@ def check_xmit_traffic(events: list[dict], bound: int | None = None) -> CheckRes
         if _is_harness(ev):
             continue
         if ev["kind"] == "send" and ev.get("app") is not None:
-            sent += 1
+            sent += run_message_count(ev)
             continue
         proto = ev["proto"]
         if proto not in predicates:
@@ -1406,6 +1521,7 @@ def _walk(ordered: list[dict], names: list[str], bound: float) -> dict[str, Chec
             on_other.append(check.see_other)
     if errors is not None:
         on_other.append(errors.see_other)
+    whole = _whole_run_handlers(walk if (fifo or dups) else None, synced, dups)
     hot_judged = 0  # sends and deliveries that no_errors judges (node events, never errors)
     for ev in ordered:
         kind = ev["kind"]
@@ -1417,6 +1533,9 @@ def _walk(ordered: list[dict], names: list[str], bound: float) -> dict[str, Chec
             for see in on_other:
                 see(ev)
             continue
+        if ev.get("v") == RUN_VERSION:
+            hot_judged += _see_run(ev, hot, whole, errors is not None)
+            continue
         if errors is not None and ev["node"] != _HARNESS and ev["proto"] != _HARNESS:
             hot_judged += 1
         for see in hot:
@@ -1425,6 +1544,66 @@ def _walk(ordered: list[dict], names: list[str], bound: float) -> dict[str, Chec
         errors.judged += hot_judged
     found = {"fifo": fifo, "no_duplicates": dups, "no_loss": loss, "windows_synced": synced, "no_errors": errors}
     return {name: check.result() for name, check in found.items() if check is not None}
+
+
+def _whole_run_handlers(
+    walk: _Redeliveries | None, synced: _WindowsSynced | None, dups: _NoDuplicates | None
+) -> dict[Callable, Callable]:
+    """The handlers of sends or deliveries that take a run line (node/events.py) as it is, by
+    the per-message handler they stand in for: what they keep of a run is one entry (the sends
+    a redelivery is judged against) or nothing per message (who had traffic)."""
+    whole: dict[Callable, Callable] = {}
+    if walk is not None:
+        whole[walk.see_send] = walk.see_send_run
+    if dups is not None:
+        whole[dups.see] = dups.see_run
+    if synced is not None:
+        whole[synced.see_send] = synced.see_send
+        whole[synced.see_deliver] = synced.see_deliver
+    return whole
+
+
+def _see_run(run: dict, hot: list[Callable[[dict], None]], whole: dict[Callable, Callable], judge_errors: bool) -> int:
+    """Feed a run line (node/events.py) to the checks that read sends or deliveries: whole to
+    those that take it so, its messages one at a time to the others, each made only for that
+    moment, so the log never holds one per message. Returns how many no_errors judges (the
+    messages of a node's run)."""
+    problem = run_problem(run)
+    if problem is not None:
+        raise ValueError(f"{run['kind']} run at {run['node']} t={run['t']}: {problem}")
+    each = [see for see in hot if see not in whole]
+    for see in hot:
+        if see in whole:
+            whole[see](run)
+    if each:
+        for one in _run_messages(run):
+            for see in each:
+                see(one)
+    return run["count"] if judge_errors and run["node"] != _HARNESS and run["proto"] != _HARNESS else 0
+
+
+def _run_messages(run: dict) -> Iterable[dict]:
+    """A run line's messages as the one-per-message events a version-1 log has (their bytes an
+    even share of the run's), made one by one; a run line that contradicts itself raises."""
+    problem = run_problem(run)
+    if problem is not None:
+        raise ValueError(f"{run['kind']} run at {run['node']} t={run['t']}: {problem}")
+    prefix, _, raw_n = run["app"].rpartition(":")
+    n0, seqno, count = int(raw_n), run["seqno"], run["count"]
+    share, extra = divmod(run["bytes"], count)
+    base = {key: value for key, value in run.items() if key not in _RUN_ONLY}
+    base["v"] = EVENT_VERSION
+    for i in range(count):
+        one = base.copy()
+        one["seqno"] = seqno + i
+        one["bytes"] = share + 1 if i < extra else share
+        one["app"] = f"{prefix}:{n0 + i}"
+        yield one
+
+
+def run_message_count(ev: dict) -> int:
+    """How many messages an event stands for: a run line's count, else 1."""
+    return ev["count"] if ev.get("v") == RUN_VERSION else 1
 
 
 def judged_summary(results: Iterable[CheckResult]) -> str:

@@ -204,6 +204,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_mutants_command(sub, positive_int, non_negative_int)
 
+    # log: a run directory's events, run lines expanded (harness/logcmd.py).
+    from harness.logcmd import add_command as add_log_command
+
+    add_log_command(sub)
+
     # `splitbrain node ARGS` hands ARGS to the daemon untouched (main() does it before argparse),
     # so `splitbrain node --help` is the daemon's own help. This entry only lists the command.
     sub.add_parser(

@@ -118,7 +118,7 @@ class Cell:
 
 def measure(data: dict, seed: int) -> dict:
     """One simulator run of a scenario dict with `seed`: outcome and numbers."""
-    from harness.checks import check_resync_traffic, run_checks, run_scenario_checks
+    from harness.checks import check_resync_traffic, run_checks, run_message_count, run_scenario_checks
     from harness.scenario import parse_scenario
     from harness.sim import Simulation
 
@@ -138,7 +138,7 @@ def measure(data: dict, seed: int) -> dict:
         "resync_msgs": traffic["messages"],
         "resync_bytes": sum(p["bytes"] for p in traffic["pairs"].values()),
         "sync_time": windows.get("max_sync_time"),
-        "retransmits": sum(1 for ev in events if ev["kind"] == "retransmit"),
+        "retransmits": sum(run_message_count(ev) for ev in events if ev["kind"] == "retransmit"),
     }
 
 

@@ -3,6 +3,10 @@
 A run directory looks like runs/<name>/{scenario.yaml, nodes/<node>/events.jsonl, timeline.jsonl,
 verdict.json}. `read_run` merges every node's log with the harness timeline into one list sorted
 by time; the sort is stable, so events with equal times keep the order they were written in.
+
+Logs may hold run lines (one line for a run of sends or deliveries, node/events.py): they are
+read as they are, never expanded (node.events.expand_runs does that for who needs one event
+per message); a run line that contradicts itself is refused with its file and line.
 """
 
 from __future__ import annotations
@@ -12,6 +16,8 @@ import os
 import re
 from collections.abc import Iterable
 from pathlib import Path
+
+from node.events import RUN_VERSION, run_problem
 
 try:  # the `fast` extra; without it every line goes through json.dumps
     import orjson
@@ -121,6 +127,12 @@ def read_events(path: str | os.PathLike) -> list[dict]:
             t = ev.get("t")
             if isinstance(t, bool) or not isinstance(t, (int, float)):
                 raise EventLogError(f"{path}:{lineno}: event has no numeric 't'")
+            # A run line stands for many messages: one that contradicts itself (a gap inside it)
+            # would make every checker count the wrong messages, so it is refused here.
+            if ev.get("v") == RUN_VERSION:
+                problem = run_problem(ev)
+                if problem is not None:
+                    raise EventLogError(f"{path}:{lineno}: bad run line: {problem}")
             events.append(ev)
     return events
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections import defaultdict
 
 from node import protocols
+from node.events import RUN_VERSION
 
 TAIL_S = 5  # seconds at the end of the run shown per second
 MAX_LINES = 8
@@ -30,10 +31,11 @@ def evidence_lines(events: list[dict]) -> list[str]:
         kind = ev["kind"]
         if kind in kinds and "peer" in ev:
             key = (ev["node"], ev["peer"], kind)
-            total[key] += 1
+            n = ev["count"] if ev.get("v") == RUN_VERSION else 1  # a run line: its messages
+            total[key] += n
             back = int(end - ev["t"])
             if back < TAIL_S:
-                tail[key][TAIL_S - 1 - back] += 1
+                tail[key][TAIL_S - 1 - back] += n
         elif kind == "window" and ev.get("final") and "peer" in ev:
             finals.append(ev)
     lines = []

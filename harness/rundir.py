@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING
 
 from harness import eventlog
 from harness.scenario import Scenario
+from node.events import RUN_VERSION, compact_runs
 
 if TYPE_CHECKING:
     from harness.runner import LiveResult
@@ -169,7 +170,8 @@ def write_scenario(run_dir: Path, scenario: Scenario) -> None:
 def write_events(run_dir: Path, node_events: dict[str, list[dict]], timeline: list[dict]) -> None:
     """nodes/<name>/events.jsonl for every node and timeline.jsonl."""
     for name, events in node_events.items():
-        eventlog.write_events(run_dir / "nodes" / name / "events.jsonl", events)
+        # Runs of sends and deliveries as one line each (node/events.py), as a live node writes.
+        eventlog.write_events(run_dir / "nodes" / name / "events.jsonl", compact_runs(events))
     eventlog.write_events(run_dir / "timeline.jsonl", timeline)
 
 
@@ -205,10 +207,12 @@ def count_messages(events: list[dict]) -> tuple[int, int]:
     for ev in events:
         kind = ev["kind"]
         if "app" in ev:
+            # A run line (node/events.py) stands for `count` messages.
+            n = ev["count"] if ev.get("v") == RUN_VERSION else 1
             if kind == "send":
-                sent += 1
+                sent += n
             elif kind == "deliver":
-                delivered += 1
+                delivered += n
     return sent, delivered
 
 

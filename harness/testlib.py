@@ -451,9 +451,11 @@ class SplitbrainCluster:
         """Stop the cluster (once) and return the merged event log of the run."""
         if self.events_ is None:
             from harness.eventlog import read_run
+            from node.events import expand_runs
 
             self.stop()
-            self.events_ = read_run(self.run_dir)
+            # One event per message, run lines (node/events.py) expanded: what a test counts.
+            self.events_ = expand_runs(read_run(self.run_dir))
         return self.events_
 
     def check(self, *names: str) -> list:

@@ -1,4 +1,4 @@
-"""The event-log schema (version 1) shared by every driver and every checker.
+"""The event-log schema (version 2) shared by every driver and every checker.
 
 Event kinds: CORE_EVENT_KINDS here, plus those each protocol registers (node/protocols.py).
 
@@ -17,15 +17,33 @@ sender. A STABLE round's `stable_tx` / `stable_rx` carry `digest`.
 `links`, on the harness timeline's fault_on / fault_off: the directed links ("A->B") the fault cuts
 (a partition, a pause, total loss, an unbounded in-process drop), so that no_loss knows when two
 nodes could talk without reading the scenario.
+
+Runs (schema version 2, docs/event-log.md): the sends of one batch on one connection, or the
+deliveries of one batch from one sender, may be one *run line* instead of one line per message.
+A run line is a `send` or `deliver` with "v": 2 and, besides the fields of its first message's
+line: `last_seqno` and `last_app` (the last message's seqno and app id), `count` (the number of
+messages) and `bytes` (the sum of their payloads). Its messages have the seqnos seqno..last_seqno
+and the app ids "S:K:n" .. "S:K:last_n" of one stream, both consecutive, so
+last_seqno - seqno + 1 == count == last_n - n + 1; a line breaking that is rejected (validate_run).
+A batch's retransmissions and drops may be run lines too ("retransmit", "drop": the first line's
+fields with last_seqno and count; bytes and app/last_app only where the messages have them).
+Every other line keeps "v": 1, so a version-1 log is a version-2 log without runs, and a reader
+of version 1 refuses a run line instead of misreading it. A writer may write either form.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from .message import app_id_of
 
 EVENT_VERSION = 1
+# The version of a run line (one line for a run of sends or deliveries); every other line is 1.
+RUN_VERSION = 2
+EVENT_VERSIONS = (EVENT_VERSION, RUN_VERSION)
+# The kinds a run line may have; those of the first group always carry app ids (and bytes).
+APP_RUN_KINDS = ("send", "deliver")
+RUN_KINDS = (*APP_RUN_KINDS, "retransmit", "drop")
 
 # kind -> what it records: the kinds any stack may write (the application boundary, the fault
 # layer, the drivers, and the flow events every reliable protocol shares and the checkers read).
@@ -91,6 +109,9 @@ OPTIONAL_FIELD_TYPES = {
     "origin": "str",
     # A STABLE digest: one "sender:seqno" item per sender (highest delivered), split on the last ':'.
     "digest": "strlist",
+    # A run line (RUN_VERSION): its last message's seqno and app id ("count" is its messages).
+    "last_seqno": "int",
+    "last_app": "str",
 }
 FIELD_TYPES = {"v": "int", "t": "float", "node": "str", "proto": "str", "kind": "str", **OPTIONAL_FIELD_TYPES}
 _PY_TYPES = {"str": str, "int": int, "float": float, "bool": bool, "ranges": list, "strlist": list}
@@ -217,6 +238,277 @@ class DataEvents:
     def __len__(self) -> int:
         return len(self.msgs) if self.members is None else 2 * len(self.msgs)
 
+    def run_dicts(self) -> list[dict[str, Any]]:
+        """The record's events in the run form: each maximal piece of two or more messages whose
+        app ids are consecutive in one stream one run line, every other message its v1 dict, in
+        the order of dicts(). A multicast sender's own record gives its send run, then its
+        loopback deliver run, per piece."""
+        apps = [msg.known_app or app_id_of(msg.payload) for msg in self.msgs]
+        sizes = [len(msg.payload) for msg in self.msgs]
+        pieces = app_pieces(apps)
+        if len(pieces) == len(apps):  # no two consecutive app ids: nothing to gain
+            return self.dicts()
+        out: list[dict[str, Any]] = []
+        t, node, proto, members = self.t, self.node, self.proto, self.members
+        for start, end in pieces:
+            seqno = self.first_seqno + start
+            if end - start == 1:
+                one = DataEvents(
+                    t, node, proto, self.kind, self.peer, self.conn_id, seqno, self.msgs[start:end], members
+                )
+                out.extend(one.dicts())
+                continue
+            count, total = end - start, sum(sizes[start:end])
+            first_app, last_app = cast(str, apps[start]), cast(str, apps[end - 1])  # a piece's have ids
+            if members is not None:
+                out.append(
+                    run_event(t, node, proto, "send", None, None, seqno, count, total, first_app, last_app, members)
+                )
+                out.append(run_event(t, node, proto, "deliver", node, None, seqno, count, total, first_app, last_app))
+            else:
+                out.append(
+                    run_event(
+                        t, node, proto, self.kind, self.peer, self.conn_id, seqno, count, total, first_app, last_app
+                    )
+                )
+        return out
+
+
+def run_event(
+    t: float,
+    node: str,
+    proto: str,
+    kind: str,
+    peer: str | None,
+    conn_id: int | None,
+    seqno: int,
+    count: int,
+    total_bytes: int,
+    app: str,
+    last_app: str,
+    members: list[str] | None = None,
+) -> dict[str, Any]:
+    """One run line (RUN_VERSION) in its key order: a multicast send has `members` and no peer;
+    an event without a conn_id (a multicast's) leaves it out."""
+    ev: dict[str, Any] = {"v": RUN_VERSION, "t": t, "node": node, "proto": proto, "kind": kind}
+    if members is not None:
+        ev["members"] = members
+    if peer is not None:
+        ev["peer"] = peer
+    ev["seqno"] = seqno
+    ev["last_seqno"] = seqno + count - 1
+    if conn_id is not None:
+        ev["conn_id"] = conn_id
+    ev["count"] = count
+    ev["bytes"] = total_bytes
+    ev["app"] = app
+    ev["last_app"] = last_app
+    return ev
+
+
+def split_app(app: str | None) -> tuple[str, int] | None:
+    """("S:K:", n) of an app id "S:K:n" (n a plain decimal), or None for any other id."""
+    if app is None:
+        return None
+    head, sep, tail = app.rpartition(":")
+    if not sep or not tail.isdigit() or not tail.isascii() or (tail[0] == "0" and len(tail) > 1):
+        return None
+    return head + sep, int(tail)
+
+
+def app_pieces(apps: list[str | None]) -> list[tuple[int, int]]:
+    """[start, end) index ranges covering `apps`: maximal pieces whose app ids are "S:K:n",
+    "S:K:n+1", ... (a message without an app id, or not of that form, is a piece of its own)."""
+    out: list[tuple[int, int]] = []
+    start, prev = 0, None
+    for i, app in enumerate(apps):
+        cur = split_app(app)
+        if prev is None or cur is None or cur[0] != prev[0] or cur[1] != prev[1] + 1:
+            if i:
+                out.append((start, i))
+            start = i
+        prev = cur
+    if apps:
+        out.append((start, len(apps)))
+    return out
+
+
+def is_run(ev: dict[str, Any]) -> bool:
+    """Whether an event is a run line (it stands for `count` messages)."""
+    return ev.get("v") == RUN_VERSION and "last_seqno" in ev
+
+
+def run_problem(ev: dict[str, Any]) -> str | None:
+    """What is wrong with a run line (a gap or an excess inside it), or None when it is sound."""
+    kind = ev.get("kind")
+    if kind not in RUN_KINDS:
+        return f"a run line must be one of {', '.join(RUN_KINDS)}, not {kind!r}"
+    needed = ("seqno", "last_seqno", "count", "bytes", "app", "last_app") if kind in APP_RUN_KINDS else _RUN_NEEDS
+    for key in needed:
+        if key not in ev:
+            return f"run line lacks {key!r}"
+    count, seqno, last_seqno = ev["count"], ev["seqno"], ev["last_seqno"]
+    if not all(type(x) is int for x in (count, seqno, last_seqno)) or count < 1:
+        return "a run line's seqno, last_seqno and count must be integers, count at least 1"
+    if last_seqno - seqno + 1 != count:
+        return f"seqnos {seqno}..{last_seqno} are not {count} messages"
+    if ("app" in ev) != ("last_app" in ev):
+        return "a run line has both app and last_app or neither"
+    if "app" not in ev:
+        return None
+    first, last = split_app(ev["app"]), split_app(ev["last_app"])
+    if first is None or last is None or first[0] != last[0]:
+        return f"app ids {ev['app']!r}..{ev['last_app']!r} are not one stream's"
+    if last[1] - first[1] + 1 != count:
+        return f"app ids {ev['app']!r}..{ev['last_app']!r} are not {count} messages"
+    return None
+
+
+_RUN_NEEDS = ("seqno", "last_seqno", "count")
+
+
+def expand_run(ev: dict[str, Any]) -> list[dict[str, Any]]:
+    """A run line's messages as v1 events (an event that is no run: itself alone). A message's
+    `bytes` is an even share of the run's (the run keeps only the sum), the first ones taking
+    the remainder, so the sum is the run's."""
+    if not is_run(ev):
+        return [ev]
+    problem = run_problem(ev)
+    if problem is not None:
+        raise ValueError(f"{ev.get('kind')} run at {ev.get('node')} t={ev.get('t')}: {problem}")
+    split = split_app(ev["app"]) if "app" in ev else None
+    count, seqno = ev["count"], ev["seqno"]
+    share, extra = divmod(ev["bytes"], count) if "bytes" in ev else (None, 0)
+    base = {k: v for k, v in ev.items() if k not in ("last_seqno", "last_app", "count")}
+    base["v"] = EVENT_VERSION
+    out = []
+    for i in range(count):
+        one = dict(base)
+        one["seqno"] = seqno + i
+        if share is not None:
+            one["bytes"] = share + (1 if i < extra else 0)
+        if split is not None:
+            one["app"] = f"{split[0]}{split[1] + i}"
+        out.append(one)
+    return out
+
+
+def expand_runs(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Events with every run line replaced by its messages (expand_run), in place."""
+    if not any(is_run(ev) for ev in events):
+        return events
+    out: list[dict[str, Any]] = []
+    for ev in events:
+        if is_run(ev):
+            out.extend(expand_run(ev))
+        else:
+            out.append(ev)
+    return out
+
+
+# The keys of a per-message data event that are the same along a run (the others: seqno, bytes, app).
+_RUN_SAME = ("t", "node", "proto", "kind", "peer", "conn_id", "members")
+
+
+def compact_runs(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Events with every sequence of two or more consecutive v1 events of one run kind that agree
+    in everything but seqno, bytes and app id, with consecutive seqnos (and app ids of one stream,
+    where they have them), replaced by its run line: what a writer that logged them one by one
+    would have written as runs. Other events are left as they are, in order."""
+    out: list[dict[str, Any]] = []
+    group: list[dict[str, Any]] = []
+    last: tuple[Any, ...] | None = None
+
+    def close() -> None:
+        if len(group) > 1:
+            out.append(_run_of(group))
+        else:
+            out.extend(group)
+        group.clear()
+
+    for ev in events:
+        key = _run_key(ev)
+        if key is None:
+            if group:
+                close()
+            last = None
+            out.append(ev)
+            continue
+        if group and not (
+            key[0] == last[0]  # type: ignore[index]
+            and key[1] == last[1] + 1  # type: ignore[index]
+            and key[2] == last[2]  # type: ignore[index]
+            and (key[3] is None or key[3] == last[3] + 1)  # type: ignore[index]
+        ):
+            close()
+        group.append(ev)
+        last = key
+    if group:
+        close()
+    return out
+
+
+def _run_of(group: list[dict[str, Any]]) -> dict[str, Any]:
+    """The run line of v1 events that _run_key says form one run."""
+    first = group[0]
+    count = len(group)
+    if first["kind"] in APP_RUN_KINDS:
+        total = sum(ev["bytes"] for ev in group)
+        return run_event(
+            first["t"], first["node"], first["proto"], first["kind"], first.get("peer"),
+            first.get("conn_id"), first["seqno"], count, total, first["app"], group[-1]["app"], first.get("members"),
+        )  # fmt: skip
+    # Another run kind: the first event's fields in its order, with the run's next to them.
+    run: dict[str, Any] = {}
+    for key, value in first.items():
+        if key == "v":
+            run["v"] = RUN_VERSION
+        elif key == "seqno":
+            run["seqno"] = value
+            run["last_seqno"] = value + count - 1
+            run["count"] = count
+        elif key == "bytes":
+            run["bytes"] = sum(ev["bytes"] for ev in group)
+        elif key == "app":
+            run["app"] = value
+            run["last_app"] = group[-1]["app"]
+        else:
+            run[key] = value
+    return run
+
+
+def _run_key(ev: dict[str, Any]) -> tuple[Any, ...] | None:
+    """(what a run shares, seqno, app prefix, app n or None) of a v1 event that may join a run,
+    else None (not a run kind, an app id of another form, a field a run cannot carry)."""
+    kind = ev.get("kind")
+    if kind not in RUN_KINDS or ev.get("v") != EVENT_VERSION or type(ev.get("seqno")) is not int:
+        return None
+    if "bytes" in ev and type(ev["bytes"]) is not int:
+        return None
+    app = ev.get("app")
+    split = split_app(app) if app is not None else None
+    if kind in APP_RUN_KINDS:
+        if not set(ev) <= _DATA_EVENT_KEYS or split is None or "bytes" not in ev:
+            return None
+        members = ev.get("members")
+        same = tuple(ev.get(k) for k in _RUN_SAME[:-1]) + ((tuple(members),) if members is not None else (None,))
+        return same, ev["seqno"], split[0], split[1]
+    if app is not None and split is None or "count" in ev or "last_seqno" in ev or "last_app" in ev:
+        return None  # a drop with a count aggregates drops already (node/dropagg.py)
+    same = tuple(
+        (key, tuple(map(_frozen, value)) if type(value) is list else value)
+        for key, value in ev.items()
+        if key not in ("seqno", "bytes", "app")
+    ) + (("bytes" in ev, app is not None),)
+    return same, ev["seqno"], split[0] if split else None, split[1] if split else None
+
+
+_DATA_EVENT_KEYS = frozenset(("v", "t", "node", "proto", "kind", "peer", "seqno", "conn_id", "bytes", "app", "members"))
+
+
+def _frozen(value: Any) -> Any:
+    return tuple(value) if type(value) is list else value
+
 
 def unpack_events(events: list[Any]) -> list[dict[str, Any]]:
     """Events as dicts: every DataEvents record replaced by its dicts, in place of the record."""
@@ -243,8 +535,14 @@ def validate_event(ev: dict[str, Any]) -> None:
     for key in REQUIRED_FIELDS:
         if key not in ev:
             raise ValueError(f"event lacks required field {key!r}")
-    if ev["v"] != EVENT_VERSION:
+    if ev["v"] not in EVENT_VERSIONS:
         raise ValueError(f"unsupported event version {ev['v']!r}")
+    if ev["v"] == RUN_VERSION:
+        problem = run_problem(ev)
+        if problem is not None:
+            raise ValueError(problem)
+    elif "last_seqno" in ev or "last_app" in ev:
+        raise ValueError(f"last_seqno and last_app belong to run lines (v {RUN_VERSION})")
     from .protocols import event_kinds
 
     if ev["kind"] not in event_kinds():

@@ -43,6 +43,7 @@ def result_rows(events: DataFrame, cached: list | None = None) -> DataFrame:
         keep.append(df)
         return df
 
+    events = C.per_message(events)  # the metrics are per message: run lines as their messages
     summ = cache(C.summary(events))
     life = cache(C.lives(summ))
     heal = cache(C.heals(summ))

@@ -37,6 +37,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from harness.checks import GRACEFUL_STOP
+from node.events import RUN_VERSION
 
 LIFECYCLE = ("node_start", "node_stop")
 TRAFFIC = ("send", "deliver", "ack_tx", "ack_rx")
@@ -84,6 +85,32 @@ def union_rows(parts: list[DataFrame]) -> DataFrame:
 
 RARE_KINDS = ("window", "node_start", "node_stop", "conn_state", "fault_on", "fault_off", "block", "unblock")
 _KEY = ("run_id", "node", "peer", "kind")
+
+
+def per_message(events: DataFrame) -> DataFrame:
+    """The events with each run line (one row for a run of messages, node/events.py) as one row
+    per message, as pipeline.runwise.result_parts reads them: seqno and app id counted up from
+    the run's first, bytes an even share (the first ones taking the remainder), v 1. The metrics
+    are per message (a latency per app id); the warehouse keeps the run as its one row."""
+    is_run = F.col("v") == RUN_VERSION
+    single = events.where(F.coalesce(~is_run, F.lit(True)))
+    i = F.col("_i")
+    tail = F.substring_index(F.col("app"), ":", -1)
+    prefix = F.expr("substring(app, 1, length(app) - length(substring_index(app, ':', -1)))")
+    share = F.floor(F.col("bytes") / F.col("count")) + F.when(i < F.col("bytes") % F.col("count"), 1).otherwise(0)
+    runs = (
+        events.where(is_run)
+        .withColumn("_i", F.explode(F.sequence(F.lit(0).cast("long"), F.col("count") - 1)))
+        .withColumn("app", F.when(F.col("app").isNotNull(), F.concat(prefix, (tail.cast("long") + i).cast("string"))))
+        .withColumn("seqno", F.col("seqno") + i)
+        .withColumn("bytes", F.when(F.col("bytes").isNotNull(), share.cast("long")))
+        .withColumn("v", F.lit(1).cast("long"))
+        .withColumn("count", F.lit(None).cast("long"))
+        .withColumn("last_seqno", F.lit(None).cast("long"))
+        .withColumn("last_app", F.lit(None).cast("string"))
+        .drop("_i")
+    )
+    return single.unionByName(runs)
 
 
 def multiplicity() -> Column:

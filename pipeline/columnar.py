@@ -17,7 +17,8 @@ The run is walked in run_checks' order: the stored `seq` order, stably re-sorted
 not monotonic in it (harness.checks._ordered). Where a rule needs what the kernel does not
 compute, `judge_table` says why and returns no results, and the caller judges that run with the
 exact per-event path (pipeline.tasks): the bounded checks (resync_traffic, xmit_traffic),
-multicast sends (no_loss' view and join-digest excuses) and an app id not in the nodes'
+run lines (one row for a run of messages, node/events.py: the exact path's checks read them as
+they are), multicast sends (no_loss' view and join-digest excuses) and an app id not in the nodes'
 "origin:stream:n" form with canonical numbers.
 """
 
@@ -199,6 +200,8 @@ def judge_table(
     why = _unsupported_checks(names)
     if why is None:
         why = _unorderable(table)
+    if why is None:
+        why = _has_run_lines(table)
     if why is not None:
         FALLBACKS[why] += 1
         return None, why
@@ -223,6 +226,13 @@ class _Fallback(Exception):
 def _unsupported_checks(names) -> str | None:
     other = [n for n in names if n not in KERNEL_CHECKS]
     return f"checks the kernel does not compute: {', '.join(other)}" if other else None
+
+
+def _has_run_lines(table: pa.Table) -> str | None:
+    """Run lines (node/events.py) go to the exact path, whose checks read them as they are."""
+    if "v" in table.column_names and pc.any(pc.equal(table.column("v"), S.RUN_VERSION)).as_py():
+        return "run lines"
+    return None
 
 
 def _unorderable(table: pa.Table) -> str | None:

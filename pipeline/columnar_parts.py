@@ -18,10 +18,12 @@ import math
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from harness.checks import GRACEFUL_STOP
 
 from . import runwise as R
+from . import schema as S
 from .columnar import _bools, _count_before, _is_identity, _Strings
 from .columnar_apps import AppIds, encoded, equals, one_array
 
@@ -32,6 +34,8 @@ def parts_of_table(table: pa.Table, apps: AppIds | None = None) -> dict[str, lis
     """runwise.result_parts of the run's stored events (strings plain or as dictionaries; `apps`
     its app column's AppIds, shared with pipeline.columnar), or None where it must walk them."""
     n = table.num_rows
+    if "v" in table.column_names and pc.any(pc.equal(table.column("v"), S.RUN_VERSION)).as_py():
+        return None  # run lines (node/events.py): result_parts counts their messages
     seq = one_array(table.column("seq")).to_numpy()
     order = np.argsort(seq, kind="stable")
     if n == 0 or (np.diff(seq[order]) <= 0).any():

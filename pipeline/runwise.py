@@ -26,10 +26,11 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 from harness.checks import GRACEFUL_STOP, run_checks
+from node import events as node_events
 from node import protocols
 
 from . import schema as S
@@ -157,7 +158,9 @@ def _accepts(ev: Any, kinds: frozenset[str]) -> bool | None:
             if not S.INT64_MIN <= ev[key] <= S.INT64_MAX:
                 return None
     kind = ev["kind"]
-    if ev["v"] != 1 or kind not in kinds:
+    if kind not in kinds:
+        return None
+    if ev["v"] not in S.EVENT_VERSIONS or S.run_line_problem(ev) is not None:
         return None
     if kind == "deliver" and "app" in ev and not _app_ok(ev["app"]):
         return None
@@ -395,6 +398,19 @@ def add_episode(
         )
 
 
+def _messages(events: list[dict]) -> Iterator[dict]:
+    """The events with each run line (node/events.py) as its messages, each with the run's
+    position: the metrics (counts per kind, latency per message) are per message."""
+    for ev in events:
+        if ev.get("v") == S.RUN_VERSION:
+            extra = {key: ev[key] for key in ("_seq", "_fk", "_line", "_src") if key in ev}
+            for one in node_events.expand_run({k: v for k, v in ev.items() if k not in extra}):
+                one.update(extra)
+                yield one
+        else:
+            yield ev
+
+
 def result_parts(events: list[dict]) -> dict[str, list[dict]]:
     """part -> rows for pipeline.verdicts / pipeline.metrics.run_metrics, from ordered events:
     kinds, latency, lat_hist, lat_dst, heal, heal_sync, blocked, stuck (as pipeline.analysis.result_rows).
@@ -406,7 +422,7 @@ def result_parts(events: list[dict]) -> dict[str, list[dict]]:
     bu: dict[str, list] = {}
     flows: list[tuple] = []  # (kind, dst, src, app, seqno, t, o)
     multicast: set[tuple] = set()  # (dst, src, app) of multicasts: latency only, not heal-to-sync
-    for ev in events:
+    for ev in _messages(events):
         kind = ev["kind"]
         node = ev["node"]
         o = ev["_seq"]

@@ -26,6 +26,12 @@ The rules, checked in this order (the first that fails names the reason):
    64 bits, ranges is a list of lists of ints, members a list of strings).
 9. ``malformed app id 'X'``: a deliver event whose app id is not "sender:stream:n" (the harness
    checkers would raise on it).
+10. ``bad run line: ...``: a run line ("v": 2, node/events.py) that contradicts itself (seqnos or
+   app ids that are not `count` messages of one stream: node.events.run_problem's reason), or
+   last_seqno / last_app on a line that is no run.
+
+A run line is stored as it is, one row (seqno .. last_seqno, app .. last_app, count, bytes the
+sum): ingest never expands it into rows. Whoever needs one row per message expands it then.
 
 These are node.events.validate_event's rules made strict where Spark's types are: validate_event
 accepts v=1.0, a non-string node, or members of any type, which a typed column cannot hold.
@@ -47,8 +53,11 @@ from node import protocols
 # Bump when the event schema changes; ingest refuses a warehouse written with another version.
 # 2: fault links, error events, runs' recovery_bound; 3: runs' origin_t; 4: NAKACK2's origin, digest;
 # 5: runs' resync_bound and xmit_bound
-EVENT_SCHEMA_VERSION = 5
-EVENT_VERSION = 1  # the "v" every event of this schema carries
+# 6: run lines (node/events.py RUN_VERSION): last_seqno, last_app
+EVENT_SCHEMA_VERSION = 6
+EVENT_VERSION = 1  # the "v" of every event of this schema but a run line
+RUN_VERSION = node_events.RUN_VERSION  # the "v" of a run line
+EVENT_VERSIONS = node_events.EVENT_VERSIONS
 
 
 def event_kinds() -> tuple[str, ...]:
@@ -254,7 +263,7 @@ def classify_line(line: str) -> tuple[dict | None, str | None]:
             return None, f"missing required field {_q(key)}"
     if not _fits(INT, ev["v"]):
         return None, "field 'v' should be int"
-    if ev["v"] != EVENT_VERSION:
+    if ev["v"] not in EVENT_VERSIONS:
         return None, f"unsupported event version {ev['v']}"
     if not isinstance(ev["kind"], str):
         return None, "field 'kind' should be str"
@@ -268,7 +277,19 @@ def classify_line(line: str) -> tuple[dict | None, str | None]:
             return None, f"field {_q(key)} should be {kind}"
     if ev["kind"] == "deliver" and "app" in ev and not _app_ok(ev["app"]):
         return None, f"malformed app id {_q(ev['app'])}"
+    problem = run_line_problem(ev)
+    if problem is not None:
+        return None, f"bad run line: {problem}"
     return ev, None
+
+
+def run_line_problem(ev: dict) -> str | None:
+    """What makes an event a bad run line (rule 10), or None."""
+    if ev["v"] == RUN_VERSION:
+        return node_events.run_problem(ev)
+    if "last_seqno" in ev or "last_app" in ev:
+        return f"last_seqno and last_app belong to run lines (v {RUN_VERSION})"
+    return None
 
 
 def spark_type_summary() -> dict[str, str]:

@@ -72,8 +72,11 @@ def timeline_data(events: DataFrame, run_ids: list[str], end_times: dict | None 
     last event time, e.g. from the verdicts' metrics) saves a third one."""
     if not run_ids:
         return {}
+    from .checks import per_message
+
     spark = events.sparkSession
-    ev = events.where(F.col("run_id").isin(*run_ids))
+    # A timeline counts messages: run lines (node/events.py) as their messages.
+    ev = per_message(events.where(F.col("run_id").isin(*run_ids)))
     ends = dict(end_times or {})
     if any(ends.get(rid) is None for rid in run_ids):
         ends.update({r["run_id"]: r["t1"] for r in ev.groupBy("run_id").agg(F.max("t").alias("t1")).collect()})
@@ -209,6 +212,9 @@ def timeline_of(events: list[dict]) -> dict:
     (see timeline_from_doc): the same bins, marks and rare events."""
     import math
 
+    from node.events import expand_runs
+
+    events = expand_runs(events)  # a timeline counts messages: run lines as their messages
     end_t = max((e["t"] for e in events), default=0.0)
     width = max(end_t / TIME_BINS, 1e-6)
     rare_kinds = set(protocols.rare_event_kinds())

@@ -157,6 +157,7 @@ def test_node_command_passes_through(tmp_path, capsys):
         ["clean", "--help"],
         ["schema", "--help"],
         ["protocols", "--help"],
+        ["log", "--help"],
     ],
 )
 def test_help_everywhere(argv, capsys):

@@ -31,6 +31,7 @@ from harness.backends.docker import DockerBackend, leftovers, owner_label
 from harness.eventlog import read_events
 from harness.rundir import run_scenario
 from harness.scenario import load_scenario
+from node.events import expand_runs
 from tests.leaks import processes_naming
 
 # The plugin is registered as a pytest11 entry point once installed; before that, ask for it here.
@@ -92,7 +93,8 @@ def explain(outcome) -> str:
 
 
 def events_of(outcome, node: str) -> list[dict]:
-    return read_events(outcome.run_dir / "nodes" / node / "events.jsonl")
+    # Run lines (node/events.py) expanded: the tests count one event per message.
+    return expand_runs(read_events(outcome.run_dir / "nodes" / node / "events.jsonl"))
 
 
 def fault_window(outcome, fault: str) -> tuple[float, float, str]:

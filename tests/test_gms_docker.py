@@ -15,6 +15,7 @@ pytest.importorskip("docker")
 
 from harness.backends.docker import DockerBackend
 from harness.eventlog import read_run
+from node.events import expand_runs
 from tests.test_gms_end_to_end import judge_split, partition_window, run_split
 
 pytestmark = [pytest.mark.docker, pytest.mark.timeout(900)]
@@ -37,7 +38,7 @@ def test_one_way_split_with_iptables_gives_asymmetric_views_then_one_merged_view
     after the heal, windows in sync, every message once and in order; the cut was the kernel's."""
     outcome = run_split("docker", tmp_path, backend_options={"client": docker_backend.client})
     where = judge_split(outcome, DOCKER_MERGE_BOUND_S)
-    events = read_run(outcome.run_dir)
+    events = expand_runs(read_run(outcome.run_dir))  # one event per message
     on_detail = next(e["detail"] for e in events if e["kind"] == "fault_on" and e.get("fault") == "partition")
     assert "[iptables: 1 DROP rule(s) at B]" in on_detail, where
     on, off = partition_window(events)

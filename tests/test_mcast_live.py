@@ -13,6 +13,7 @@ from harness.backends.local import LocalBackend
 from harness.cli import main
 from harness.scenario import load_scenario
 from harness.sim.simulator import simulate
+from node.events import expand_runs
 
 ROOT = Path(__file__).resolve().parents[1]
 local_only = pytest.mark.skipif(not LocalBackend().check()[0], reason="local backend unavailable here")
@@ -21,7 +22,8 @@ local_only = pytest.mark.skipif(not LocalBackend().check()[0], reason="local bac
 def events_of(run_dir: Path) -> list[dict]:
     out = []
     for path in sorted((run_dir / "nodes").glob("*/events.jsonl")):
-        out.extend(json.loads(line) for line in path.read_text().splitlines())
+        # Run lines (node/events.py) expanded: the tests count one event per message.
+        out.extend(expand_runs([json.loads(line) for line in path.read_text().splitlines()]))
     return out
 
 

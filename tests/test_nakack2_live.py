@@ -24,7 +24,7 @@ def kinds_of(run_dir: Path) -> Counter:
     for path in (run_dir / "nodes").glob("*/events.jsonl"):
         for line in path.read_text().splitlines():
             ev = json.loads(line)
-            counts[(ev["proto"], ev["kind"])] += 1
+            counts[(ev["proto"], ev["kind"])] += ev.get("count", 1) if ev["v"] == 2 else 1  # a run line: its messages
     return counts
 
 

@@ -50,7 +50,15 @@ LINES = [
     GOOD.replace("1.5", '"1.5"'),
     GOOD.replace("1.5", "true"),
     GOOD.replace('"t":1.5,', ""),
-    GOOD.replace('"v":1', '"v":2'),
+    GOOD.replace('"v":1', '"v":3'),
+    GOOD.replace('"v":1', '"v":2'),  # a run line without its run fields
+    GOOD.replace('"v":1', '"v":2').replace(
+        '"app":"A:0:2"', '"app":"A:0:2","count":2,"bytes":200,"last_seqno":4,"last_app":"A:0:3"'
+    ),
+    GOOD.replace('"v":1', '"v":2').replace(
+        '"app":"A:0:2"', '"app":"A:0:2","count":2,"bytes":200,"last_seqno":5,"last_app":"A:0:3"'
+    ),
+    GOOD.replace('"app":"A:0:2"', '"app":"A:0:2","last_seqno":3'),
     GOOD.replace('"v":1', '"v":1.0'),
     GOOD.replace('"v":1', '"v":true'),
     GOOD.replace('"v":1,', ""),
@@ -160,7 +168,10 @@ def test_quarantine_rules_match_the_python_reference(spark, tmp_path):
     assert {
         "not a single flat JSON object",
         "t: missing or not a finite number",
-        "unsupported event version 2",
+        "unsupported event version 3",
+        "bad run line: run line lacks 'last_seqno'",
+        "bad run line: seqnos 3..5 are not 2 messages",
+        "bad run line: last_seqno and last_app belong to run lines (v 2)",
         "unknown event kind 'sendx'",
         "unknown event field 'extra'",
         "duplicate field 'peer'",

@@ -29,6 +29,7 @@ from harness.backends.base import ClusterOptions, FaultInjector, NodeHandle, Nod
 from harness.eventlog import write_events
 from harness.scenario import FaultStep, Scenario, Stream
 from node.compose import protocol_layers
+from node.events import compact_runs
 from node.message import parse_app_id
 
 from .cluster import DEAD, PAUSED, SimNode
@@ -125,7 +126,7 @@ class SimCluster:
         paths = {}
         for name, node in self.sim.nodes.items():
             paths[name] = self.run_dir / "nodes" / name / "events.jsonl"
-            write_events(paths[name], node.events)
+            write_events(paths[name], compact_runs(node.events))  # runs as one line, as live nodes write
         self._collected = True
         return paths
 

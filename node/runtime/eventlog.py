@@ -14,6 +14,12 @@ line by line. The app ids of a record whose payloads share one size and one id l
 are read at fixed offsets by struct, not sliced payload by payload. Any other event goes through
 the json encoder.
 
+A record of two or more messages whose app ids are consecutive in one stream (a workload batch's
+always are: checked byte column by byte column over the payloads, _stream_run) is written as one
+run line (schema version 2, node/events.py, docs/event-log.md) instead of a line per message; a
+record that is not is written as the run lines of its consecutive pieces.
+`runs=False` keeps one line per message (version 1).
+
 The file is opened for appending: a restarted node (a new incarnation) continues its own log.
 """
 
@@ -33,7 +39,7 @@ from operator import attrgetter
 from pathlib import Path
 from typing import Any
 
-from ..events import EVENT_VERSION, DataEvents, unpack_events
+from ..events import EVENT_VERSION, DataEvents, compact_runs, run_event, split_app, unpack_events
 
 log = logging.getLogger("node.eventlog")
 
@@ -59,6 +65,141 @@ def _interleave(*columns: Any) -> tuple[Any, ...]:
     return tuple(out)
 
 
+class _RunLine:
+    """A DataEvents record already written as its run line (`n`: the messages it stands for)."""
+
+    __slots__ = ("text", "n")
+
+    def __init__(self, text: str, n: int) -> None:
+        self.text = text
+        self.n = n
+
+    def __len__(self) -> int:
+        return self.n
+
+
+_COUNTED = (DataEvents, _RunLine)  # pending entries that count as their messages
+_Pending = dict[str, Any] | DataEvents | _RunLine  # what waits for a flush
+
+
+# The per-message kinds of recovery that come as one dict per message (a resent batch, the drops
+# of a window's overflow): consecutive ones are written as runs too.
+_RECOVERY = frozenset(("retransmit", "drop"))
+
+
+def _compact_recovery(events: list[Any]) -> list[Any]:
+    """The events with each stretch of consecutive retransmit and drop dicts as compact_runs
+    gives it (node/events.py): consecutive seqnos that agree in all else become one run line."""
+    n = len(events)
+    i = 0
+    out: list[Any] | None = None
+    while i < n:
+        ev = events[i]
+        if type(ev) is dict and ev.get("kind") in _RECOVERY:
+            j = i + 1
+            while j < n and type(events[j]) is dict and events[j].get("kind") in _RECOVERY:
+                j += 1
+            if j - i > 1:
+                if out is None:
+                    out = list(events[:i])
+                out.extend(compact_runs(events[i:j]))
+            elif out is not None:
+                out.append(ev)
+            i = j
+            continue
+        if out is not None:
+            out.append(ev)
+        i += 1
+    return events if out is None else out
+
+
+def _stream_run(payloads: list[bytes]) -> tuple[str, str, int] | None:
+    """(first app id, last app id, bytes in all) when the payloads are workload payloads of one size whose app
+    ids (node.message.app_payload) are "P" + n, "P" + (n+1), ...; else None.
+
+    Checked column by column over the payloads' concatenation: one strided slice per byte of the
+    id, compared with what that column must hold (the prefix's byte, or the digit of n+i at that
+    place: digit_column), so the cost per message is a few bytes of C, not a Python step. A
+    batch whose numbers gain a digit (9999 -> 10000) is checked piece by piece, each of one length."""
+    n = len(payloads)
+    first = payloads[0]
+    size = len(first)
+    if size < 3 or list(map(len, payloads)).count(size) != n:
+        return None
+    joined = b"".join(payloads)
+    if joined[::size] != b"S" * n or joined[1::size] != b"B" * n:
+        return None
+    lengths = joined[2::size]
+    start, prefix, expect = 0, None, None
+    while start < n:
+        length = lengths[start]
+        end = n - len(lengths[start:].lstrip(bytes((length,))))
+        piece = _stream_piece(joined[start * size : end * size], end - start, size, length)
+        if piece is None or (prefix is not None and (piece[0] != prefix or piece[1] != expect)):
+            return None
+        prefix, expect = piece[0], piece[1] + end - start
+        start = end
+    return first[3 : 3 + first[2]].decode(), payloads[-1][3 : 3 + payloads[-1][2]].decode(), len(joined)
+
+
+def _stream_piece(joined: bytes, n: int, size: int, length: int) -> tuple[bytes, int] | None:
+    """(prefix, first number) of n payloads of `size` bytes, concatenated, whose app ids are all
+    `length` bytes long and "P" + n0, "P" + (n0+1), ...; else None."""
+    if size < 3 + length:
+        return None
+    head, tail = joined[3 : 3 + length], joined[(n - 1) * size + 3 : (n - 1) * size + 3 + length]
+    if not head.isascii() or not tail.isascii():
+        return None
+    a, b = split_app(head.decode()), split_app(tail.decode())
+    if a is None or b is None or a[0] != b[0] or b[1] - a[1] != n - 1:
+        return None
+    prefix, n0 = a[0].encode(), a[1]
+    for j, byte in enumerate(prefix):
+        if joined[3 + j :: size] != bytes((byte,)) * n:
+            return None
+    width = length - len(prefix)  # every id has this length, so every number this many digits
+    for j in range(width):
+        if joined[3 + len(prefix) + j :: size] != digit_column(n0, n, 10 ** (width - 1 - j)):
+            return None
+    return prefix, n0
+
+
+def _known_run(apps: list[str]) -> tuple[str, str, int | None] | None:
+    """(first, last) when app ids known as strings are "P" + n, "P" + (n+1), ...; else None."""
+    a, b = split_app(apps[0]), split_app(apps[-1])
+    if a is None or b is None or a[0] != b[0] or b[1] - a[1] != len(apps) - 1:
+        return None
+    template = a[0].replace("%", "%%") + "%d\n"
+    if "\n".join(apps) + "\n" != template * len(apps) % tuple(range(a[1], b[1] + 1)):
+        return None
+    return apps[0], apps[-1], None
+
+
+_DIGITS = b"0123456789"
+
+
+def digit_column(n0: int, n: int, place: int) -> bytes:
+    """The ASCII digit at `place` (1, 10, 100...) of n0, n0+1, ..., n0+n-1, as n bytes."""
+    if place >= n:  # the digit changes at most once over n consecutive numbers
+        before = min(n, place - n0 % place)
+        d0 = _DIGITS[(n0 // place) % 10]
+        d1 = _DIGITS[((n0 + before) // place) % 10]
+        return bytes((d0,)) * before + bytes((d1,)) * (n - before)
+    period = _period(place)  # the column repeats every 10 * place numbers
+    start = n0 % len(period)
+    return (period * ((start + n) // len(period) + 1))[start : start + n]
+
+
+_PERIODS: dict[int, bytes] = {}
+
+
+def _period(place: int) -> bytes:
+    found = _PERIODS.get(place)
+    if found is None:
+        found = _PERIODS[place] = b"".join(bytes((d,)) * place for d in _DIGITS)
+    return found
+
+
 class EventLog:
     """A buffered JSONL writer driven by the event loop (`loop.call_later`), never by a thread."""
 
@@ -68,6 +209,7 @@ class EventLog:
         loop: asyncio.AbstractEventLoop,
         flush_interval_s: float = 0.1,
         batch_events: int = 4096,
+        runs: bool = True,
     ):
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -75,8 +217,12 @@ class EventLog:
         self._loop = loop
         self._interval = flush_interval_s
         self._batch = batch_events
-        self._pending: list[dict[str, Any] | DataEvents] = []
-        self._pending_n = 0  # events in _pending, a record counting as its messages
+        # Write a batch's run of sends or deliveries as one run line (node/events.py), or, False,
+        # one line per message (schema version 1, as a reader of version 1 needs).
+        self.runs = runs
+        self._pending: list[_Pending] = []
+        self._pending_n = 0  # events in _pending, a record or a run line counting as its messages
+        self._pending_lines = 0  # entries in _pending (what a flush's duration grows with)
         self._timer: asyncio.TimerHandle | None = None
         self._soon: asyncio.Handle | None = None
         self._encoder = json.JSONEncoder(separators=(",", ":"), check_circular=False, allow_nan=False)
@@ -95,10 +241,21 @@ class EventLog:
         self.extend([event])
 
     def extend(self, events: list[dict[str, Any] | DataEvents]) -> None:
-        self._pending.extend(events)
-        self._pending_n += sum(len(ev) if type(ev) is DataEvents else 1 for ev in events)
-        if self._pending_n >= self._batch and self._soon is None and not self.closed:
+        pending: list[_Pending] = events  # type: ignore[assignment]  # a list is invariant; only read here
+        if self.runs:
+            pending = [self._as_run(ev) if type(ev) is DataEvents and len(ev.msgs) > 1 else ev for ev in events]
+        self._pending.extend(pending)
+        self._pending_n += sum(len(ev) if type(ev) in _COUNTED else 1 for ev in pending)
+        self._pending_lines += len(pending)
+        if self._pending_lines >= self._batch and self._soon is None and not self.closed:
             self._soon = self._loop.call_soon(self._flush_soon)
+
+    def _as_run(self, rec: DataEvents) -> _RunLine | DataEvents:
+        """A record's run line, made now while its messages are fresh in the CPU's caches (at a
+        flush, a tenth of a second later, they are not: several times the cost); the record
+        itself when it is not one run. The line holds no message, so they are freed now too."""
+        line = self._record_run(rec)
+        return rec if line is None else _RunLine(line, len(rec))
 
     # ---- output -------------------------------------------------------------------------------
 
@@ -119,6 +276,7 @@ class EventLog:
             return
         events, self._pending = self._pending, []
         count, self._pending_n = self._pending_n, 0
+        self._pending_lines = 0
         try:
             data = self.encode(events)
         except (TypeError, ValueError) as exc:
@@ -132,8 +290,10 @@ class EventLog:
             self.write_errors += count
             log.error("event log %s: write failed: %s (%d events lost)", self.path, exc, count)
 
-    def encode(self, events: list[dict[str, Any] | DataEvents]) -> bytes:
+    def encode(self, events: list[_Pending] | list[dict[str, Any] | DataEvents]) -> bytes:
         """Events as JSON lines (bytes, with a final newline)."""
+        if self.runs:
+            events = _compact_recovery(events)
         enc = self._encoder.encode
         chunks: list[bytes] = []  # runs of lines as bytes, in order
         lines: list[str] = []  # the current run of lines formatted as str
@@ -143,7 +303,17 @@ class EventLog:
         lv = lnode = lproto = lkind = lpeer = lconn = None
         head = after_t = after_seqno = prefix = ""
         for ev in events:
+            if isinstance(ev, _RunLine):
+                append(ev.text)
+                continue
             if isinstance(ev, DataEvents):
+                if self.runs and len(ev.msgs) > 1:
+                    run = self._record_run(ev)
+                    if run is None:
+                        lines.extend(map(enc, ev.run_dicts()))
+                    else:
+                        append(run)
+                    continue
                 block = self._record_block(ev)
                 if block is None:
                     self._record_lines(ev, lines)
@@ -186,6 +356,39 @@ class EventLog:
             append("")
             chunks.append("\n".join(lines).encode())
         return b"".join(chunks)
+
+    def _record_run(self, rec: DataEvents) -> str | None:
+        """The record as one run line (node/events.py, RUN_VERSION) when its app ids are "S:K:n"
+        .. "S:K:n+count-1" in order, as a workload stream's are; None otherwise (then the record
+        goes piece by piece through DataEvents.run_dicts)."""
+        msgs = rec.msgs
+        n = len(msgs)
+        payloads = list(map(_payload_of, msgs))
+        found: tuple[str, str, int | None] | None = _stream_run(payloads)
+        if found is None:
+            apps = [msg.known_app for msg in msgs]
+            if None in apps:
+                return None
+            found = _known_run(apps)
+            if found is None:
+                return None
+        first_app, last_app, total = found
+        if total is None:
+            total = sum(map(len, payloads))
+        members = rec.members
+        if members is not None:
+            # A multicast sender's own record: its send run, then its loopback deliver run.
+            send = run_event(
+                rec.t, rec.node, rec.proto, "send", None, None, rec.first_seqno, n, total, first_app, last_app, members
+            )
+            deliver = run_event(
+                rec.t, rec.node, rec.proto, "deliver", rec.node, None, rec.first_seqno, n, total, first_app, last_app
+            )
+            return self._encoder.encode(send) + "\n" + self._encoder.encode(deliver)
+        ev = run_event(
+            rec.t, rec.node, rec.proto, rec.kind, rec.peer, rec.conn_id, rec.first_seqno, n, total, first_app, last_app
+        )
+        return self._encoder.encode(ev)
 
     def _record_block(self, rec: DataEvents) -> bytes | None:
         """The lines of a DataEvents record in one bytes %-format over the whole record, when
@@ -317,14 +520,18 @@ class EventLog:
         self._parts[key] = parts
         return parts
 
-    def _encode_tolerant(self, events: list[dict[str, Any] | DataEvents]) -> bytes:
+    def _encode_tolerant(self, events: list[_Pending]) -> bytes:
         out = []
-        for ev in unpack_events(events):
+        entry: Any
+        for entry in unpack_events(events):
+            if isinstance(entry, _RunLine):
+                out.append(entry.text)
+                continue
             try:
-                out.append(self._encoder.encode(ev))
+                out.append(self._encoder.encode(entry))
             except (TypeError, ValueError) as exc:
                 self.write_errors += 1
-                log.error("event log: dropping an event that is not JSON (%s): %r", exc, ev)
+                log.error("event log: dropping an event that is not JSON (%s): %r", exc, entry)
         out.append("")
         return "\n".join(out).encode()
 
