@@ -6,7 +6,9 @@ a check with its seed (for a bug reproduction, `expect: {fail: X}`, that is chec
 first check that failed). A candidate is kept when the same check still fails, not vacuously, with
 the same seed; when the scenario runs a planted bug (`config.mutation`), the candidate must also
 pass every check without it, so what is left shows the bug and not an unfair schedule (a partition
-whose heal was removed fails no_loss with or without the bug).
+whose heal was removed fails no_loss with or without the bug). With a reference configuration
+(`against`, settings laid over the scenario's config: `splitbrain explore --against`), the
+candidate must likewise pass every check on the reference.
 
 Reductions, greedy, each kept only if the failure stays (a delta-debugging pass in the style of
 ddmin restricted to single deletions, which is what schedules of tens of steps need):
@@ -14,15 +16,17 @@ ddmin restricted to single deletions, which is what schedules of tens of steps n
 2. drop streams (one must stay);
 3. halve each stream's count and duration, and the rate of a stream that runs for a duration
    (fewest messages);
-4. halve the run's duration and its settle time (shortest run);
+4. halve the run's duration and its settle time (shortest run; the settle time not below
+   `min_settle_s`, which the explorer sets to the protocol's recovery bound);
 5. drop steps once more (a shorter run may have made some pointless).
 """
 
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from harness.mutants import remove_steps, run_trial, with_mutation
 
@@ -78,6 +82,11 @@ def target_check(data: dict, seed: int, *, check_invariants: bool = True) -> tup
     return trial.failed[0], trial.explanation
 
 
+def with_settings(data: dict, settings: Mapping[str, Any]) -> dict:
+    """A copy of a scenario dict with `settings` laid over its config."""
+    return {**data, "config": {**(data.get("config") or {}), **settings}}
+
+
 def _as_pass(data: dict) -> dict:
     """The scenario judged as `expect: pass`, so `failed` lists every check that failed."""
     return {**data, "expect": "pass"}
@@ -89,6 +98,8 @@ def shrink_scenario(
     *,
     budget: int = DEFAULT_BUDGET,
     check_invariants: bool = True,
+    against: Mapping[str, Any] | None = None,
+    min_settle_s: float = MIN_SETTLE_S,
     progress: Callable[[str], None] = lambda line: None,
 ) -> ShrinkResult:
     """Shrink a failing scenario dict (see the module docstring). Raises NothingToShrink."""
@@ -111,7 +122,13 @@ def shrink_scenario(
         if mutated:
             runs += 1
             twin = with_mutation(_as_pass(candidate), None)
-            return run_trial(twin, seed, check_invariants=check_invariants).outcome == "passed"
+            if run_trial(twin, seed, check_invariants=check_invariants).outcome != "passed":
+                return False
+        if against is not None:
+            runs += 1
+            reference = with_settings(_as_pass(candidate), against)
+            if run_trial(reference, seed, check_invariants=check_invariants).killed:
+                return False
         return True
 
     def attempt(what: str, candidate: dict) -> bool:
@@ -161,7 +178,7 @@ def shrink_scenario(
                 workload = [stream if j == i else w for j, w in enumerate(best["workload"])]
                 if not attempt(f"stream {i} {key} {value:g} -> {half:g}", {**best, "workload": workload}):
                     break
-    for key, least in (("duration", MIN_DURATION_S), ("settle", MIN_SETTLE_S)):
+    for key, least in (("duration", MIN_DURATION_S), ("settle", min_settle_s)):
         while runs < budget:
             value = float(best.get(key, parse_scenario(best).settle if key == "settle" else best["duration"]))
             if value / 2 < least:
@@ -176,8 +193,6 @@ def shrink_scenario(
 
 def to_yaml(result: ShrinkResult, source: str, seed: int) -> str:
     """The shrunk scenario as a file `splitbrain run` accepts, with a comment saying where from."""
-    import yaml
-
     b, a = result.before, result.after
     head = (
         f"# Shrunk by `splitbrain shrink {source} --seed {seed}` ({result.runs} simulator runs): the same check,\n"
@@ -186,14 +201,21 @@ def to_yaml(result: ShrinkResult, source: str, seed: int) -> str:
         f"{a['duration']:g} s.\n"
     )
 
+    return head + dump_scenario(result.data)
+
+
+def dump_scenario(data: dict) -> str:
+    """A scenario dict as YAML: one flow-style line per key, stream and step."""
+    import yaml
+
     def flow(value) -> str:
         return yaml.safe_dump(value, default_flow_style=True, sort_keys=False, width=1000).strip()
 
     lines = []
-    for key, value in result.data.items():
+    for key, value in data.items():
         if key in ("workload", "schedule") and isinstance(value, list):
             lines.append(f"{key}:" if value else f"{key}: []")
             lines.extend(f"  - {flow(item)}" for item in value)
         else:
             lines.append(f"{key}: {flow(value).removesuffix('...').strip()}")
-    return head + "\n".join(lines) + "\n"
+    return "\n".join(lines) + "\n"
