@@ -19,6 +19,10 @@ ddmin restricted to single deletions, which is what schedules of tens of steps n
 4. halve the run's duration and its settle time (shortest run; the settle time not below
    `min_settle_s`, which the explorer sets to the protocol's recovery bound);
 5. drop steps once more (a shorter run may have made some pointless).
+
+With `keep_undos` (the explorer's runs end with every fault undone) a heal, or a view giving a
+node every member back, goes only with the fault it ends; with `retry_seeds` a candidate that
+passes with the seed so far may fail with one of the next few seeds instead, which it then keeps.
 """
 
 from __future__ import annotations
@@ -82,6 +86,16 @@ def target_check(data: dict, seed: int, *, check_invariants: bool = True) -> tup
     return trial.failed[0], trial.explanation
 
 
+def _undoes(step: dict, nodes) -> bool:
+    """A heal, or a view of every node (what ends an injected view): with keep_undos these go
+    only with the fault they end, so a shrunk run still ends with every fault undone."""
+    if "heal" in step:
+        return True
+    view = step.get("view")
+    every = nodes if isinstance(nodes, list) else None
+    return isinstance(view, dict) and every is not None and sorted(view.get("members") or []) == sorted(every)
+
+
 def with_settings(data: dict, settings: Mapping[str, Any]) -> dict:
     """A copy of a scenario dict with `settings` laid over its config."""
     return {**data, "config": {**(data.get("config") or {}), **settings}}
@@ -100,6 +114,8 @@ def shrink_scenario(
     check_invariants: bool = True,
     against: Mapping[str, Any] | None = None,
     min_settle_s: float = MIN_SETTLE_S,
+    keep_undos: bool = False,
+    retry_seeds: int = 0,
     progress: Callable[[str], None] = lambda line: None,
 ) -> ShrinkResult:
     """Shrink a failing scenario dict (see the module docstring). Raises NothingToShrink."""
@@ -115,6 +131,22 @@ def shrink_scenario(
     log: list[str] = []
 
     def still_fails(candidate: dict) -> bool:
+        """The candidate fails with the seed so far or, with retry_seeds, with one of the next
+        ones (which it then keeps: removing a probabilistic step changes what the random draws
+        hit, so the same failure may need another seed)."""
+        nonlocal seed
+        for k in range(1 + retry_seeds):
+            tried = seed + k
+            if fails_with(candidate, tried):
+                if tried != seed:
+                    seed = tried
+                    candidate["seed"] = tried
+                return True
+            if runs >= budget:
+                break
+        return False
+
+    def fails_with(candidate: dict, seed: int) -> bool:
         nonlocal runs
         runs += 1
         if check not in run_trial(_as_pass(candidate), seed, check_invariants=check_invariants).failed:
@@ -156,6 +188,8 @@ def shrink_scenario(
                 if i >= len(steps):
                     continue
                 kind = next(k for k in steps[i] if k != "at")
+                if keep_undos and _undoes(steps[i], data["nodes"]):
+                    continue
                 if attempt(
                     f"drop step {i} ({kind} at {steps[i]['at']:g})", {**best, "schedule": remove_steps(steps, {i})}
                 ):
@@ -187,6 +221,7 @@ def shrink_scenario(
                 break
     drop_steps()
     shrunk = copy.deepcopy(best)
+    shrunk["seed"] = seed
     shrunk["name"] = f"{data['name']}-shrunk"
     return ShrinkResult(shrunk, check, runs, before, size(shrunk), explanation, log)
 

@@ -31,7 +31,8 @@ from harness.explore.vocab import Vocabulary
 
 GENERATION = 8
 FRESH_SHARE = 0.2  # guided: share of runs drawn afresh rather than mutated from the corpus
-SHRINK_BUDGET = 200
+SHRINK_BUDGET = 300
+SHRINK_RETRY_SEEDS = 3
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -335,6 +336,8 @@ def _finding(target: Target, result: RunResult, shrink: bool) -> Finding:
                 check_invariants=target.invariants,
                 against=target.against,
                 min_settle_s=target.vocab.settle_s,
+                keep_undos=True,
+                retry_seeds=SHRINK_RETRY_SEEDS,
             )
             scenario, runs = shrunk.data, shrunk.runs
         except NothingToShrink:
@@ -347,7 +350,7 @@ def _finding(target: Target, result: RunResult, shrink: bool) -> Finding:
         check=check or f"crash:{result.failed[0] if result.failed else '?'}",
         signature=signature(scenario.get("schedule") or []),
         run=result.index,
-        seed=result.seed,
+        seed=int(scenario.get("seed", result.seed)),
         explanation=result.explanation,
         scenario=scenario,
         steps_before=steps_before,

@@ -7,7 +7,7 @@ plan becomes a scenario schedule by `to_schedule`: every fault with a length end
 falls at the latest at the final heal, so the run ends with every link up and every node running.
 
 Nothing here knows a protocol: what may be dropped by type, whether streams multicast and whether
-the admin SYNC step is accepted come from a harness.explore.vocab.Vocabulary, which the registry
+the admin sync step is accepted come from a harness.explore.vocab.Vocabulary, which the registry
 fills in. Plans are plain JSON-able dicts, so they travel to worker processes and Spark tasks.
 
 `mutate` changes a plan by one small edit (add, remove, shift, stretch or retarget a fault; change
