@@ -20,6 +20,7 @@ from harness.mutants import run_trial
 from harness.scenario import parse_scenario
 
 ROOT = Path(__file__).resolve().parents[1]
+pytest_plugins = ["pytester"]
 
 
 def _run_cli(capsys, tmp_path, *argv: str) -> tuple[int, dict]:
@@ -236,3 +237,22 @@ def test_guided_keeps_a_corpus_of_novel_runs():
     assert 0 < session.corpus <= 48
     assert session.curve[-1] == (48, len(session.seen))
     assert [b for _, b in session.curve] == sorted(b for _, b in session.curve)
+
+
+# ---- the pytest helper ------------------------------------------------------------------------
+
+
+def test_plugin_helper_explores_and_fails_naming_the_file(pytester):
+    pytester.makepyfile(
+        """
+        def test_clean(splitbrain_explore):
+            session = splitbrain_explore("unicast3", runs=8)
+            assert session.runs == 8 and not session.findings
+
+        def test_finds(splitbrain_explore):
+            splitbrain_explore("nakack2", runs=16, config={"xmit_interval": 0, "allow_unsafe": True})
+        """
+    )
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-p", "no:xdist", timeout=120)
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(["*explore nakack2*failed:*", "*no_loss*splitbrain run *.yaml --backend sim*"])
