@@ -256,3 +256,22 @@ def test_plugin_helper_explores_and_fails_naming_the_file(pytester):
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-p", "no:xdist", timeout=120)
     result.assert_outcomes(passed=1, failed=1)
     result.stdout.fnmatch_lines(["*explore nakack2*failed:*", "*no_loss*splitbrain run *.yaml --backend sim*"])
+
+
+@pytest.mark.slow
+def test_spark_tasks_give_the_same_session_as_a_local_run():
+    pytest.importorskip("pyspark")
+    from harness.explore.spark import spark_executor
+
+    target = Target(
+        protocol="nakack2",
+        config={"xmit_interval": 0, "allow_unsafe": True},
+        vocab=vocabulary("nakack2", {"xmit_interval": 0, "allow_unsafe": True}, 3),
+    )
+    local = explore(target, seed=3, runs=16, shrink=False)
+    spark = explore(target, seed=3, runs=16, shrink=False, executor=spark_executor("local[2]"))
+    assert spark.seen == local.seen and spark.curve == local.curve
+    assert [(f.check, f.run, f.signature) for f in spark.findings] == [
+        (f.check, f.run, f.signature) for f in local.findings
+    ]
+    assert local.findings  # the comparison judged failures too

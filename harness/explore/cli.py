@@ -55,6 +55,12 @@ def add_command(subparsers, positive_int, non_negative_int) -> None:
     p.add_argument("--seed", type=non_negative_int, default=0, metavar="S", help="explorer seed (default 0)")
     p.add_argument("--jobs", type=positive_int, default=1, metavar="J", help="worker processes (default 1)")
     p.add_argument(
+        "--master",
+        default=None,
+        metavar="URL",
+        help="run the runs as Spark tasks on this master (local[2], spark://host:7077); same results as locally",
+    )
+    p.add_argument(
         "--out", default="explore-out", metavar="DIR", help="where failing scenarios go (default explore-out)"
     )
     p.add_argument(
@@ -130,6 +136,16 @@ def cmd_explore(args: argparse.Namespace) -> int:
         protocol=args.protocol, config=config, vocab=vocab, against=against, invariants=not args.no_invariants
     )
     runs = args.runs if args.runs is not None or budget_s is not None else DEFAULT_RUNS
+    executor = None
+    if args.master is not None:
+        if args.jobs != 1:
+            return bad("--jobs: with --master the Spark cluster runs the runs (leave --jobs out)")
+        try:
+            from harness.explore.spark import spark_executor
+
+            executor = spark_executor(args.master)
+        except Exception as exc:  # no pyspark, no Java, a master that cannot be reached
+            return bad(f"--master {args.master}: cannot start a Spark session: {type(exc).__name__}: {exc}")
     line = _ProgressLine(args.quiet, args.strategy)
     session = explore(
         target,
@@ -141,6 +157,7 @@ def cmd_explore(args: argparse.Namespace) -> int:
         max_findings=args.max_failures,
         shrink=not args.no_shrink,
         progress=line.update,
+        executor=executor,
     )
     line.close()
     written = _write(session, args)
