@@ -115,6 +115,13 @@ def test_nothing_found_exits_0_with_a_progress_line(capsys, tmp_path):
     assert not (tmp_path / "o").exists()
 
 
+def test_a_time_budget_stops_the_session(capsys, tmp_path):
+    rc, doc = _run_cli(capsys, tmp_path, "--protocol", "unicast3", "--budget", "1s", "--strategy", "random")
+    assert rc == 0
+    assert doc["runs"] >= 8 and doc["runs"] % 8 == 0  # whole generations
+    assert doc["failures"] == [] and doc["behaviours"] > 0
+
+
 def _assert_found(doc: dict, tmp_path: Path, check: str, most_steps: int = 5) -> dict:
     found = [f for f in doc["failures"] if f["check"] == check]
     assert found, f"no {check} failure in {doc['runs']} runs: {doc['failures']}"
@@ -171,6 +178,37 @@ def test_finds_sync_bug_a(capsys, tmp_path):
     f = doc["failures"][0]
     assert f["check"] in ("fifo", "no_duplicates")
     _assert_found(doc, tmp_path, f["check"])
+
+
+@pytest.mark.slow
+def test_first_seqno_against_sync_finds_a_difference(capsys, tmp_path):
+    # JGRP-1873/1875's configuration (scenarios/bugs/jgrp-1875-first-seqno.yaml): every failure
+    # counted must pass with resync=sync, the same schedule and the same seed.
+    rc, doc = _run_cli(
+        capsys,
+        tmp_path,
+        "--protocol",
+        "unicast3",
+        "--set",
+        "resync=first_seqno",
+        "--set",
+        "conn_close_timeout=1.0",
+        "--set",
+        "xmit_interval=0.2",
+        "--set",
+        "ack_min_interval=0",
+        "--against",
+        "resync=sync",
+        "--runs",
+        "1000",
+        "--max-failures",
+        "1",
+    )
+    assert rc == 1
+    f = _assert_found(doc, tmp_path, "no_loss")
+    data = yaml.safe_load(Path(f["path"]).read_text(encoding="utf-8"))
+    reference = {**data, "config": {**data["config"], "resync": "sync"}}
+    assert run_trial(reference, data["seed"]).outcome == "passed"
 
 
 # ---- no false failures ------------------------------------------------------------------------
