@@ -86,14 +86,22 @@ def target_check(data: dict, seed: int, *, check_invariants: bool = True) -> tup
     return trial.failed[0], trial.explanation
 
 
-def _undoes(step: dict, nodes) -> bool:
-    """A heal, or a view of every node (what ends an injected view): with keep_undos these go
-    only with the fault they end, so a shrunk run still ends with every fault undone."""
+def _undoes(steps: list[dict], i: int, nodes) -> bool:
+    """Is step i a heal, or a view of every node after an injected view at that node (what ends
+    it)? With keep_undos these go only with the fault they end, so a shrunk run still ends with
+    every fault undone."""
+    step = steps[i]
     if "heal" in step:
         return True
     view = step.get("view")
-    every = nodes if isinstance(nodes, list) else None
-    return isinstance(view, dict) and every is not None and sorted(view.get("members") or []) == sorted(every)
+    if not isinstance(view, dict) or not isinstance(nodes, list):
+        return False
+    if sorted(view.get("members") or []) != sorted(nodes):
+        return False
+    earlier = [
+        s["view"] for s in steps[:i] if isinstance(s.get("view"), dict) and s["view"].get("at") == view.get("at")
+    ]
+    return bool(earlier) and sorted(earlier[-1].get("members") or []) != sorted(nodes)
 
 
 def with_settings(data: dict, settings: Mapping[str, Any]) -> dict:
@@ -188,7 +196,7 @@ def shrink_scenario(
                 if i >= len(steps):
                     continue
                 kind = next(k for k in steps[i] if k != "at")
-                if keep_undos and _undoes(steps[i], data["nodes"]):
+                if keep_undos and _undoes(steps, i, data["nodes"]):
                     continue
                 if attempt(
                     f"drop step {i} ({kind} at {steps[i]['at']:g})", {**best, "schedule": remove_steps(steps, {i})}

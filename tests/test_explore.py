@@ -154,6 +154,32 @@ def test_finds_nakack2_last_message_lost_without_retransmission(capsys, tmp_path
     _assert_found(doc, tmp_path, "no_loss")
 
 
+def test_finds_the_original_unicasts_asymmetric_split(capsys, tmp_path):
+    # The receiver drops the sender from its view (scenarios/bugs/unicast-asymmetric-split.yaml):
+    # the original UNICAST discards the window and what the sender keeps resending is never
+    # delivered again.
+    rc, doc = _run_cli(
+        capsys, tmp_path, "--protocol", "unicast", "--faults", "partition,view", "--runs", "40", "--max-failures", "1"
+    )
+    assert rc == 1
+    f = _assert_found(doc, tmp_path, "no_loss")
+    assert "view" in f["signature"]
+
+
+def test_faults_restricts_the_nemesis(capsys, tmp_path):
+    vocab = vocabulary("unicast3", {}, 3)
+    from dataclasses import replace
+
+    only = replace(vocab, only=frozenset({"loss", "view"}))
+    for seed in range(20):
+        plan = nemesis.mutate(random.Random(seed), only, nemesis.draw(random.Random(seed), only), edits=4)
+        assert {f["kind"] for f in plan["faults"]} <= {"loss", "view"}
+    assert main(["explore", "--protocol", "unicast3", "--faults", "loss,bogus", "--out", str(tmp_path)]) == 2
+    assert "--faults: unknown kind(s) bogus" in capsys.readouterr().err
+    assert main(["explore", "--protocol", "unicast2", "--faults", "sync", "--out", str(tmp_path)]) == 2
+    assert "allows none of sync" in capsys.readouterr().err
+
+
 @pytest.mark.slow
 def test_finds_sync_bug_a(capsys, tmp_path):
     rc, doc = _run_cli(

@@ -42,6 +42,13 @@ def add_command(subparsers, positive_int, non_negative_int) -> None:
         dest="settings",
         help="a protocol setting (repeatable; VALUE read as YAML: 1.0, true, sync)",
     )
+    p.add_argument(
+        "--faults",
+        default=None,
+        metavar="KIND,...",
+        help="only these fault kinds (partition, loss, duplicate, reorder, delay, drop, pause, kill, restart, "
+        "view, sync); default every kind the protocol allows",
+    )
     p.add_argument("--nodes", type=positive_int, default=3, metavar="N", help="nodes per run (default 3)")
     p.add_argument(
         "--backend", choices=BACKENDS, default="sim", help="where runs go: sim (default; local and docker: not yet)"
@@ -129,6 +136,20 @@ def cmd_explore(args: argparse.Namespace) -> int:
         return bad(f"{which} {exc.key}: {exc.message}")
     except ValueError as exc:
         return bad(f"--protocol: {exc}")
+    if args.faults is not None:
+        from dataclasses import replace
+
+        from harness.explore.nemesis import KINDS
+
+        only = frozenset(k.strip() for k in args.faults.split(",") if k.strip())
+        unknown = sorted(only - set(KINDS))
+        if unknown or not only:
+            return bad(f"--faults: unknown kind(s) {', '.join(unknown) or '(none given)'} (known: {', '.join(KINDS)})")
+        vocab = replace(vocab, only=only)
+        from harness.explore.nemesis import kinds
+
+        if not kinds(vocab):
+            return bad(f"--faults: {args.protocol} with these settings allows none of {', '.join(sorted(only))}")
     problem = _unsafe(args.protocol, config) or (against is not None and _unsafe(args.protocol, {**config, **against}))
     if problem:
         return bad(problem)

@@ -25,6 +25,7 @@ from harness.explore.vocab import Vocabulary
 
 NETWORK = ("partition", "loss", "duplicate", "reorder", "delay")
 LIFECYCLE = ("pause", "kill", "restart")
+KINDS = (*NETWORK, "drop", *LIFECYCLE, "view", "sync")
 # The last fault ends this long before the workload's end.
 HEAL_MARGIN_S = 0.5
 DURATIONS_S = (6.0, 8.0, 10.0, 14.0, 20.0)
@@ -42,6 +43,8 @@ def kinds(vocab: Vocabulary) -> tuple[str, ...]:
         out.append("view")
     if vocab.admin_sync:
         out.append("sync")
+    if vocab.only is not None:
+        out = [k for k in out if k in vocab.only]
     return tuple(out)
 
 

@@ -28,6 +28,8 @@ class Vocabulary:
     # How long a run goes on after the final heal: at least the protocol's recovery bound for these
     # settings, so that whatever no_loss owes at the end had the time the protocol may take.
     settle_s: float = 8.0
+    # The fault kinds a user restricted the nemesis to (`--faults`); None: every kind above allows.
+    only: frozenset[str] | None = None
 
 
 def node_names(n: int) -> tuple[str, ...]:
