@@ -7,8 +7,8 @@ worker processes ran it (or whether Spark did).
 
 - random: every run is a fresh plan from the nemesis;
 - guided: a run whose behaviours (harness.explore.behaviour) add to the set seen so far enters the
-  corpus; later runs are mostly mutants of corpus plans (harness.explore.nemesis.mutate), the
-  newest and most novel picked more often, and some fresh draws.
+  corpus; later runs are mostly mutants of corpus plans (harness.explore.nemesis.mutate), a plan
+  picked in proportion to how rare its behaviours are, and some fresh draws.
 
 A failed run (a check failed, not merely vacuous, or the simulator raised) counts when, with
 `against`, the same plan and seed pass on the reference configuration (a planted bug's reference,
@@ -30,7 +30,7 @@ from harness.explore.behaviour import behaviours
 from harness.explore.vocab import Vocabulary
 
 GENERATION = 8
-FRESH_SHARE = 0.2  # guided: share of runs drawn afresh rather than mutated from the corpus
+FRESH_SHARE = 0.1  # guided: share of runs drawn afresh rather than mutated from the corpus
 SHRINK_BUDGET = 300
 SHRINK_RETRY_SEEDS = 3
 
@@ -178,19 +178,25 @@ def _evaluate_batch(target: Target, batch: list[tuple[dict, int, int]]) -> list[
 
 
 class Corpus:
-    """Plans that showed new behaviours, with how many each added."""
+    """Plans that showed new behaviours, each with the behaviours its run showed, and how often
+    every behaviour has been seen over all runs."""
 
     def __init__(self) -> None:
-        self.entries: list[tuple[dict, int]] = []
+        self.entries: list[tuple[dict, frozenset[str]]] = []
+        self.hits: dict[str, int] = {}
 
-    def add(self, plan: dict, novelty: int) -> None:
-        self.entries.append((plan, novelty))
+    def count(self, seen: frozenset[str]) -> None:
+        for b in seen:
+            self.hits[b] = self.hits.get(b, 0) + 1
+
+    def add(self, plan: dict, seen: frozenset[str]) -> None:
+        self.entries.append((plan, seen))
 
     def pick(self, rng: random.Random) -> dict:
-        # Newer and more novel plans are picked more often (newest 32, weight ~ log novelty).
-        recent = self.entries[-32:]
-        weights = [1.0 + (novelty.bit_length()) + 0.1 * i for i, (_, novelty) in enumerate(recent)]
-        return rng.choices([plan for plan, _ in recent], weights=weights)[0]
+        # A plan is picked in proportion to how rare its behaviours are now (AFL's energy: the sum
+        # of 1/hits), so the search spends its runs next to what it has seen least.
+        weights = [sum(1.0 / self.hits[b] for b in seen) + 1e-3 for _, seen in self.entries]
+        return rng.choices([plan for plan, _ in self.entries], weights=weights)[0]
 
 
 def _run_rng(seed: int, index: int) -> random.Random:
@@ -202,7 +208,7 @@ def plan_for(strategy: str, vocab: Vocabulary, corpus: Corpus, seed: int, index:
     rng = _run_rng(seed, index)
     run_seed = rng.randrange(1 << 31)
     if strategy == "guided" and corpus.entries and rng.random() >= FRESH_SHARE:
-        return nemesis.mutate(rng, vocab, corpus.pick(rng), edits=rng.choice([1, 1, 2, 3])), run_seed
+        return nemesis.mutate(rng, vocab, corpus.pick(rng), edits=rng.choice([1, 2, 3, 4])), run_seed
     return nemesis.draw(rng, vocab), run_seed
 
 
@@ -247,7 +253,8 @@ def explore(
                 new = result.behaviours - session.seen
                 if new:
                     session.seen |= new
-                    corpus.add(result.plan, len(new))
+                    corpus.add(result.plan, result.behaviours)
+                corpus.count(result.behaviours)
                 if not result.counted:
                     continue
                 session.failed_runs += 1
