@@ -225,8 +225,10 @@ def test_first_seqno_against_sync_finds_a_difference(capsys, tmp_path):
         "ack_min_interval=0",
         "--against",
         "resync=sync",
+        "--faults",
+        "drop,partition,view",
         "--runs",
-        "1000",
+        "600",
         "--max-failures",
         "1",
     )

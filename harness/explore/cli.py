@@ -218,8 +218,11 @@ def _write(session, args) -> list[str] | None:
         path = out / f"{f.scenario['name']}.yaml"
         sets = "".join(f" --set {k}={v}" for k, v in parse_settings(args.settings, "--set").items())
         against = "".join(f" --against {a}" for a in args.against or ())
+        shape = (f" --faults {args.faults}" if args.faults else "") + (
+            f" --nodes {args.nodes}" if args.nodes != 3 else ""
+        )
         head = (
-            f"# Found by `splitbrain explore --protocol {args.protocol}{sets}{against} --strategy {args.strategy} "
+            f"# Found by `splitbrain explore --protocol {args.protocol}{sets}{against}{shape} --strategy {args.strategy} "
             f"--seed {args.seed}` (run {f.run}, simulator seed {f.seed}),\n"
             f"# shrunk from {f.steps_before} to {f.steps_after} steps ({f.shrink_runs} simulator runs). It fails "
             f"{f.check} when run:\n#   {_rerun(path)}\n"
