@@ -222,8 +222,8 @@ def _write(session, args) -> list[str] | None:
             f" --nodes {args.nodes}" if args.nodes != 3 else ""
         )
         head = (
-            f"# Found by `splitbrain explore --protocol {args.protocol}{sets}{against}{shape} --strategy {args.strategy} "
-            f"--seed {args.seed}` (run {f.run}, simulator seed {f.seed}),\n"
+            f"# Found by `splitbrain explore --protocol {args.protocol}{sets}{against}{shape} "
+            f"--strategy {args.strategy} --seed {args.seed}` (run {f.run}, simulator seed {f.seed}),\n"
             f"# shrunk from {f.steps_before} to {f.steps_after} steps ({f.shrink_runs} simulator runs). It fails "
             f"{f.check} when run:\n#   {_rerun(path)}\n"
         )
