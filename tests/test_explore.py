@@ -207,6 +207,37 @@ def test_finds_sync_bug_a(capsys, tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize(
+    ("mutation", "settings", "faults", "runs"),
+    [
+        # Bug B: a first message held back past a resync opened a window at an old conn-id.
+        ("sync_first_opens_window", ["xmit_interval=0.2", "conn_close_timeout=1.0"], "drop,view", 900),
+        # Bug C: a SYNC-OK answering an older SYNC was taken for the current one.
+        ("sync_ok_ignores_nonce", ["xmit_interval=0.5"], "drop,sync", 600),
+    ],
+)
+def test_finds_sync_bugs_b_and_c(capsys, tmp_path, mutation, settings, faults, runs):
+    sets = [arg for s in ["resync=sync", f"mutation={mutation}", *settings] for arg in ("--set", s)]
+    rc, doc = _run_cli(
+        capsys,
+        tmp_path,
+        "--protocol",
+        "unicast3",
+        *sets,
+        "--faults",
+        faults,
+        "--runs",
+        str(runs),
+        "--max-failures",
+        "1",
+    )
+    assert rc == 1
+    f = doc["failures"][0]
+    assert f["check"] in ("fifo", "no_duplicates")
+    _assert_found(doc, tmp_path, f["check"])
+
+
+@pytest.mark.slow
 def test_first_seqno_against_sync_finds_a_difference(capsys, tmp_path):
     # JGRP-1873/1875's configuration (scenarios/bugs/jgrp-1875-first-seqno.yaml): every failure
     # counted must pass with resync=sync, the same schedule and the same seed.
