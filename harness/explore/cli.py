@@ -247,6 +247,8 @@ def _document(session, args, config, against) -> dict:
         "protocol": args.protocol,
         "config": config,
         "against": against,
+        "faults": sorted(args.faults.split(",")) if args.faults else None,
+        "nodes": args.nodes,
         "strategy": args.strategy,
         "seed": args.seed,
         "runs": session.runs,
