@@ -209,6 +209,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_log_command(sub)
 
+    # explore: search for failing schedules nobody wrote (harness/explore/cli.py).
+    from harness.explore.cli import add_command as add_explore_command
+
+    add_explore_command(sub, positive_int, non_negative_int)
+
     # `splitbrain node ARGS` hands ARGS to the daemon untouched (main() does it before argparse),
     # so `splitbrain node --help` is the daemon's own help. This entry only lists the command.
     sub.add_parser(

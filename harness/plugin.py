@@ -48,6 +48,10 @@ Fixtures:
   a cluster or a list of events.
 - `splitbrain_run(scenario, **kw)`: run a whole scenario file on the test's backend
   (harness.rundir.run_scenario); returns its RunOutcome.
+- `splitbrain_explore(protocol, runs=N, config=, against=, strategy=, seed=, nodes=, jobs=,
+  expect_clean=True)`: explore on the simulator for N runs (harness.explore, docs/explore.md);
+  each distinct failure is shrunk and written under the test's run directory, and with
+  expect_clean the test fails naming each file and its rerun line. Returns the explore Session.
 
 The report header names the session's backend and seed. On failure, the report gets, for every
 cluster and run of the test: its seed and the line that reproduces it (`pytest <test>
@@ -424,6 +428,52 @@ def splitbrain_run(request, splitbrain_backend, splitbrain_backend_name):
         record["run_dir"] = str(outcome.run_dir)
         record["outcome"] = outcome
         return outcome
+
+    return run
+
+
+@pytest.fixture
+def splitbrain_explore(request):
+    """Explore a protocol for N simulator runs (see the module docstring)."""
+
+    def run(
+        protocol: str,
+        *,
+        runs: int = 100,
+        config: dict | None = None,
+        against: dict | None = None,
+        strategy: str = "guided",
+        seed: int | None = None,
+        nodes: int = 3,
+        jobs: int = 1,
+        expect_clean: bool = True,
+    ):
+        from harness.explore.engine import Target, explore, rerun_command
+        from harness.explore.vocab import vocabulary
+        from harness.shrink import dump_scenario
+
+        settings = dict(config or {})
+        target = Target(
+            protocol=protocol, config=settings, vocab=vocabulary(protocol, settings, nodes), against=against
+        )
+        seed = _session_seed(request.config) if seed is None else seed
+        session = explore(target, strategy=strategy, seed=seed, runs=runs, jobs=jobs)
+        if session.findings:
+            out = _run_parent(request) / "explore"
+            out.mkdir(parents=True, exist_ok=True)
+            for f in session.findings:
+                path = out / f"{f.scenario['name']}.yaml"
+                path.write_text(f"# {f.check}: {f.explanation[:300]}\n" + dump_scenario(f.scenario), encoding="utf-8")
+                f.path = str(path)
+        if expect_clean and session.findings:
+            lines = [
+                f"{f.check} [{f.signature}] ({f.steps_after} steps): {rerun_command(f.path or '')}"
+                for f in session.findings
+            ]
+            pytest.fail(
+                f"explore {protocol} ({strategy}, seed {seed}, {session.runs} runs) failed:\n" + "\n".join(lines)
+            )
+        return session
 
     return run
 

@@ -6,7 +6,9 @@ a check with its seed (for a bug reproduction, `expect: {fail: X}`, that is chec
 first check that failed). A candidate is kept when the same check still fails, not vacuously, with
 the same seed; when the scenario runs a planted bug (`config.mutation`), the candidate must also
 pass every check without it, so what is left shows the bug and not an unfair schedule (a partition
-whose heal was removed fails no_loss with or without the bug).
+whose heal was removed fails no_loss with or without the bug). With a reference configuration
+(`against`, settings laid over the scenario's config: `splitbrain explore --against`), the
+candidate must likewise pass every check on the reference.
 
 Reductions, greedy, each kept only if the failure stays (a delta-debugging pass in the style of
 ddmin restricted to single deletions, which is what schedules of tens of steps need):
@@ -14,15 +16,21 @@ ddmin restricted to single deletions, which is what schedules of tens of steps n
 2. drop streams (one must stay);
 3. halve each stream's count and duration, and the rate of a stream that runs for a duration
    (fewest messages);
-4. halve the run's duration and its settle time (shortest run);
+4. halve the run's duration and its settle time (shortest run; the settle time not below
+   `min_settle_s`, which the explorer sets to the protocol's recovery bound);
 5. drop steps once more (a shorter run may have made some pointless).
+
+With `keep_undos` (the explorer's runs end with every fault undone) a heal, or a view giving a
+node every member back, goes only with the fault it ends; with `retry_seeds` a candidate that
+passes with the seed so far may fail with one of the next few seeds instead, which it then keeps.
 """
 
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from harness.mutants import remove_steps, run_trial, with_mutation
 
@@ -78,6 +86,29 @@ def target_check(data: dict, seed: int, *, check_invariants: bool = True) -> tup
     return trial.failed[0], trial.explanation
 
 
+def _undoes(steps: list[dict], i: int, nodes) -> bool:
+    """Is step i a heal, or a view of every node after an injected view at that node (what ends
+    it)? With keep_undos these go only with the fault they end, so a shrunk run still ends with
+    every fault undone."""
+    step = steps[i]
+    if "heal" in step:
+        return True
+    view = step.get("view")
+    if not isinstance(view, dict) or not isinstance(nodes, list):
+        return False
+    if sorted(view.get("members") or []) != sorted(nodes):
+        return False
+    earlier = [
+        s["view"] for s in steps[:i] if isinstance(s.get("view"), dict) and s["view"].get("at") == view.get("at")
+    ]
+    return bool(earlier) and sorted(earlier[-1].get("members") or []) != sorted(nodes)
+
+
+def with_settings(data: dict, settings: Mapping[str, Any]) -> dict:
+    """A copy of a scenario dict with `settings` laid over its config."""
+    return {**data, "config": {**(data.get("config") or {}), **settings}}
+
+
 def _as_pass(data: dict) -> dict:
     """The scenario judged as `expect: pass`, so `failed` lists every check that failed."""
     return {**data, "expect": "pass"}
@@ -89,6 +120,10 @@ def shrink_scenario(
     *,
     budget: int = DEFAULT_BUDGET,
     check_invariants: bool = True,
+    against: Mapping[str, Any] | None = None,
+    min_settle_s: float = MIN_SETTLE_S,
+    keep_undos: bool = False,
+    retry_seeds: int = 0,
     progress: Callable[[str], None] = lambda line: None,
 ) -> ShrinkResult:
     """Shrink a failing scenario dict (see the module docstring). Raises NothingToShrink."""
@@ -104,6 +139,22 @@ def shrink_scenario(
     log: list[str] = []
 
     def still_fails(candidate: dict) -> bool:
+        """The candidate fails with the seed so far or, with retry_seeds, with one of the next
+        ones (which it then keeps: removing a probabilistic step changes what the random draws
+        hit, so the same failure may need another seed)."""
+        nonlocal seed
+        for k in range(1 + retry_seeds):
+            tried = seed + k
+            if fails_with(candidate, tried):
+                if tried != seed:
+                    seed = tried
+                    candidate["seed"] = tried
+                return True
+            if runs >= budget:
+                break
+        return False
+
+    def fails_with(candidate: dict, seed: int) -> bool:
         nonlocal runs
         runs += 1
         if check not in run_trial(_as_pass(candidate), seed, check_invariants=check_invariants).failed:
@@ -111,7 +162,13 @@ def shrink_scenario(
         if mutated:
             runs += 1
             twin = with_mutation(_as_pass(candidate), None)
-            return run_trial(twin, seed, check_invariants=check_invariants).outcome == "passed"
+            if run_trial(twin, seed, check_invariants=check_invariants).outcome != "passed":
+                return False
+        if against is not None:
+            runs += 1
+            reference = with_settings(_as_pass(candidate), against)
+            if run_trial(reference, seed, check_invariants=check_invariants).killed:
+                return False
         return True
 
     def attempt(what: str, candidate: dict) -> bool:
@@ -139,6 +196,8 @@ def shrink_scenario(
                 if i >= len(steps):
                     continue
                 kind = next(k for k in steps[i] if k != "at")
+                if keep_undos and _undoes(steps, i, data["nodes"]):
+                    continue
                 if attempt(
                     f"drop step {i} ({kind} at {steps[i]['at']:g})", {**best, "schedule": remove_steps(steps, {i})}
                 ):
@@ -161,7 +220,7 @@ def shrink_scenario(
                 workload = [stream if j == i else w for j, w in enumerate(best["workload"])]
                 if not attempt(f"stream {i} {key} {value:g} -> {half:g}", {**best, "workload": workload}):
                     break
-    for key, least in (("duration", MIN_DURATION_S), ("settle", MIN_SETTLE_S)):
+    for key, least in (("duration", MIN_DURATION_S), ("settle", min_settle_s)):
         while runs < budget:
             value = float(best.get(key, parse_scenario(best).settle if key == "settle" else best["duration"]))
             if value / 2 < least:
@@ -170,14 +229,13 @@ def shrink_scenario(
                 break
     drop_steps()
     shrunk = copy.deepcopy(best)
+    shrunk["seed"] = seed
     shrunk["name"] = f"{data['name']}-shrunk"
     return ShrinkResult(shrunk, check, runs, before, size(shrunk), explanation, log)
 
 
 def to_yaml(result: ShrinkResult, source: str, seed: int) -> str:
     """The shrunk scenario as a file `splitbrain run` accepts, with a comment saying where from."""
-    import yaml
-
     b, a = result.before, result.after
     head = (
         f"# Shrunk by `splitbrain shrink {source} --seed {seed}` ({result.runs} simulator runs): the same check,\n"
@@ -186,14 +244,21 @@ def to_yaml(result: ShrinkResult, source: str, seed: int) -> str:
         f"{a['duration']:g} s.\n"
     )
 
+    return head + dump_scenario(result.data)
+
+
+def dump_scenario(data: dict) -> str:
+    """A scenario dict as YAML: one flow-style line per key, stream and step."""
+    import yaml
+
     def flow(value) -> str:
         return yaml.safe_dump(value, default_flow_style=True, sort_keys=False, width=1000).strip()
 
     lines = []
-    for key, value in result.data.items():
+    for key, value in data.items():
         if key in ("workload", "schedule") and isinstance(value, list):
             lines.append(f"{key}:" if value else f"{key}: []")
             lines.extend(f"  - {flow(item)}" for item in value)
         else:
             lines.append(f"{key}: {flow(value).removesuffix('...').strip()}")
-    return head + "\n".join(lines) + "\n"
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,1 @@
+"""`splitbrain explore`: drawn fault schedules, judged, shrunk and de-duplicated (docs/explore.md)."""
