@@ -116,6 +116,7 @@ def _metric(text: str, reason: str) -> float:
     return sum(float(line.split()[-1]) for line in text.splitlines() if line.split(" ")[0] == want)
 
 
+@pytest.mark.slow
 @pytest.mark.asyncio
 async def test_a_udp_garbage_flood_writes_about_one_line_a_second_per_key(tmp_path):
     """Garbage datagrams of four (reason, source) keys for a few seconds: B's drop lines stay

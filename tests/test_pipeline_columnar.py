@@ -99,6 +99,7 @@ def test_planted_defects_agree():
     assert not any(whys.values()), whys
 
 
+@pytest.mark.slow
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(seed=st.integers(0, 2**32 - 1), bound=st.sampled_from((0.0, 1.0, DEFAULT_RECOVERY_BOUND_S)))
 def test_random_soups_agree(seed, bound):
@@ -111,6 +112,7 @@ def test_random_soups_agree(seed, bound):
     assert agree(table, [random.Random(seed).choice(CHECKS)], b) is None
 
 
+@pytest.mark.slow
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(seed=st.integers(0, 2**32 - 1))
 def test_membership_soups_agree(seed):
@@ -140,6 +142,7 @@ def scenario_tables(tmp_path_factory):
     return runs
 
 
+@pytest.mark.slow
 def test_every_scenario_agrees(scenario_tables):
     """Every scenario, judged by its own checks and bounds and by the five general checks: the
     kernel's dicts are the exact path's, and it falls back only for the reasons it states

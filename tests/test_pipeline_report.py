@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import struct
 
+import pytest
+
 from pipeline.report import timeline_runs, write_report
 from pipeline.timeline import LinkSeries, RunTimeline
 from pipeline.verdicts import RunVerdict
@@ -114,6 +116,7 @@ def _png_size(path):
     return struct.unpack(">II", head[16:24])
 
 
+@pytest.mark.slow
 def test_report_for_a_small_analysis(tmp_path):
     """A few runs: matrix per run, pass rates, latency, overhead, heal-to-sync and one timeline
     per failing run, all linked from index.html; verdicts.json holds every verdict."""
@@ -273,6 +276,7 @@ def _gms_timeline(run_id):
     return tl
 
 
+@pytest.mark.slow
 def test_timeline_shows_each_nodes_view_as_a_band(tmp_path):
     """A run with views: the timeline gets a views panel under its links (taller image) and the page
     a table of who held which view when, with the suspicions and the merge in between."""
@@ -355,6 +359,7 @@ def _multicast_timeline(run_id):
     return RunTimeline(run_id=run_id, end_t=6.0, links={("A", "B"): LinkSeries()}, rare=rare, senders=senders)
 
 
+@pytest.mark.slow
 def test_a_multicast_run_has_a_panel_per_sender_with_window_fill_and_time_blocked(tmp_path):
     """A multicast timeline draws one panel per sender (not per link), with the window fill from
     window_fill/block/unblock and the time blocked; the page has the time-blocked table, the

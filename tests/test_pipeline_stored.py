@@ -70,6 +70,7 @@ def multicast_table(tmp_path) -> pa.Table:
     return stored(files, run_id="mcast")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("timeline", [False, True])
 def test_a_run_read_from_its_files_gets_the_spark_tasks_document(tmp_path, timeline):
     """Failing, stuck, clean and multicast runs (the exact path, which needs every column), with

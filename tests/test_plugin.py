@@ -61,6 +61,7 @@ def test_split_and_heal(splitbrain_cluster, faults):
 '''
 
 
+@pytest.mark.live
 def test_split_and_heal_in_a_few_lines_on_local(pytester):
     pytester.makepyfile(test_user=SPLIT_AND_HEAL)
     result = pytester.runpytest_subprocess(*COMMON, "-v", "--splitbrain-backend", "local", timeout=240)
@@ -89,6 +90,7 @@ def test_split_and_heal(splitbrain_cluster, faults):
 """
 
 
+@pytest.mark.slow
 def test_split_and_heal_in_a_few_lines_on_sim_in_virtual_time(pytester):
     """The same test, marked for sim and local, runs on sim in virtual time: seconds pass inside
     the simulation while the test takes a fraction of that on the wall clock."""
@@ -118,7 +120,7 @@ def test_fails(splitbrain_cluster, faults):
 """
 
 
-@pytest.mark.parametrize("backend", ["sim", "local"])
+@pytest.mark.parametrize("backend", ["sim", pytest.param("local", marks=pytest.mark.live)])
 def test_failure_report_has_seed_run_dir_windows_and_timeline(pytester, backend):
     pytester.makepyfile(test_fails=FAILS_ON_PURPOSE)
     xml = pytester.path / "report.xml"
@@ -140,6 +142,7 @@ def test_failure_report_has_seed_run_dir_windows_and_timeline(pytester, backend)
     assert 'property name="splitbrain_run_dir"' in text
 
 
+@pytest.mark.slow
 def test_the_reproduction_line_replays_a_sim_failure_exactly(pytester):
     """--splitbrain-seed: the header names it, the failure prints the line, and running that line
     gives the same event logs (on sim, where a seed fixes everything)."""
@@ -169,6 +172,7 @@ def test_the_reproduction_line_replays_a_sim_failure_exactly(pytester):
         assert (run1 / log).read_bytes() == (run2 / log).read_bytes(), log
 
 
+@pytest.mark.slow
 def test_failed_scenario_run_reports_its_verdict(pytester):
     """splitbrain_run: a scenario that fails its checks shows its verdict and timeline."""
     from pathlib import Path
@@ -191,6 +195,7 @@ def test_scenario(splitbrain_run):
     assert "no_loss: FAILED" in out and "partition" in out
 
 
+@pytest.mark.slow
 def test_marker_parametrizes_and_marks_docker(pytester):
     pytester.makepyfile(
         test_markers="""

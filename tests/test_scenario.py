@@ -452,6 +452,7 @@ def test_cli_doctor(capsys):
     assert "python: 3." in out and "backend sim:" in out and "backend docker:" in out
 
 
+@pytest.mark.live
 def test_cli_run_steady(tmp_path, capsys):
     """splitbrain run on the steady scenario passes and prints one summary line with the run dir."""
     code = main(["run", str(SCENARIOS / "steady.yaml"), "--seed", "3", "--out", str(tmp_path)])
@@ -462,6 +463,7 @@ def test_cli_run_steady(tmp_path, capsys):
     assert json.loads((d / "verdict.json").read_text())["outcome"] == "passed"
 
 
+@pytest.mark.live
 def test_cli_failed_outcome_exits_1_naming_the_check(tmp_path, capsys):
     """A run whose outcome fails exits 1 and prints the deciding check and its explanation."""
     data = yaml.safe_load((SCENARIOS / "steady.yaml").read_text())

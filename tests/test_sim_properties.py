@@ -5,6 +5,7 @@ converge within the settle budget. Every example is one seed; a failure prints t
 the seed, and `splitbrain run` replays it exactly.
 """
 
+import pytest
 from hypothesis import HealthCheck, find, given, settings
 from hypothesis import strategies as st
 
@@ -116,6 +117,7 @@ def schedule_scenario(steps, config=None, rates=(80, 40, 40)) -> dict:
     }
 
 
+@pytest.mark.slow
 @given(
     steps=st.lists(fault_steps(), min_size=1, max_size=5),
     seed=st.integers(0, 2**32),
@@ -128,6 +130,7 @@ def test_generated_fault_schedules_keep_every_property(steps, seed, resync):
     assert not failures(checks), (seed, steps, failures(checks))
 
 
+@pytest.mark.slow
 def test_broken_variant_is_caught_and_shrunk_to_a_few_steps():
     """Acks that purge one message too many: hypothesis finds a failing schedule and shrinks it."""
     broken = {"mutation": "ack_purges_one_more"}
