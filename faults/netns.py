@@ -38,6 +38,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
+from node.errors import RunFailed
+
 DEFAULT_TIMEOUT_S = 30.0
 CLONE_NEWNET = 0x40000000
 NETNS_DIR = "/run/netns"
@@ -68,7 +70,7 @@ class Result:
         return text.splitlines()[0] if text else f"exit code {self.returncode}"
 
 
-class CommandError(RuntimeError):
+class CommandError(RunFailed, RuntimeError):
     def __init__(self, result: Result):
         output = (result.stderr or result.stdout).strip()
         super().__init__(f"{shlex.join(result.argv)} failed ({result.returncode}): {output}")

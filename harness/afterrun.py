@@ -25,6 +25,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, NoReturn
 
 from harness.checks import CheckResult, run_scenario_checks
+from node.errors import RunFailed
 
 if TYPE_CHECKING:
     from harness.scenario import Scenario
@@ -37,7 +38,7 @@ CHILD_CHECKS = ("no_loss",)
 MIN_EVENTS = 20_000
 
 
-class ChildFailed(RuntimeError):
+class ChildFailed(RunFailed, RuntimeError):
     """The writing child died or raised something that could not be sent back."""
 
 

@@ -25,10 +25,9 @@ from pathlib import Path
 from typing import Any
 
 from harness.cliargs import load_scenario_arg, non_negative_int, positive_int
+from node.errors import EXIT_BAD_INPUT, EXIT_FAILED, BadInput, RunFailed, exit_code
 
 EXIT_OK = 0
-EXIT_FAILED = 1
-EXIT_BAD_INPUT = 2
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, what shells report for Ctrl-C
 EXIT_TERMINATED = 143  # 128 + SIGTERM
 DEFAULT_BACKEND = "local"
@@ -229,13 +228,12 @@ def main(argv: list[str] | None = None) -> int:
 def _main(argv: list[str]) -> int:
     if argv and argv[0] == "node":
         return cmd_node(argv[1:])
-    from node.protocols import RegistryError, check_extras
+    from node.protocols import check_extras
 
     try:
         check_extras()  # a bad SPLITBRAIN_PROTOCOLS is bad input, said once, before anything runs
-    except RegistryError as exc:
-        print(f"splitbrain: {exc}", file=sys.stderr)
-        return EXIT_BAD_INPUT
+    except BadInput as exc:
+        return _error_exit(exc)
     parser = build_parser()
     args = parser.parse_args(argv)  # argparse exits 2 on a bad flag, naming it
     try:
@@ -248,8 +246,6 @@ def _main(argv: list[str]) -> int:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from harness.scenario import ScenarioError
-
     if args.backend != "docker" and args.keep:
         print("splitbrain: --keep is for --backend docker only", file=sys.stderr)
         return EXIT_BAD_INPUT
@@ -266,10 +262,8 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     try:
         check_backend(scenario, args.backend, args.injector)
-    except ScenarioError as exc:
-        where = "" if exc.path == "--injector" else f"{path}: "
-        print(f"splitbrain: {where}{exc}", file=sys.stderr)
-        return EXIT_BAD_INPUT
+    except BadInput as exc:
+        return _error_exit(exc, where="" if getattr(exc, "path", None) == "--injector" else f"{path}: ")
     if args.backend == "sim":
         return _run_sim(args, path, scenario, seed)
     return _run_live(args, path, scenario, seed)
@@ -277,8 +271,6 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def _run_sim(args, path: Path, scenario, seed: int) -> int:
     from harness.rundir import run_scenario
-    from harness.scenario import ScenarioError
-    from harness.sim import SimulationError
 
     # On two cores the logs are written while the run is judged (harness.afterrun).
     options: dict[str, Any] = {"check_invariants": not args.no_invariants, "workers": min(2, os.cpu_count() or 1)}
@@ -289,13 +281,8 @@ def _run_sim(args, path: Path, scenario, seed: int) -> int:
         options["max_steps"] = args.max_steps
     try:
         outcome = run_scenario(scenario, seed=seed, backend="sim", out=args.out, **options)
-    except ScenarioError as exc:  # e.g. the protocol refused a config key
-        print(f"splitbrain: {path}: {exc}", file=sys.stderr)
-        return EXIT_BAD_INPUT
-    except SimulationError as exc:
-        print(f"splitbrain: run failed (seed {seed}): {exc}", file=sys.stderr)
-        _print_notes(exc)
-        return EXIT_FAILED
+    except (BadInput, RunFailed) as exc:  # e.g. the protocol refused a config key; a livelock
+        return _error_exit(exc, where=f"{path}: ", failed=f"run failed (seed {seed}): ")
     except KeyboardInterrupt as exc:
         return _interrupted(exc)
     except Exception as exc:
@@ -332,9 +319,7 @@ def _print_evidence(verdict, events: Callable[[], list[dict]]) -> None:
 
 
 def _run_live(args, path: Path, scenario, seed: int) -> int:
-    from harness.backends import BackendError, BackendUnavailable
     from harness.rundir import run_scenario
-    from harness.runner import RunError
 
     config_error = _protocol_config_error(scenario)
     if config_error is not None:
@@ -352,15 +337,10 @@ def _run_live(args, path: Path, scenario, seed: int) -> int:
         finally:
             if display is not None:
                 display.close()
-    except BackendUnavailable as exc:
-        print(f"splitbrain: {exc}", file=sys.stderr)
-        return EXIT_BAD_INPUT
+    except (BadInput, RunFailed) as exc:  # the backend cannot run here; a node crashed
+        return _error_exit(exc, failed=f"run failed (seed {seed}, backend {args.backend}): ")
     except KeyboardInterrupt as exc:
         return _interrupted(exc)
-    except (BackendError, RunError) as exc:
-        print(f"splitbrain: run failed (seed {seed}, backend {args.backend}): {exc}", file=sys.stderr)
-        _print_notes(exc)
-        return EXIT_FAILED
     except Exception as exc:
         traceback.print_exc()
         print(f"splitbrain: run crashed (seed {seed}): {type(exc).__name__}: {exc}", file=sys.stderr)
@@ -387,7 +367,7 @@ def _run_live(args, path: Path, scenario, seed: int) -> int:
 def cmd_shrink(args: argparse.Namespace) -> int:
     import yaml
 
-    from harness.shrink import DEFAULT_BUDGET, NothingToShrink, shrink_scenario, to_yaml
+    from harness.shrink import DEFAULT_BUDGET, shrink_scenario, to_yaml
 
     path = Path(args.scenario)
     scenario = load_scenario_arg(args.scenario)
@@ -403,9 +383,8 @@ def cmd_shrink(args: argparse.Namespace) -> int:
 
     try:
         result = shrink_scenario(data, seed, budget=args.budget or DEFAULT_BUDGET, progress=progress)
-    except NothingToShrink as exc:
-        print(f"splitbrain: {path}: {exc}", file=sys.stderr)
-        return EXIT_BAD_INPUT
+    except BadInput as exc:  # e.g. the scenario fails no check
+        return _error_exit(exc, where=f"{path}: ")
     except KeyboardInterrupt as exc:
         return _interrupted(exc)
     except Exception as exc:
@@ -455,6 +434,18 @@ def cmd_compare(args: argparse.Namespace) -> int:
         rows = {name: {label: cell.row() for label, cell in row.items()} for name, row in table.items()}
         Path(args.json).write_text(json.dumps({"seeds": args.seeds, "table": rows}, indent=2) + "\n")
     return EXIT_OK
+
+
+def _error_exit(exc: BadInput | RunFailed, *, where: str = "", failed: str = "") -> int:
+    """Say an error the way the command line does and exit by its root: `where` goes before bad
+    input's message (the file it is in), `failed` before a failed run's (seed, backend)."""
+    code = exit_code(exc)
+    if code == EXIT_BAD_INPUT:
+        print(f"splitbrain: {where}{exc}", file=sys.stderr)
+    else:
+        print(f"splitbrain: {failed}{exc}", file=sys.stderr)
+        _print_notes(exc)
+    return code if code is not None else EXIT_FAILED
 
 
 def _verdict_exit(verdict) -> int:

@@ -13,6 +13,8 @@ import re
 from collections.abc import Iterable
 from pathlib import Path
 
+from node.errors import BadInput
+
 try:  # the `fast` extra; without it every line goes through json.dumps
     import orjson
 except ImportError:  # pragma: no cover - exercised only where the extra is not installed
@@ -37,7 +39,7 @@ _ORJSON_OPTS = (
 )
 
 
-class EventLogError(ValueError):
+class EventLogError(BadInput, ValueError):
     """An event log or run directory that cannot be read; the message names the file (and line)."""
 
 

@@ -69,7 +69,7 @@ from harness.validation import (
 )
 from node import protocols
 from node.compose import STATIC, recovery_bound_s, refusal, split_config
-from node.errors import SettingError
+from node.errors import BadInput, SettingError
 from node.layer import SyncPeer
 from node.message import MCAST_DEST as GROUP_DEST
 
@@ -130,7 +130,7 @@ _CHECK_RE = re.compile(r"^[a-z][a-z0-9_]*$")
 _RESERVED_NAMES = frozenset({"all", "harness", "node"})
 
 
-class ScenarioError(ValueError):
+class ScenarioError(BadInput, ValueError):
     """A scenario that cannot run. `path` and `reason` are its (first) problem's; `problems` lists
     every (path, reason) of the file, and str() gives one "path: reason" line for each."""
 

@@ -25,13 +25,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from harness.mutants import remove_steps, run_trial, with_mutation
+from node.errors import BadInput
 
 DEFAULT_BUDGET = 300  # simulator runs one shrink may spend
 MIN_DURATION_S = 0.5
 MIN_SETTLE_S = 1.0
 
 
-class NothingToShrink(ValueError):
+class NothingToShrink(BadInput, ValueError):
     """The input passes with this seed: there is no failure to keep."""
 
 

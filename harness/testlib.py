@@ -50,6 +50,7 @@ from harness.scenario import (
     _step_params,
     parse_scenario,
 )
+from node.errors import RunFailed
 from node.protocols import DEFAULT_PROTOCOL
 
 DEFAULT_TIMEOUT_S = 30.0
@@ -59,7 +60,7 @@ WINDOW_SECTION_LIMIT = 12_000
 # ---- eventually -----------------------------------------------------------------------------------
 
 
-class EventuallyTimeout(AssertionError):
+class EventuallyTimeout(RunFailed, AssertionError):
     """`eventually` ran out of time: the message says what was expected and what was last seen."""
 
 

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from importlib import import_module
 from typing import Any, Protocol
 
+from .errors import BadInput
 from .events import CORE_EVENT_KINDS, OVERHEAD_KINDS, PER_MESSAGE_KINDS
 from .layer import Layer
 from .wire import HeaderCodec, register_header
@@ -31,7 +32,7 @@ from .wire import HeaderCodec, register_header
 UNICAST_CHECKS = ("fifo", "no_duplicates", "no_loss")
 
 
-class RegistryError(ValueError):
+class RegistryError(BadInput, ValueError):
     """A spec module (BUILTIN or SPLITBRAIN_PROTOCOLS) cannot be loaded."""
 
 

@@ -21,6 +21,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from harness.cliargs import load_scenario_arg, non_negative_int, positive_int
+from node.errors import BadInput
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -128,7 +129,6 @@ def _analyze(
     with console.status("starting Spark, judging on the driver meanwhile") as status:
         from pipeline import analysis as A
         from pipeline import overlap
-        from pipeline.ingest import InputError
 
         limit = 24 if timelines is None else timelines
         started = overlap.start(paths, master, only, limit)
@@ -156,7 +156,7 @@ def _analyze(
                 )
             finally:
                 result.wait()
-        except InputError as exc:
+        except BadInput as exc:  # e.g. clashing run ids
             print(f"splitbrain: {exc}", file=sys.stderr)
             return EXIT_BAD_INPUT
     return _print_verdicts(console, analysis, page)
@@ -265,7 +265,6 @@ def _campaign_in_spark(scenario, seeds: range, out: Path, args: argparse.Namespa
     with console.status("starting Spark") as status:
         from pipeline import analysis as A
         from pipeline import campaign as CP
-        from pipeline.ingest import InputError
         from pipeline.session import get_spark, ship_code
 
         spark = get_spark(args.master, jit=CP.DRIVER_JIT)
@@ -306,7 +305,7 @@ def _campaign_in_spark(scenario, seeds: range, out: Path, args: argparse.Namespa
                 extra=extra,
                 max_timelines=limit,
             )
-        except InputError as exc:
+        except BadInput as exc:  # e.g. clashing run ids
             print(f"splitbrain: {exc}", file=sys.stderr)
             return EXIT_BAD_INPUT
     code = _print_verdicts(console, analysis, page)

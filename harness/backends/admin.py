@@ -11,10 +11,12 @@ from typing import Any
 
 import requests
 
+from node.errors import RunFailed
+
 TOKEN_HEADER = "X-Splitbrain-Token"
 
 
-class AdminError(RuntimeError):
+class AdminError(RunFailed, RuntimeError):
     """An admin request failed: connection error, timeout or an unexpected status."""
 
     def __init__(self, node: str, method: str, path: str, message: str, status: int | None = None):

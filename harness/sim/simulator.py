@@ -43,7 +43,7 @@ from typing import Any
 from harness import nemesis
 from harness.scenario import FaultStep, Scenario, ScenarioError, Stream
 from harness.slots import planned_count
-from node.errors import SettingError
+from node.errors import RunFailed, SettingError
 from node.events import DataEvents, make_event
 from node.faultlayer import FaultLayer
 from node.layer import Bootstrap, Leave, SetConfig, SyncPeer, ViewChange
@@ -68,7 +68,7 @@ _EPS = 1e-9
 StackFactory = Callable[..., Any]
 
 
-class SimulationError(RuntimeError):
+class SimulationError(RunFailed, RuntimeError):
     """The simulation cannot go on (misconfiguration, livelock, a broken invariant)."""
 
 

@@ -23,6 +23,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO, TypeVar
 
+from ..errors import RunFailed
+
 if TYPE_CHECKING:
     from .node import Node
 
@@ -60,7 +62,7 @@ def free_port(host: str, kind: str = "both") -> int:
     raise RuntimeError(f"no free port on {host}")
 
 
-class AdminError(RuntimeError):
+class AdminError(RunFailed, RuntimeError):
     def __init__(self, status: int, body: Any):
         super().__init__(f"HTTP {status}: {body}")
         self.status = status
