@@ -18,7 +18,7 @@ from node.unicast3 import RESYNC_MODES, Unicast3Config
 from node.unicast3.entries import ConnState
 from node.unicast3.protocol import Unicast3
 from node.unicast3.resync import RESYNCS, FirstSeqnoResync, SyncResync, TimestampResync
-from node.unicast3.timers import Deadlines, FiredTimers
+from node.timers import Deadlines, FiredTimers
 from tests.netlab import Net, expected, is_type
 
 # ---- the deadline table ----------------------------------------------------------------------

@@ -62,13 +62,13 @@ from ..events import EVENT_VERSION, DataEvents
 from ..layer import Action, Command, CountingLayer, Down, DownBatch, Log, SetConfig, SyncPeer, Up, ViewChange
 from ..message import MCAST_DEST, Message, app_id_of
 from ..rangeset import RangeSet
+from ..timers import Deadlines, FiredTimers
 from ..views import Window
 from .config import Unicast3Config
 from .entries import ConnState, ReceiverEntry, SenderEntry, next_state
 from .header import MAX_XMIT_RANGES, PROTO_ID, MsgType, U3Header
 from .header import encode as encode_header
 from .resync import RecvSync, Resync, make_resync
-from .timers import Deadlines, FiredTimers
 
 PROTO = "unicast3"
 # The layer's named deadlines, in the order on_timer fires those due at the same time: acks

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any, ClassVar
 
-from ..layer import Action
+from .layer import Action
 
 
 class Deadlines:
