@@ -15,7 +15,8 @@ from typing import Any
 
 from node.errors import SettingError
 
-from ..unicast3.config import Unicast3Config, _coerce
+from ..settings import coerce
+from ..unicast3.config import Unicast3Config
 
 U3_PREFIX = "unicast3_"
 
@@ -104,12 +105,8 @@ class Nakack2Config:
                 if value is not None and not isinstance(value, str):
                     raise SettingError(key, f"expected a name, got {value!r}")
                 own[key] = value
-            elif isinstance(getattr(defaults, key, None), bool):
-                if not isinstance(value, bool):
-                    raise SettingError(key, f"expected true or false, got {value!r}")
-                own[key] = value
             elif key in cls.own_keys():
-                own[key] = _coerce(key, value, getattr(defaults, key))
+                own[key] = coerce(key, value, getattr(defaults, key))
             elif key.startswith(U3_PREFIX):
                 u3[key[len(U3_PREFIX) :]] = value
             else:

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass, fields
-from typing import Any
+from dataclasses import dataclass
+from typing import ClassVar
 
 from node.errors import SettingError
+
+from ..settings import Settings
 
 RESYNC_MODES = ("sync", "timestamp", "first_seqno")
 # Planted bugs (`mutation:`), to measure that the checkers catch what they must (`splitbrain
@@ -52,7 +53,9 @@ MUTATION_RESYNC: dict[str, str] = {
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class Unicast3Config:
+class Unicast3Config(Settings):
+    OWNER: ClassVar[str] = "UNICAST3"
+
     # The retransmit task period: resend of highest-sent, XMIT-REQ, SYNC resends, reaping.
     xmit_interval: float = 0.5
     # Minimum time between two ACKs to one peer; acks in between are merged into the next one.
@@ -98,21 +101,6 @@ class Unicast3Config:
             known = ", ".join((*MUTATIONS, *REGRESSIONS))
             raise SettingError("mutation", f"must be one of {known}, got {self.mutation!r}")
 
-    @classmethod
-    def from_dict(cls, values: Mapping[str, Any]) -> Unicast3Config:
-        """Build from a scenario's `config:` mapping; unknown keys and wrong types name the key."""
-        known = {f.name: f for f in fields(cls)}
-        clean: dict[str, Any] = {}
-        for key, value in values.items():
-            if key not in known:
-                raise SettingError(str(key), f"unknown UNICAST3 setting (known: {', '.join(sorted(known))})")
-            clean[key] = _coerce(key, value, getattr(cls(), key))
-        return cls(**clean)
-
-    def updated(self, values: dict[str, Any]) -> Unicast3Config:
-        """A copy with some settings changed (run-time reconfiguration), validated like from_dict."""
-        return Unicast3Config.from_dict({**self.as_dict(), **values})
-
     @property
     def recovery_bound_s(self) -> float:
         """How long, with both ends up and connected, this protocol may need to deliver a message
@@ -125,23 +113,3 @@ class Unicast3Config:
         if self.resync == "timestamp":
             bound += self.sync_min_interval
         return bound
-
-    def as_dict(self) -> dict[str, Any]:
-        return {f.name: getattr(self, f.name) for f in fields(self)}
-
-
-# Any: a setting is whatever type its field has; the default's type picks the check.
-def _coerce(key: str, value: Any, default: Any) -> Any:
-    if isinstance(default, bool) or default is None or isinstance(default, str):
-        if value is not None and not isinstance(value, str) and default is not None:
-            raise SettingError(key, f"expected a string, got {value!r}")
-        return value
-    if isinstance(default, int) and not isinstance(default, bool):
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise SettingError(key, f"expected an integer, got {value!r}")
-        return value
-    if isinstance(default, float):
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise SettingError(key, f"expected a number of seconds, got {value!r}")
-        return float(value)
-    return value
