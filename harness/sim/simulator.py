@@ -44,7 +44,7 @@ from harness import nemesis
 from harness.scenario import FaultStep, Scenario, ScenarioError, Stream
 from harness.slots import planned_count
 from node.errors import RunFailed, SettingError
-from node.events import DataEvents, make_event
+from node.events import make_event
 from node.faultlayer import FaultLayer
 from node.layer import Bootstrap, Leave, SetConfig, SyncPeer, ViewChange
 from node.message import Message, workload_message
@@ -473,47 +473,21 @@ class Simulation:
         self.inputs += 1
         if self.check_invariants:
             try:
-                # Stack.check_invariants, inlined: this runs after every input.
-                for check in stack.invariant_checks:
-                    check()
+                stack.check_invariants()
             except AssertionError as exc:
                 raise InvariantViolation(
                     f"invariant broken at node {node.name} (incarnation {node.incarnation}) at "
                     f"t={t:.6f}s, seed {self.seed}: {exc}"
                 ) from exc
-        # Stack.take, inlined: only a non-empty outbox is replaced (the frames keep their lists),
-        # and the per-message event records become dicts as take() makes them.
-        evs = stack.events
-        if evs:
-            # unpack_events, inlined: straight into the node's log, without a list in between.
-            log = node.events
-            for ev in evs:
-                if type(ev) is DataEvents:
-                    log.extend(ev.dicts())
-                else:
-                    log.append(ev)  # type: ignore[arg-type]  # a dict: `type() is` does not narrow
-            stack.events = []
-        app = stack.to_app
+        out, app = stack.drain(node.events)  # the frames keep the outbox's list
         if app:
             self.msgs_delivered += len(app)
-            stack.to_app = []
-        out = stack.to_transport
         if out:
-            stack.to_transport = []
             if len(out) == 1:  # nearly every input: one message, one frame
                 self._send_group(node, out[0].dest, out, t)
             else:
                 self._transmit(node, out, t)
-        # Stack.next_deadline, inlined: this runs after every input.
-        deadline = None
-        for clock in stack.deadline_clocks:
-            d = clock.earliest
-            if d is not None and (deadline is None or d < deadline):
-                deadline = d
-        for next_deadline in stack.deadline_sources:
-            d = next_deadline()
-            if d is not None and (deadline is None or d < deadline):
-                deadline = d
+        deadline = stack.next_deadline()
         if deadline != node.timer_at:
             node.timer_gen += 1
             node.timer_at = deadline
