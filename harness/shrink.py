@@ -84,47 +84,43 @@ def _as_pass(data: dict) -> dict:
     return {**data, "expect": "pass"}
 
 
-def shrink_scenario(
+@dataclass
+class Budget:
+    """Simulator runs a shrink may spend; whoever runs a candidate counts it in `spent`."""
+
+    most: int
+    spent: int = 0
+
+    def left(self) -> bool:
+        return self.spent < self.most
+
+
+def shrink_with(
     data: dict,
-    seed: int,
-    *,
-    budget: int = DEFAULT_BUDGET,
-    check_invariants: bool = True,
+    still_fails: Callable[[dict], bool],
+    budget: Budget,
     progress: Callable[[str], None] = lambda line: None,
-) -> ShrinkResult:
-    """Shrink a failing scenario dict (see the module docstring). Raises NothingToShrink."""
+) -> tuple[dict, list[str]]:
+    """The reductions of the module docstring applied to `data`, each kept while
+    `still_fails(candidate)` holds (a candidate that does not parse is never run), until
+    `budget` is spent: (the smallest scenario dict found, one log line per candidate). The
+    test decides what "the same failure" is: `splitbrain shrink`'s check (shrink_scenario), the
+    mutation campaign's kill (harness.mutants.killed_by)."""
     from harness.scenario import ScenarioError, parse_scenario
 
-    data = copy.deepcopy(data)
-    data["seed"] = seed
-    check, explanation = target_check(data, seed, check_invariants=check_invariants)
-    mutated = bool((data.get("config") or {}).get("mutation"))
-    before = size(data)
     best = data
-    runs = 1
     log: list[str] = []
-
-    def still_fails(candidate: dict) -> bool:
-        nonlocal runs
-        runs += 1
-        if check not in run_trial(_as_pass(candidate), seed, check_invariants=check_invariants).failed:
-            return False
-        if mutated:
-            runs += 1
-            twin = with_mutation(_as_pass(candidate), None)
-            return run_trial(twin, seed, check_invariants=check_invariants).outcome == "passed"
-        return True
 
     def attempt(what: str, candidate: dict) -> bool:
         nonlocal best
-        if runs >= budget:
+        if not budget.left():
             return False
         try:
             parse_scenario(candidate)
         except ScenarioError:
             return False
         kept = still_fails(candidate)
-        line = f"run {runs}: {what}: {'kept' if kept else 'needed'}"
+        line = f"run {budget.spent}: {what}: {'kept' if kept else 'needed'}"
         log.append(line)
         progress(line)
         if kept:
@@ -133,7 +129,7 @@ def shrink_scenario(
 
     def drop_steps() -> None:
         changed = True
-        while changed and runs < budget:
+        while changed and budget.left():
             changed = False
             for i in reversed(range(len(best.get("schedule") or []))):
                 steps = best.get("schedule") or []
@@ -151,7 +147,7 @@ def shrink_scenario(
             attempt(f"drop stream {i}", {**best, "workload": [w for j, w in enumerate(best["workload"]) if j != i]})
     for key, least, integer in (("count", 1, True), ("duration", 0.1, False), ("rate", 1, False)):
         for i in range(len(best["workload"])):
-            while runs < budget:
+            while budget.left():
                 value = best["workload"][i].get(key)
                 if key == "rate" and "count" in best["workload"][i]:
                     break  # with a count, a lower rate sends no fewer messages, only slower
@@ -163,16 +159,46 @@ def shrink_scenario(
                 if not attempt(f"stream {i} {key} {value:g} -> {half:g}", {**best, "workload": workload}):
                     break
     for key, least in (("duration", MIN_DURATION_S), ("settle", MIN_SETTLE_S)):
-        while runs < budget:
+        while budget.left():
             value = float(best.get(key, parse_scenario(best).settle if key == "settle" else best["duration"]))
             if value / 2 < least:
                 break
             if not attempt(f"{key} {value:g} -> {round(value / 2, 2):g} s", {**best, key: round(value / 2, 2)}):
                 break
     drop_steps()
+    return best, log
+
+
+def shrink_scenario(
+    data: dict,
+    seed: int,
+    *,
+    budget: int = DEFAULT_BUDGET,
+    check_invariants: bool = True,
+    progress: Callable[[str], None] = lambda line: None,
+) -> ShrinkResult:
+    """Shrink a failing scenario dict (see the module docstring). Raises NothingToShrink."""
+    data = copy.deepcopy(data)
+    data["seed"] = seed
+    check, explanation = target_check(data, seed, check_invariants=check_invariants)
+    mutated = bool((data.get("config") or {}).get("mutation"))
+    before = size(data)
+    runs = Budget(budget, spent=1)  # target_check ran once
+
+    def still_fails(candidate: dict) -> bool:
+        runs.spent += 1
+        if check not in run_trial(_as_pass(candidate), seed, check_invariants=check_invariants).failed:
+            return False
+        if mutated:
+            runs.spent += 1
+            twin = with_mutation(_as_pass(candidate), None)
+            return run_trial(twin, seed, check_invariants=check_invariants).outcome == "passed"
+        return True
+
+    best, log = shrink_with(data, still_fails, runs, progress)
     shrunk = copy.deepcopy(best)
     shrunk["name"] = f"{data['name']}-shrunk"
-    return ShrinkResult(shrunk, check, runs, before, size(shrunk), explanation, log)
+    return ShrinkResult(shrunk, check, runs.spent, before, size(shrunk), explanation, log)
 
 
 def to_yaml(result: ShrinkResult, source: str, seed: int) -> str:
