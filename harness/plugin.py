@@ -70,8 +70,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.backends import BackendError, BackendUnavailable, ClusterOptions, get_backend
-from harness.scenario import Scenario, load_scenario
+from harness.backends import BACKENDS, BackendError, BackendUnavailable, ClusterOptions, get_backend
+from harness.scenario import INJECTORS, Scenario, load_scenario
 from harness.sim.driver import SimBackend
 
 # Re-exported: users imported these from harness.plugin before harness.testlib existed.
@@ -99,8 +99,6 @@ __all__ = [
     "eventually",
 ]
 
-BACKENDS = ("sim", "local", "docker")
-INJECTORS = ("auto", "inprocess", "iptables", "toxiproxy")
 CLUSTERS_KEY = pytest.StashKey[list]()
 RUNS_KEY = pytest.StashKey[list]()
 REPRO_KEY = pytest.StashKey[list]()

@@ -72,8 +72,8 @@ from node.compose import STATIC, recovery_bound_s, refusal, split_config
 from node.errors import BadInput, SettingError
 from node.layer import SyncPeer
 from node.message import MCAST_DEST as GROUP_DEST
+from node.runtime.config import TRANSPORTS
 
-TRANSPORTS = ("udp", "tcp")
 # Checks every run gets, listed or not: an exception inside a protocol layer is always our bug.
 ALWAYS_CHECKS = ("no_errors",)
 # A scenario without `checks:` is judged by its protocol's default checks (node/protocols.py)

@@ -347,13 +347,10 @@ def _run_seeds(scenario, seeds: range, backend: str, runs_dir: Path, sim_options
                 outcome = run_scenario(scenario, seed=seed, backend=backend, out=runs_dir, **sim_options)
                 run_ids.append(outcome.run_dir.name)
                 counts[outcome.verdict.outcome] = counts.get(outcome.verdict.outcome, 0) + 1
-            except NotImplementedError as exc:
+            except BadInput as exc:  # a scenario field; a backend this machine cannot run
                 progress.stop()
-                print(f"splitbrain: {exc}", file=sys.stderr)
-                return EXIT_BAD_INPUT, run_ids, counts
-            except ScenarioError as exc:
-                progress.stop()
-                print(f"splitbrain: {scenario.name}: {exc}", file=sys.stderr)
+                where = f"{scenario.name}: " if isinstance(exc, ScenarioError) else ""
+                print(f"splitbrain: {where}{exc}", file=sys.stderr)
                 return EXIT_BAD_INPUT, run_ids, counts
             except KeyboardInterrupt:
                 raise

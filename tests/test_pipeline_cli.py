@@ -63,9 +63,12 @@ def test_bad_inputs_exit_2(tmp_path, capsys, monkeypatch):
     bad.write_text(TINY.replace("rate: 50", "rate: -1"))
     assert main(["campaign", str(bad), "--runs", "1", "--out", str(tmp_path / "c")]) == EXIT_BAD_INPUT
     assert "workload[0].rate" in capsys.readouterr().err
-    import harness.rundir
+    import harness.backends
 
-    monkeypatch.setattr(harness.rundir, "AVAILABLE_BACKENDS", ("sim",))
+    def unavailable(**kwargs):
+        raise harness.backends.BackendUnavailable("backend docker is not available here")
+
+    monkeypatch.setitem(harness.backends.LIVE, "docker", unavailable)
     good = tmp_path / "good.yaml"
     good.write_text(TINY)
     assert (

@@ -12,8 +12,7 @@ from typing import Any
 import requests
 
 from node.errors import RunFailed
-
-TOKEN_HEADER = "X-Splitbrain-Token"
+from node.runtime.config import TOKEN_HEADER
 
 
 class AdminError(RunFailed, RuntimeError):

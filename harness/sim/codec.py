@@ -30,8 +30,7 @@ _new = object.__new__
 class ObjectCodec:
     """A frame is (src, messages); nothing is encoded unless a frame may need splitting."""
 
-    class WireError(ValueError):
-        pass
+    WireError = wire.WireError  # never raised: nothing is decoded
 
     @staticmethod
     def encode_frame(src: str, msgs: list[Message]) -> tuple:

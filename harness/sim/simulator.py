@@ -43,6 +43,7 @@ from typing import Any
 from harness import nemesis
 from harness.scenario import FaultStep, Scenario, ScenarioError, Stream
 from harness.slots import planned_count
+from node import wire
 from node.errors import RunFailed, SettingError
 from node.events import make_event
 from node.faultlayer import FaultLayer
@@ -88,8 +89,7 @@ class IdentityCodec:
     receiver never shares Message objects with the sender's retransmission window. For tests of
     the simulator and for stacks whose headers have no wire codec."""
 
-    class WireError(ValueError):
-        pass
+    WireError = wire.WireError  # never raised: nothing is decoded
 
     @staticmethod
     def encode_frame(src: str, msgs: list[Message]) -> tuple:

@@ -30,6 +30,8 @@ from ..wire import MAX_FRAME_BYTES, MAX_NAME_BYTES
 
 ENV_PREFIX = "SPLITBRAIN_"
 TRANSPORTS = ("udp", "tcp")
+# The header of the admin token on every POST and DELETE (node/runtime/admin.py; its clients).
+TOKEN_HEADER = "X-Splitbrain-Token"
 # The smallest bundle that still holds one ordinary message with its frame header.
 MIN_BUNDLE_BYTES = 512
 # TCP frames may be larger than a datagram, but a frame counts its messages in a u16: 1 MB of the

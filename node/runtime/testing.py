@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO, TypeVar
 
 from ..errors import RunFailed
+from .config import TOKEN_HEADER
 
 if TYPE_CHECKING:
     from .node import Node
@@ -86,7 +87,7 @@ class AdminClient:
             req.add_header("Content-Type", "application/json")
         tok = self.token if token is True else (token or None)
         if tok:
-            req.add_header("X-Splitbrain-Token", tok)
+            req.add_header(TOKEN_HEADER, tok)
         try:
             with urllib.request.urlopen(req, timeout=self.timeout) as resp:
                 return resp.status, _decode(resp.read(), resp.headers.get("Content-Type", ""))
