@@ -10,6 +10,7 @@ import random
 import pytest
 
 from node.layer import Action, Log, SetConfig, SyncPeer, ViewChange
+from node.timers import Deadlines, FiredTimers
 from node.unicast.config import UnicastConfig
 from node.unicast.protocol import Unicast
 from node.unicast2.config import Unicast2Config
@@ -18,7 +19,6 @@ from node.unicast3 import RESYNC_MODES, Unicast3Config
 from node.unicast3.entries import ConnState
 from node.unicast3.protocol import Unicast3
 from node.unicast3.resync import RESYNCS, FirstSeqnoResync, SyncResync, TimestampResync
-from node.timers import Deadlines, FiredTimers
 from tests.netlab import Net, expected, is_type
 
 # ---- the deadline table ----------------------------------------------------------------------
