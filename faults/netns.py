@@ -292,18 +292,6 @@ def socket_in(
     return out["sock"]
 
 
-def wait_for(predicate: Callable[[], bool], timeout_s: float, interval_s: float = 0.05) -> bool:
-    """Poll `predicate` until it is true or `timeout_s` passed; bounded in time and count."""
-    deadline = time.monotonic() + timeout_s
-    for _ in range(int(timeout_s / interval_s) + 2):
-        if predicate():
-            return True
-        if time.monotonic() >= deadline:
-            break
-        time.sleep(interval_s)
-    return predicate()
-
-
 def udp_one_way(
     src_ns: str,
     dst_ns: str,

@@ -469,11 +469,9 @@ def _interrupted(exc: KeyboardInterrupt) -> int:
 
 def _protocol_config_error(scenario) -> str | None:
     """Validate protocol settings before starting processes, naming config.<key> like the sim."""
-    try:
-        from node.compose import build_stack
-    except ImportError:  # pragma: no cover
-        return None
     import random
+
+    from node.compose import build_stack
 
     try:
         # With its membership: GMS's settings (fd_timeout, ...) sit in the same flat config.
@@ -622,17 +620,16 @@ def doctor_report() -> dict[str, tuple[bool | str, str]]:
 
 def _protocols_status() -> tuple[bool | str, str]:
     """The registered protocols (a scenario's `protocol:`), the membership protocols (its
-    `membership:`), and those planned but not built."""
-    from node.protocols import PLANNED, RegistryError, membership_names, names
+    `membership:`)."""
+    from node.protocols import RegistryError, membership_names, names
 
     try:
         known = names()
         membership = membership_names()
     except RegistryError as exc:
         return False, str(exc)
-    planned = f"; planned: {', '.join(PLANNED)}" if PLANNED else ""
     listed = ", ".join(known) + (f"; membership: static, {', '.join(membership)}" if membership else "")
-    return listed, f"registered, `splitbrain protocols` lists their settings{planned}"
+    return listed, "registered, `splitbrain protocols` lists their settings"
 
 
 def _spark_status() -> tuple[bool, str]:

@@ -1395,10 +1395,8 @@ def _protocol(raw: Any) -> str:
     if protocols.is_protocol(raw):
         return raw  # without listing (and so importing) every protocol
     known = protocols.names()
-    if raw not in (*known, *protocols.PLANNED):
-        raise problem(f"must be one of {', '.join((*known, *protocols.PLANNED))}, got {raw!r}")
     if raw not in known:
-        raise problem(f"{raw} is not implemented yet (available: {', '.join(sorted(known))})")
+        raise problem(f"must be one of {', '.join(known)}, got {raw!r}")
     return raw
 
 

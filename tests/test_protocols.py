@@ -22,14 +22,9 @@ from tests.netlab import Net
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def test_unknown_and_planned_protocols_are_clear_errors(monkeypatch):
+def test_unknown_protocols_are_clear_errors():
     with pytest.raises(ValueError, match=r"^protocol: 'nope' is not implemented \(available: unicast3"):
         protocols.get("nope")
-    # Every protocol the seeds name is built (mcast was the last); the path stays for the next one.
-    assert protocols.get("mcast").multicast and protocols.PLANNED == ()
-    monkeypatch.setattr(protocols, "PLANNED", ("nakack5",))
-    with pytest.raises(ValueError, match=r"'nakack5' is not implemented \(planned, not implemented yet\)"):
-        protocols.get("nakack5")
 
 
 def test_a_name_cannot_be_registered_twice_nor_redefine_a_core_kind():

@@ -260,15 +260,6 @@ def test_bad_input_names_the_field(field, value, message):
         parse_scenario(_with(field, value))
 
 
-def test_a_planned_protocol_is_named_as_not_implemented_yet(monkeypatch):
-    """A protocol the design plans but nobody built yet is refused as such (none is left today)."""
-    from node import protocols
-
-    monkeypatch.setattr(protocols, "PLANNED", ("nakack5",))
-    with pytest.raises(ScenarioError, match=r"^protocol: nakack5 is not implemented yet"):
-        parse_scenario(_with("protocol", "nakack5"))
-
-
 def test_dead_node_cannot_get_steps():
     """A view or drop at a node that is dead by then is refused, naming the step."""
     data = example()

@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import gc
 import heapq
-import importlib
 import itertools
 import operator
 import random
@@ -106,18 +105,13 @@ def _default_codec(wire: bool):
         from .codec import ObjectCodec
 
         return ObjectCodec()
-    try:
-        return importlib.import_module("node.wire")
-    except ImportError as exc:  # pragma: no cover - only while node.wire is being written
-        raise SimulationError(f"node.wire is not available ({exc}); pass codec=IdentityCodec()") from exc
+    return wire
 
 
 def _default_stack_factory() -> StackFactory:
-    try:
-        compose = importlib.import_module("node.compose")
-    except ImportError as exc:
-        raise SimulationError(f"node.compose is not available ({exc}); pass stack_factory= to Simulation") from exc
-    return compose.build_stack
+    from node.compose import build_stack
+
+    return build_stack
 
 
 # ---- results ----------------------------------------------------------------------------------
