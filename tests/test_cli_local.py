@@ -105,7 +105,8 @@ def test_bad_scenario_and_config_exit_2_before_any_process(tmp_path, capsys):
 
 
 def test_doctor_says_what_and_why(capsys):
-    """doctor: python version, sim/local/docker backends, iptables, tc netem, toxiproxy, the Spark
+    """doctor: python version, sim/local/docker backends, iptables, tc netem, tc tbf/htb, the
+    NFQUEUE delayer, toxiproxy, the Spark
     pipeline (pyspark + java), the registered protocols, IP multicast, each with a reason."""
     assert main(["doctor"]) == 0
     lines = capsys.readouterr().out.splitlines()
@@ -117,23 +118,30 @@ def test_doctor_says_what_and_why(capsys):
         "backend docker",
         "iptables",
         "tc netem",
+        "tc tbf/htb",
+        "nfqueue delayer",
         "toxiproxy-server",
         "spark pipeline",
         "protocols",
         "ip multicast",
     ]
     assert lines[1].startswith("backend sim: yes")
-    assert "on loopback (IP_MULTICAST_IF 127.0.0.1, this host only): " in lines[9]
-    assert lines[7].startswith("spark pipeline: yes (pyspark ") and "java" in lines[7]  # test extra + Java 17
+    line = dict(zip(names, lines, strict=True))
+    assert "on loopback (IP_MULTICAST_IF 127.0.0.1, this host only): " in line["ip multicast"]
+    spark = line["spark pipeline"]
+    assert spark.startswith("spark pipeline: yes (pyspark ") and "java" in spark  # test extra + Java 17
     assert lines[3].startswith(("backend docker: yes", "backend docker: no ("))
-    assert lines[8].startswith("protocols: unicast3, unicast2, unicast, ") and "registered" in lines[8]
-    assert "; membership: static, gms (" in lines[8]
-    for line in lines[1:]:
-        assert line.endswith(")") and " (" in line, line
-    netem = lines[5]
-    if "no (" in netem:
-        # This kernel has no sch_netem: the line says which of the three ways to find it failed.
-        assert "sch_netem" in netem
+    protocols = line["protocols"]
+    assert protocols.startswith("protocols: unicast3, unicast2, unicast, ") and "registered" in protocols
+    assert "; membership: static, gms (" in protocols
+    for text in lines[1:]:
+        assert text.endswith(")") and " (" in text, text
+    if "no (" in line["tc netem"]:
+        # This kernel has no sch_netem: the line says why (the kernel config, the module).
+        assert "sch_netem" in line["tc netem"]
+    # Tools no backend applies yet say so instead of looking like part of a backend.
+    for name in ("tc netem", "tc tbf/htb", "nfqueue delayer"):
+        assert "no backend's injector uses it yet" in line[name]
 
 
 def test_node_command_passes_through(tmp_path, capsys):
