@@ -13,6 +13,7 @@ Callers that report where a value lives (a scenario's `config.<key>`, an admin b
 
 from __future__ import annotations
 
+EXIT_OK = 0
 EXIT_FAILED = 1
 EXIT_BAD_INPUT = 2
 

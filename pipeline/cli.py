@@ -21,11 +21,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from harness.cliargs import load_scenario_arg, non_negative_int, positive_int
-from node.errors import BadInput
-
-EXIT_OK = 0
-EXIT_FAILED = 1
-EXIT_BAD_INPUT = 2
+from node.errors import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK, BadInput
 
 
 def add_commands(subparsers) -> None:
