@@ -64,6 +64,7 @@ from ..message import MCAST_DEST, Message, app_id_of
 from ..rangeset import RangeSet
 from ..timers import Deadlines, FiredTimers
 from ..views import Window
+from ..xmit import serve_xmit_req
 from .config import Unicast3Config
 from .entries import ConnState, ReceiverEntry, SenderEntry, next_state
 from .header import MAX_XMIT_RANGES, PROTO_ID, MsgType, U3Header
@@ -574,31 +575,18 @@ class Unicast3(FiredTimers, CountingLayer):
         if entry is None:
             out.append(self._log(now, "drop", peer=src, type="XMIT_REQ", reason="no send window"))
             return out
-        budget = self.config.max_xmit_req_seqnos
-        for lo, hi in hdr.ranges:
-            if self._mutant("xmit_req_off_by_one"):
-                hi -= 1  # the range read as half-open: its last seqno is never resent
-            # Purged (acked) or never sent: this is how JGRP-1873 shows up. One event for each
-            # part of the range outside HA+1..HS, not a loop over what a peer may ask (0..2^64-1).
-            for out_lo, out_hi in ((lo, min(hi, entry.ha, lo + budget - 1)), (max(lo, entry.hs + 1), hi)):
-                if out_lo <= out_hi:
-                    out.append(
-                        self._log(
-                            now,
-                            "drop",
-                            peer=src,
-                            seqno=out_lo,
-                            conn_id=entry.conn_id,
-                            type="XMIT_REQ",
-                            ranges=[[out_lo, out_hi]],
-                            reason="requested seqno not in send window",
-                        )
-                    )
-            for seqno in range(max(lo, entry.ha + 1), min(hi, entry.hs, lo + budget - 1) + 1):
-                out.extend(self._resend(entry, seqno, now, "xmit_req"))
-            budget -= hi - lo + 1
-            if budget <= 0:
-                break
+        # Purged (acked) or never sent: this is how JGRP-1873 shows up, as the drops of this.
+        serve_xmit_req(
+            self._log,
+            self._resend,
+            src,
+            entry,
+            hdr.ranges,
+            self.config.max_xmit_req_seqnos,
+            now,
+            out,
+            half_open=self._mutant("xmit_req_off_by_one"),
+        )
         return out
 
     def _missing(self, entry: ReceiverEntry) -> RangeSet:
