@@ -105,7 +105,9 @@ def _default_codec(wire: bool):
         from .codec import ObjectCodec
 
         return ObjectCodec()
-    return wire
+    from node import wire as codec  # the real codec (the parameter shadows the module's name)
+
+    return codec
 
 
 def _default_stack_factory() -> StackFactory:
