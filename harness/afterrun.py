@@ -4,7 +4,7 @@ After the loop, writing the event logs and running the checks only read the same
 `workers=2` a forked child writes the logs and runs CHILD_CHECKS (no_loss) while this process runs the
 other checks; the child sends its results back pickled. Each check state is fed by its own walk
 over the same merged log, so a check's result does not depend on which checks run beside it:
-the verdict is the one a single process gives (tests/test_afterrun.py compares them).
+the verdict is the one a single process gives (tests/harness/test_afterrun.py compares them).
 
 The child never returns into the caller: it leaves by os._exit, so atexit hooks, buffered output
 and the caller's `finally` blocks stay the parent's. A child that raised makes the parent raise

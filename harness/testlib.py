@@ -21,7 +21,7 @@ failure report. harness.plugin only wires these into pytest fixtures and hooks.
 On the simulator, `harness.sim.driver.SimBackend().create_cluster(...)` gives a cluster the same
 lines drive in virtual time (`sleep` and every wait advance the simulation).
 
-This module must not import pytest (tests/test_plugin.py checks it in a fresh interpreter).
+This module must not import pytest (tests/harness/test_plugin.py checks it in a fresh interpreter).
 """
 
 from __future__ import annotations

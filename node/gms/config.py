@@ -16,7 +16,7 @@
 
 With these defaults a member cut off for 5 s is suspected after 2-2.5 s (a 5 s partition changes
 views) and a heal merges within about merge_interval x 1.5 + a few round trips + UNICAST3's recovery
-of the messages queued behind the MERGE_REQ: under 10 s (tests/test_gms.py measures it).
+of the messages queued behind the MERGE_REQ: under 10 s (tests/node/test_gms.py measures it).
 """
 
 from __future__ import annotations

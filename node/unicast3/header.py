@@ -129,7 +129,7 @@ def _make_data(flags: int, seqno: int, conn_id: int, _payload_len: int) -> U3Hea
     if flags & ~FLAG_FIRST:
         raise WireError(f"unknown UNICAST3 flags {flags:#x}")
     # Every field set here rather than through the dataclass's __init__ (one call fewer per message
-    # received; tests/test_wire.py compares the result with U3Header(...) field by field).
+    # received; tests/node/test_wire.py compares the result with U3Header(...) field by field).
     h = _new(U3Header)
     h.type = _DATA_TYPE
     h.seqno = seqno

@@ -28,7 +28,7 @@ from faults.toxiproxy import ToxiproxyServer, gojson
 from faults.toxiproxy.__main__ import parse_args
 from faults.toxiproxy.proxy import float32_shortest
 from faults.toxiproxy.toxics import slice_offsets
-from tests.test_toxiproxy_conformance import (
+from tests.faults.test_toxiproxy_conformance import (
     HTTP_TIMEOUT_S,
     LOCALHOST,
     Api,
@@ -43,7 +43,7 @@ from tests.test_toxiproxy_conformance import (
     roundtrip,
 )
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture

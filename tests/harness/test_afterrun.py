@@ -22,7 +22,7 @@ from harness.rundir import run_scenario, write_events
 from harness.scenario import load_scenario
 from harness.sim import Simulation
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SCENARIOS = sorted((ROOT / "scenarios").glob("*.yaml")) + sorted((ROOT / "scenarios" / "bugs").glob("*.yaml"))
 
 

@@ -13,7 +13,7 @@ from harness.backends.local import LocalBackend
 from harness.cli import ProgressDisplay, main
 from harness.runner import Progress
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 local_only = pytest.mark.skipif(not LocalBackend().check()[0], reason="local backend unavailable here")
 
 
@@ -254,7 +254,7 @@ def test_doctor_ip_multicast_without_and_with_a_multicast_route():
     if not can:
         pytest.skip(f"needs root and ip netns: {why}")
     code = "from harness.mcastprobe import ip_multicast_status as s; ok, why = s(); print(ok); print(why)"
-    env_path = str(Path(__file__).resolve().parent.parent)
+    env_path = str(Path(__file__).resolve().parents[2])
     with Lab() as lab:
         ns = lab.add("mcast")
         argv = ["env", f"PYTHONPATH={env_path}", sys.executable, "-c", code]

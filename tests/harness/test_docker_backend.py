@@ -40,7 +40,7 @@ from harness.testlib import cluster_scenario, eventually  # noqa: E402
 
 pytestmark = [pytest.mark.docker, pytest.mark.timeout(900)]
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 DEADLINE_S = 60.0
 PRIVATE = [ipaddress.ip_network(n) for n in ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16")]
 

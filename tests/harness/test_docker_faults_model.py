@@ -21,7 +21,7 @@ import pytest
 from harness.backends.base import NodeState
 from harness.scenario import ScenarioError, check_backend, parse_scenario
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def scenario(transport="tcp", schedule=(), **extra):

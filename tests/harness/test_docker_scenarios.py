@@ -40,7 +40,7 @@ pytest_plugins = (
 
 pytestmark = [pytest.mark.docker, pytest.mark.timeout(900)]
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SCENARIOS = ROOT / "scenarios"
 
 

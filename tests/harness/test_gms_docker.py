@@ -4,7 +4,7 @@ Heartbeats, discovery and merge messages are datagrams like any other, so the ke
 them too: B's side suspects A and installs a view without it while A still lists B, the heal
 merges the views into one, the windows resync and every message is delivered once, in order
 (every default check of a `membership: gms` scenario, views_agree included). Skipped with the
-reason when no Docker engine is reachable (as tests/test_docker_scenarios.py).
+reason when no Docker engine is reachable (as tests/harness/test_docker_scenarios.py).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ pytest.importorskip("docker")
 
 from harness.backends.docker import DockerBackend
 from harness.eventlog import read_run
-from tests.test_gms_end_to_end import judge_split, partition_window, run_split
+from tests.harness.test_gms_end_to_end import judge_split, partition_window, run_split
 
 pytestmark = [pytest.mark.docker, pytest.mark.timeout(900)]
 

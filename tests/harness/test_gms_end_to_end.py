@@ -6,7 +6,7 @@ read from the nodes' own `view` events), the heal merges the views into one that
 holds within a stated bound, the windows resync, and every message is delivered once and in order
 (the default checks with `membership: gms`: fifo, no_duplicates, no_loss, windows_synced,
 views_agree, no_errors). On the simulator exactly, on local processes with generous bounds; on
-docker (iptables) in tests/test_gms_docker.py. The pytest plugin's `membership="gms"` and
+docker (iptables) in tests/harness/test_gms_docker.py. The pytest plugin's `membership="gms"` and
 `wait_view` drive the same story step by step.
 """
 
@@ -30,7 +30,7 @@ pytest_plugins = (
     [] if any(ep.value == "harness.plugin" for ep in entry_points(group="pytest11")) else ["harness.plugin"]
 )
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SPLIT = ROOT / "scenarios" / "gms-one-way-split.yaml"
 # Heal to one merged view on every node: the scenario's merge_interval-driven discovery plus a view
 # round. Exact on the simulator; the local bound is generous for 2 busy cores.

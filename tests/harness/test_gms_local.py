@@ -3,7 +3,7 @@
 SIGTERM leaves. Every real-time wait is a bounded `eventually` with a generous bound (two busy
 cores shared with other work); what is asserted exactly (who coordinates, why a view changed) is
 read from the nodes' own state and events, never from how fast they were. The exact timings are
-the simulator's (tests/test_gms.py)."""
+the simulator's (tests/node/test_gms.py)."""
 
 from __future__ import annotations
 

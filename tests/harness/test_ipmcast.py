@@ -23,7 +23,7 @@ from node.runtime.testing import NodeGroup, pair_configs, wait_until
 from node.runtime.transport import TransportStats
 from node.wire import WireError, decode_frame, encode_frame, readdressed
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 LOOPBACK_MULTICAST, WHY_NOT = loopback_status()
 local_multicast = pytest.mark.skipif(
     not (LocalBackend().check()[0] and LOOPBACK_MULTICAST),

@@ -21,7 +21,7 @@ from tests.leaks import processes_naming
 
 pytestmark = pytest.mark.skipif(not LocalBackend().check()[0], reason="local backend unavailable here")
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 DEADLINE_S = 60.0
 
 

@@ -18,7 +18,7 @@ from harness.scenario import load_scenario
 
 pytestmark = pytest.mark.skipif(not LocalBackend().check()[0], reason="local backend unavailable here")
 
-SCENARIOS = sorted((Path(__file__).resolve().parents[1] / "scenarios").glob("*.yaml"))
+SCENARIOS = sorted((Path(__file__).resolve().parents[2] / "scenarios").glob("*.yaml"))
 
 
 def verdict_of(outcome) -> tuple[str, dict[str, bool]]:

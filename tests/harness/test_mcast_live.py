@@ -14,7 +14,7 @@ from harness.cli import main
 from harness.scenario import load_scenario
 from harness.sim.simulator import simulate
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 local_only = pytest.mark.skipif(not LocalBackend().check()[0], reason="local backend unavailable here")
 
 

@@ -15,7 +15,7 @@ from harness.backends.local import LocalBackend
 from harness.cli import main
 from node.message import MCAST_DEST
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 local_only = pytest.mark.skipif(not LocalBackend().check()[0], reason="local backend unavailable here")
 
 

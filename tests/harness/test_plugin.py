@@ -177,7 +177,7 @@ def test_failed_scenario_run_reports_its_verdict(pytester):
     """splitbrain_run: a scenario that fails its checks shows its verdict and timeline."""
     from pathlib import Path
 
-    scenario = Path(__file__).resolve().parents[1] / "scenarios" / "jgrp-1875-first-seqno.yaml"
+    scenario = Path(__file__).resolve().parents[2] / "scenarios" / "jgrp-1875-first-seqno.yaml"
     pytester.makepyfile(
         test_run=f"""
 def test_scenario(splitbrain_run):
@@ -343,7 +343,7 @@ def test_eventually_lets_real_errors_through():
 
 # ---- the library and the pytest wiring ------------------------------------------------------------
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 # A fresh interpreter in which any import of pytest fails, so that an import of pytest anywhere
 # under harness.testlib (directly or through a module it imports) shows up.

@@ -17,7 +17,7 @@ from harness.scenario import load_scenario, parse_scenario
 from harness.sim import Simulation
 from harness.sim.simulator import _StreamState
 
-SCENARIOS = Path(__file__).resolve().parents[1] / "scenarios"
+SCENARIOS = Path(__file__).resolve().parents[2] / "scenarios"
 
 
 class FakeAdmin:

@@ -42,7 +42,7 @@ EXAMPLE = textwrap.dedent("""\
     seed: 42
     """)
 
-SCENARIOS = Path(__file__).resolve().parent.parent / "scenarios"
+SCENARIOS = Path(__file__).resolve().parents[2] / "scenarios"
 
 
 def example() -> dict:

@@ -13,7 +13,7 @@ from harness.scenario import ScenarioError, json_schema, parse_scenario
 
 jsonschema = pytest.importorskip("jsonschema")
 
-SCENARIOS = Path(__file__).resolve().parent.parent / "scenarios"
+SCENARIOS = Path(__file__).resolve().parents[2] / "scenarios"
 
 
 def _validator():

@@ -648,8 +648,9 @@ def test_replay_is_independent_of_hash_seed():
     import sys
     from pathlib import Path
 
-    tests = Path(__file__).resolve().parent
-    scenario_file = tests.parent / "scenarios" / "lossy-link.yaml"
+    tests = Path(__file__).resolve().parent  # this module's folder, for the child's import
+    repo = Path(__file__).resolve().parents[2]
+    scenario_file = repo / "scenarios" / "lossy-link.yaml"
     digests = set()
     for hash_seed in ("1", "2"):
         env = {**os.environ, "PYTHONHASHSEED": hash_seed}
@@ -659,7 +660,7 @@ def test_replay_is_independent_of_hash_seed():
             capture_output=True,
             text=True,
             check=True,
-            cwd=tests.parent,
+            cwd=repo,
         )
         digests.add(out.stdout.strip())
     assert len(digests) == 1

@@ -23,7 +23,7 @@ from node import wire
 from node.message import Message
 from node.unicast3 import PROTO_ID, MsgType, U3Header
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SCENARIOS = sorted((ROOT / "scenarios").glob("*.yaml"))
 
 

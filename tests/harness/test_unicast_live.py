@@ -10,7 +10,7 @@ import pytest
 from harness.rundir import run_scenario
 from harness.scenario import load_scenario
 
-BUGS = Path(__file__).resolve().parent.parent / "scenarios" / "bugs"
+BUGS = Path(__file__).resolve().parents[2] / "scenarios" / "bugs"
 
 
 @pytest.mark.timeout(180)

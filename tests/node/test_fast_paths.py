@@ -20,7 +20,7 @@ from node.faultlayer import FaultLayer, FaultRule
 from node.layer import ViewChange
 from node.message import Message, app_id_of, app_payload, workload_message
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def pair(data_events: bool = True):

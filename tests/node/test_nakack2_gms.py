@@ -21,7 +21,7 @@ from node.nakack2.header import PROTO_ID, MsgType
 from node.nakack2.protocol import Nakack2
 from node.stack import Stack
 
-BUGS = Path(__file__).resolve().parent.parent / "scenarios" / "bugs"
+BUGS = Path(__file__).resolve().parents[2] / "scenarios" / "bugs"
 
 
 def layer(name: str = "B", **config) -> Nakack2:
@@ -249,7 +249,7 @@ def test_multicasting_through_a_two_way_split_and_the_merge(seed):
 
 def test_unicast_stacks_keep_empty_digests():
     """GMS over UNICAST3 (gms-coordinator-restart): no view carries a digest, no become_server."""
-    events = _events(Path(__file__).resolve().parent.parent / "scenarios" / "gms-coordinator-restart.yaml")
+    events = _events(Path(__file__).resolve().parents[2] / "scenarios" / "gms-coordinator-restart.yaml")
     assert [e for e in events if e["kind"] == "view"] and not [e for e in events if "digest" in e]
     assert not [e for e in events if e["kind"] == "become_server"]
 

@@ -19,7 +19,7 @@ from node.unicast3 import Unicast3
 from node.views import Window, pair_problem
 from tests.netlab import Net
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_unknown_protocols_are_clear_errors():

@@ -10,7 +10,7 @@ FORBIDDEN = {"asyncio", "socket", "time", "random", "threading", "os", "select",
 # protocol registry (which reads SPLITBRAIN_PROTOCOLS from the environment; it runs no protocol).
 CORE = [
     p
-    for p in (pathlib.Path(__file__).parent.parent / "node").rglob("*.py")
+    for p in (pathlib.Path(__file__).parents[2] / "node").rglob("*.py")
     if "runtime" not in p.parts and p.name not in ("__main__.py", "protocols.py")
 ]
 

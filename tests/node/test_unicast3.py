@@ -392,7 +392,7 @@ def test_conn_close_timeout_zero_never_removes_a_closing_entry():
     assert net.delivered["B"] == expected("A", 5)
 
 
-# ---- hostile input (found by the protocol fuzzer, tests/test_protocol_fuzz.py) ----------------
+# ---- hostile input (found by the protocol fuzzer, tests/node/test_protocol_fuzz.py) ----------------
 
 
 def _plant_ha_above_hs(net):

@@ -12,7 +12,7 @@ from harness.rundir import run_scenario
 from harness.scenario import parse_scenario
 from pipeline import tasks as TK
 from pipeline.cli import EXIT_OK
-from tests.test_pipeline_cli import TINY
+from tests.pipeline.test_pipeline_cli import TINY
 
 # A bug reproduced (expect: fail) next to runs that pass: UNICAST2's scenario #6 is too long for a
 # unit test, so a planted mutant of the tiny scenario stands in: no_loss must fail on every seed.

@@ -9,7 +9,7 @@ import pytest
 
 from harness.cli import main
 from pipeline.cli import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK
-from tests.test_pipeline_checks import PLANTED, write_run
+from tests.pipeline.test_pipeline_checks import PLANTED, write_run
 
 TINY = """
 name: tiny

@@ -16,7 +16,7 @@ from harness.rundir import run_scenario
 from harness.scenario import load_scenario
 from pipeline.standalone import standalone_cluster as start_standalone
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 # The job itself is bounded (spark-submit: 600 s) and the cluster takes its own start: past
 # pytest's default 300 s a busy machine would be cut off before the job's own bound.
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
@@ -89,7 +89,7 @@ def test_campaign_in_spark_tasks_on_a_standalone_cluster(standalone_cluster, tmp
     import yaml
 
     from harness.scenario import parse_scenario
-    from tests.test_pipeline_cli import TINY
+    from tests.pipeline.test_pipeline_cli import TINY
 
     master, env = standalone_cluster
     scen = tmp_path / "tiny.yaml"

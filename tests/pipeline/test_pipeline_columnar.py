@@ -26,9 +26,9 @@ from pipeline import columnar_parts as P
 from pipeline import runwise as R
 from pipeline import stored as ST
 from pipeline import tasks as TK
-from tests.test_pipeline_checks import GMS_CHECKS, PLANTED, PLANTED_VIEWS, random_log, random_views_log
+from tests.pipeline.test_pipeline_checks import GMS_CHECKS, PLANTED, PLANTED_VIEWS, random_log, random_views_log
 
-SCENARIOS = sorted((Path(__file__).resolve().parent.parent / "scenarios").glob("*.yaml"))
+SCENARIOS = sorted((Path(__file__).resolve().parents[2] / "scenarios").glob("*.yaml"))
 BOUND = {"recovery_bound_s": DEFAULT_RECOVERY_BOUND_S, "resync_bound": None, "xmit_bound": None}
 CHECKS = list(GENERAL_CHECKS)
 
@@ -202,7 +202,7 @@ def test_spark_judging_from_parquet_equals_the_ingest_verdicts(spark, tmp_path):
     """In Spark: runs judged from the warehouse (the stored-run tasks, on the stored columns) get
     the results their ingest gave (the exact per-event path), metrics included."""
     from pipeline import analysis as A
-    from tests.test_pipeline_checks import write_run
+    from tests.pipeline.test_pipeline_checks import write_run
 
     root = tmp_path / "runs"
     for name in ("missing", "stuck", "redelivered_unacked"):

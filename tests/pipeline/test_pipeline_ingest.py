@@ -10,7 +10,7 @@ import pytest
 
 from node import events as node_events
 from pipeline import schema as S
-from tests.test_pipeline_checks import clean, write_run
+from tests.pipeline.test_pipeline_checks import clean, write_run
 
 # ---- the schema mirrors node/events.py --------------------------------------------------------
 

@@ -21,9 +21,9 @@ from pipeline import local_ingest as LI
 from pipeline import runwise as R
 from pipeline import schema as S
 from pipeline import tasks as TK
-from tests.test_pipeline_checks import PLANTED, random_log, write_planted_runs, write_run
-from tests.test_pipeline_columnar import files_of
-from tests.test_pipeline_ingest import GOOD, LINES, _mutate
+from tests.pipeline.test_pipeline_checks import PLANTED, random_log, write_planted_runs, write_run
+from tests.pipeline.test_pipeline_columnar import files_of
+from tests.pipeline.test_pipeline_ingest import GOOD, LINES, _mutate
 
 NOW = "2026-11-27T00:00:00.000000Z"
 PLAN = (list(GENERAL_CHECKS), {"recovery_bound_s": DEFAULT_RECOVERY_BOUND_S, "resync_bound": None, "xmit_bound": None})

@@ -12,7 +12,7 @@ from pipeline import ingest as I
 from pipeline import local_ingest as LI
 from pipeline import overlap as O
 from pipeline import session as SS
-from tests.test_pipeline_checks import PLANTED, write_planted_runs, write_run
+from tests.pipeline.test_pipeline_checks import PLANTED, write_planted_runs, write_run
 
 NOW = "2026-11-27T00:00:00.000000Z"
 

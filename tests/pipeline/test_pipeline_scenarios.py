@@ -15,7 +15,7 @@ from harness.rundir import run_scenario
 from harness.scenario import load_scenario
 from node import protocols
 
-ROOT = Path(__file__).resolve().parent.parent / "scenarios"
+ROOT = Path(__file__).resolve().parents[2] / "scenarios"
 # Bounded checks take their bound from the run's scenario.yaml (runs table): a reproduction and its
 # twin of each.
 BOUNDED = [

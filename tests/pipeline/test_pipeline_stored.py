@@ -16,8 +16,8 @@ from harness.rundir import run_scenario
 from harness.scenario import load_scenario
 from pipeline import stored as ST
 from pipeline import tasks as TK
-from tests.test_pipeline_checks import PLANTED, random_log, write_run
-from tests.test_pipeline_columnar import BOUND, CHECKS, SCENARIOS, files_of, stored
+from tests.pipeline.test_pipeline_checks import PLANTED, random_log, write_run
+from tests.pipeline.test_pipeline_columnar import BOUND, CHECKS, SCENARIOS, files_of, stored
 
 
 def write_partition(directory, table: pa.Table) -> None:

@@ -19,7 +19,7 @@ from harness.sim import Simulation
 from node import protocols
 from node.events import make_event
 
-BUGS = Path(__file__).resolve().parent.parent / "scenarios" / "bugs"
+BUGS = Path(__file__).resolve().parents[2] / "scenarios" / "bugs"
 PIECES = sorted(BUGS.glob("*.yaml"))
 FAILING = [p for p in PIECES if isinstance(yaml.safe_load(p.read_text()).get("expect"), dict)]
 # Each reproduced bug and its twin on the fixed design (the same schedule and workload).
@@ -32,7 +32,7 @@ TWINS = {
     "sync-bug-a-second-sync": "sync-bug-a-fixed",
     "sync-bug-b-stale-first": "sync-bug-b-fixed",
     "sync-bug-c-delayed-sync-ok": "sync-bug-c-fixed",
-    # UNICAST2's pieces (tests/test_unicast2_museum.py): twins on UNICAST3, which hold back an ACK
+    # UNICAST2's pieces (tests/scenarios/test_unicast2_museum.py): twins on UNICAST3, which hold back an ACK
     # where UNICAST2 holds back a STABLE, so their schedules differ.
     "unicast2-stale-stable": "unicast3-stale-ack",
     "unicast2-lost-first-after-reopen": "unicast3-lost-first-after-reopen",

@@ -11,7 +11,7 @@ import pytest
 from harness.rundir import run_scenario
 from harness.scenario import load_scenario, parse_scenario
 
-BUGS = Path(__file__).resolve().parent.parent / "scenarios" / "bugs"
+BUGS = Path(__file__).resolve().parents[2] / "scenarios" / "bugs"
 PIECES = sorted(BUGS.glob("unicast2-*.yaml"))
 # Each failing UNICAST2 piece -> its UNICAST3 (resync: sync) twin.
 TWINS = {

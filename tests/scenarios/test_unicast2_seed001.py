@@ -19,7 +19,7 @@ from node.message import Message, app_payload
 from node.unicast2 import PROTO_ID, MsgType, U2Header, Unicast2
 from tests.netlab import Net, expected
 
-BUGS = Path(__file__).resolve().parent.parent / "scenarios" / "bugs"
+BUGS = Path(__file__).resolve().parents[2] / "scenarios" / "bugs"
 
 
 def pair(**config) -> Net:

@@ -16,7 +16,7 @@ from harness.sim import Simulation
 from node import protocols
 from node.events import make_event
 
-BUGS = Path(__file__).resolve().parent.parent / "scenarios" / "bugs"
+BUGS = Path(__file__).resolve().parents[2] / "scenarios" / "bugs"
 PIECE = BUGS / "mcast-spurious-retransmission.yaml"
 TWIN = BUGS / "mcast-spurious-retransmission-fixed.yaml"
 
