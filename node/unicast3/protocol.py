@@ -65,6 +65,7 @@ from ..rangeset import RangeSet
 from ..timers import Deadlines, FiredTimers
 from ..xmit import serve_xmit_req
 from .config import Unicast3Config
+from .connections import Unicast3Connections
 from .entries import ConnState, ReceiverEntry, SenderEntry, next_state
 from .header import MAX_XMIT_RANGES, PROTO_ID, MsgType, U3Header
 from .header import encode as encode_header
@@ -93,7 +94,7 @@ class RandomBits(Protocol):
     def getrandbits(self, k: int, /) -> int: ...
 
 
-class Unicast3(Unicast3Views, FiredTimers, CountingLayer):
+class Unicast3(Unicast3Connections, Unicast3Views, FiredTimers, CountingLayer):
     proto = PROTO
     passes_multicasts = True  # down() hands a multicast to the multicast layer below, untouched
 
@@ -697,31 +698,6 @@ class Unicast3(Unicast3Views, FiredTimers, CountingLayer):
                 out.extend(self._resend(entry, entry.hs, now, "sync"))
         return out
 
-    # ---- close --------------------------------------------------------------------------------
-
-    def _on_close(self, src: str, hdr: U3Header, now: float) -> list[Action]:
-        out: list[Action] = [self._log(now, "close_rx", peer=src, conn_id=hdr.conn_id)]
-        entry = self.recv_table.get(src)
-        if entry is None or entry.conn_id != hdr.conn_id:
-            out.append(
-                self._log(
-                    now,
-                    "drop",
-                    peer=src,
-                    type="CLOSE",
-                    conn_id=hdr.conn_id,
-                    reason="no receive window with that conn_id",
-                )
-            )
-            return out
-        self._set_state(entry, "recv", "close_rx", now, out)
-        self._remove_recv(src)
-        return out
-
-    def _remove_recv(self, peer: str) -> None:
-        self.recv_table.pop(peer, None)
-        self._drop_ack_deadline(peer)
-
     _HANDLERS = {
         MsgType.ACK: _on_ack,
         MsgType.XMIT_REQ: _on_xmit_req,
@@ -729,7 +705,7 @@ class Unicast3(Unicast3Views, FiredTimers, CountingLayer):
         MsgType.SYNC: _on_sync,
         MsgType.SYNC_OK: _on_sync_ok,
         MsgType.SYNC_ACK: _on_sync_ack,
-        MsgType.CLOSE: _on_close,
+        MsgType.CLOSE: Unicast3Connections._on_close,
     }
 
     # ---- commands -----------------------------------------------------------------------------
@@ -825,58 +801,6 @@ class Unicast3(Unicast3Views, FiredTimers, CountingLayer):
         starts += [e.sync_started for e in self.send_table.values() if e.awaiting_sync_ack]
         self.timers.set("sync_timeout", min(starts) + self.config.sync_timeout if starts else None)
 
-    def _expire_conns(self, now: float, out: list[Action]) -> None:
-        """conn_expiry: OPEN -> CLOSING after conn_expiry_timeout without activity."""
-        timeout = self.config.conn_expiry_timeout
-        for side, entry in self._entries():
-            if entry.state is ConnState.OPEN and now >= entry.last_active + timeout:
-                self._set_state(entry, side, "expired", now, out)
-        self._rearm_reaping()
-
-    def _close_conns(self, now: float, out: list[Action]) -> None:
-        """conn_close: CLOSING -> CLOSED after conn_close_timeout; a closed sender sends CLOSE."""
-        timeout = self.config.conn_close_timeout
-        for peer, rentry in list(self.recv_table.items()):
-            if rentry.state is ConnState.CLOSING and now >= rentry.last_active + timeout:
-                self._set_state(rentry, "recv", "close_timeout", now, out)
-                self._remove_recv(peer)
-        for peer, sentry in list(self.send_table.items()):
-            if sentry.state is ConnState.CLOSING and now >= sentry.last_active + timeout:
-                self._set_state(sentry, "send", "close_timeout", now, out)
-                del self.send_table[peer]
-                out.extend(
-                    self._ctrl(
-                        "close_tx", peer, now, U3Header(MsgType.CLOSE, conn_id=sentry.conn_id), conn_id=sentry.conn_id
-                    )
-                )
-        self._rearm_reaping()
-
-    def _reaping_from(self, entry: SenderEntry | ReceiverEntry) -> None:
-        """Arm the reaping deadline an entry's state calls for. Later activity only postpones it,
-        so the deadlines are left early and the handlers set them again from all entries."""
-        cfg = self.config
-        # As in JGroups, a timeout of 0 disables its step: conn_close_timeout 0 keeps CLOSING
-        # entries (and their unacked messages).
-        if entry.state is ConnState.OPEN and cfg.conn_expiry_timeout > 0:
-            self.timers.lower("conn_expiry", entry.last_active + cfg.conn_expiry_timeout)
-        elif entry.state is ConnState.CLOSING and cfg.conn_close_timeout > 0:
-            self.timers.lower("conn_close", entry.last_active + cfg.conn_close_timeout)
-
-    def _rearm_reaping(self) -> None:
-        cfg = self.config
-        entries = self._entries()
-        for name, state, timeout in (
-            ("conn_expiry", ConnState.OPEN, cfg.conn_expiry_timeout),
-            ("conn_close", ConnState.CLOSING, cfg.conn_close_timeout),
-        ):
-            due = [e.last_active + timeout for _, e in entries if e.state is state] if timeout > 0 else []
-            self.timers.set(name, min(due, default=None))
-
-    def _entries(self) -> list[tuple[str, SenderEntry | ReceiverEntry]]:
-        """Every connection entry with its side, receivers first (the order reaping goes in)."""
-        recv: list[tuple[str, SenderEntry | ReceiverEntry]] = [("recv", e) for e in self.recv_table.values()]
-        return recv + [("send", e) for e in self.send_table.values()]
-
     def _retransmit_task(self, now: float, out: list[Action]) -> None:
         """xmit: the retransmit run of seed 002, every xmit_interval."""
         self.timers.set("xmit", now + self.config.xmit_interval)
@@ -887,8 +811,8 @@ class Unicast3(Unicast3Views, FiredTimers, CountingLayer):
     _FIRE = {
         "ack_flush": _flush_acks,
         "sync_timeout": _end_syncs,
-        "conn_expiry": _expire_conns,
-        "conn_close": _close_conns,
+        "conn_expiry": Unicast3Connections._expire_conns,
+        "conn_close": Unicast3Connections._close_conns,
         "xmit": _retransmit_task,
     }
 
