@@ -28,6 +28,7 @@ from faults.toxiproxy import ToxiproxyServer, gojson
 from faults.toxiproxy.__main__ import parse_args
 from faults.toxiproxy.proxy import float32_shortest
 from faults.toxiproxy.toxics import slice_offsets
+from node.runtime.testing import wait_until
 from tests.faults.test_toxiproxy_conformance import (
     HTTP_TIMEOUT_S,
     LOCALHOST,
@@ -385,14 +386,6 @@ def _bare_link(specs):
     return link
 
 
-async def _until(predicate, timeout_s: float = 2.0) -> None:
-    async def poll():
-        while not predicate():
-            await asyncio.sleep(0.001)
-
-    await asyncio.wait_for(poll(), timeout_s)
-
-
 def _spec(name, toxic_type, **attributes):
     from faults.toxiproxy.proxy import ToxicSpec, new_toxic_attributes
 
@@ -417,10 +410,10 @@ async def test_removal_keeps_order_of_held_queued_and_new_data():
     loop = asyncio.get_running_loop()
     for i in range(1, 5):
         await head.input.put(Chunk(b"%d" % i, loop.time()))
-    await _until(lambda: slow.held and len(slow.input) == 3)
+    await wait_until(lambda: slow.held and len(slow.input) == 3, timeout=2.0, interval=0.001)
     previous, stage = link.detach_toxic(latency)
     await head.input.put(Chunk(b"5", loop.time()))
-    await _until(lambda: len(head.input) == 0)  # the noop has passed chunk 5 on
+    await wait_until(lambda: len(head.input) == 0, timeout=2.0, interval=0.001)  # the noop has passed chunk 5 on
     await link.finish_removal(previous, stage)
     await head.input.put(Chunk(b"6", loop.time()))
     assert await _drain(link.tail, 6) == [b"1", b"2", b"3", b"4", b"5", b"6"]

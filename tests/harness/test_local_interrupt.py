@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from harness.backends.local import LocalBackend
+from harness.testlib import eventually
 from tests.leaks import processes_naming
 
 pytestmark = pytest.mark.skipif(not LocalBackend().check()[0], reason="local backend unavailable here")
@@ -26,14 +27,13 @@ DEADLINE_S = 60.0
 
 
 def wait_for(predicate, what: str, proc: subprocess.Popen, timeout_s: float = DEADLINE_S):
-    deadline = time.monotonic() + timeout_s
-    while not predicate():
-        if proc.poll() is not None:
+    def check():
+        if proc.poll() is not None:  # not "not yet": eventually lets anything but AssertionError through
             out, err = proc.communicate()
-            raise AssertionError(f"splitbrain exited ({proc.returncode}) before {what}:\n{out}\n{err}")
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout_s:g}s waiting for {what}")
-        time.sleep(0.05)
+            raise RuntimeError(f"splitbrain exited ({proc.returncode}) before {what}:\n{out}\n{err}")
+        return predicate()
+
+    eventually(check, timeout=timeout_s, interval=0.05, what=what)
 
 
 def all_nodes_up(out: Path, names: str) -> bool:

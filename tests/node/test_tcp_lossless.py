@@ -7,13 +7,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable
 from typing import Any
 
 import pytest
 
 from node.runtime import transport as tr
-from node.runtime.testing import NodeGroup, pair_configs
+from node.runtime.testing import NodeGroup, pair_configs, wait_until
 from node.runtime.transport import Address, TcpTransport
 
 
@@ -83,11 +82,6 @@ async def test_a_nakack2_node_over_tcp_is_lossless_exactly_while_it_does_not_ret
         assert a.transport.lossless is False
 
 
-async def _until(condition: Callable[[], bool]) -> None:
-    while not condition():
-        await asyncio.sleep(0)
-
-
 @pytest.mark.asyncio
 async def test_a_connect_that_completes_after_the_peer_connection_was_adopted_loses_nothing(monkeypatch):
     """A and E connect to each other at the same moment. A adopts E's connection on its first
@@ -119,7 +113,7 @@ async def test_a_connect_that_completes_after_the_peer_connection_was_adopted_lo
         made = await real_connect(factory, host, port)
         if port == e_port:  # A's connect is done: E's connection is up, its first frame leaves now
             e.send("A", b"E noise")
-            await _until(lambda: e.connected()["A"])
+            await wait_until(lambda: e.connected()["A"], interval=0, what="E connected to A")
             e.send("A", b"E hello")
         return made
 
@@ -127,7 +121,7 @@ async def test_a_connect_that_completes_after_the_peer_connection_was_adopted_lo
     try:
         for frame in frames:
             a.send("E", frame)  # they wait: A is connecting
-        await asyncio.wait_for(_until(lambda: not a._connecting and a.connected()["E"]), 10)
+        await wait_until(lambda: not a._connecting and a.connected()["E"], timeout=10, interval=0, what="A on E")
         a.send("E", b"A after the race")
         with contextlib.suppress(TimeoutError):  # the count below says what went missing
             await asyncio.wait_for(all_arrived.wait(), 10)
