@@ -1,5 +1,6 @@
-"""Serving an XMIT-REQ from a send window: shared by UNICAST2 and UNICAST3, whose send entries
-both keep `ha` (highest seqno acknowledged, so purged) and `hs` (highest seqno sent).
+"""XMIT-REQ as UNICAST2 and UNICAST3 both have it: its ranges on the wire (a u16 count, then
+u64 pairs lo..hi inclusive, at most MAX_XMIT_RANGES), and serving one from a send window, whose
+entries keep `ha` (highest seqno acknowledged, so purged) and `hs` (highest seqno sent).
 
 What is asked outside HA+1..HS (purged, or never sent) becomes one drop event per part of a range,
 never a loop over what a peer may ask (0..2^64-1); what is inside is resent, at most
@@ -8,10 +9,36 @@ never a loop over what a peer may ask (0..2^64-1); what is inside is resent, at 
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Callable, Iterable
 from typing import Any, Protocol
 
 from .layer import Action, Log
+from .wire import WireError
+
+MAX_XMIT_RANGES = 256
+_RANGE_COUNT = struct.Struct("!H")
+_RANGE = struct.Struct("!QQ")
+
+
+def encode_ranges(ranges: tuple[tuple[int, int], ...]) -> bytes:
+    if len(ranges) > MAX_XMIT_RANGES:
+        raise ValueError(f"XMIT-REQ with {len(ranges)} ranges (max {MAX_XMIT_RANGES})")
+    return _RANGE_COUNT.pack(len(ranges)) + b"".join(_RANGE.pack(lo, hi) for lo, hi in ranges)
+
+
+def decode_ranges(body: bytes, end: int) -> tuple[tuple[tuple[int, int], ...], int]:
+    """The ranges of an XMIT-REQ whose range count starts at `end`, and where they end."""
+    if len(body) < end + _RANGE_COUNT.size:
+        raise WireError("XMIT-REQ without range count")
+    (n,) = _RANGE_COUNT.unpack_from(body, end)
+    end += _RANGE_COUNT.size
+    if n > MAX_XMIT_RANGES or len(body) < end + n * _RANGE.size:
+        raise WireError(f"XMIT-REQ claims {n} ranges")
+    ranges = tuple(_RANGE.unpack_from(body, end + i * _RANGE.size) for i in range(n))
+    if any(lo > hi for lo, hi in ranges):
+        raise WireError("XMIT-REQ with an empty range")
+    return ranges, end + n * _RANGE.size
 
 
 class SendWindow(Protocol):

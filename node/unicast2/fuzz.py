@@ -13,7 +13,8 @@ from typing import Any
 
 from ..fuzzing import U32, U64, below, pick, value, xmit_ranges
 from ..protocols import Rng
-from .header import MAX_XMIT_RANGES, MsgType, U2Header
+from ..xmit import MAX_XMIT_RANGES
+from .header import MsgType, U2Header
 
 _TYPES = tuple(MsgType)
 _RECEIVER_TYPES = (MsgType.STABLE, MsgType.XMIT_REQ, MsgType.SEND_FIRST_SEQNO)

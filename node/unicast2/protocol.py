@@ -52,10 +52,10 @@ from ..message import Message
 from ..rangeset import RangeSet
 from ..timers import Deadlines, FiredTimers
 from ..views import Window
-from ..xmit import serve_xmit_req
+from ..xmit import MAX_XMIT_RANGES, serve_xmit_req
 from .config import Unicast2Config
 from .entries import ReceiverEntry, SenderEntry, next_state
-from .header import MAX_XMIT_RANGES, PROTO_ID, MsgType, U2Header
+from .header import PROTO_ID, MsgType, U2Header
 from .header import encode as encode_header
 
 PROTO = "unicast2"

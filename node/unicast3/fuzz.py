@@ -15,7 +15,8 @@ from typing import Any
 
 from ..fuzzing import U32, U64, pick, value, xmit_ranges
 from ..protocols import Rng
-from .header import MAX_XMIT_RANGES, MsgType, U3Header
+from ..xmit import MAX_XMIT_RANGES
+from .header import MsgType, U3Header
 
 _TYPES = tuple(MsgType)
 _RECEIVER_TYPES = (MsgType.ACK, MsgType.XMIT_REQ, MsgType.SYNC_ACK)

@@ -63,11 +63,11 @@ from ..layer import Action, Command, CountingLayer, Down, DownBatch, Log, SetCon
 from ..message import MCAST_DEST, Message, app_id_of
 from ..rangeset import RangeSet
 from ..timers import Deadlines, FiredTimers
-from ..xmit import serve_xmit_req
+from ..xmit import MAX_XMIT_RANGES, serve_xmit_req
 from .config import Unicast3Config
 from .connections import Unicast3Connections
 from .entries import ConnState, ReceiverEntry, SenderEntry, next_state
-from .header import MAX_XMIT_RANGES, PROTO_ID, MsgType, U3Header
+from .header import PROTO_ID, MsgType, U3Header
 from .header import encode as encode_header
 from .introspection import Unicast3Views
 from .resync import RecvSync, Resync, make_resync
