@@ -22,7 +22,7 @@ Virtual time is deterministic; only the wall-clock columns of section 1 vary bet
    that interval. run_checks' own windows_synced sync_time is shown too: it is the last data
    movement after the last heal, so with A sending until t=12 it is about 4 s in every mode.
    The scenario has no random network element, so seeds change conn-ids but rarely the counts.
-4. JGRP-1875. tests/test_jgrp1875.py's recipe (a stale ACK delayed past a resync) per mode:
+4. JGRP-1875. tests/scenarios/test_jgrp1875.py's recipe (a stale ACK delayed past a resync) per mode:
    messages lost, XMIT-REQs B sent in the last 3 s (a stuck receiver keeps asking), stale ACKs
    A discarded, and app ids redelivered under a new conn-id after the reset (legal, not duplicates).
 
@@ -49,7 +49,7 @@ from harness.sim import Simulation
 from node import wire
 from node.message import Message
 from node.unicast3 import PROTO_ID, RESYNC_MODES, MsgType, U3Header
-from tests.test_jgrp1875 import jgrp1875
+from tests.scenarios.test_jgrp1875 import jgrp1875
 
 ALL_CHECKS = list(CHECKS)
 FIVE_NODES = ["A", "B", "C", "D", "E"]
@@ -472,7 +472,11 @@ def bench_jgrp1875() -> None:
         "redelivered after reset",
         "checks",
     ]
-    section("4. JGRP-1875 recipe", "tests/test_jgrp1875.py's jgrp1875(resync), one run per mode.", table(headers, rows))
+    section(
+        "4. JGRP-1875 recipe",
+        "tests/scenarios/test_jgrp1875.py's jgrp1875(resync), one run per mode.",
+        table(headers, rows),
+    )
 
 
 # ---- main -------------------------------------------------------------------------------------

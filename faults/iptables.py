@@ -35,6 +35,8 @@ import shlex
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from node.errors import RunFailed
+
 from .netns import CommandError, Result, Runner
 
 TAG_PREFIX = "splitbrain"
@@ -50,7 +52,7 @@ def tag(run_id: str, fault_id: str) -> str:
     return f"{TAG_PREFIX}:{run_id}:{fault_id}"
 
 
-class IptablesError(RuntimeError):
+class IptablesError(RunFailed, RuntimeError):
     pass
 
 

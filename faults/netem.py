@@ -27,6 +27,8 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from node.errors import BadInput
+
 from .netns import Lab, Result, Runner, can_make_namespaces
 
 HANDLE = "5b1a"  # our root qdisc's major handle (hex), how heal recognises it
@@ -42,7 +44,7 @@ PROBES = {
 KCONFIG = {"netem": "CONFIG_NET_SCH_NETEM", "tbf": "CONFIG_NET_SCH_TBF", "htb": "CONFIG_NET_SCH_HTB"}
 
 
-class Unavailable(RuntimeError):
+class Unavailable(BadInput, RuntimeError):
     """The kernel (or the namespace) lacks what a fault needs; the message says what and why."""
 
 

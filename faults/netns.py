@@ -38,6 +38,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
+from node.errors import RunFailed
+
 DEFAULT_TIMEOUT_S = 30.0
 CLONE_NEWNET = 0x40000000
 NETNS_DIR = "/run/netns"
@@ -68,7 +70,7 @@ class Result:
         return text.splitlines()[0] if text else f"exit code {self.returncode}"
 
 
-class CommandError(RuntimeError):
+class CommandError(RunFailed, RuntimeError):
     def __init__(self, result: Result):
         output = (result.stderr or result.stdout).strip()
         super().__init__(f"{shlex.join(result.argv)} failed ({result.returncode}): {output}")
@@ -288,18 +290,6 @@ def socket_in(
     if "sock" not in out:
         raise TimeoutError(f"could not open a socket in namespace {name} within {timeout_s} s")
     return out["sock"]
-
-
-def wait_for(predicate: Callable[[], bool], timeout_s: float, interval_s: float = 0.05) -> bool:
-    """Poll `predicate` until it is true or `timeout_s` passed; bounded in time and count."""
-    deadline = time.monotonic() + timeout_s
-    for _ in range(int(timeout_s / interval_s) + 2):
-        if predicate():
-            return True
-        if time.monotonic() >= deadline:
-            break
-        time.sleep(interval_s)
-    return predicate()
 
 
 def udp_one_way(

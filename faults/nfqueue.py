@@ -30,6 +30,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from node.errors import RunFailed
+
 from .iptables import IptablesFaults
 from .netns import PrefixRunner
 
@@ -39,7 +41,7 @@ STOP_TIMEOUT_S = 5.0
 PROJECT_ROOT = str(Path(__file__).resolve().parents[1])
 
 
-class NfqueueError(RuntimeError):
+class NfqueueError(RunFailed, RuntimeError):
     pass
 
 

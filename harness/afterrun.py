@@ -4,7 +4,7 @@ After the loop, writing the event logs and running the checks only read the same
 `workers=2` a forked child writes the logs and runs CHILD_CHECKS (no_loss) while this process runs the
 other checks; the child sends its results back pickled. Each check state is fed by its own walk
 over the same merged log, so a check's result does not depend on which checks run beside it:
-the verdict is the one a single process gives (tests/test_afterrun.py compares them).
+the verdict is the one a single process gives (tests/harness/test_afterrun.py compares them).
 
 The child never returns into the caller: it leaves by os._exit, so atexit hooks, buffered output
 and the caller's `finally` blocks stay the parent's. A child that raised makes the parent raise
@@ -25,6 +25,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, NoReturn
 
 from harness.checks import CheckResult, run_scenario_checks
+from node.errors import RunFailed
 
 if TYPE_CHECKING:
     from harness.scenario import Scenario
@@ -37,7 +38,7 @@ CHILD_CHECKS = ("no_loss",)
 MIN_EVENTS = 20_000
 
 
-class ChildFailed(RuntimeError):
+class ChildFailed(RunFailed, RuntimeError):
     """The writing child died or raised something that could not be sent back."""
 
 

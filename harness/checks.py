@@ -1426,7 +1426,6 @@ BOUNDED_CHECKS: dict[str, Callable[..., CheckResult]] = {
     "resync_traffic": check_resync_traffic,
     "xmit_traffic": check_xmit_traffic,
 }
-CHECK_BOUNDS = {"resync_traffic": "resync_bound", "xmit_traffic": "xmit_bound"}
 KNOWN_CHECKS = (*CHECKS, *BOUNDED_CHECKS)
 
 # Checks that only mean something for a stack with a membership protocol (scenario key

@@ -17,6 +17,7 @@ import re
 from collections.abc import Iterable
 from pathlib import Path
 
+from node.errors import BadInput
 from node.events import RUN_VERSION, run_problem
 
 try:  # the `fast` extra; without it every line goes through json.dumps
@@ -43,7 +44,7 @@ _ORJSON_OPTS = (
 )
 
 
-class EventLogError(ValueError):
+class EventLogError(BadInput, ValueError):
     """An event log or run directory that cannot be read; the message names the file (and line)."""
 
 

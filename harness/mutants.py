@@ -26,9 +26,9 @@ seed when the verdict is "failed" (a check failed, not merely vacuous); a simula
 (an invariant assertion, a crash inside a layer) also kills it but is reported as a crash. The
 unmutated protocol runs as the baseline over the same seeds, in every mode a mutant used.
 
-Shrinking (`shrink`) removes schedule steps greedily, then streams, then halves what the
-streams send, keeping every change after which the same check still fails with the same seed and
-the unmutated protocol still passes (`killed_by`).
+Shrinking (`shrink`) is harness/shrink.py's (`splitbrain shrink`'s reductions), keeping every
+change after which the same check still fails with the same seed and the unmutated protocol still
+passes (`killed_by`).
 """
 
 from __future__ import annotations
@@ -509,53 +509,19 @@ class Shrunk:
 
 
 def shrink(data: dict, seed: int, still_fails: Callable[[dict], bool], budget: int = SHRINK_BUDGET) -> Shrunk:
-    """Greedily simplify a failing scenario dict while `still_fails(candidate)` holds: remove
-    schedule steps (latest first, repeated until none can go), then streams, then halve the
-    streams' durations and rates. At most `budget` candidate runs."""
-    from harness.scenario import ScenarioError, parse_scenario
+    """A failing scenario dict shrunk by harness.shrink's reductions while `still_fails(candidate)`
+    holds (for a mutant: killed_by), at most `budget` candidate runs."""
+    from harness.shrink import Budget, shrink_with
 
-    best = copy.deepcopy(data)
-    runs = 0
-    before = len(best.get("schedule") or [])
+    runs = Budget(budget)
 
-    def attempt(candidate: dict) -> bool:
-        nonlocal runs, best
-        if runs >= budget:
-            return False
-        try:
-            parse_scenario({**candidate, "seed": seed})
-        except ScenarioError:
-            return False
-        runs += 1
-        if still_fails(candidate):
-            best = candidate
-            return True
-        return False
+    def counted(candidate: dict) -> bool:
+        runs.spent += 1
+        return still_fails(candidate)
 
-    changed = True
-    while changed and runs < budget:
-        changed = False
-        for i in reversed(range(len(best.get("schedule") or []))):
-            if i >= len(best["schedule"]):
-                continue
-            candidate = {**best, "schedule": remove_steps(best["schedule"], {i})}
-            if attempt(candidate):
-                changed = True
-    for i in reversed(range(len(best["workload"]))):
-        if len(best["workload"]) > 1 and i < len(best["workload"]):
-            attempt({**best, "workload": [w for j, w in enumerate(best["workload"]) if j != i]})
-    for key, least in (("duration", 0.5), ("rate", 5)):
-        for i in range(len(best["workload"])):
-            while runs < budget:
-                stream = best["workload"][i]
-                value = stream.get(key)
-                if value is None or value / 2 < least:
-                    break
-                smaller = dict(stream, **{key: round(value / 2, 2)})
-                workload = [smaller if j == i else w for j, w in enumerate(best["workload"])]
-                if not attempt({**best, "workload": workload}):
-                    break
-    return Shrunk(best, runs, before, len(best.get("schedule") or []))
+    before = len(data.get("schedule") or [])
+    best, _ = shrink_with({**copy.deepcopy(data), "seed": seed}, counted, runs)
+    return Shrunk(best, runs.spent, before, len(best.get("schedule") or []))
 
 
 def killed_by(check: str, seed: int, *, check_invariants: bool = True) -> Callable[[dict], bool]:

@@ -24,8 +24,7 @@ if TYPE_CHECKING:
 
     from harness.mutants import BaselineResult, MutantResult
 
-EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
-
+from node.errors import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK
 
 # Where the description lists every hunted protocol's mutants, filled in when the help is shown:
 # listing them imports every protocol, which no other command should pay for.
@@ -55,7 +54,8 @@ class _PlantedHelp(argparse.HelpFormatter):
         super().add_text(text)
 
 
-def add_command(subparsers, positive_int, non_negative_int) -> None:
+def add_command(subparsers) -> None:
+    from harness.cliargs import non_negative_int, positive_int
     from node import protocols
 
     p = subparsers.add_parser(

@@ -74,8 +74,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.backends import BackendError, BackendUnavailable, ClusterOptions, get_backend
-from harness.scenario import Scenario, load_scenario
+from harness.backends import BACKENDS, BackendError, BackendUnavailable, ClusterOptions, get_backend
+from harness.scenario import INJECTORS, Scenario, load_scenario
 from harness.sim.driver import SimBackend
 
 # Re-exported: users imported these from harness.plugin before harness.testlib existed.
@@ -103,8 +103,6 @@ __all__ = [
     "eventually",
 ]
 
-BACKENDS = ("sim", "local", "docker")
-INJECTORS = ("auto", "inprocess", "iptables", "toxiproxy")
 CLUSTERS_KEY = pytest.StashKey[list]()
 RUNS_KEY = pytest.StashKey[list]()
 REPRO_KEY = pytest.StashKey[list]()
@@ -225,19 +223,20 @@ _SPLITBRAIN_FIXTURES = {
 }
 
 
+def backend_of(item) -> str | None:
+    """The backend a collected test runs on through the splitbrain fixtures (None: it uses none)."""
+    if not _SPLITBRAIN_FIXTURES & set(getattr(item, "fixturenames", ())):
+        return None
+    callspec = getattr(item, "callspec", None)
+    if callspec is not None and "splitbrain_backend_name" in callspec.params:
+        return callspec.params["splitbrain_backend_name"]
+    names = _marker_backends(item)
+    return names[0] if names else _default_backend(item.config)
+
+
 def pytest_collection_modifyitems(config, items):
-    default = _default_backend(config)
     for item in items:
-        if not _SPLITBRAIN_FIXTURES & set(getattr(item, "fixturenames", ())):
-            continue
-        callspec = getattr(item, "callspec", None)
-        backend = None
-        if callspec is not None and "splitbrain_backend_name" in callspec.params:
-            backend = callspec.params["splitbrain_backend_name"]
-        else:
-            names = _marker_backends(item)
-            backend = names[0] if names else default
-        if backend == "docker" and item.get_closest_marker("docker") is None:
+        if backend_of(item) == "docker" and item.get_closest_marker("docker") is None:
             item.add_marker(pytest.mark.docker)
 
 

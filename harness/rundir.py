@@ -35,15 +35,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from harness import eventlog
+from harness.backends import BACKENDS
 from harness.scenario import Scenario
 from node.events import RUN_VERSION, compact_runs
 
 if TYPE_CHECKING:
     from harness.runner import LiveResult
     from harness.sim.simulator import SimResult
-
-BACKENDS = ("sim", "local", "docker")
-AVAILABLE_BACKENDS = ("sim", "local", "docker")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -243,8 +241,6 @@ def run_scenario(
     """
     if backend not in BACKENDS:
         raise ValueError(f"backend: must be one of {', '.join(BACKENDS)}, got {backend!r}")
-    if backend not in AVAILABLE_BACKENDS:
-        raise NotImplementedError(f"backend {backend} is not available yet")
     from harness.scenario import check_backend
 
     check_backend(scenario, backend, getattr(cluster_options, "injector", None))

@@ -43,6 +43,7 @@ from harness.livefaults import drop_rule as drop_rule
 from harness.livefaults import network_rules as network_rules
 from harness.scenario import FaultStep, Scenario, Stream
 from harness.slots import planned_count, slots_before
+from node.errors import RunFailed
 
 if TYPE_CHECKING:
     from harness.live import SettleResult
@@ -51,7 +52,7 @@ PROGRESS_INTERVAL_S = 0.5
 POLL_S = 0.05
 
 
-class RunError(RuntimeError):
+class RunError(RunFailed, RuntimeError):
     """A live run could not go on (a node crashed, an admin request failed)."""
 
 

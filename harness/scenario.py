@@ -69,11 +69,11 @@ from harness.validation import (
 )
 from node import protocols
 from node.compose import STATIC, recovery_bound_s, refusal, split_config
-from node.errors import SettingError
+from node.errors import BadInput, SettingError
 from node.layer import SyncPeer
 from node.message import MCAST_DEST as GROUP_DEST
+from node.runtime.config import TRANSPORTS
 
-TRANSPORTS = ("udp", "tcp")
 # Checks every run gets, listed or not: an exception inside a protocol layer is always our bug.
 ALWAYS_CHECKS = ("no_errors",)
 # A scenario without `checks:` is judged by its protocol's default checks (node/protocols.py)
@@ -130,7 +130,7 @@ _CHECK_RE = re.compile(r"^[a-z][a-z0-9_]*$")
 _RESERVED_NAMES = frozenset({"all", "harness", "node"})
 
 
-class ScenarioError(ValueError):
+class ScenarioError(BadInput, ValueError):
     """A scenario that cannot run. `path` and `reason` are its (first) problem's; `problems` lists
     every (path, reason) of the file, and str() gives one "path: reason" line for each."""
 
@@ -1395,10 +1395,8 @@ def _protocol(raw: Any) -> str:
     if protocols.is_protocol(raw):
         return raw  # without listing (and so importing) every protocol
     known = protocols.names()
-    if raw not in (*known, *protocols.PLANNED):
-        raise problem(f"must be one of {', '.join((*known, *protocols.PLANNED))}, got {raw!r}")
     if raw not in known:
-        raise problem(f"{raw} is not implemented yet (available: {', '.join(sorted(known))})")
+        raise problem(f"must be one of {', '.join(known)}, got {raw!r}")
     return raw
 
 

@@ -33,13 +33,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from harness.mutants import remove_steps, run_trial, with_mutation
+from node.errors import BadInput
 
 DEFAULT_BUDGET = 300  # simulator runs one shrink may spend
 MIN_DURATION_S = 0.5
 MIN_SETTLE_S = 1.0
 
 
-class NothingToShrink(ValueError):
+class NothingToShrink(BadInput, ValueError):
     """The input passes with this seed: there is no failure to keep."""
 
 
@@ -114,73 +115,46 @@ def _as_pass(data: dict) -> dict:
     return {**data, "expect": "pass"}
 
 
-def shrink_scenario(
+@dataclass
+class Budget:
+    """Simulator runs a shrink may spend; whoever runs a candidate counts it in `spent`."""
+
+    most: int
+    spent: int = 0
+
+    def left(self) -> bool:
+        return self.spent < self.most
+
+
+def shrink_with(
     data: dict,
-    seed: int,
+    still_fails: Callable[[dict], bool],
+    budget: Budget,
+    progress: Callable[[str], None] = lambda line: None,
     *,
-    budget: int = DEFAULT_BUDGET,
-    check_invariants: bool = True,
-    against: Mapping[str, Any] | None = None,
     min_settle_s: float = MIN_SETTLE_S,
     keep_undos: bool = False,
-    retry_seeds: int = 0,
-    progress: Callable[[str], None] = lambda line: None,
-) -> ShrinkResult:
-    """Shrink a failing scenario dict (see the module docstring). Raises NothingToShrink."""
+) -> tuple[dict, list[str]]:
+    """The reductions of the module docstring applied to `data`, each kept while
+    `still_fails(candidate)` holds (a candidate that does not parse is never run), until
+    `budget` is spent: (the smallest scenario dict found, one log line per candidate). The
+    test decides what "the same failure" is: `splitbrain shrink`'s check (shrink_scenario), the
+    mutation campaign's kill (harness.mutants.killed_by)."""
     from harness.scenario import ScenarioError, parse_scenario
 
-    data = copy.deepcopy(data)
-    data["seed"] = seed
-    check, explanation = target_check(data, seed, check_invariants=check_invariants)
-    mutated = bool((data.get("config") or {}).get("mutation"))
-    before = size(data)
     best = data
-    runs = 1
     log: list[str] = []
-
-    def still_fails(candidate: dict) -> bool:
-        """The candidate fails with the seed so far or, with retry_seeds, with one of the next
-        ones (which it then keeps: removing a probabilistic step changes what the random draws
-        hit, so the same failure may need another seed)."""
-        nonlocal seed
-        for k in range(1 + retry_seeds):
-            tried = seed + k
-            if fails_with(candidate, tried):
-                if tried != seed:
-                    seed = tried
-                    candidate["seed"] = tried
-                return True
-            if runs >= budget:
-                break
-        return False
-
-    def fails_with(candidate: dict, seed: int) -> bool:
-        nonlocal runs
-        runs += 1
-        if check not in run_trial(_as_pass(candidate), seed, check_invariants=check_invariants).failed:
-            return False
-        if mutated:
-            runs += 1
-            twin = with_mutation(_as_pass(candidate), None)
-            if run_trial(twin, seed, check_invariants=check_invariants).outcome != "passed":
-                return False
-        if against is not None:
-            runs += 1
-            reference = with_settings(_as_pass(candidate), against)
-            if run_trial(reference, seed, check_invariants=check_invariants).killed:
-                return False
-        return True
 
     def attempt(what: str, candidate: dict) -> bool:
         nonlocal best
-        if runs >= budget:
+        if not budget.left():
             return False
         try:
             parse_scenario(candidate)
         except ScenarioError:
             return False
         kept = still_fails(candidate)
-        line = f"run {runs}: {what}: {'kept' if kept else 'needed'}"
+        line = f"run {budget.spent}: {what}: {'kept' if kept else 'needed'}"
         log.append(line)
         progress(line)
         if kept:
@@ -189,7 +163,7 @@ def shrink_scenario(
 
     def drop_steps() -> None:
         changed = True
-        while changed and runs < budget:
+        while changed and budget.left():
             changed = False
             for i in reversed(range(len(best.get("schedule") or []))):
                 steps = best.get("schedule") or []
@@ -209,7 +183,7 @@ def shrink_scenario(
             attempt(f"drop stream {i}", {**best, "workload": [w for j, w in enumerate(best["workload"]) if j != i]})
     for key, least, integer in (("count", 1, True), ("duration", 0.1, False), ("rate", 1, False)):
         for i in range(len(best["workload"])):
-            while runs < budget:
+            while budget.left():
                 value = best["workload"][i].get(key)
                 if key == "rate" and "count" in best["workload"][i]:
                     break  # with a count, a lower rate sends no fewer messages, only slower
@@ -221,17 +195,73 @@ def shrink_scenario(
                 if not attempt(f"stream {i} {key} {value:g} -> {half:g}", {**best, "workload": workload}):
                     break
     for key, least in (("duration", MIN_DURATION_S), ("settle", min_settle_s)):
-        while runs < budget:
+        while budget.left():
             value = float(best.get(key, parse_scenario(best).settle if key == "settle" else best["duration"]))
             if value / 2 < least:
                 break
             if not attempt(f"{key} {value:g} -> {round(value / 2, 2):g} s", {**best, key: round(value / 2, 2)}):
                 break
     drop_steps()
+    return best, log
+
+
+def shrink_scenario(
+    data: dict,
+    seed: int,
+    *,
+    budget: int = DEFAULT_BUDGET,
+    check_invariants: bool = True,
+    against: Mapping[str, Any] | None = None,
+    min_settle_s: float = MIN_SETTLE_S,
+    keep_undos: bool = False,
+    retry_seeds: int = 0,
+    progress: Callable[[str], None] = lambda line: None,
+) -> ShrinkResult:
+    """Shrink a failing scenario dict (see the module docstring). Raises NothingToShrink."""
+    data = copy.deepcopy(data)
+    data["seed"] = seed
+    check, explanation = target_check(data, seed, check_invariants=check_invariants)
+    mutated = bool((data.get("config") or {}).get("mutation"))
+    before = size(data)
+    runs = Budget(budget, spent=1)  # target_check ran once
+
+    def still_fails(candidate: dict) -> bool:
+        """The candidate fails with the seed so far or, with retry_seeds, with one of the next
+        ones (which it then keeps: removing a probabilistic step changes what the random draws
+        hit, so the same failure may need another seed)."""
+        nonlocal seed
+        for k in range(1 + retry_seeds):
+            tried = seed + k
+            if fails_with(candidate, tried):
+                if tried != seed:
+                    seed = tried
+                    candidate["seed"] = tried
+                return True
+            if not runs.left():
+                break
+        return False
+
+    def fails_with(candidate: dict, seed: int) -> bool:
+        runs.spent += 1
+        if check not in run_trial(_as_pass(candidate), seed, check_invariants=check_invariants).failed:
+            return False
+        if mutated:
+            runs.spent += 1
+            twin = with_mutation(_as_pass(candidate), None)
+            if run_trial(twin, seed, check_invariants=check_invariants).outcome != "passed":
+                return False
+        if against is not None:
+            runs.spent += 1
+            reference = with_settings(_as_pass(candidate), against)
+            if run_trial(reference, seed, check_invariants=check_invariants).killed:
+                return False
+        return True
+
+    best, log = shrink_with(data, still_fails, runs, progress, min_settle_s=min_settle_s, keep_undos=keep_undos)
     shrunk = copy.deepcopy(best)
     shrunk["seed"] = seed
     shrunk["name"] = f"{data['name']}-shrunk"
-    return ShrinkResult(shrunk, check, runs, before, size(shrunk), explanation, log)
+    return ShrinkResult(shrunk, check, runs.spent, before, size(shrunk), explanation, log)
 
 
 def to_yaml(result: ShrinkResult, source: str, seed: int) -> str:

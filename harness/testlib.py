@@ -21,7 +21,7 @@ failure report. harness.plugin only wires these into pytest fixtures and hooks.
 On the simulator, `harness.sim.driver.SimBackend().create_cluster(...)` gives a cluster the same
 lines drive in virtual time (`sleep` and every wait advance the simulation).
 
-This module must not import pytest (tests/test_plugin.py checks it in a fresh interpreter).
+This module must not import pytest (tests/harness/test_plugin.py checks it in a fresh interpreter).
 """
 
 from __future__ import annotations
@@ -50,6 +50,7 @@ from harness.scenario import (
     _step_params,
     parse_scenario,
 )
+from node.errors import RunFailed
 from node.protocols import DEFAULT_PROTOCOL
 
 DEFAULT_TIMEOUT_S = 30.0
@@ -59,7 +60,7 @@ WINDOW_SECTION_LIMIT = 12_000
 # ---- eventually -----------------------------------------------------------------------------------
 
 
-class EventuallyTimeout(AssertionError):
+class EventuallyTimeout(RunFailed, AssertionError):
     """`eventually` ran out of time: the message says what was expected and what was last seen."""
 
 

@@ -11,12 +11,13 @@ from __future__ import annotations
 from enum import Enum
 from typing import Generic, TypeVar
 
+from .errors import RunFailed
 from .message import Message
 
 S = TypeVar("S", bound=Enum)
 
 
-class ConnStateError(RuntimeError):
+class ConnStateError(RunFailed, RuntimeError):
     """An unlisted (state, cause) pair: a bug in this layer, never caused by a peer."""
 
 

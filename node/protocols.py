@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from importlib import import_module
 from typing import Any, Protocol
 
+from .errors import BadInput
 from .events import CORE_EVENT_KINDS, OVERHEAD_KINDS, PER_MESSAGE_KINDS
 from .layer import Layer
 from .wire import HeaderCodec, register_header
@@ -31,7 +32,7 @@ from .wire import HeaderCodec, register_header
 UNICAST_CHECKS = ("fifo", "no_duplicates", "no_loss")
 
 
-class RegistryError(ValueError):
+class RegistryError(BadInput, ValueError):
     """A spec module (BUILTIN or SPLITBRAIN_PROTOCOLS) cannot be loaded."""
 
 
@@ -194,9 +195,6 @@ _SPECS: dict[str, ProtocolSpec] = {}
 _loaded = False  # every spec, built-in and SPLITBRAIN_PROTOCOLS, is registered
 _BUILTIN_BY_NAME = {module.split(".")[-2]: module for module in BUILTIN}
 _kinds: dict[str, str] | None = None
-# Protocols the design names that have no implementation yet: the scenario parser says
-# "not implemented" for them rather than "unknown".
-PLANNED: tuple[str, ...] = ()
 
 
 def register(spec: ProtocolSpec) -> ProtocolSpec:
@@ -290,8 +288,7 @@ def get(name: str) -> ProtocolSpec:
     specs = _specs()
     spec = specs.get(key)
     if spec is None:
-        planned = " (planned, not implemented yet)" if name in PLANNED else ""
-        raise ValueError(f"protocol: {name!r} is not implemented{planned} (available: {', '.join(specs)})")
+        raise ValueError(f"protocol: {name!r} is not implemented (available: {', '.join(specs)})")
     return spec
 
 

@@ -142,6 +142,26 @@ class Stack:
         self.to_transport, self.to_app, self.events = [], [], []
         return out
 
+    def drain(self, log: list[dict[str, Any]]) -> tuple[list[Message], list[Message]]:
+        """take() for a driver that keeps its own event log (the simulator, after every input):
+        the events go straight into `log` as dicts, and only a non-empty outbox is replaced, so
+        an empty list returned may still be the stack's own (test it, do not keep it)."""
+        evs = self.events
+        if evs:
+            for ev in evs:
+                if type(ev) is DataEvents:
+                    log.extend(ev.dicts())
+                else:
+                    log.append(ev)  # type: ignore[arg-type]  # a dict: `type() is` does not narrow
+            self.events = []
+        out = self.to_transport
+        if out:
+            self.to_transport = []
+        app = self.to_app
+        if app:
+            self.to_app = []
+        return out, app
+
     def take_packed(self) -> tuple[list[Message], list[Message], list[dict[str, Any] | DataEvents]]:
         """take(), with the per-message events left as DataEvents records (node/events.py) for a
         writer that formats them itself (the daemon's event log)."""

@@ -25,6 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from .errors import BadInput
 from .message import Message
 
 WIRE_VERSION = 1
@@ -39,7 +40,7 @@ _HDR_HEAD = struct.Struct("!BH")
 _PAYLOAD_LEN = struct.Struct("!I")
 
 
-class WireError(ValueError):
+class WireError(BadInput, ValueError):
     """Raised for any byte string that is not a valid frame."""
 
 

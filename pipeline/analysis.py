@@ -18,15 +18,12 @@ from pathlib import Path
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from harness.checks import KNOWN_CHECKS
-
 from . import checks as C
 from . import ingest as I
-from . import judging as J
 from . import metrics as M
 from . import stored as ST
 from . import tasks as TK
-from .verdicts import RunVerdict, group_rows, judge
+from .verdicts import RunVerdict, judge
 
 
 def result_rows(events: DataFrame, cached: list | None = None) -> DataFrame:
@@ -65,30 +62,6 @@ def collect_rows(events: DataFrame) -> list:
     finally:
         for df in cached:
             df.unpersist()
-
-
-def check_results(events: DataFrame, metas: dict[str, dict]) -> dict[str, list[dict]]:
-    """run_id -> the harness's check results, for every run in `metas` (a run without a single
-    valid event is judged on the driver: every check says it judged nothing)."""
-    plans = {run_id: J.plan(meta, KNOWN_CHECKS) for run_id, meta in metas.items()}
-    results = J.judge_runs(events, plans)
-    for run_id, (names, bound) in plans.items():
-        if run_id not in results:
-            results[run_id] = J.judge_events([], names, bound)
-    return results
-
-
-def verdicts_from_rows(
-    rows, metas: dict[str, dict], quarantined: dict[str, int], results: dict[str, list[dict]]
-) -> list[RunVerdict]:
-    by_run = group_rows(rows)
-    out = []
-    for run_id in sorted(metas):
-        parts = by_run.get(run_id, {})
-        v = judge(run_id, metas[run_id], parts, results[run_id], quarantined.get(run_id, 0))
-        v.metrics = M.run_metrics(parts)
-        out.append(v)
-    return out
 
 
 @dataclass

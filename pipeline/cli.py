@@ -21,10 +21,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from harness.cliargs import load_scenario_arg, non_negative_int, positive_int
-
-EXIT_OK = 0
-EXIT_FAILED = 1
-EXIT_BAD_INPUT = 2
+from node.errors import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK, BadInput
 
 
 def add_commands(subparsers) -> None:
@@ -131,7 +128,6 @@ def _analyze(
     with console.status("starting Spark, judging on the driver meanwhile") as status:
         from pipeline import analysis as A
         from pipeline import overlap
-        from pipeline.ingest import InputError
 
         limit = 24 if timelines is None else timelines
         started = overlap.start(paths, master, only, limit)
@@ -159,7 +155,7 @@ def _analyze(
                 )
             finally:
                 result.wait()
-        except InputError as exc:
+        except BadInput as exc:  # e.g. clashing run ids
             print(f"splitbrain: {exc}", file=sys.stderr)
             return EXIT_BAD_INPUT
     return _print_verdicts(console, analysis, page)
@@ -268,7 +264,6 @@ def _campaign_in_spark(scenario, seeds: range, out: Path, args: argparse.Namespa
     with console.status("starting Spark") as status:
         from pipeline import analysis as A
         from pipeline import campaign as CP
-        from pipeline.ingest import InputError
         from pipeline.session import get_spark, ship_code
 
         spark = get_spark(args.master, jit=CP.DRIVER_JIT)
@@ -309,7 +304,7 @@ def _campaign_in_spark(scenario, seeds: range, out: Path, args: argparse.Namespa
                 extra=extra,
                 max_timelines=limit,
             )
-        except InputError as exc:
+        except BadInput as exc:  # e.g. clashing run ids
             print(f"splitbrain: {exc}", file=sys.stderr)
             return EXIT_BAD_INPUT
     code = _print_verdicts(console, analysis, page)
@@ -351,13 +346,10 @@ def _run_seeds(scenario, seeds: range, backend: str, runs_dir: Path, sim_options
                 outcome = run_scenario(scenario, seed=seed, backend=backend, out=runs_dir, **sim_options)
                 run_ids.append(outcome.run_dir.name)
                 counts[outcome.verdict.outcome] = counts.get(outcome.verdict.outcome, 0) + 1
-            except NotImplementedError as exc:
+            except BadInput as exc:  # a scenario field; a backend this machine cannot run
                 progress.stop()
-                print(f"splitbrain: {exc}", file=sys.stderr)
-                return EXIT_BAD_INPUT, run_ids, counts
-            except ScenarioError as exc:
-                progress.stop()
-                print(f"splitbrain: {scenario.name}: {exc}", file=sys.stderr)
+                where = f"{scenario.name}: " if isinstance(exc, ScenarioError) else ""
+                print(f"splitbrain: {where}{exc}", file=sys.stderr)
                 return EXIT_BAD_INPUT, run_ids, counts
             except KeyboardInterrupt:
                 raise

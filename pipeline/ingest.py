@@ -49,6 +49,7 @@ from pyspark.sql import functions as F
 from harness.checks import GENERAL_CHECKS, KNOWN_CHECKS
 from harness.scenario import ALWAYS_CHECKS, DEFAULT_CHECKS, default_checks
 from node import protocols
+from node.errors import BadInput
 
 from . import partition_write as PW
 from . import schema as S
@@ -84,7 +85,7 @@ def _variant(protocol, config: dict) -> str | None:
 _NOT_FAULTS = frozenset({"heal", "resume"})
 
 
-class InputError(ValueError):
+class InputError(BadInput, ValueError):
     """Bad input for ingest (a path that is no run directory, clashing run ids); exit code 2."""
 
 

@@ -162,26 +162,11 @@ BLANK_RE = rf"^{WS}*$"
 # recursing once per character of a long string.
 _JSON_STRING = r'"(?:[^"\\]++|\\.)*+"'
 STRING_TOKEN_RE = rf"{_JSON_STRING}(?!{WS}*:)|({_JSON_STRING})"
-SKELETON_REPLACEMENT = "S$1"  # Java's syntax; Python's re.sub takes r"S\1"
 FLAT_OBJECT_RE = rf"^{WS}*\{{[^{{}}]*\}}{WS}*$"
 KEY_RE = rf'"((?:[^"\\]++|\\.)*+)"{WS}*:'
-# A string token as the patterns below see it: S in the skeleton, or, in a line without any
-# backslash (where no string can hold a quote), the literal string itself.
-_STR_TOKEN = r'(?:S|"[^"\\]*")'
-STRING_VALUED_KEY_RE = rf'"([^"\\]*)"{WS}*:{WS}*(?:S|")'
-MEMBERS_OK_RE = rf'"members"{WS}*:{WS}*\[{WS}*(?:{_STR_TOKEN}{WS}*(?:,{WS}*{_STR_TOKEN}{WS}*)*)?\]'
 APP_RE = r"(?s)^(.*):([^:]*):([^:]*)$"
-_APP_INT = rf"{WS}*[+-]?[0-9]+(?:_[0-9]+)*{WS}*"
-APP_OK_RE = rf"(?s)^.*:{_APP_INT}:{_APP_INT}$"  # APP_RE with both parts matching APP_INT_RE
-# On the skeleton: any top-level null value; a string-typed field whose value is no string; a
-# key with an escape sequence in it.
-NULL_VALUE_RE = rf":{WS}*null\b"
-ESCAPED_KEY_RE = rf'"(?:[^"\\]|\\.)*\\.(?:[^"\\]|\\.)*+"{WS}*:'
-
 APP_INT_RE = rf"^{WS}*[+-]?[0-9]+(?:_[0-9]+)*{WS}*$"
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
-
-STR_FIELD_NOT_STRING_RE = rf'"(?:{"|".join(STR_FIELDS)})"{WS}*:{WS}*[^S" \t\n\x0b\f\r]'
 
 REASON_NOT_JSON = "not a single flat JSON object"
 REASON_BAD_T = "t: missing or not a finite number"

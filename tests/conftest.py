@@ -10,6 +10,59 @@ from __future__ import annotations
 
 import pytest
 
+from harness.plugin import backend_of
+
+# Modules whose tests start node processes, pip installs, network namespaces or Toxiproxy (or talk
+# to an engine): their names, wherever the file sits under tests/.
+LIVE_MODULES = frozenset(
+    {
+        "test_ci_install",
+        "test_cli_local",
+        "test_docker_backend",
+        "test_docker_faults_model",
+        "test_docker_scenarios",
+        "test_faults_iptables",
+        "test_faults_netem",
+        "test_faults_nfqueue",
+        "test_gms_docker",
+        "test_gms_end_to_end",
+        "test_gms_local",
+        "test_images",
+        "test_ipmcast",
+        "test_local_backend",
+        "test_local_interrupt",
+        "test_local_parity",
+        "test_mcast_live",
+        "test_nakack2_live",
+        "test_node_process",
+        "test_toxiproxy_conformance",
+        "test_toxiproxy_server",
+        "test_toy_protocol",
+        "test_unicast2_live",
+        "test_unicast2_museum",
+        "test_unicast_live",
+    }
+)
+
+
+def _module_name(item: pytest.Item) -> str:
+    return item.path.stem
+
+
+@pytest.hookimpl(tryfirst=True)  # before `-m` deselects
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        fixtures = set(getattr(item, "fixturenames", ()))
+        if "spark" in fixtures:
+            item.add_marker(pytest.mark.spark)
+        backend = backend_of(item)
+        if backend == "docker":
+            item.add_marker(pytest.mark.docker)
+        if _module_name(item) in LIVE_MODULES or backend in ("local", "docker"):
+            item.add_marker(pytest.mark.live)
+        if any(item.get_closest_marker(name) for name in ("live", "docker", "spark")):
+            item.add_marker(pytest.mark.slow)
+
 
 @pytest.fixture(scope="session")
 def spark():

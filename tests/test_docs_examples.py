@@ -158,7 +158,7 @@ def test_every_python_block_is_a_pytest_example():
 
 
 def test_doctor_probes_are_documented():
-    from harness.cli import doctor_report
+    from harness.commands.doctor import doctor_report
 
     page = (ROOT / "docs" / "backends.md").read_text()
     missing = [name for name in ("python", *doctor_report()) if f"`{name}`" not in page]

@@ -18,13 +18,15 @@ import json
 import math
 from typing import Any
 
+from node.errors import BadInput
+
 INT64_MIN = -(2**63)
 INT64_MAX = 2**63 - 1
 
 _DECODER = json.JSONDecoder()
 
 
-class GoJSONError(ValueError):
+class GoJSONError(BadInput, ValueError):
     """A body Go's json.Decoder would refuse; str() is Go's message."""
 
 

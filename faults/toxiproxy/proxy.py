@@ -27,6 +27,8 @@ import struct
 from collections import defaultdict
 from typing import Any
 
+from node.errors import RunFailed
+
 from .link import DOWNSTREAM, UPSTREAM, Connection
 from .toxics import TOXIC_TYPES
 
@@ -36,7 +38,7 @@ VERSION = "2.12.0"  # the Toxiproxy release whose API and toxics this server fol
 UPSTREAM_DIAL_TIMEOUT_S = 10.0
 
 
-class ApiError(Exception):
+class ApiError(RunFailed):
     def __init__(self, message: str, status: int) -> None:
         super().__init__(message)
         self.message = message
@@ -61,7 +63,7 @@ ERR_TOXIC_ALREADY_EXISTS = ApiError("toxic already exists", 409)
 ERR_TOXIC_NOT_FOUND = ApiError("toxic not found", 404)
 
 
-class ProxyAlreadyStarted(Exception):
+class ProxyAlreadyStarted(RunFailed):
     pass
 
 

@@ -25,28 +25,42 @@ from .base import (
     signals_deferred,
 )
 
-LIVE_BACKENDS = ("local", "docker")
+
+def _local(**kwargs) -> Backend:
+    from .local import LocalBackend
+
+    return LocalBackend(**kwargs)
+
+
+def _docker(**kwargs) -> Backend:
+    try:
+        from .docker import DockerBackend
+    except ImportError as exc:  # pragma: no cover - the docker SDK is an optional dependency
+        raise BackendUnavailable(f"backend docker needs the docker SDK (pip install docker): {exc}") from None
+    return DockerBackend(**kwargs)
+
+
+# The registry of live backends: name -> factory (imported only when asked for). A new backend
+# is one entry here; the command line, the pytest plugin and harness.rundir read these names.
+LIVE = {"local": _local, "docker": _docker}
+LIVE_BACKENDS = tuple(LIVE)
+# Every backend a run may name: the simulator (virtual time, harness.sim) and the live ones.
+BACKENDS = ("sim", *LIVE_BACKENDS)
 
 
 def get_backend(name: str, **kwargs) -> Backend:
-    """The backend called `name`; BackendUnavailable if it is not implemented (yet)."""
-    if name == "local":
-        from .local import LocalBackend
-
-        return LocalBackend(**kwargs)
-    if name == "docker":
-        try:
-            from .docker import DockerBackend
-        except ImportError as exc:  # pragma: no cover - the docker SDK is an optional dependency
-            raise BackendUnavailable(f"backend docker needs the docker SDK (pip install docker): {exc}") from None
-        return DockerBackend(**kwargs)
-    raise BackendUnavailable(f"unknown backend {name!r} (live backends: {', '.join(LIVE_BACKENDS)})")
+    """The live backend called `name`; BackendUnavailable if there is none of that name."""
+    factory = LIVE.get(name)
+    if factory is None:
+        raise BackendUnavailable(f"unknown backend {name!r} (live backends: {', '.join(LIVE_BACKENDS)})")
+    return factory(**kwargs)
 
 
 __all__ = [
     "AdminClient",
     "AdminError",
     "Backend",
+    "BACKENDS",
     "BackendError",
     "BackendUnavailable",
     "Cluster",

@@ -11,10 +11,11 @@ from typing import Any
 
 import requests
 
-TOKEN_HEADER = "X-Splitbrain-Token"
+from node.errors import RunFailed
+from node.runtime.config import TOKEN_HEADER
 
 
-class AdminError(RuntimeError):
+class AdminError(RunFailed, RuntimeError):
     """An admin request failed: connection error, timeout or an unexpected status."""
 
     def __init__(self, node: str, method: str, path: str, message: str, status: int | None = None):

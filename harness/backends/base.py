@@ -53,16 +53,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from harness.scenario import Scenario
+from node.errors import BadInput, RunFailed
 from node.events import make_event
 
 from .admin import AdminClient, AdminError
 
 
-class BackendError(RuntimeError):
+class BackendError(RunFailed, RuntimeError):
     """A backend cannot do what it was asked (start, stop, reach a node)."""
 
 
-class BackendUnavailable(BackendError):
+class BackendUnavailable(BadInput, BackendError):
     """The backend cannot run on this host (the message says why)."""
 
 

@@ -19,7 +19,9 @@ DEFAULT_RUNS = 200
 BACKENDS = ("sim", "local", "docker")
 
 
-def add_command(subparsers, positive_int, non_negative_int) -> None:
+def add_command(subparsers) -> None:
+    from harness.cliargs import non_negative_int, positive_int
+
     p = subparsers.add_parser(
         "explore",
         help="search for failing fault schedules nobody wrote: random or guided, shrunk, written as scenarios",

@@ -6,7 +6,7 @@ fifth of the simulator's time. Sharing the header dict is safe because layers wr
 on the send path, before the frame leaves (a layer adds its own header to a message handed down;
 Message.with_header copies), and read a received message's headers without changing them: the
 same dict object, held in the receiver's window until a gap is filled, costs nothing where a copy
-per message cost about 750 instructions and 224 bytes (tests/test_fast_paths.py runs a scenario
+per message cost about 750 instructions and 224 bytes (tests/node/test_fast_paths.py runs a scenario
 of every protocol with read-only received headers). The Message itself is new: multicast
 layers readdress what they receive (msg.dest).
 
@@ -30,8 +30,7 @@ _new = object.__new__
 class ObjectCodec:
     """A frame is (src, messages); nothing is encoded unless a frame may need splitting."""
 
-    class WireError(ValueError):
-        pass
+    WireError = wire.WireError  # never raised: nothing is decoded
 
     @staticmethod
     def encode_frame(src: str, msgs: list[Message]) -> tuple:

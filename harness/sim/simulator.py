@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import gc
 import heapq
-import importlib
 import itertools
 import operator
 import random
@@ -43,8 +42,9 @@ from typing import Any
 from harness import nemesis
 from harness.scenario import FaultStep, Scenario, ScenarioError, Stream
 from harness.slots import planned_count
-from node.errors import SettingError
-from node.events import DataEvents, make_event
+from node import wire
+from node.errors import RunFailed, SettingError
+from node.events import make_event
 from node.faultlayer import FaultLayer
 from node.layer import Bootstrap, Leave, SetConfig, SyncPeer, ViewChange
 from node.message import Message, workload_message
@@ -68,7 +68,7 @@ _EPS = 1e-9
 StackFactory = Callable[..., Any]
 
 
-class SimulationError(RuntimeError):
+class SimulationError(RunFailed, RuntimeError):
     """The simulation cannot go on (misconfiguration, livelock, a broken invariant)."""
 
 
@@ -88,8 +88,7 @@ class IdentityCodec:
     receiver never shares Message objects with the sender's retransmission window. For tests of
     the simulator and for stacks whose headers have no wire codec."""
 
-    class WireError(ValueError):
-        pass
+    WireError = wire.WireError  # never raised: nothing is decoded
 
     @staticmethod
     def encode_frame(src: str, msgs: list[Message]) -> tuple:
@@ -106,18 +105,15 @@ def _default_codec(wire: bool):
         from .codec import ObjectCodec
 
         return ObjectCodec()
-    try:
-        return importlib.import_module("node.wire")
-    except ImportError as exc:  # pragma: no cover - only while node.wire is being written
-        raise SimulationError(f"node.wire is not available ({exc}); pass codec=IdentityCodec()") from exc
+    from node import wire as codec  # the real codec (the parameter shadows the module's name)
+
+    return codec
 
 
 def _default_stack_factory() -> StackFactory:
-    try:
-        compose = importlib.import_module("node.compose")
-    except ImportError as exc:
-        raise SimulationError(f"node.compose is not available ({exc}); pass stack_factory= to Simulation") from exc
-    return compose.build_stack
+    from node.compose import build_stack
+
+    return build_stack
 
 
 # ---- results ----------------------------------------------------------------------------------
@@ -473,47 +469,21 @@ class Simulation:
         self.inputs += 1
         if self.check_invariants:
             try:
-                # Stack.check_invariants, inlined: this runs after every input.
-                for check in stack.invariant_checks:
-                    check()
+                stack.check_invariants()
             except AssertionError as exc:
                 raise InvariantViolation(
                     f"invariant broken at node {node.name} (incarnation {node.incarnation}) at "
                     f"t={t:.6f}s, seed {self.seed}: {exc}"
                 ) from exc
-        # Stack.take, inlined: only a non-empty outbox is replaced (the frames keep their lists),
-        # and the per-message event records become dicts as take() makes them.
-        evs = stack.events
-        if evs:
-            # unpack_events, inlined: straight into the node's log, without a list in between.
-            log = node.events
-            for ev in evs:
-                if type(ev) is DataEvents:
-                    log.extend(ev.dicts())
-                else:
-                    log.append(ev)  # type: ignore[arg-type]  # a dict: `type() is` does not narrow
-            stack.events = []
-        app = stack.to_app
+        out, app = stack.drain(node.events)  # the frames keep the outbox's list
         if app:
             self.msgs_delivered += len(app)
-            stack.to_app = []
-        out = stack.to_transport
         if out:
-            stack.to_transport = []
             if len(out) == 1:  # nearly every input: one message, one frame
                 self._send_group(node, out[0].dest, out, t)
             else:
                 self._transmit(node, out, t)
-        # Stack.next_deadline, inlined: this runs after every input.
-        deadline = None
-        for clock in stack.deadline_clocks:
-            d = clock.earliest
-            if d is not None and (deadline is None or d < deadline):
-                deadline = d
-        for next_deadline in stack.deadline_sources:
-            d = next_deadline()
-            if d is not None and (deadline is None or d < deadline):
-                deadline = d
+        deadline = stack.next_deadline()
         if deadline != node.timer_at:
             node.timer_gen += 1
             node.timer_at = deadline

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ..layer import Action, Command, CountingLayer, Down, Log, SetConfig
 from ..message import Message
-from ..unicast3.timers import Deadlines
+from ..timers import Deadlines
 from .config import GmsConfig
 from .header import LOWER_ID, GmsHeader
 

@@ -16,20 +16,23 @@
 
 With these defaults a member cut off for 5 s is suspected after 2-2.5 s (a 5 s partition changes
 views) and a heal merges within about merge_interval x 1.5 + a few round trips + UNICAST3's recovery
-of the messages queued behind the MERGE_REQ: under 10 s (tests/test_gms.py measures it).
+of the messages queued behind the MERGE_REQ: under 10 s (tests/node/test_gms.py measures it).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass, fields
-from typing import Any
+from typing import ClassVar
 
 from node.errors import SettingError
 
+from ..settings import Settings
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class GmsConfig:
+class GmsConfig(Settings):
+    OWNER: ClassVar[str] = "GMS"
+
     join_timeout: float = 1.0
     max_join_attempts: int = 10
     discovery_timeout: float = 0.25
@@ -49,28 +52,6 @@ class GmsConfig:
                 "fd_timeout", f"must be above heartbeat_interval ({self.heartbeat_interval}), got {self.fd_timeout}"
             )
 
-    @classmethod
-    def keys(cls) -> frozenset[str]:
-        return frozenset(f.name for f in fields(cls))
-
-    @classmethod
-    def from_dict(cls, values: Mapping[str, Any]) -> GmsConfig:
-        known = {f.name: f for f in fields(cls)}
-        clean: dict[str, Any] = {}
-        for key, value in values.items():
-            if key not in known:
-                raise SettingError(str(key), f"unknown GMS setting (known: {', '.join(sorted(known))})")
-            default = getattr(cls(), key)
-            if isinstance(value, bool) or not isinstance(value, (int, float)):
-                raise SettingError(key, f"expected a number, got {value!r}")
-            if isinstance(default, int) and not isinstance(value, int):
-                raise SettingError(key, f"expected an integer, got {value!r}")
-            clean[key] = type(default)(value)
-        return cls(**clean)
-
-    def updated(self, values: dict[str, Any]) -> GmsConfig:
-        return GmsConfig.from_dict({**self.as_dict(), **values})
-
     @property
     def recovery_bound_s(self) -> float:
         """GMS delivers no application data: it adds nothing to the protocol's recovery bound."""
@@ -81,6 +62,3 @@ class GmsConfig:
         """From a heal to a merged view when nothing else is in the way: INFO within 1.5 merge
         intervals, a merge round of at most merge_timeout, and a heartbeat round."""
         return 1.5 * self.merge_interval + self.merge_timeout + self.heartbeat_interval
-
-    def as_dict(self) -> dict[str, Any]:
-        return {f.name: getattr(self, f.name) for f in fields(self)}

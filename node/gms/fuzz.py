@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from ..fuzzing import pick
 from ..protocols import Rng
 from .header import GmsHeader, GmsType
 
@@ -17,22 +18,18 @@ _NAMES = ("N", "P", "Q", "A", "B", "", "Z" * 40)
 _IDS = (0, 1, 2, 3, 1 << 31, (1 << 64) - 1)
 
 
-def _pick(rng: Rng, seq: Sequence[Any]) -> Any:
-    return seq[int(rng.random() * len(seq))]
-
-
 def fuzz_header(rng: Rng, sent: Sequence[Any]) -> GmsHeader:
-    members = tuple(dict.fromkeys(_pick(rng, _NAMES) for _ in range(int(rng.random() * 4))))
-    coord = members[0] if members and rng.random() < 0.7 else _pick(rng, _NAMES)
+    members = tuple(dict.fromkeys(pick(rng, _NAMES) for _ in range(int(rng.random() * 4))))
+    coord = members[0] if members and rng.random() < 0.7 else pick(rng, _NAMES)
     echoed = [h.view_id for h in sent if isinstance(h, GmsHeader)]
-    view_id = _pick(rng, echoed) + int(rng.random() * 3) if echoed and rng.random() < 0.5 else _pick(rng, _IDS)
-    digest = tuple((_pick(rng, _NAMES), _pick(rng, _IDS)) for _ in range(int(rng.random() * 2)))
+    view_id = pick(rng, echoed) + int(rng.random() * 3) if echoed and rng.random() < 0.5 else pick(rng, _IDS)
+    digest = tuple((pick(rng, _NAMES), pick(rng, _IDS)) for _ in range(int(rng.random() * 2)))
     return GmsHeader(
-        type=GmsType(_pick(rng, _TYPES)),
+        type=GmsType(pick(rng, _TYPES)),
         view_id=min(view_id, (1 << 64) - 1),
         coord=coord,
         members=members,
-        merge_id=_pick(rng, (0, 1, 2, (1 << 32) - 1)),
-        reason=_pick(rng, ("", "join", "merge", "x")),
+        merge_id=pick(rng, (0, 1, 2, (1 << 32) - 1)),
+        reason=pick(rng, ("", "join", "merge", "x")),
         digest=digest,
     )

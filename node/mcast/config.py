@@ -10,15 +10,12 @@ does not know). `xmit_interval` and `ack_threshold` are MCAST's; UNICAST3's are
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass, field, fields
-from typing import Any
+from dataclasses import dataclass, field
+from typing import ClassVar
 
 from node.errors import SettingError
 
-from ..unicast3.config import Unicast3Config, _coerce
-
-U3_PREFIX = "unicast3_"
+from ..unicast3.config import OverUnicast3, Unicast3Config
 
 # Planted bugs (`mutation:`), to measure that the checkers and metrics catch what they must.
 MUTATIONS = {
@@ -30,7 +27,11 @@ MUTATIONS = {
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class McastConfig:
+class McastConfig(OverUnicast3):
+    OWNER: ClassVar[str] = "MCAST"
+    # UNICAST3 keys this layer also has: a scenario names UNICAST3's with the unicast3_ prefix.
+    PREFIXED: ClassVar[frozenset[str]] = frozenset({"xmit_interval", "ack_threshold"})
+
     # Messages in each window (the ring buffer's size). A sender blocks when S - low >= capacity.
     capacity: int = 16384
     # A receiver acks after this many deliveries from one sender (0: capacity // 4, NAKACK4's).
@@ -64,56 +65,9 @@ class McastConfig:
     def acks_every(self) -> int:
         return self.ack_threshold or max(1, self.capacity // 4)
 
-    @classmethod
-    def own_keys(cls) -> tuple[str, ...]:
-        return tuple(f.name for f in fields(cls) if f.name != "unicast3")
-
-    @classmethod
-    def from_dict(cls, values: Mapping[str, Any]) -> McastConfig:
-        """Build from a scenario's flat `config:` mapping; errors name the key."""
-        defaults = cls(unicast3=Unicast3Config())
-        own: dict[str, Any] = {}
-        u3: dict[str, Any] = {}
-        for key, value in values.items():
-            key = str(key)
-            if key == "mutation":
-                if value is not None and not isinstance(value, str):
-                    raise SettingError(key, f"expected a name, got {value!r}")
-                own[key] = value
-            elif key in cls.own_keys():
-                own[key] = _coerce(key, value, getattr(defaults, key))
-            elif key.startswith(U3_PREFIX):
-                u3[key[len(U3_PREFIX) :]] = value
-            else:
-                u3[key] = value
-        try:
-            unicast3 = Unicast3Config.from_dict(u3)
-        except SettingError as exc:
-            known = ", ".join(sorted(cls(unicast3=Unicast3Config()).as_dict())) if "unknown" in exc.message else None
-            key = U3_PREFIX + exc.key if exc.key in cls.own_keys() else exc.key
-            raise SettingError(
-                key, f"unknown MCAST/UNICAST3 setting (known: {known})" if known else exc.message
-            ) from None
-        return cls(unicast3=unicast3, **own)
-
-    def updated(self, values: dict[str, Any]) -> McastConfig:
-        """A copy with some settings changed (run-time reconfiguration), validated like from_dict."""
-        return McastConfig.from_dict({**self.as_dict(), **values})
-
     @property
     def recovery_bound_s(self) -> float:
         """How long, with every member up and connected, a multicast may take to be delivered
         everywhere: a gap is asked for at the next retransmit run, a lost last message is
         announced after two runs without ack progress; eight runs leave room for lost requests."""
         return 8 * self.xmit_interval + 2.0
-
-    def as_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {name: getattr(self, name) for name in self.own_keys()}
-        if out.get("mutation") is None:
-            out.pop("mutation", None)
-        for key, value in self.unicast3.as_dict().items():
-            if key == "mutation" and value is None:
-                continue
-            # UNICAST3's keys that MCAST also has (xmit_interval, ack_threshold) carry the prefix.
-            out[U3_PREFIX + key if key in self.own_keys() else key] = value
-        return out

@@ -86,7 +86,7 @@ from ..layer import (
 from ..message import MCAST_DEST, Message
 from ..protocols import Rng
 from ..rangeset import RangeSet
-from ..unicast3.timers import Deadlines
+from ..timers import Deadlines, FiredTimers
 from ..views import Window
 from .config import McastConfig
 from .header import MAX_XMIT_RANGES, PROTO_ID, McastHeader, MsgType
@@ -193,7 +193,7 @@ class FixedBuffer:
             assert sum(1 for m in self.buf if m is not None) == self.size, f"{who}: a message held outside low+1..high"
 
 
-class Mcast(CountingLayer):
+class Mcast(FiredTimers, CountingLayer):
     proto = PROTO
 
     def __init__(self, local: str, config: McastConfig, rng: Rng, incarnation: int = 0) -> None:
@@ -659,23 +659,17 @@ class Mcast(CountingLayer):
 
     # ---- timers -------------------------------------------------------------------------------
 
-    def next_deadline(self) -> float | None:
-        return self.timers.earliest
+    def _fire_xmit(self, now: float, out: list[Action]) -> None:
+        self._xmit(now, out)
+        self.timers.set("xmit", now + self.config.xmit_interval)
 
-    def deadline_clock(self) -> Deadlines:
-        return self.timers
+    def _fire_scheduling(self, now: float, out: list[Action]) -> None:
+        self.timers.set("scheduling", None)
+        held, self._held_back = self._held_back, None
+        if held is not None:
+            self._wire(held, out)
 
-    def on_timer(self, now: float) -> list[Action]:
-        out: list[Action] = []
-        if self.timers.due("xmit", now):
-            self._xmit(now, out)
-            self.timers.set("xmit", now + self.config.xmit_interval)
-        if self.timers.due("scheduling", now):
-            self.timers.set("scheduling", None)
-            held, self._held_back = self._held_back, None
-            if held is not None:
-                self._wire(held, out)
-        return out
+    _FIRE = {"xmit": _fire_xmit, "scheduling": _fire_scheduling}
 
     # ---- views of the state -------------------------------------------------------------------
 

@@ -9,15 +9,12 @@ NAKACK2's; UNICAST3's own retransmit period is `unicast3_xmit_interval`.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass, field, fields
-from typing import Any
+from dataclasses import dataclass, field
+from typing import ClassVar
 
 from node.errors import SettingError
 
-from ..unicast3.config import Unicast3Config, _coerce
-
-U3_PREFIX = "unicast3_"
+from ..unicast3.config import OverUnicast3, Unicast3Config
 
 # Planted bugs (`mutation:`), to measure that the checkers catch what they must (`splitbrain
 # mutants --protocol nakack2`). Each is one small change at one spot of protocol.py, found there as
@@ -38,7 +35,11 @@ MUTATIONS: dict[str, str] = {
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class Nakack2Config:
+class Nakack2Config(OverUnicast3):
+    OWNER: ClassVar[str] = "NAKACK2"
+    # UNICAST3 keys this layer also has: a scenario names UNICAST3's with the unicast3_ prefix.
+    PREFIXED: ClassVar[frozenset[str]] = frozenset({"xmit_interval"})
+
     # The retransmit task's period. <= 0 (meant for TCP, the NAKACK2 design): no retransmit task, STABLE
     # triggers no retransmission, no last-seqno-sender, become_server_queue unbounded.
     xmit_interval: float = 1.0
@@ -87,47 +88,6 @@ class Nakack2Config:
     def queue_bounded(self) -> bool:
         return self.retransmission or not self.become_server_queue_unbounded_without_xmit
 
-    @classmethod
-    def own_keys(cls) -> tuple[str, ...]:
-        return tuple(f.name for f in fields(cls) if f.name != "unicast3")
-
-    @classmethod
-    def from_dict(cls, values: Mapping[str, Any]) -> Nakack2Config:
-        """Build from a scenario's flat `config:` mapping; errors name the key."""
-        defaults = cls(unicast3=Unicast3Config())
-        own: dict[str, Any] = {}
-        u3: dict[str, Any] = {}
-        for key, value in values.items():
-            key = str(key)
-            if key == "mutation":
-                # NAKACK2's own planted bugs: the UNICAST3 under it runs unmutated (as under MCAST).
-                if value is not None and not isinstance(value, str):
-                    raise SettingError(key, f"expected a name, got {value!r}")
-                own[key] = value
-            elif isinstance(getattr(defaults, key, None), bool):
-                if not isinstance(value, bool):
-                    raise SettingError(key, f"expected true or false, got {value!r}")
-                own[key] = value
-            elif key in cls.own_keys():
-                own[key] = _coerce(key, value, getattr(defaults, key))
-            elif key.startswith(U3_PREFIX):
-                u3[key[len(U3_PREFIX) :]] = value
-            else:
-                u3[key] = value
-        try:
-            unicast3 = Unicast3Config.from_dict(u3)
-        except SettingError as exc:
-            key = U3_PREFIX + exc.key if exc.key == "xmit_interval" else exc.key
-            known = ", ".join(sorted(cls(unicast3=Unicast3Config()).as_dict())) if "unknown" in exc.message else None
-            raise SettingError(
-                key, f"unknown NAKACK2/UNICAST3 setting (known: {known})" if known else exc.message
-            ) from None
-        return cls(unicast3=unicast3, **own)
-
-    def updated(self, values: dict[str, Any]) -> Nakack2Config:
-        """A copy with some settings changed (run-time reconfiguration), validated like from_dict."""
-        return Nakack2Config.from_dict({**self.as_dict(), **values})
-
     @property
     def recovery_bound_s(self) -> float:
         """How long, with every member up and connected, a multicast may take to be delivered
@@ -138,13 +98,3 @@ class Nakack2Config:
         if self.retransmission:
             return 8 * self.xmit_interval + 2 * self.stable_interval
         return 2.0
-
-    def as_dict(self) -> dict[str, Any]:
-        out = {name: getattr(self, name) for name in self.own_keys()}
-        if out.get("mutation") is None:
-            out.pop("mutation", None)
-        for key, value in self.unicast3.as_dict().items():
-            if key == "mutation" and value is None:
-                continue
-            out[U3_PREFIX + key if key == "xmit_interval" else key] = value
-        return out

@@ -148,7 +148,7 @@ _new = object.__new__
 
 def _make_msg(seqno: int, _payload_len: int) -> N2Header:
     # Every field set here rather than through the dataclass's __init__ (one call fewer per
-    # multicast received; tests/test_wire.py compares the result with N2Header(...)).
+    # multicast received; tests/node/test_wire.py compares the result with N2Header(...)).
     h = _new(N2Header)
     h.type = _MSG
     h.seqno = seqno

@@ -77,7 +77,7 @@ from ..layer import (
 from ..message import MCAST_DEST, Message
 from ..protocols import Rng
 from ..rangeset import RangeSet
-from ..unicast3.timers import Deadlines
+from ..timers import Deadlines, FiredTimers
 from ..views import Window
 from .config import Nakack2Config
 from .header import MAX_DIGEST_ENTRIES, MAX_XMIT_RANGES, PROTO_ID, MsgType, N2Header
@@ -144,7 +144,7 @@ class RecvTable:
         return gaps
 
 
-class Nakack2(CountingLayer):
+class Nakack2(FiredTimers, CountingLayer):
     proto = PROTO
 
     def __init__(self, local: str, config: Nakack2Config, rng: Rng) -> None:
@@ -794,23 +794,17 @@ class Nakack2(CountingLayer):
 
     # ---- timers -------------------------------------------------------------------------------
 
-    def next_deadline(self) -> float | None:
-        return self.timers.earliest
+    def _fire_xmit(self, now: float, out: list[Action]) -> None:
+        if self.config.retransmission:
+            self._xmit(now, out)
+            self.timers.set("xmit", now + self.config.xmit_interval)
+        else:
+            self.timers.set("xmit", None)
 
-    def deadline_clock(self) -> Deadlines:
-        return self.timers
+    def _fire_stable(self, now: float, out: list[Action]) -> None:
+        self._stable_round(now, out)
 
-    def on_timer(self, now: float) -> list[Action]:
-        out: list[Action] = []
-        if self.timers.due("xmit", now):
-            if self.config.retransmission:
-                self._xmit(now, out)
-                self.timers.set("xmit", now + self.config.xmit_interval)
-            else:
-                self.timers.set("xmit", None)
-        if self.timers.due("stable", now):
-            self._stable_round(now, out)
-        return out
+    _FIRE = {"xmit": _fire_xmit, "stable": _fire_stable}
 
     # ---- views of the state -------------------------------------------------------------------
 

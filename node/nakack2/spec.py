@@ -11,9 +11,10 @@ from typing import Any
 
 from ..layer import Action, Layer, SetConfig
 from ..protocols import ChaosSet, ProtocolSpec, Rng, xmit_req_sent
+from ..unicast3.config import U3_PREFIX
 from ..unicast3.header import MsgType as U3MsgType
 from ..unicast3.protocol import Unicast3
-from .config import MUTATIONS, U3_PREFIX, Nakack2Config
+from .config import MUTATIONS, Nakack2Config
 from .header import CODEC, MsgType
 from .protocol import Nakack2
 

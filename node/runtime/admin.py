@@ -44,7 +44,7 @@ from aiohttp.typedefs import Handler
 from .. import protocols
 from ..errors import SettingError
 from ..faultlayer import FaultRule
-from .config import Address, ConfigError
+from .config import TOKEN_HEADER, Address, ConfigError
 from .errors import RequestError
 
 if TYPE_CHECKING:
@@ -52,7 +52,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("node.admin")
 
-TOKEN_HEADER = "X-Splitbrain-Token"
 _FAULT_FIELDS = {f.name for f in fields(FaultRule)}
 _SEND_FIELDS = {"to", "count", "duration", "rate", "size", "stream", "first_n"}
 _VIEW_FIELDS = {"members", "view_id"}

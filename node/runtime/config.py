@@ -17,20 +17,21 @@ address needs `admin_token`; `admin_open: true` says on purpose that anyone who 
 from __future__ import annotations
 
 import ipaddress
-import math
 import os
 import time
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from .. import protocols
+from .. import protocols, settings
 from ..compose import split_config
 from ..errors import SettingError
 from ..wire import MAX_FRAME_BYTES, MAX_NAME_BYTES
 
 ENV_PREFIX = "SPLITBRAIN_"
 TRANSPORTS = ("udp", "tcp")
+# The header of the admin token on every POST and DELETE (node/runtime/admin.py; its clients).
+TOKEN_HEADER = "X-Splitbrain-Token"
 # The smallest bundle that still holds one ordinary message with its frame header.
 MIN_BUNDLE_BYTES = 512
 # TCP frames may be larger than a datagram, but a frame counts its messages in a u16: 1 MB of the
@@ -391,20 +392,12 @@ def _choice(key: str, value: object, choices: tuple[str, ...]) -> str:
 
 
 def _bool(key: str, value: object) -> bool:
-    if not isinstance(value, bool):
-        raise ConfigError(key, f"expected true or false, got {value!r}")
-    return value
+    return settings.boolean(key, value, error=ConfigError)
 
 
 def _int(key: str, value: object, lowest: int | None = None) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise ConfigError(key, f"expected an integer, got {value!r}")
-    if lowest is not None and value < lowest:
-        raise ConfigError(key, f"must be >= {lowest}, got {value}")
-    return value
+    return settings.integer(key, value, lowest, error=ConfigError)
 
 
 def _number(key: str, value: object) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise ConfigError(key, f"expected a number, got {value!r}")
-    return float(value)
+    return settings.number(key, value, finite=True, error=ConfigError)

@@ -3,8 +3,10 @@ admin API (which turns it into a JSON answer), so that neither has to import the
 
 from __future__ import annotations
 
+from ..errors import BadInput
 
-class RequestError(ValueError):
+
+class RequestError(BadInput, ValueError):
     """A bad admin request: `field` names the offending field (None for the request as a whole)."""
 
     def __init__(self, message: str, field: str | None = None, status: int = 400):

@@ -5,7 +5,7 @@ Events are kept as dicts until a flush and encoded then in one go: a flush runs 
 waiting, so that one flush never blocks the loop for long. The two events written once per
 message (UNICAST3's send and deliver) have a fixed key order; they are formatted from parts
 built once per (node, proto, kind, peer, conn_id), about 2.5x cheaper than json.dumps (and the
-same JSON; tests/test_node_parts.py checks it). They mostly come as DataEvents records (one per
+same JSON; tests/node/test_node_parts.py checks it). They mostly come as DataEvents records (one per
 batch, node/events.py), whose lines are formatted straight from the record's messages, byte for
 byte the lines of its dicts, which are never built: when every app id can be written as it is
 (a workload's always can), the whole record is one bytes %-format of a line template repeated once

@@ -23,6 +23,9 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO, TypeVar
 
+from ..errors import RunFailed
+from .config import TOKEN_HEADER
+
 if TYPE_CHECKING:
     from .node import Node
 
@@ -60,7 +63,7 @@ def free_port(host: str, kind: str = "both") -> int:
     raise RuntimeError(f"no free port on {host}")
 
 
-class AdminError(RuntimeError):
+class AdminError(RunFailed, RuntimeError):
     def __init__(self, status: int, body: Any):
         super().__init__(f"HTTP {status}: {body}")
         self.status = status
@@ -84,7 +87,7 @@ class AdminClient:
             req.add_header("Content-Type", "application/json")
         tok = self.token if token is True else (token or None)
         if tok:
-            req.add_header("X-Splitbrain-Token", tok)
+            req.add_header(TOKEN_HEADER, tok)
         try:
             with urllib.request.urlopen(req, timeout=self.timeout) as resp:
                 return resp.status, _decode(resp.read(), resp.headers.get("Content-Type", ""))

@@ -5,17 +5,18 @@ ACK comes) with one named deadline."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass, fields
-from typing import Any
+from dataclasses import dataclass
+from typing import ClassVar
 
 from node.errors import SettingError
 
-from ..unicast2.config import _coerce
+from ..settings import Settings
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class UnicastConfig:
+class UnicastConfig(Settings):
+    OWNER: ClassVar[str] = "UNICAST"
+
     # The retransmit task period: a message unacked this long is sent again.
     xmit_interval: float = 0.5
     # A receiver keeps messages at most this far above the last delivered; beyond is dropped
@@ -28,26 +29,8 @@ class UnicastConfig:
         if self.max_recv_window_seqnos < 1:
             raise SettingError("max_recv_window_seqnos", f"must be >= 1, got {self.max_recv_window_seqnos!r}")
 
-    @classmethod
-    def from_dict(cls, values: Mapping[str, Any]) -> UnicastConfig:
-        """Build from a scenario's `config:` mapping; unknown keys and wrong types name the key."""
-        known = {f.name for f in fields(cls)}
-        clean: dict[str, Any] = {}
-        for key, value in values.items():
-            if key not in known:
-                raise SettingError(str(key), f"unknown UNICAST setting (known: {', '.join(sorted(known))})")
-            clean[key] = _coerce(key, value, getattr(cls(), key))
-        return cls(**clean)
-
-    def updated(self, values: dict[str, Any]) -> UnicastConfig:
-        """A copy with some settings changed (run-time reconfiguration), validated like from_dict."""
-        return UnicastConfig.from_dict({**self.as_dict(), **values})
-
     @property
     def recovery_bound_s(self) -> float:
         """How long, both ends up and connected, a message may take to be delivered: a resend
         every xmit_interval (one run late at most), with room for several losses in a row."""
         return 8 * self.xmit_interval
-
-    def as_dict(self) -> dict[str, Any]:
-        return {f.name: getattr(self, f.name) for f in fields(self)}

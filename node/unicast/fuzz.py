@@ -7,8 +7,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from ..fuzzing import U64, value
 from ..protocols import Rng
-from ..unicast3.fuzz import U64, _value
 from .header import MsgType, U1Header
 
 
@@ -16,4 +16,4 @@ def fuzz_header(rng: Rng, sent: Sequence[Any]) -> U1Header:
     """A random UNICAST header a peer could send, given the headers this node sent it lately."""
     seqnos = [h.seqno for h in sent if isinstance(h, U1Header)]
     mtype = MsgType.DATA if rng.random() < 0.5 else MsgType.ACK
-    return U1Header(mtype, _value(rng, U64, seqnos))
+    return U1Header(mtype, value(rng, U64, seqnos))

@@ -36,7 +36,7 @@ from ..events import EVENT_VERSION
 from ..layer import Action, Command, CountingLayer, Down, Log, SetConfig, SyncPeer, Up, ViewChange
 from ..message import Message
 from ..rangeset import RangeSet
-from ..unicast3.timers import Deadlines, FiredTimers
+from ..timers import Deadlines, FiredTimers
 from ..views import Window
 from .config import UnicastConfig
 from .entries import ReceiverEntry, SenderEntry, next_state

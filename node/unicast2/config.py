@@ -3,11 +3,12 @@ JGroups default (a 60 s stable_interval) would make a lab run wait for a minute.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass, fields
-from typing import Any
+from dataclasses import dataclass
+from typing import ClassVar
 
 from node.errors import SettingError
+
+from ..settings import Settings
 
 # Planted bugs (`mutation:`), each one small change at one spot of protocol.py, found there as
 # `_mutant("<name>")`. Never in production.
@@ -19,7 +20,9 @@ MUTATIONS: dict[str, str] = {
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class Unicast2Config:
+class Unicast2Config(Settings):
+    OWNER: ClassVar[str] = "UNICAST2"
+
     # The retransmit task period: a receiver asks for the gaps of its windows (XMIT-REQ).
     xmit_interval: float = 0.5
     # The stable task period: a receiver sends STABLE(highest delivered, highest received) for
@@ -56,21 +59,6 @@ class Unicast2Config:
         if self.mutation is not None and self.mutation not in MUTATIONS:
             raise SettingError("mutation", f"must be one of {', '.join(MUTATIONS)}, got {self.mutation!r}")
 
-    @classmethod
-    def from_dict(cls, values: Mapping[str, Any]) -> Unicast2Config:
-        """Build from a scenario's `config:` mapping; unknown keys and wrong types name the key."""
-        known = {f.name: f for f in fields(cls)}
-        clean: dict[str, Any] = {}
-        for key, value in values.items():
-            if key not in known:
-                raise SettingError(str(key), f"unknown UNICAST2 setting (known: {', '.join(sorted(known))})")
-            clean[key] = _coerce(key, value, getattr(cls(), key))
-        return cls(**clean)
-
-    def updated(self, values: dict[str, Any]) -> Unicast2Config:
-        """A copy with some settings changed (run-time reconfiguration), validated like from_dict."""
-        return Unicast2Config.from_dict({**self.as_dict(), **values})
-
     @property
     def recovery_bound_s(self) -> float:
         """How long, both ends up and connected, UNICAST2 may need to deliver what was sent
@@ -78,24 +66,3 @@ class Unicast2Config:
         round trip), then the next STABLE gets what came after it resent, then an XMIT-REQ for a
         gap: two stable runs and two retransmit runs; twice that for loss."""
         return 2 * (2 * self.stable_interval + 2 * self.xmit_interval)
-
-    def as_dict(self) -> dict[str, Any]:
-        return {f.name: getattr(self, f.name) for f in fields(self)}
-
-
-def _coerce(key: str, value: Any, default: Any) -> Any:
-    if isinstance(default, bool):
-        if not isinstance(value, bool):
-            raise SettingError(key, f"expected true or false, got {value!r}")
-        return value
-    if default is None:
-        if value is not None and not isinstance(value, str):
-            raise SettingError(key, f"expected a string, got {value!r}")
-        return value
-    if isinstance(default, int):
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise SettingError(key, f"expected an integer, got {value!r}")
-        return value
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise SettingError(key, f"expected a number of seconds, got {value!r}")
-    return float(value)

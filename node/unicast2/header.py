@@ -12,10 +12,10 @@ from dataclasses import dataclass
 from enum import IntEnum
 
 from ..wire import HeaderCodec, WireError, register_header
+from ..xmit import decode_ranges, encode_ranges
 
 # JGroups numbers its protocols; UNICAST3 is 3 here, UNICAST2 takes 2.
 PROTO_ID = 2
-MAX_XMIT_RANGES = 256
 FLAG_FIRST = 0x01
 
 
@@ -47,8 +47,6 @@ _LAYOUT: dict[MsgType, tuple[struct.Struct, tuple[str, ...]]] = {
     MsgType.STABLE: (struct.Struct("!QQI"), ("seqno", "high", "conn_id")),
     MsgType.SEND_FIRST_SEQNO: (struct.Struct("!QI"), ("seqno", "conn_id")),
 }
-_RANGE_COUNT = struct.Struct("!H")
-_RANGE = struct.Struct("!QQ")
 
 
 def encode(h: U2Header) -> bytes:
@@ -56,9 +54,7 @@ def encode(h: U2Header) -> bytes:
     flags = FLAG_FIRST if h.first else 0
     out = _HEAD.pack(h.type, flags) + st.pack(*(getattr(h, f) for f in fields))
     if h.type is MsgType.XMIT_REQ:
-        if len(h.ranges) > MAX_XMIT_RANGES:
-            raise ValueError(f"XMIT-REQ with {len(h.ranges)} ranges (max {MAX_XMIT_RANGES})")
-        out += _RANGE_COUNT.pack(len(h.ranges)) + b"".join(_RANGE.pack(lo, hi) for lo, hi in h.ranges)
+        out += encode_ranges(h.ranges)
     return out
 
 
@@ -78,16 +74,7 @@ def decode(body: bytes) -> U2Header:
     values = dict(zip(fields, st.unpack_from(body, _HEAD.size)))
     ranges: tuple[tuple[int, int], ...] = ()
     if mtype is MsgType.XMIT_REQ:
-        if len(body) < end + _RANGE_COUNT.size:
-            raise WireError("XMIT-REQ without range count")
-        (n,) = _RANGE_COUNT.unpack_from(body, end)
-        end += _RANGE_COUNT.size
-        if n > MAX_XMIT_RANGES or len(body) < end + n * _RANGE.size:
-            raise WireError(f"XMIT-REQ claims {n} ranges")
-        ranges = tuple(_RANGE.unpack_from(body, end + i * _RANGE.size) for i in range(n))
-        if any(lo > hi for lo, hi in ranges):
-            raise WireError("XMIT-REQ with an empty range")
-        end += n * _RANGE.size
+        ranges, end = decode_ranges(body, end)
     if end != len(body):
         raise WireError(f"UNICAST2 {mtype.name} header has {len(body) - end} extra bytes")
     return U2Header(type=mtype, first=bool(flags & FLAG_FIRST), ranges=ranges, **values)

@@ -50,11 +50,12 @@ from ..events import EVENT_VERSION
 from ..layer import Action, Command, CountingLayer, Down, Log, SetConfig, SyncPeer, Up, ViewChange
 from ..message import Message
 from ..rangeset import RangeSet
-from ..unicast3.timers import Deadlines, FiredTimers
+from ..timers import Deadlines, FiredTimers
 from ..views import Window
+from ..xmit import MAX_XMIT_RANGES, serve_xmit_req
 from .config import Unicast2Config
 from .entries import ReceiverEntry, SenderEntry, next_state
-from .header import MAX_XMIT_RANGES, PROTO_ID, MsgType, U2Header
+from .header import PROTO_ID, MsgType, U2Header
 from .header import encode as encode_header
 
 PROTO = "unicast2"
@@ -389,29 +390,8 @@ class Unicast2(FiredTimers, CountingLayer):
         if entry is None or reason is not None:
             out.append(self._log(now, "drop", peer=src, conn_id=hdr.conn_id, type="XMIT_REQ", reason=reason))
             return out
-        budget = self.config.max_xmit_req_seqnos
-        for lo, hi in hdr.ranges:
-            # Purged or never sent: one event per part of the range outside HA+1..HS (scenario
-            # #6 and JGRP-1875 show up here), never a loop over what a peer may ask.
-            for out_lo, out_hi in ((lo, min(hi, entry.ha, lo + budget - 1)), (max(lo, entry.hs + 1), hi)):
-                if out_lo <= out_hi:
-                    out.append(
-                        self._log(
-                            now,
-                            "drop",
-                            peer=src,
-                            seqno=out_lo,
-                            conn_id=entry.conn_id,
-                            type="XMIT_REQ",
-                            ranges=[[out_lo, out_hi]],
-                            reason="requested seqno not in send window",
-                        )
-                    )
-            for seqno in range(max(lo, entry.ha + 1), min(hi, entry.hs, lo + budget - 1) + 1):
-                out.extend(self._resend(entry, seqno, now, "xmit_req"))
-            budget -= hi - lo + 1
-            if budget <= 0:
-                break
+        # Purged or never sent: scenario #6 and JGRP-1875 show up as the drops of this.
+        serve_xmit_req(self._log, self._resend, src, entry, hdr.ranges, self.config.max_xmit_req_seqnos, now, out)
         return out
 
     def _on_send_first_seqno(self, src: str, hdr: U2Header, now: float) -> list[Action]:

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
-from typing import Any
+from typing import Any, ClassVar, Self
 
 from node.errors import SettingError
+
+from ..settings import Settings, coerce
 
 RESYNC_MODES = ("sync", "timestamp", "first_seqno")
 # Planted bugs (`mutation:`), to measure that the checkers catch what they must (`splitbrain
@@ -52,7 +54,9 @@ MUTATION_RESYNC: dict[str, str] = {
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class Unicast3Config:
+class Unicast3Config(Settings):
+    OWNER: ClassVar[str] = "UNICAST3"
+
     # The retransmit task period: resend of highest-sent, XMIT-REQ, SYNC resends, reaping.
     xmit_interval: float = 0.5
     # Minimum time between two ACKs to one peer; acks in between are merged into the next one.
@@ -98,21 +102,6 @@ class Unicast3Config:
             known = ", ".join((*MUTATIONS, *REGRESSIONS))
             raise SettingError("mutation", f"must be one of {known}, got {self.mutation!r}")
 
-    @classmethod
-    def from_dict(cls, values: Mapping[str, Any]) -> Unicast3Config:
-        """Build from a scenario's `config:` mapping; unknown keys and wrong types name the key."""
-        known = {f.name: f for f in fields(cls)}
-        clean: dict[str, Any] = {}
-        for key, value in values.items():
-            if key not in known:
-                raise SettingError(str(key), f"unknown UNICAST3 setting (known: {', '.join(sorted(known))})")
-            clean[key] = _coerce(key, value, getattr(cls(), key))
-        return cls(**clean)
-
-    def updated(self, values: dict[str, Any]) -> Unicast3Config:
-        """A copy with some settings changed (run-time reconfiguration), validated like from_dict."""
-        return Unicast3Config.from_dict({**self.as_dict(), **values})
-
     @property
     def recovery_bound_s(self) -> float:
         """How long, with both ends up and connected, this protocol may need to deliver a message
@@ -126,22 +115,64 @@ class Unicast3Config:
             bound += self.sync_min_interval
         return bound
 
+
+U3_PREFIX = "unicast3_"
+
+
+class OverUnicast3:
+    """The settings of a layer that runs over UNICAST3 (NAKACK2, MCAST), mixed into its frozen
+    dataclass, whose field `unicast3` holds UNICAST3's: one flat `config:` mapping holds both.
+    A key the layer does not know is UNICAST3's; the UNICAST3 keys in `PREFIXED` (names the layer
+    also has) carry `unicast3_`. `mutation` is the layer's own (the UNICAST3 under it runs
+    unmutated). Errors name the key as the scenario spells it."""
+
+    __slots__ = ()
+    OWNER: ClassVar[str]  # "NAKACK2" in "unknown NAKACK2/UNICAST3 setting"
+    PREFIXED: ClassVar[frozenset[str]]
+    unicast3: Unicast3Config
+
+    @classmethod
+    def own_keys(cls) -> tuple[str, ...]:
+        return tuple(f.name for f in fields(cls) if f.name != "unicast3")  # type: ignore[arg-type]  # a dataclass
+
+    @classmethod
+    def from_dict(cls, values: Mapping[str, Any]) -> Self:
+        """Build from a scenario's flat `config:` mapping; errors name the key."""
+        defaults = cls(unicast3=Unicast3Config())  # type: ignore[call-arg]  # a dataclass
+        own: dict[str, Any] = {}
+        u3: dict[str, Any] = {}
+        for key, value in values.items():
+            key = str(key)
+            if key == "mutation":
+                if value is not None and not isinstance(value, str):
+                    raise SettingError(key, f"expected a name, got {value!r}")
+                own[key] = value
+            elif key in cls.own_keys():
+                own[key] = coerce(key, value, getattr(defaults, key))
+            elif key.startswith(U3_PREFIX):
+                u3[key[len(U3_PREFIX) :]] = value
+            else:
+                u3[key] = value
+        try:
+            unicast3 = Unicast3Config.from_dict(u3)
+        except SettingError as exc:
+            key = U3_PREFIX + exc.key if exc.key in cls.PREFIXED else exc.key
+            known = ", ".join(sorted(defaults.as_dict())) if "unknown" in exc.message else None
+            raise SettingError(
+                key, f"unknown {cls.OWNER}/UNICAST3 setting (known: {known})" if known else exc.message
+            ) from None
+        return cls(unicast3=unicast3, **own)  # type: ignore[call-arg]  # a dataclass
+
+    def updated(self, values: dict[str, Any]) -> Self:
+        """A copy with some settings changed (run-time reconfiguration), validated like from_dict."""
+        return type(self).from_dict({**self.as_dict(), **values})
+
     def as_dict(self) -> dict[str, Any]:
-        return {f.name: getattr(self, f.name) for f in fields(self)}
-
-
-# Any: a setting is whatever type its field has; the default's type picks the check.
-def _coerce(key: str, value: Any, default: Any) -> Any:
-    if isinstance(default, bool) or default is None or isinstance(default, str):
-        if value is not None and not isinstance(value, str) and default is not None:
-            raise SettingError(key, f"expected a string, got {value!r}")
-        return value
-    if isinstance(default, int) and not isinstance(default, bool):
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise SettingError(key, f"expected an integer, got {value!r}")
-        return value
-    if isinstance(default, float):
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise SettingError(key, f"expected a number of seconds, got {value!r}")
-        return float(value)
-    return value
+        out: dict[str, Any] = {name: getattr(self, name) for name in self.own_keys()}
+        if out.get("mutation") is None:
+            out.pop("mutation", None)
+        for key, value in self.unicast3.as_dict().items():
+            if key == "mutation" and value is None:
+                continue
+            out[U3_PREFIX + key if key in self.PREFIXED else key] = value
+        return out

@@ -12,9 +12,9 @@ from dataclasses import dataclass
 from enum import IntEnum
 
 from ..wire import HeaderCodec, HotLayout, WireError, register_header
+from ..xmit import decode_ranges, encode_ranges
 
 PROTO_ID = 3
-MAX_XMIT_RANGES = 256
 
 
 class MsgType(IntEnum):
@@ -60,8 +60,6 @@ _LAYOUT: dict[MsgType, tuple[struct.Struct, tuple[str, ...]]] = {
     MsgType.SYNC_OK: (struct.Struct("!QIIQ"), ("seqno", "conn_id", "prev_conn_id", "nonce")),
     MsgType.SYNC_ACK: (struct.Struct("!IQ"), ("conn_id", "nonce")),
 }
-_RANGE_COUNT = struct.Struct("!H")
-_RANGE = struct.Struct("!QQ")
 
 
 _DATA = struct.Struct("!BBQI")  # the hot path: one pack for a whole DATA header
@@ -73,9 +71,7 @@ def encode(h: U3Header) -> bytes:
     st, fields = _LAYOUT[h.type]
     out = _HEAD.pack(h.type, FLAG_FIRST if h.first else 0) + st.pack(*(getattr(h, f) for f in fields))
     if h.type is MsgType.XMIT_REQ:
-        if len(h.ranges) > MAX_XMIT_RANGES:
-            raise ValueError(f"XMIT-REQ with {len(h.ranges)} ranges (max {MAX_XMIT_RANGES})")
-        out += _RANGE_COUNT.pack(len(h.ranges)) + b"".join(_RANGE.pack(lo, hi) for lo, hi in h.ranges)
+        out += encode_ranges(h.ranges)
     return out
 
 
@@ -100,16 +96,7 @@ def decode(body: bytes) -> U3Header:
     values = dict(zip(fields, st.unpack_from(body, _HEAD.size)))
     ranges: tuple[tuple[int, int], ...] = ()
     if mtype is MsgType.XMIT_REQ:
-        if len(body) < end + _RANGE_COUNT.size:
-            raise WireError("XMIT-REQ without range count")
-        (n,) = _RANGE_COUNT.unpack_from(body, end)
-        end += _RANGE_COUNT.size
-        if n > MAX_XMIT_RANGES or len(body) < end + n * _RANGE.size:
-            raise WireError(f"XMIT-REQ claims {n} ranges")
-        ranges = tuple(_RANGE.unpack_from(body, end + i * _RANGE.size) for i in range(n))
-        if any(lo > hi for lo, hi in ranges):
-            raise WireError("XMIT-REQ with an empty range")
-        end += n * _RANGE.size
+        ranges, end = decode_ranges(body, end)
     if end != len(body):
         raise WireError(f"UNICAST3 {mtype.name} header has {len(body) - end} extra bytes")
     return U3Header(type=mtype, first=bool(flags & FLAG_FIRST), ranges=ranges, **values)
@@ -129,7 +116,7 @@ def _make_data(flags: int, seqno: int, conn_id: int, _payload_len: int) -> U3Hea
     if flags & ~FLAG_FIRST:
         raise WireError(f"unknown UNICAST3 flags {flags:#x}")
     # Every field set here rather than through the dataclass's __init__ (one call fewer per message
-    # received; tests/test_wire.py compares the result with U3Header(...) field by field).
+    # received; tests/node/test_wire.py compares the result with U3Header(...) field by field).
     h = _new(U3Header)
     h.type = _DATA_TYPE
     h.seqno = seqno

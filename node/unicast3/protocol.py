@@ -56,19 +56,21 @@ life on the same address.
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any, Protocol
+from typing import Protocol
 
 from ..events import EVENT_VERSION, DataEvents
 from ..layer import Action, Command, CountingLayer, Down, DownBatch, Log, SetConfig, SyncPeer, Up, ViewChange
 from ..message import MCAST_DEST, Message, app_id_of
 from ..rangeset import RangeSet
-from ..views import Window
+from ..timers import Deadlines, FiredTimers
+from ..xmit import MAX_XMIT_RANGES, serve_xmit_req
 from .config import Unicast3Config
+from .connections import Unicast3Connections
 from .entries import ConnState, ReceiverEntry, SenderEntry, next_state
-from .header import MAX_XMIT_RANGES, PROTO_ID, MsgType, U3Header
+from .header import PROTO_ID, MsgType, U3Header
 from .header import encode as encode_header
+from .introspection import Unicast3Views
 from .resync import RecvSync, Resync, make_resync
-from .timers import Deadlines, FiredTimers
 
 PROTO = "unicast3"
 # The layer's named deadlines, in the order on_timer fires those due at the same time: acks
@@ -92,7 +94,7 @@ class RandomBits(Protocol):
     def getrandbits(self, k: int, /) -> int: ...
 
 
-class Unicast3(FiredTimers, CountingLayer):
+class Unicast3(Unicast3Connections, Unicast3Views, FiredTimers, CountingLayer):
     proto = PROTO
     passes_multicasts = True  # down() hands a multicast to the multicast layer below, untouched
 
@@ -574,31 +576,18 @@ class Unicast3(FiredTimers, CountingLayer):
         if entry is None:
             out.append(self._log(now, "drop", peer=src, type="XMIT_REQ", reason="no send window"))
             return out
-        budget = self.config.max_xmit_req_seqnos
-        for lo, hi in hdr.ranges:
-            if self._mutant("xmit_req_off_by_one"):
-                hi -= 1  # the range read as half-open: its last seqno is never resent
-            # Purged (acked) or never sent: this is how JGRP-1873 shows up. One event for each
-            # part of the range outside HA+1..HS, not a loop over what a peer may ask (0..2^64-1).
-            for out_lo, out_hi in ((lo, min(hi, entry.ha, lo + budget - 1)), (max(lo, entry.hs + 1), hi)):
-                if out_lo <= out_hi:
-                    out.append(
-                        self._log(
-                            now,
-                            "drop",
-                            peer=src,
-                            seqno=out_lo,
-                            conn_id=entry.conn_id,
-                            type="XMIT_REQ",
-                            ranges=[[out_lo, out_hi]],
-                            reason="requested seqno not in send window",
-                        )
-                    )
-            for seqno in range(max(lo, entry.ha + 1), min(hi, entry.hs, lo + budget - 1) + 1):
-                out.extend(self._resend(entry, seqno, now, "xmit_req"))
-            budget -= hi - lo + 1
-            if budget <= 0:
-                break
+        # Purged (acked) or never sent: this is how JGRP-1873 shows up, as the drops of this.
+        serve_xmit_req(
+            self._log,
+            self._resend,
+            src,
+            entry,
+            hdr.ranges,
+            self.config.max_xmit_req_seqnos,
+            now,
+            out,
+            half_open=self._mutant("xmit_req_off_by_one"),
+        )
         return out
 
     def _missing(self, entry: ReceiverEntry) -> RangeSet:
@@ -709,31 +698,6 @@ class Unicast3(FiredTimers, CountingLayer):
                 out.extend(self._resend(entry, entry.hs, now, "sync"))
         return out
 
-    # ---- close --------------------------------------------------------------------------------
-
-    def _on_close(self, src: str, hdr: U3Header, now: float) -> list[Action]:
-        out: list[Action] = [self._log(now, "close_rx", peer=src, conn_id=hdr.conn_id)]
-        entry = self.recv_table.get(src)
-        if entry is None or entry.conn_id != hdr.conn_id:
-            out.append(
-                self._log(
-                    now,
-                    "drop",
-                    peer=src,
-                    type="CLOSE",
-                    conn_id=hdr.conn_id,
-                    reason="no receive window with that conn_id",
-                )
-            )
-            return out
-        self._set_state(entry, "recv", "close_rx", now, out)
-        self._remove_recv(src)
-        return out
-
-    def _remove_recv(self, peer: str) -> None:
-        self.recv_table.pop(peer, None)
-        self._drop_ack_deadline(peer)
-
     _HANDLERS = {
         MsgType.ACK: _on_ack,
         MsgType.XMIT_REQ: _on_xmit_req,
@@ -741,7 +705,7 @@ class Unicast3(FiredTimers, CountingLayer):
         MsgType.SYNC: _on_sync,
         MsgType.SYNC_OK: _on_sync_ok,
         MsgType.SYNC_ACK: _on_sync_ack,
-        MsgType.CLOSE: _on_close,
+        MsgType.CLOSE: Unicast3Connections._on_close,
     }
 
     # ---- commands -----------------------------------------------------------------------------
@@ -837,58 +801,6 @@ class Unicast3(FiredTimers, CountingLayer):
         starts += [e.sync_started for e in self.send_table.values() if e.awaiting_sync_ack]
         self.timers.set("sync_timeout", min(starts) + self.config.sync_timeout if starts else None)
 
-    def _expire_conns(self, now: float, out: list[Action]) -> None:
-        """conn_expiry: OPEN -> CLOSING after conn_expiry_timeout without activity."""
-        timeout = self.config.conn_expiry_timeout
-        for side, entry in self._entries():
-            if entry.state is ConnState.OPEN and now >= entry.last_active + timeout:
-                self._set_state(entry, side, "expired", now, out)
-        self._rearm_reaping()
-
-    def _close_conns(self, now: float, out: list[Action]) -> None:
-        """conn_close: CLOSING -> CLOSED after conn_close_timeout; a closed sender sends CLOSE."""
-        timeout = self.config.conn_close_timeout
-        for peer, rentry in list(self.recv_table.items()):
-            if rentry.state is ConnState.CLOSING and now >= rentry.last_active + timeout:
-                self._set_state(rentry, "recv", "close_timeout", now, out)
-                self._remove_recv(peer)
-        for peer, sentry in list(self.send_table.items()):
-            if sentry.state is ConnState.CLOSING and now >= sentry.last_active + timeout:
-                self._set_state(sentry, "send", "close_timeout", now, out)
-                del self.send_table[peer]
-                out.extend(
-                    self._ctrl(
-                        "close_tx", peer, now, U3Header(MsgType.CLOSE, conn_id=sentry.conn_id), conn_id=sentry.conn_id
-                    )
-                )
-        self._rearm_reaping()
-
-    def _reaping_from(self, entry: SenderEntry | ReceiverEntry) -> None:
-        """Arm the reaping deadline an entry's state calls for. Later activity only postpones it,
-        so the deadlines are left early and the handlers set them again from all entries."""
-        cfg = self.config
-        # As in JGroups, a timeout of 0 disables its step: conn_close_timeout 0 keeps CLOSING
-        # entries (and their unacked messages).
-        if entry.state is ConnState.OPEN and cfg.conn_expiry_timeout > 0:
-            self.timers.lower("conn_expiry", entry.last_active + cfg.conn_expiry_timeout)
-        elif entry.state is ConnState.CLOSING and cfg.conn_close_timeout > 0:
-            self.timers.lower("conn_close", entry.last_active + cfg.conn_close_timeout)
-
-    def _rearm_reaping(self) -> None:
-        cfg = self.config
-        entries = self._entries()
-        for name, state, timeout in (
-            ("conn_expiry", ConnState.OPEN, cfg.conn_expiry_timeout),
-            ("conn_close", ConnState.CLOSING, cfg.conn_close_timeout),
-        ):
-            due = [e.last_active + timeout for _, e in entries if e.state is state] if timeout > 0 else []
-            self.timers.set(name, min(due, default=None))
-
-    def _entries(self) -> list[tuple[str, SenderEntry | ReceiverEntry]]:
-        """Every connection entry with its side, receivers first (the order reaping goes in)."""
-        recv: list[tuple[str, SenderEntry | ReceiverEntry]] = [("recv", e) for e in self.recv_table.values()]
-        return recv + [("send", e) for e in self.send_table.values()]
-
     def _retransmit_task(self, now: float, out: list[Action]) -> None:
         """xmit: the retransmit run of the UNICAST3 design, every xmit_interval."""
         self.timers.set("xmit", now + self.config.xmit_interval)
@@ -899,8 +811,8 @@ class Unicast3(FiredTimers, CountingLayer):
     _FIRE = {
         "ack_flush": _flush_acks,
         "sync_timeout": _end_syncs,
-        "conn_expiry": _expire_conns,
-        "conn_close": _close_conns,
+        "conn_expiry": Unicast3Connections._expire_conns,
+        "conn_close": Unicast3Connections._close_conns,
         "xmit": _retransmit_task,
     }
 
@@ -942,100 +854,3 @@ class Unicast3(FiredTimers, CountingLayer):
                 entry.prev_xmit = marks
             else:
                 entry.prev_xmit = None
-
-    # ---- introspection ------------------------------------------------------------------------
-
-    def windows(self) -> list[Window]:
-        out = [
-            Window(peer=p, side="send", conn_id=e.conn_id, low=e.ha, high=e.hs, state=e.state.name, pending=len(e.msgs))
-            for p, e in self.send_table.items()
-        ]
-        out.extend(
-            Window(
-                peer=p,
-                side="recv",
-                conn_id=e.conn_id,
-                low=e.delivered,
-                high=e.highest,
-                state=e.state.name,
-                pending=len(e.msgs),
-                missing=self._missing(e).count(),
-            )
-            for p, e in self.recv_table.items()
-        )
-        return out
-
-    def busy(self) -> list[str]:
-        out = [f"resyncing with {peer}" for peer in sorted(self._syncs)]
-        out.extend(
-            f"awaiting SYNC-ACK from {peer}" for peer, e in sorted(self.send_table.items()) if e.awaiting_sync_ack
-        )
-        return out
-
-    def unacked(self, peer: str) -> int:
-        entry = self.send_table.get(peer)
-        return 0 if entry is None else entry.next_seqno - 1 - entry.ha
-
-    def refusal(self, cmd: Command) -> str | None:
-        if isinstance(cmd, SyncPeer) and not self.resync.admin_sync:
-            return f"sync needs config.resync: sync (this node uses {self.resync.mode})"
-        return None
-
-    def snapshot(self) -> dict[str, Any]:
-        return {
-            "send": {
-                p: {
-                    "conn_id": e.conn_id,
-                    "ha": e.ha,
-                    "hs": e.hs,
-                    "state": e.state.name,
-                    "unacked": len(e.msgs),
-                    "awaiting_sync_ack": e.awaiting_sync_ack,
-                }
-                for p, e in self.send_table.items()
-            },
-            "recv": {
-                p: {
-                    "conn_id": e.conn_id,
-                    "delivered": e.delivered,
-                    "highest": e.highest,
-                    "state": e.state.name,
-                    "missing": self._missing(e).count(),
-                    "held": len(e.msgs),
-                }
-                for p, e in self.recv_table.items()
-            },
-            "syncing": sorted(self._syncs),
-            "counters": dict(self.counters),
-        }
-
-    def check_invariants(self) -> None:
-        # The simulator calls this after every input: only the entries touched since the last call
-        # are checked (all of them after inputs other than DATA, ACK and XMIT-REQ), and the
-        # entries' checks are inlined here and only called (to raise with their message) when one
-        # fails. Exact as long as entries change only through the layer's inputs.
-        # An input touches one entry, mostly: empty lists are neither walked nor cleared.
-        touched = self._touched
-        if touched is None:
-            self._touched = (list(self.send_table), list(self.recv_table))
-            touched = self._touched
-        sends, recvs = touched
-        if sends:
-            send_table = self.send_table
-            for peer in sends:
-                entry = send_table.get(peer)
-                if entry is not None:
-                    ha = entry.ha
-                    hs = entry.next_seqno - 1
-                    if ha < 0 or ha > hs or len(entry.msgs) != hs - ha:
-                        entry.check()
-            sends.clear()
-        if recvs:
-            recv_table = self.recv_table
-            for peer in recvs:
-                recv_entry = recv_table.get(peer)
-                if recv_entry is not None:
-                    low, held = recv_entry.delivered, recv_entry.msgs
-                    if low < 0 or low > recv_entry.highest or low + 1 in held or len(held) > recv_entry.highest - low:
-                        recv_entry.check()
-            recvs.clear()
