@@ -1426,6 +1426,8 @@ BOUNDED_CHECKS: dict[str, Callable[..., CheckResult]] = {
     "resync_traffic": check_resync_traffic,
     "xmit_traffic": check_xmit_traffic,
 }
+# The scenario key each bounded check reads its bound from (the reference pages name it).
+CHECK_BOUNDS = {"resync_traffic": "resync_bound", "xmit_traffic": "xmit_bound"}
 KNOWN_CHECKS = (*CHECKS, *BOUNDED_CHECKS)
 
 # Checks that only mean something for a stack with a membership protocol (scenario key

@@ -1,7 +1,7 @@
 """The `splitbrain` command line: run scenarios, check the machine, run a node daemon, print the
 JSON Schema of scenario files.
 
-Exit codes (DESIGN.md): 0 the outcome passed, 1 a check failed or judged nothing (its name and
+Exit codes: 0 the outcome passed, 1 a check failed or judged nothing (its name and
 explanation are printed) or the run itself failed, 2 bad input (a scenario field, a missing file, a bad flag).
 An interrupted run (Ctrl-C) tears its nodes down, writes what exists and exits 130 (143 for
 SIGTERM).

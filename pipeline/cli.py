@@ -346,7 +346,7 @@ def _run_seeds(scenario, seeds: range, backend: str, runs_dir: Path, sim_options
                 outcome = run_scenario(scenario, seed=seed, backend=backend, out=runs_dir, **sim_options)
                 run_ids.append(outcome.run_dir.name)
                 counts[outcome.verdict.outcome] = counts.get(outcome.verdict.outcome, 0) + 1
-            except BadInput as exc:  # a scenario field; a backend this machine cannot run
+            except BadInput as exc:  # a scenario field; a backend this host cannot run
                 progress.stop()
                 where = f"{scenario.name}: " if isinstance(exc, ScenarioError) else ""
                 print(f"splitbrain: {where}{exc}", file=sys.stderr)

@@ -52,6 +52,8 @@ def test_every_shipped_command_is_listed(capsys):
         "analyze",
         "campaign",
         "mutants",
+        "log",
+        "explore",
         "node",
     ]
 
