@@ -74,7 +74,7 @@ def test_timeline_texts_do_not_overlap_or_leave_the_figure(outcome):
     import matplotlib.pyplot as plt
 
     from pipeline.report import draw_timeline
-    from tests.test_pipeline_report import _timeline, _verdict
+    from tests.pipeline.test_pipeline_report import _timeline, _verdict
 
     verdict = _verdict("r-x", "split", outcome, lost=int(outcome == "failed"), stuck=outcome == "failed")
     verdict.meta["origin_t"] = 0.67  # a live run: scenario time on top of the first panel
