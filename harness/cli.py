@@ -484,6 +484,10 @@ def _protocol_config_error(scenario) -> str | None:
         return None
     import random
 
+    from node import protocols
+
+    if protocols.get(scenario.protocol).external:
+        return None  # its settings are its own stack's, checked when its nodes start
     try:
         # With its membership: GMS's settings (fd_timeout, ...) sit in the same flat config.
         membership = getattr(scenario, "membership", "static")
