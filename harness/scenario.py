@@ -1302,7 +1302,11 @@ def _schedule(raw: Any, info: ValidationInfo) -> tuple[FaultStep, ...]:
             elif position[written] > pos:
                 problems.add(f"schedule[{written}] happens after this heal", src, "heal")
             params = Heal(target=position[written])
-        if isinstance(params, SyncStep) and "protocol" in ctx and "config" in ctx:
+        external = "protocol" in ctx and protocols.get(ctx["protocol"]).external
+        if external and spec.kind in ("sync", "config"):
+            # A real implementation has neither: they drive splitbrain's own protocols.
+            problems.add(f"{ctx['protocol']} takes no {spec.kind} steps", src, spec.kind)
+        elif isinstance(params, SyncStep) and "protocol" in ctx and "config" in ctx:
             why = refusal(
                 ctx["protocol"],
                 ctx["config"],
@@ -1315,7 +1319,7 @@ def _schedule(raw: Any, info: ValidationInfo) -> tuple[FaultStep, ...]:
         if isinstance(params, Drop) and params.types is not None and "protocol" in ctx:
             for why in _drop_type_problems(ctx["protocol"], ctx.get("membership", STATIC), params.types):
                 problems.add(why, src, "drop", "type")
-        if isinstance(params, ConfigStep) and "protocol" in ctx and "config" in ctx:
+        if isinstance(params, ConfigStep) and "protocol" in ctx and "config" in ctx and not external:
             for key, why in _config_step_problems(ctx, dict(params.values), specs):
                 problems.add(why, src, "config", "set", key)
         if spec.kind == "toxic" and ctx.get("transport", "tcp") != "tcp":
@@ -1426,12 +1430,22 @@ def _protocol(raw: Any) -> str:
     return raw
 
 
-def _membership(raw: Any) -> str:
-    """static, or a registered membership protocol (gms)."""
+def _membership(raw: Any, info: ValidationInfo) -> str:
+    """static, or a registered membership protocol (gms); a real implementation brings its own."""
     known = ("static", *protocols.membership_names())
     if raw not in known:
         raise problem(f"must be one of {', '.join(known)}, got {raw!r}")
+    protocol = context(info).get("protocol")
+    if raw != "static" and protocol is not None and protocols.get(protocol).external:
+        raise problem(f"{protocol} brings its own membership (its stack's): leave membership out")
     return raw
+
+
+def _transport_fits(transport: str, info: ValidationInfo) -> str:
+    protocol = context(info).get("protocol")
+    if transport != "udp" and protocol is not None and protocols.get(protocol).external:
+        raise problem(f"{protocol} nodes run the transport of their stack: leave transport out")
+    return transport
 
 
 def _protocol_settings(config: dict | None, info: ValidationInfo) -> dict:
@@ -1576,7 +1590,9 @@ class ScenarioFile(InputModel):
         explain("use letters, digits, '_', '.' and '-' (it names the run directory)"),
     ]
     protocol: Annotated[str, PlainValidator(_protocol, json_schema_input_type=str), remember("protocol")]
-    transport: Annotated[choice(TRANSPORTS), remember("transport")] = Field("udp", validate_default=True)
+    transport: Annotated[choice(TRANSPORTS), AfterValidator(_transport_fits), remember("transport")] = Field(
+        "udp", validate_default=True
+    )
     nodes: NodeNames
     membership: Annotated[str, PlainValidator(_membership, json_schema_input_type=str), remember("membership")] = Field(
         "static", description="where views come from: static (view: steps only) or gms (membership protocol)"
@@ -1656,8 +1672,8 @@ class ScenarioFile(InputModel):
 
     @model_validator(mode="after")
     def _external_keys(self) -> ScenarioFile:
-        """The jgroups block belongs to protocol jgroups; a real implementation brings its own
-        membership and has no SYNC or run-time settings of ours."""
+        """The jgroups block belongs to protocol jgroups; a real implementation multicasts as its
+        stack says (its membership, transport and steps are checked at their fields)."""
         problems = Problems()
         try:
             external = protocols.get(self.protocol).external
@@ -1666,25 +1682,8 @@ class ScenarioFile(InputModel):
         if self.jgroups is not None and self.protocol != "jgroups":
             problems.add(f"only with protocol: jgroups (this scenario's protocol is {self.protocol})", "jgroups")
         if external:
-            if self.membership != "static":
-                problems.add(
-                    f"{self.protocol} brings its own membership (pbcast.GMS in its stack): leave membership out",
-                    "membership",
-                )
-            if self.transport != "udp":
-                problems.add(
-                    f"{self.protocol} nodes run the transport of their stack: leave transport out", "transport"
-                )
             if self.ip_multicast:
                 problems.add(f"{self.protocol} multicasts as its stack says: leave ip_multicast out", "ip_multicast")
-            for step in self.schedule:
-                if step.kind in ("sync", "config"):
-                    problems.add(
-                        f"{self.protocol} takes no {step.kind} steps (they drive splitbrain's own protocols)",
-                        "schedule",
-                        step.source_index,
-                        step.kind,
-                    )
         problems.raise_any()
         return self
 

@@ -26,7 +26,6 @@ MESSAGE_TYPES = (
     "NAKACK_XMIT_RSP",
     "STABLE_GOSSIP",
     "GMS",
-    "MERGE",
     "HEARTBEAT",
     "DISCOVERY",
     "VERIFY_SUSPECT",

@@ -26,15 +26,16 @@ import org.jgroups.stack.Protocol;
  * start/until on the run clock; drop, delay, duplicate) applied to single JGroups messages.
  * Message types come from the reliability headers: UNICAST2's DATA, XMIT_REQ, SEND_FIRST_SEQNO,
  * STABLE; pbcast.NAKACK's MSG, XMIT_REQ, XMIT_RSP (as NAKACK_MSG, NAKACK_XMIT_REQ,
- * NAKACK_XMIT_RSP); other protocols' messages by the protocol (STABLE_GOSSIP, GMS, MERGE,
- * HEARTBEAT, DISCOVERY, VERIFY_SUSPECT); APP for a message with no protocol header.
+ * NAKACK_XMIT_RSP); other protocols' messages by the protocol (STABLE_GOSSIP, GMS, HEARTBEAT,
+ * DISCOVERY (PING, which MERGE2 uses too), VERIFY_SUSPECT); APP for a message with no protocol header.
  */
 public final class FaultProtocol extends Protocol {
-    public static final String[] UNICAST2_TYPES = {"?", "DATA", "XMIT_REQ", "SEND_FIRST_SEQNO", "STABLE"};
+    // Indexed by the header's type byte (UNICAST2: DATA = 0 ... STABLE = 3; NAKACK: MSG = 1 ... XMIT_RSP = 3).
+    public static final String[] UNICAST2_TYPES = {"DATA", "XMIT_REQ", "SEND_FIRST_SEQNO", "STABLE"};
     public static final String[] NAKACK_TYPES = {"?", "NAKACK_MSG", "NAKACK_XMIT_REQ", "NAKACK_XMIT_RSP"};
     public static final String[] ALL_TYPES = {
         "DATA", "XMIT_REQ", "SEND_FIRST_SEQNO", "STABLE", "NAKACK_MSG", "NAKACK_XMIT_REQ", "NAKACK_XMIT_RSP",
-        "STABLE_GOSSIP", "GMS", "MERGE", "HEARTBEAT", "DISCOVERY", "VERIFY_SUSPECT", "APP",
+        "STABLE_GOSSIP", "GMS", "HEARTBEAT", "DISCOVERY", "VERIFY_SUSPECT", "APP",
     };
 
     /** One rule, as POST /faults gives it. */
@@ -141,7 +142,6 @@ public final class FaultProtocol extends Protocol {
         nakSeqno = accessible(nakh, "seqno");
         other("org.jgroups.protocols.pbcast.STABLE", "STABLE_GOSSIP");
         other("org.jgroups.protocols.pbcast.GMS", "GMS");
-        other("org.jgroups.protocols.MERGE2", "MERGE");
         other("org.jgroups.protocols.FD_ALL", "HEARTBEAT");
         other("org.jgroups.protocols.FD", "HEARTBEAT");
         other("org.jgroups.protocols.PING", "DISCOVERY");
@@ -156,7 +156,9 @@ public final class FaultProtocol extends Protocol {
 
     private void other(String cls, String type) {
         try {
-            otherIds.put(ClassConfigurator.getProtocolId(Class.forName(cls)), type);
+            // 0: a protocol without an id of its own (its messages carry no header of it).
+            short id = ClassConfigurator.getProtocolId(Class.forName(cls));
+            if (id > 0) otherIds.put(id, type);
         } catch (ClassNotFoundException ignored) {
             // not in this jar
         }
@@ -221,7 +223,7 @@ public final class FaultProtocol extends Protocol {
         Header h = msg.getHeader(unicast2Id);
         if (h != null) {
             int t = b(u2Type, h);
-            return t > 0 && t < UNICAST2_TYPES.length ? UNICAST2_TYPES[t] : "UNICAST2_" + t;
+            return t >= 0 && t < UNICAST2_TYPES.length ? UNICAST2_TYPES[t] : "UNICAST2_" + t;
         }
         h = msg.getHeader(nakackId);
         if (h != null) {
@@ -255,8 +257,23 @@ public final class FaultProtocol extends Protocol {
         return up_prot.up(evt);
     }
 
+    /** The reliability seqno (UNICAST2's or NAKACK's) of the last message this thread sent down. */
+    private static final ThreadLocal<Long> LAST_SEQNO = new ThreadLocal<>();
+
+    public static void forgetLastSeqno() {
+        LAST_SEQNO.remove();
+    }
+
+    /** What the stack numbered the message this thread just sent (channel.send runs down to here). */
+    public static Long lastSeqno() {
+        return LAST_SEQNO.get();
+    }
+
     @Override
     public Object down(Event evt) {
+        if (evt.getType() == Event.MSG) {
+            LAST_SEQNO.set(seqnoOf((Message) evt.getArg()));
+        }
         if (evt.getType() == Event.MSG && size() > 0) {
             Message msg = (Message) evt.getArg();
             Address dest = msg.getDest();

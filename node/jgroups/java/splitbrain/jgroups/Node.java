@@ -175,12 +175,38 @@ public final class Node {
     }
 
     void onView(View v) {
+        boolean first = view == null;
         view = v;
         viewsInstalled++;
         for (Address a : v.getMembers()) addresses.put(nameOf(a), a);
         ViewId id = v.getVid();
+        String reason = v instanceof MergeView ? "merge" : null;
+        List<String> digest = null;
+        Address self = channel.getAddress();
+        if (first && v.size() > 1 && !id.getCoordAddress().equals(self)) {
+            // This life's first view came with the coordinator's JOIN_RSP: NAKACK starts each
+            // sender's table at the digest's highest delivered seqno (what no_loss's join excuse reads).
+            reason = "join";
+            digest = joinDigest(self);
+        }
         events.log(now(), "jgroups", "view", "members", names(v.getMembers()), "view_id", id.getId(),
-            "coord", nameOf(id.getCoordAddress()), "reason", v instanceof MergeView ? "merge" : null);
+            "coord", nameOf(id.getCoordAddress()), "reason", reason, "digest", digest);
+    }
+
+    private List<String> joinDigest(Address self) {
+        try {
+            Object d = channel.getProtocolStack().down(new org.jgroups.Event(org.jgroups.Event.GET_DIGEST));
+            if (!(d instanceof org.jgroups.util.Digest)) return null;
+            List<String> out = new ArrayList<>();
+            for (Address sender : ((org.jgroups.util.Digest) d).getSenders().keySet()) {
+                if (sender.equals(self)) continue;
+                out.add(nameOf(sender) + ":" + ((org.jgroups.util.Digest) d).highestDeliveredSeqnoAt(sender));
+            }
+            Collections.sort(out);
+            return out;
+        } catch (RuntimeException e) {
+            return null;
+        }
     }
 
     void onDeliver(Message m) {
@@ -256,8 +282,11 @@ public final class Node {
             }
             View v = view;
             double t = now();
+            Long seqno;
             try {
+                FaultProtocol.forgetLastSeqno();
                 channel.send(new Message(addr, null, payload));
+                seqno = FaultProtocol.lastSeqno();
             } catch (Exception e) {
                 s.done = true;
                 s.stopped = "error: " + e.getClass().getSimpleName() + ": " + e.getMessage();
@@ -265,10 +294,10 @@ public final class Node {
             }
             sentTotal++;
             if (addr == null) {
-                events.log(t, "jgroups", "send", "members", v == null ? null : names(v.getMembers()), "bytes",
-                    payload.length, "app", app);
+                events.log(t, "jgroups", "send", "members", v == null ? null : names(v.getMembers()), "seqno", seqno,
+                    "bytes", payload.length, "app", app);
             } else {
-                events.log(t, "jgroups", "send", "peer", dest, "bytes", payload.length, "app", app);
+                events.log(t, "jgroups", "send", "peer", dest, "seqno", seqno, "bytes", payload.length, "app", app);
             }
         }
         return true;
