@@ -1478,6 +1478,7 @@ def judged_summary(results: Iterable[CheckResult]) -> str:
         "xmit_traffic": " sent",
         "views_agree": " nodes",
     }
+
     def judged(r: CheckResult) -> str:
         if not r.applicable:
             return "not applicable"
