@@ -64,3 +64,21 @@ def test_kill_restart_pause_partition_and_typed_drops(tmp_path):
     assert len(typed) == 3 and all(e["type"] == "DATA" and isinstance(e["seqno"], int) for e in typed)
     nak = [e for e in c if e["kind"] == "drop" and e["reason"].endswith("NAKACK_MSG count 3")]
     assert len(nak) == 3
+
+
+@pytest.mark.slow
+@pytest.mark.splitbrain_backend("local")
+def test_the_pytest_fixtures_drive_a_jgroups_cluster(splitbrain_cluster, faults):
+    """The plugin's fixtures with protocol jgroups: a one-way cut that heals within failure
+    detection, unicasts and multicasts, settled and judged (windows_synced not applicable)."""
+    cluster = splitbrain_cluster(nodes=3, protocol="jgroups", recovery_bound=8)
+    cluster.send("A", "B", rate=100, duration=4)
+    cluster.send("C", "*", rate=50, duration=4)
+    faults.partition("A", "B", one_way=True)
+    cluster.sleep(1)
+    faults.heal()
+    cluster.wait_settled()
+    results = {r.name: r for r in cluster.assert_checks()}
+    assert results["no_loss"].passed and results["no_loss"].judged > 0
+    assert not results["windows_synced"].applicable
+    assert results["views_agree"].passed
