@@ -82,3 +82,15 @@ def test_the_pytest_fixtures_drive_a_jgroups_cluster(splitbrain_cluster, faults)
     assert results["no_loss"].passed and results["no_loss"].judged > 0
     assert not results["windows_synced"].applicable
     assert results["views_agree"].passed
+
+
+@pytest.mark.slow
+def test_a_museum_piece_reproduces_and_its_twin_passes(tmp_path):
+    """The last multicast lost on the real pbcast.NAKACK fails no_loss naming A:0:20 at B; its
+    twin on splitbrain's NAKACK2 passes the same schedule on the simulator."""
+    piece = _run("museum/last-multicast-lost.yaml", tmp_path)
+    assert piece.verdict.passed, piece.verdict.summary()  # expect: {fail: no_loss}
+    loss = _checks(piece)["no_loss"]
+    assert not loss.passed and "A->B" in loss.explanation and "A:0:20" in loss.explanation
+    twin = run_scenario(load_scenario(SCENARIOS / "museum" / "last-multicast-lost-twin.yaml"), out=tmp_path)
+    assert twin.verdict.passed, twin.verdict.summary()
