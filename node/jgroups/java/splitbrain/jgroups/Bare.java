@@ -50,7 +50,7 @@ public final class Bare {
             for (Address a : ch.getView().getMembers()) if (!a.equals(ch.getAddress())) dest = a;
             byte[] payload = new byte[100];
             for (long i = 0; i < n; i++) ch.send(new Message(dest, null, payload));
-            Thread.sleep(2000); // retransmissions
+            Thread.sleep(15000); // the receiver asks for what it missed (STABLE every second)
         }
         ch.close();
         Runtime.getRuntime().halt(0);
