@@ -123,6 +123,9 @@ class CheckResult:
     details: dict = field(default_factory=dict)
     judged: int = 0
     vacuous: bool = False
+    # False: the check cannot judge this run's nodes at all (windows_synced of nodes that report no
+    # windows): neither passed nor failed, and left out of the outcome (harness.rundir.outcome_of).
+    applicable: bool = True
 
     def to_dict(self) -> dict:
         return {
@@ -132,7 +135,13 @@ class CheckResult:
             "details": self.details,
             "judged": self.judged,
             "vacuous": self.vacuous,
+            **({} if self.applicable else {"applicable": False}),
         }
+
+
+def not_applicable_result(name: str, why: str, details: dict) -> CheckResult:
+    """The result of a check that cannot judge this kind of run (`why` says so)."""
+    return CheckResult(name, False, f"not applicable: {why}", details, judged=0, applicable=False)
 
 
 def vacuous_result(name: str, nothing: str, details: dict) -> CheckResult:
@@ -773,7 +782,7 @@ class _NoLoss:
         # A multicast is not owed to a member that left the sender's view within the bound after it
         # was sent (the app ids the sender multicast then, per member).
         left: set[tuple[str, str, str]] = set()
-        before_join = _before_join(self.joins, self.mseq)
+        before_join = _before_join(self.joins, self.mseq, recovery_bound_s)
         if self.multicasts:
             excused.update(dict.fromkeys(MULTICAST_EXCUSES, 0))
             left = _left_view(self.multicasts, self.views, recovery_bound_s)
@@ -808,13 +817,17 @@ class _NoLoss:
 
 
 def _before_join(
-    joins: list[tuple[str, float, float, list]], mseq: dict[tuple[str, str], list[tuple[float, int, str]]]
+    joins: list[tuple[str, float, float, list]],
+    mseq: dict[tuple[str, str], list[tuple[float, int, str]]],
+    bound: float,
 ) -> set[tuple[str, str, str]]:
     """(sender, member, app) of the multicasts a joiner's digest puts before it: numbered at or
     below the digest's entry for their sender, sent between the end of the member's previous life
-    (or its start) and its join view."""
+    (or its start) less the recovery bound and its join view. A multicast sent less than the bound
+    before the previous life ended was not owed to that life either (too little time)."""
     out: set[tuple[str, str, str]] = set()
     for member, since, joined, digest in joins:
+        since -= bound
         for item in digest:
             sender, _, raw = str(item).rpartition(":")
             try:
@@ -921,9 +934,12 @@ class _WindowsSynced:
         self.open_windows: dict[str, dict[tuple[str, str], bool]] = {}
         self.reported: dict[str, set[tuple[str | None, str]]] = defaultdict(set)
         self.last_heal: float | None = None
+        self.data_protos: set[str] = set()  # the protos of sends and deliveries
+        self.any_window_event = False  # a window or conn_state from any node
 
     def see_send(self, ev: dict) -> None:
         node = ev["node"]
+        self.data_protos.add(ev["proto"])
         self.traffic_since_start.add(node)
         if "peer" in ev:
             self.sent_since_start.add((node, ev["peer"]))
@@ -932,6 +948,7 @@ class _WindowsSynced:
 
     def see_deliver(self, ev: dict) -> None:
         node = ev["node"]
+        self.data_protos.add(ev["proto"])
         self.traffic_since_start.add(node)
         if "peer" in ev:
             self.last_deliver[(ev["peer"], node)] = ev["t"]
@@ -951,6 +968,8 @@ class _WindowsSynced:
             return
         if kind in _TRAFFIC:
             self.traffic_since_start.add(node)
+        if kind == "window" or kind == "conn_state":
+            self.any_window_event = True
         if kind == "ack_rx" and "peer" in ev:
             self.last_ack_rx[(node, ev["peer"])] = ev["t"]
         elif kind == "conn_state" and "peer" in ev and ev.get("side") in ("send", "recv"):
@@ -965,7 +984,29 @@ class _WindowsSynced:
         elif _is_heal(ev):
             self.last_heal = ev["t"]
 
+    def windowless(self) -> list[str]:
+        """The protocols of this run's data when none of them reports windows and no node wrote
+        one (a real implementation that exposes none, e.g. JGroups 2.12); else []."""
+        if self.any_window_event or not self.data_protos:
+            return []
+        from node import protocols
+
+        for proto in self.data_protos:
+            try:
+                if protocols.get(proto).reports_windows:
+                    return []
+            except ValueError:  # an unknown protocol: judged as one that reports windows
+                return []
+        return sorted(self.data_protos)
+
     def result(self) -> CheckResult:
+        windowless = self.windowless()
+        if windowless:
+            return not_applicable_result(
+                "windows_synced",
+                f"the nodes ({', '.join(windowless)}) report no windows, so there are none to compare",
+                {"protocols": windowless},
+            )
         send_windows, recv_windows, last_heal = self.send_windows, self.recv_windows, self.last_heal
         last_deliver, last_ack_rx, open_windows = self.last_deliver, self.last_ack_rx, self.open_windows
         sent_since_start, traffic_since_start, reported = self.sent_since_start, self.traffic_since_start, self.reported
@@ -1617,4 +1658,10 @@ def judged_summary(results: Iterable[CheckResult]) -> str:
         "xmit_traffic": " sent",
         "views_agree": " nodes",
     }
-    return ", ".join(f"{r.name} {'nothing' if r.vacuous else str(r.judged) + unit.get(r.name, '')}" for r in results)
+
+    def judged(r: CheckResult) -> str:
+        if not r.applicable:
+            return "not applicable"
+        return "nothing" if r.vacuous else str(r.judged) + unit.get(r.name, "")
+
+    return ", ".join(f"{r.name} {judged(r)}" for r in results)

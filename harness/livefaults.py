@@ -44,6 +44,7 @@ from harness import nemesis
 from harness.backends.admin import AdminError
 from harness.backends.base import BackendError, FaultInjector, NodeState
 from harness.scenario import Drop, FaultStep
+from node import protocols
 from node.faultlayer import FaultRule
 
 
@@ -238,7 +239,11 @@ class LiveFaults:
         self._view_ids: dict[str, int] = {}
         # With a membership protocol (scenario `membership: gms`) a restarted node finds its group
         # itself; only static clusters get the view of all nodes posted.
-        self.static_views = getattr(getattr(cluster, "scenario", None), "membership", "static") == "static"
+        # A real implementation (protocol jgroups) brings its own membership, as gms does.
+        scenario = getattr(cluster, "scenario", None)
+        self.static_views = getattr(scenario, "membership", "static") == "static" and not (
+            scenario is not None and protocols.get(scenario.protocol).external
+        )
 
     def attach_injectors(self) -> None:
         """Take the cluster's packet-level injectors (once it has started); clusters that predate

@@ -313,6 +313,8 @@ def splitbrain_cluster(request, splitbrain_backend, splitbrain_backend_name):
         start_timeout_s: float = 60.0,
         membership: str = "static",
         ip_multicast: bool = False,
+        jgroups: dict | None = None,
+        recovery_bound: float | None = None,
     ) -> SplitbrainCluster:
         if seed is None:
             seed = _session_seed(request.config)
@@ -327,6 +329,8 @@ def splitbrain_cluster(request, splitbrain_backend, splitbrain_backend_name):
             injector=injector or "auto",
             membership=membership,
             ip_multicast=ip_multicast,
+            jgroups=jgroups,
+            recovery_bound=recovery_bound,
         )
         run_dir = make_run_dir(_run_parent(request), scenario.name, seed)
         write_scenario(run_dir, scenario)

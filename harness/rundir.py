@@ -67,7 +67,7 @@ class Verdict:
             return []
         if isinstance(self.expect, dict):
             return [c for c in self.checks if c.name == self.expect["fail"]]
-        return [c for c in self.checks if not c.passed]
+        return [c for c in self.checks if not c.passed and getattr(c, "applicable", True)]
 
     def summary(self) -> str:
         if self.outcome == "error":
@@ -84,7 +84,10 @@ class Verdict:
             return f"FAILED (expected {name} to fail, but it passed{judged})"
         passed = sum(1 for c in self.checks if c.passed)
         word = {"passed": "PASSED", "vacuous": "VACUOUS"}.get(self.outcome, "FAILED")
-        return f"{word} ({passed}/{len(self.checks)} checks passed{judged})"
+        inapplicable = [c.name for c in self.checks if not getattr(c, "applicable", True)]
+        applicable = len(self.checks) - len(inapplicable)
+        na = f"; not applicable: {', '.join(inapplicable)}" if inapplicable else ""
+        return f"{word} ({passed}/{applicable} checks passed{na}{judged})"
 
     def to_dict(self) -> dict:
         return {
@@ -130,7 +133,9 @@ def verdict_of(scenario: Scenario, results: Iterable, *, seed: int, backend: str
 
 
 def outcome_of(results, expect_fail: str | None) -> str:
-    """passed / failed / vacuous from check results (CheckResult objects) and the expectation."""
+    """passed / failed / vacuous from check results (CheckResult objects) and the expectation.
+    A check that is not applicable to the run (`applicable` false) takes no part in it."""
+    results = [c for c in results if getattr(c, "applicable", True)]
     if expect_fail is None:
         if all(c.passed for c in results):
             return "passed"

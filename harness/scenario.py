@@ -520,6 +520,9 @@ class Scenario:
     # Live backends over UDP: each multicast leaves as one IP multicast datagram to a group the
     # cluster picks, instead of one unicast per member (node key mcast_group).
     ip_multicast: bool = False
+    # protocol jgroups: {"stack": property string, or absolute path of a JGroups XML file, or None
+    # for the node's default stack; "jar": path of the JGroups jar}.
+    jgroups: dict | None = None
 
     @property
     def end_time(self) -> float:
@@ -554,6 +557,7 @@ class Scenario:
             **({} if self.xmit_bound is None else {"xmit_bound": self.xmit_bound}),
             **({"wire": True} if self.wire else {}),
             **({"ip_multicast": True} if self.ip_multicast else {}),
+            **({} if self.jgroups is None else {"jgroups": dict(self.jgroups)}),
         }
 
     def to_yaml(self) -> str:
@@ -577,7 +581,7 @@ def load_scenario(path: str | os.PathLike[str]) -> Scenario:
         data = yaml.load(text, Loader=_YAML_LOADER)
     except yaml.YAMLError:
         data = _load_yaml_slowly(path, text)
-    return parse_scenario(data)
+    return parse_scenario(data, base_dir=path.parent)
 
 
 def _load_yaml_slowly(path: Path, text: str) -> Any:
@@ -591,11 +595,12 @@ def _load_yaml_slowly(path: Path, text: str) -> Any:
         raise ScenarioError("", f"{path}: not valid YAML{where}: {getattr(exc, 'problem', exc)}") from None
 
 
-def parse_scenario(data: Any) -> Scenario:
+def parse_scenario(data: Any, base_dir: str | os.PathLike[str] | None = None) -> Scenario:
     """Validate a scenario given as a dict (as loaded from YAML) and resolve it. Every problem of
-    the file is reported at once, in one ScenarioError."""
+    the file is reported at once, in one ScenarioError. `base_dir` is where relative paths in it
+    (jgroups.stack) start: the scenario file's directory (default: the working directory)."""
     try:
-        f = ScenarioFile.model_validate(data, context={})
+        f = ScenarioFile.model_validate(data, context={"base_dir": Path(base_dir or ".")})
     except ValidationError as exc:
         problems = problems_of(exc)
         raise ScenarioError(*problems[0], problems=problems) from None
@@ -619,6 +624,7 @@ def parse_scenario(data: Any) -> Scenario:
         xmit_bound=f.xmit_bound,
         wire=f.wire,
         ip_multicast=f.ip_multicast,
+        jgroups=None if f.jgroups is None else f.jgroups.resolved(),
     )
 
 
@@ -627,7 +633,7 @@ def json_schema() -> dict:
     schema = ScenarioFile.model_json_schema()
     schema["title"] = "splitbrain scenario"
     # The protocols registered now (the registry may grow at run time).
-    schema["properties"]["protocol"]["enum"] = list(protocols.names())
+    schema["properties"]["protocol"]["enum"] = [*protocols.names(), *protocols.external_names()]
     schema["properties"]["membership"]["enum"] = ["static", *protocols.membership_names()]
     return schema
 
@@ -640,6 +646,8 @@ def check_backend(scenario: Scenario, backend: str, injector: str | None = None)
     (the network model, the in-process fault layer), so that one file gives one verdict on every
     backend. `injector` (a command-line flag) is a demand: iptables or toxiproxy off docker is
     refused."""
+    if protocols.get(scenario.protocol).external:
+        _external_fits(scenario, backend)
     chosen = scenario.injector if injector in (None, "auto") else injector
     where = "injector" if injector in (None, "auto") else "--injector"
     if backend != "docker":
@@ -665,6 +673,22 @@ def check_backend(scenario: Scenario, backend: str, injector: str | None = None)
             raise ScenarioError(
                 "ip_multicast", f"the local backend cannot use IP multicast here: {why} (splitbrain doctor)"
             )
+
+
+def _external_fits(scenario: Scenario, backend: str) -> None:
+    """A real implementation runs on live backends only, and needs its runtime on this machine."""
+    if backend == "sim":
+        raise ScenarioError(
+            "protocol",
+            f"{scenario.protocol} is a real implementation (its own processes): the simulator cannot run it; "
+            "use --backend local or --backend docker",
+        )
+    if backend == "local":
+        from node.jgroups.launch import runtime_problem
+
+        why = runtime_problem((scenario.jgroups or {}).get("jar"))
+        if why:
+            raise ScenarioError("jgroups.jar", why)
 
 
 def _injector_problem(injector: str, transport: str, schedule: tuple[FaultStep, ...]) -> str | None:
@@ -1278,7 +1302,11 @@ def _schedule(raw: Any, info: ValidationInfo) -> tuple[FaultStep, ...]:
             elif position[written] > pos:
                 problems.add(f"schedule[{written}] happens after this heal", src, "heal")
             params = Heal(target=position[written])
-        if isinstance(params, SyncStep) and "protocol" in ctx and "config" in ctx:
+        external = "protocol" in ctx and protocols.get(ctx["protocol"]).external
+        if external and spec.kind in ("sync", "config"):
+            # A real implementation has neither: they drive splitbrain's own protocols.
+            problems.add(f"{ctx['protocol']} takes no {spec.kind} steps", src, spec.kind)
+        elif isinstance(params, SyncStep) and "protocol" in ctx and "config" in ctx:
             why = refusal(
                 ctx["protocol"],
                 ctx["config"],
@@ -1291,7 +1319,7 @@ def _schedule(raw: Any, info: ValidationInfo) -> tuple[FaultStep, ...]:
         if isinstance(params, Drop) and params.types is not None and "protocol" in ctx:
             for why in _drop_type_problems(ctx["protocol"], ctx.get("membership", STATIC), params.types):
                 problems.add(why, src, "drop", "type")
-        if isinstance(params, ConfigStep) and "protocol" in ctx and "config" in ctx:
+        if isinstance(params, ConfigStep) and "protocol" in ctx and "config" in ctx and not external:
             for key, why in _config_step_problems(ctx, dict(params.values), specs):
                 problems.add(why, src, "config", "set", key)
         if spec.kind == "toxic" and ctx.get("transport", "tcp") != "tcp":
@@ -1400,12 +1428,22 @@ def _protocol(raw: Any) -> str:
     return raw
 
 
-def _membership(raw: Any) -> str:
-    """static, or a registered membership protocol (gms)."""
+def _membership(raw: Any, info: ValidationInfo) -> str:
+    """static, or a registered membership protocol (gms); a real implementation brings its own."""
     known = ("static", *protocols.membership_names())
     if raw not in known:
         raise problem(f"must be one of {', '.join(known)}, got {raw!r}")
+    protocol = context(info).get("protocol")
+    if raw != "static" and protocol is not None and protocols.get(protocol).external:
+        raise problem(f"{protocol} brings its own membership (its stack's): leave membership out")
     return raw
+
+
+def _transport_fits(transport: str, info: ValidationInfo) -> str:
+    protocol = context(info).get("protocol")
+    if transport != "udp" and protocol is not None and protocols.get(protocol).external:
+        raise problem(f"{protocol} nodes run the transport of their stack: leave transport out")
+    return transport
 
 
 def _protocol_settings(config: dict | None, info: ValidationInfo) -> dict:
@@ -1469,7 +1507,14 @@ def _injector_fits(injector: str, info: ValidationInfo) -> str:
 
 
 def _recovery_bound(bound: float | None, info: ValidationInfo) -> float | None:
-    """The scenario's own bound, or the protocol's from its settings."""
+    """The scenario's own bound, or the protocol's from its settings. A real implementation's
+    timers are its stack's, which splitbrain does not read: its scenarios say how soon it must recover."""
+    protocol = context(info).get("protocol")
+    if bound is None and protocol is not None and protocols.get(protocol).external:
+        raise problem(
+            f"required with protocol {protocol}: the seconds within which your stack must deliver what was sent "
+            "once both ends are up and connected (no_loss owes a message after that long)"
+        )
     return context(info).get("recovery_bound") if bound is None else bound
 
 
@@ -1497,6 +1542,42 @@ def _xmit_bound(bound: int | None, info: ValidationInfo) -> int | None:
     return bound
 
 
+DEFAULT_JGROUPS_JAR = "/usr/share/java/jgroups.jar"
+
+
+def _is_property_string(stack: str) -> bool:
+    """A JGroups property string (`UDP(...):PING(...)...`) rather than the path of an XML file."""
+    return "(" in stack or (":" in stack and not stack.endswith(".xml") and "/" not in stack)
+
+
+def _stack(raw: Any, info: ValidationInfo) -> str:
+    if not isinstance(raw, str) or not raw.strip():
+        raise problem("expected a JGroups property string or the path of a JGroups XML file")
+    if _is_property_string(raw):
+        return raw
+    path = Path(raw)
+    if not path.is_absolute():
+        path = Path(context(info).get("base_dir", ".")) / path
+    if not path.is_file():
+        raise problem(f"no such file: {path} (a path is relative to the scenario file)")
+    return str(path.resolve())
+
+
+class JGroupsBlock(InputModel):
+    """`jgroups: {stack, jar}` of a protocol jgroups scenario."""
+
+    stack: Annotated[str | None, PlainValidator(_stack, json_schema_input_type=str)] = Field(
+        None,
+        description="a JGroups property string or the path of a JGroups XML file (relative to the scenario "
+        "file); default: the node's documented default stack. The harness sets bind address, ports, "
+        "multicast group and cluster name.",
+    )
+    jar: Annotated[str, Field(min_length=1)] = Field(DEFAULT_JGROUPS_JAR, description="the JGroups jar")
+
+    def resolved(self) -> dict:
+        return {"stack": self.stack, "jar": self.jar}
+
+
 class ScenarioFile(InputModel):
     """A scenario file. Fields are validated in this order; later ones use what earlier ones
     resolved (the node names, the duration, the checks)."""
@@ -1507,7 +1588,9 @@ class ScenarioFile(InputModel):
         explain("use letters, digits, '_', '.' and '-' (it names the run directory)"),
     ]
     protocol: Annotated[str, PlainValidator(_protocol, json_schema_input_type=str), remember("protocol")]
-    transport: Annotated[choice(TRANSPORTS), remember("transport")] = Field("udp", validate_default=True)
+    transport: Annotated[choice(TRANSPORTS), AfterValidator(_transport_fits), remember("transport")] = Field(
+        "udp", validate_default=True
+    )
     nodes: NodeNames
     membership: Annotated[str, PlainValidator(_membership, json_schema_input_type=str), remember("membership")] = Field(
         "static", description="where views come from: static (view: steps only) or gms (membership protocol)"
@@ -1557,6 +1640,10 @@ class ScenarioFile(InputModel):
         "objects (slower; the same seed gives the same run)",
     )
 
+    jgroups: JGroupsBlock | None = Field(
+        None, description="protocol jgroups: the JGroups stack and jar its nodes run (docs/jgroups.md)"
+    )
+
     ip_multicast: bool = Field(
         False,
         description="live backends over UDP: each multicast is one IP multicast datagram to a group "
@@ -1578,6 +1665,23 @@ class ScenarioFile(InputModel):
         if self.protocol in protocols.names() and not protocols.get(self.protocol).multicast:
             multicasting = ", ".join(n for n in protocols.names() if protocols.get(n).multicast)
             problems.add(f"{self.protocol} sends no multicasts: use one that does ({multicasting})", "ip_multicast")
+        problems.raise_any()
+        return self
+
+    @model_validator(mode="after")
+    def _external_keys(self) -> ScenarioFile:
+        """The jgroups block belongs to protocol jgroups; a real implementation multicasts as its
+        stack says (its membership, transport and steps are checked at their fields)."""
+        problems = Problems()
+        try:
+            external = protocols.get(self.protocol).external
+        except ValueError:
+            return self  # reported at protocol already
+        if self.jgroups is not None and self.protocol != "jgroups":
+            problems.add(f"only with protocol: jgroups (this scenario's protocol is {self.protocol})", "jgroups")
+        if external:
+            if self.ip_multicast:
+                problems.add(f"{self.protocol} multicasts as its stack says: leave ip_multicast out", "ip_multicast")
         problems.raise_any()
         return self
 

@@ -158,6 +158,13 @@ class ProtocolSpec:
     # Do these (validated) settings rely on every layer below never dropping a message (nothing
     # would resend it)? The node's TCP transport then buffers instead of dropping; None: never.
     lossless_below: Callable[[Any], bool] | None = None
+    # A real implementation outside this package, in a process of its own (JGroups itself): it
+    # has no layers here, the simulator refuses it, its scenarios state their recovery_bound, and
+    # it is listed apart from the protocols a scenario may simulate (external_names()).
+    external: bool = False
+    # Does its node report per-peer windows (`window`, `conn_state`)? Without them windows_synced
+    # is not applicable to its runs.
+    reports_windows: bool = True
 
     def unsafe_settings(self, settings: Mapping[str, Any], transport: str, drops_below: bool) -> list[tuple[str, str]]:
         """What `unsafe` says of these settings (validated here; a bad one raises SettingError)."""
@@ -187,6 +194,7 @@ BUILTIN = (
     "node.nakack2.spec",
     "node.mcast.spec",
     "node.gms.spec",
+    "node.jgroups.spec",
 )
 ENV_PROTOCOLS = "SPLITBRAIN_PROTOCOLS"
 DEFAULT_PROTOCOL = "unicast3"
@@ -259,8 +267,14 @@ def unregister(name: str) -> None:
 
 
 def names() -> tuple[str, ...]:
-    """The reliable-delivery protocols a scenario's `protocol:` may name."""
-    return tuple(name for name, spec in _specs().items() if not spec.membership)
+    """The reliable-delivery protocols of this package, which every backend runs (the simulator
+    too); a scenario's `protocol:` may also name one of external_names()."""
+    return tuple(name for name, spec in _specs().items() if not spec.membership and not spec.external)
+
+
+def external_names() -> tuple[str, ...]:
+    """Real implementations outside this package a scenario's `protocol:` may name (live backends only)."""
+    return tuple(name for name, spec in _specs().items() if spec.external)
 
 
 def is_protocol(name: object) -> bool:

@@ -1213,4 +1213,6 @@ def _views_table(tl: RunTimeline) -> str:
 
 
 def _check_class(check: dict) -> str:
+    if check.get("applicable") is False:
+        return "not applicable"
     return "passed" if check["passed"] else "vacuous" if check.get("vacuous") else "failed"

@@ -41,6 +41,7 @@ import yaml
 from tenacity import RetryError, Retrying, retry_if_exception_type, stop_after_delay, wait_fixed
 
 from harness.scenario import Scenario
+from node import protocols
 from node.protocols import ENV_PROTOCOLS
 
 from .admin import AdminError
@@ -155,6 +156,11 @@ class LocalBackend(Backend):
         epoch: float | None = None,
         options: ClusterOptions | None = None,
     ) -> LocalCluster:
+        if protocols.get(scenario.protocol).external:
+            # JGroups nodes (one JVM each): harness/backends/jgroups.py.
+            from .jgroups import JGroupsLocalCluster
+
+            return JGroupsLocalCluster(scenario, run_dir, seed=seed, epoch=epoch, options=options, backend=self)
         return LocalCluster(scenario, run_dir, seed=seed, epoch=epoch, options=options, backend=self)
 
     def _env(self) -> dict[str, str]:
@@ -268,8 +274,7 @@ class LocalCluster(Cluster):
             events=str(events),
             incarnation=incarnation,
         )
-        config_path = node_dir / "node.yaml"
-        config_path.write_text(yaml.safe_dump(config, sort_keys=False), encoding="utf-8")
+        cmd = self._command(node_dir, config)
         t = self.now()
         with open(node_dir / "node.log", "ab") as log:
             log.write(
@@ -277,7 +282,6 @@ class LocalCluster(Cluster):
                 f"on {handle.address} (admin {handle.admin_url})\n".encode()
             )
             log.flush()
-            cmd = [self.backend.python, "-m", "node", "--config", str(config_path)]
             # Between fork and the bookkeeping below an interrupt would leave an untracked node.
             with signals_deferred():
                 proc = subprocess.Popen(
@@ -295,6 +299,12 @@ class LocalCluster(Cluster):
                 handle.incarnation = incarnation
                 handle.state = NodeState.RUNNING
                 handle.started_at = t
+
+    def _command(self, node_dir: Path, config: dict) -> list[str]:
+        """Write an incarnation's configuration into its node directory; the command that starts it."""
+        config_path = node_dir / "node.yaml"
+        config_path.write_text(yaml.safe_dump(config, sort_keys=False), encoding="utf-8")
+        return [self.backend.python, "-m", "node", "--config", str(config_path)]
 
     def _wait_healthy(self, name: str) -> None:
         handle = self.nodes[name]

@@ -14,6 +14,7 @@ COMMANDS: tuple[str, ...] = (
     "harness.commands.run:add",
     "harness.commands.clean:add",
     "harness.commands.doctor:add",
+    "harness.commands.conformance:add",
     "harness.commands.schema:add",
     "harness.commands.protocols:add",
     "harness.commands.shrink:add",

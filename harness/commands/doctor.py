@@ -52,7 +52,18 @@ def doctor_report() -> dict[str, tuple[bool | str, str]]:
     from harness.mcastprobe import ip_multicast_status
 
     report["ip multicast"] = ip_multicast_status()
+    report["jgroups"] = _jgroups_status()
     return report
+
+
+def _jgroups_status() -> tuple[bool | str, str]:
+    """JGroups nodes (protocol: jgroups) need the JGroups jar and a JDK (javac builds the node)."""
+    from node.jgroups.launch import DEFAULT_JAR, runtime_problem
+
+    why = runtime_problem()
+    if why:
+        return False, why
+    return True, f"{DEFAULT_JAR} and javac found (protocol: jgroups runs on --backend local)"
 
 
 def _protocols_status() -> tuple[bool | str, str]:

@@ -197,8 +197,11 @@ def _protocol_config_error(scenario) -> str | None:
     """Validate protocol settings before starting processes, naming config.<key> like the sim."""
     import random
 
+    from node import protocols
     from node.compose import build_stack
 
+    if protocols.get(scenario.protocol).external:
+        return None  # its settings are its own stack's, checked when its nodes start
     try:
         # With its membership: GMS's settings (fd_timeout, ...) sit in the same flat config.
         membership = getattr(scenario, "membership", "static")

@@ -106,8 +106,8 @@ def test_bad_scenario_and_config_exit_2_before_any_process(tmp_path, capsys):
 
 def test_doctor_says_what_and_why(capsys):
     """doctor: python version, sim/local/docker backends, iptables, tc netem, tc tbf/htb, the
-    NFQUEUE delayer, toxiproxy, the Spark
-    pipeline (pyspark + java), the registered protocols, IP multicast, each with a reason."""
+    NFQUEUE delayer, toxiproxy, the Spark pipeline (pyspark + java), the registered protocols, IP
+    multicast, the JGroups runtime (jar and javac), each with a reason."""
     assert main(["doctor"]) == 0
     lines = capsys.readouterr().out.splitlines()
     names = [line.split(":", 1)[0] for line in lines]
@@ -124,6 +124,7 @@ def test_doctor_says_what_and_why(capsys):
         "spark pipeline",
         "protocols",
         "ip multicast",
+        "jgroups",
     ]
     assert lines[1].startswith("backend sim: yes")
     line = dict(zip(names, lines, strict=True))

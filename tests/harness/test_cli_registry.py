@@ -45,6 +45,7 @@ def test_every_shipped_command_is_listed(capsys):
         "run",
         "clean",
         "doctor",
+        "conformance",
         "schema",
         "protocols",
         "shrink",

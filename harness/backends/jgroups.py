@@ -1,0 +1,131 @@
+"""JGroups nodes on the local backend: one JVM per node (node/jgroups/), driven like any node.
+
+What differs from a `python -m node` cluster:
+
+- addresses: JGroups' UDP sets the interface of its multicast socket to the bind address, which
+  must be an address of an interface; of 127.0.0.0/8 only 127.0.0.1 is one. So every node binds
+  127.0.0.1 with a port of its own (drawn per cluster), while the admin APIs keep their
+  127.X.Y.N addresses. Each cluster has its own multicast group and cluster name, so clusters
+  sharing the loopback never meet;
+- the configuration is the JSON of the node contract (node.json), plus the `jgroups` block;
+- start() returns once every node answers /health (it has connected) and every node's view lists
+  all of them (bounded by the start timeout): the scenario's time 0 is a formed group, as for a
+  static cluster;
+- at the end of a run no node leaves the group (POST /leave_on_stop false), as with a membership
+  protocol, so views_agree judges the run, not its teardown.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import socket
+from pathlib import Path
+
+from tenacity import RetryError, Retrying, retry_if_result, stop_after_delay, wait_fixed
+
+from node.jgroups import launch
+
+from .admin import AdminError
+from .base import NodeHandle, NodeStartError, NodeState
+from .local import LocalCluster, _port_free, node_ip
+
+VIEW_POLL_S = 0.1
+
+
+class JGroupsLocalCluster(LocalCluster):
+    backend_name = "local"
+    installs_views = True  # the stack's GMS makes the views (harness.testlib posts none)
+
+    def _pick_subnet(self, avoid=frozenset()) -> tuple[int, int]:
+        subnet = super()._pick_subnet(avoid)
+        n = len(self.scenario.nodes)
+        rng = random.SystemRandom()
+        for _ in range(100):
+            base = rng.randrange(20000, 60000 - n)
+            if all(_port_free("127.0.0.1", base + i, socket.SOCK_DGRAM) for i in range(n)):
+                self._ports = [base + i for i in range(n)]
+                return subnet
+        raise NodeStartError("no free run of UDP ports on 127.0.0.1 for the JGroups nodes after 100 tries")
+
+    def _make_handles(self) -> None:
+        x, y = self.subnet
+        self.nodes = {}
+        self._admins = {}
+        for i, name in enumerate(self.scenario.nodes):
+            self.nodes[name] = NodeHandle(
+                name=name,
+                address=f"127.0.0.1:{self._ports[i]}",
+                admin_url=f"http://{node_ip(x, y, i)}:{self.backend.admin_port}",
+            )
+
+    @property
+    def jar(self) -> str:
+        return (self.scenario.jgroups or {}).get("jar") or launch.DEFAULT_JAR
+
+    def node_config(self, name, *, bind, admin, peers, events, incarnation) -> dict:
+        config = super().node_config(name, bind=bind, admin=admin, peers=peers, events=events, incarnation=incarnation)
+        # The local backend derives the admin address from the protocol one; here they differ.
+        config["admin"] = self.nodes[name].admin_url.removeprefix("http://")
+        config["mcast_group"] = self.mcast_group
+        config["jgroups"] = {
+            "stack": (self.scenario.jgroups or {}).get("stack"),
+            # One cluster name per cluster: two runs on one host never merge.
+            "cluster": f"splitbrain-{self.token[:12]}",
+        }
+        return config
+
+    def _command(self, node_dir: Path, config: dict) -> list[str]:
+        config_path = node_dir / "node.json"
+        config_path.write_text(json.dumps(config, indent=1) + "\n", encoding="utf-8")
+        return launch.command(config_path, self.jar)
+
+    def start(self) -> None:
+        why = launch.runtime_problem(self.jar)
+        if why:
+            raise NodeStartError(why)
+        launch.ensure_built(self.jar)
+        super().start()
+        self._wait_full_view()
+
+    def _wait_full_view(self) -> None:
+        """Until every node's view lists every node (JGroups' discovery and merges take a while)."""
+        everyone = sorted(self.nodes)
+        last: dict[str, object] = {}
+
+        def views() -> bool:
+            self.check_alive()
+            full = True
+            for name in everyone:
+                try:
+                    membership = self.admin(name).state().get("membership")
+                except AdminError as exc:
+                    last[name] = str(exc)
+                    full = False
+                    continue
+                last[name] = membership
+                if not membership or sorted(membership.get("members") or ()) != everyone:
+                    full = False
+            return full
+
+        try:
+            Retrying(
+                stop=stop_after_delay(self.options.start_timeout_s),
+                wait=wait_fixed(VIEW_POLL_S),
+                retry=retry_if_result(lambda ok: not ok),
+            )(views)
+        except RetryError:
+            seen = "; ".join(f"{n}: {v}" for n, v in last.items())
+            raise NodeStartError(
+                f"the JGroups nodes did not form one view of {', '.join(everyone)} within "
+                f"{self.options.start_timeout_s:g}s (last seen: {seen})"
+            ) from None
+
+    def stop_all(self) -> list[str]:
+        for name, handle in self.nodes.items():
+            if handle.state is NodeState.RUNNING:
+                try:
+                    self.admin(name).leave_on_stop(False)
+                except AdminError:
+                    pass
+        return super().stop_all()
