@@ -35,6 +35,7 @@ import requests
 from tenacity import RetryError, Retrying, retry_if_exception_type, retry_if_result, stop_after_delay, wait_fixed
 
 from node.contract import EVENTS_SCHEMA, load_openapi
+from node.events import expand_runs, is_run, run_problem
 
 TOKEN_HEADER = "X-Splitbrain-Token"
 TOKEN = "conformance-token"
@@ -464,6 +465,8 @@ def _event_rules(pair: Pair, schemas: Schemas, report: Report) -> None:
                 bad.append(
                     f"line {i}: {errors[0].message} (at {'/'.join(map(str, errors[0].absolute_path)) or 'event'})"
                 )
+            elif is_run(ev) and (problem := run_problem(ev)):
+                bad.append(f"line {i}: bad run line: {problem}")  # what JSON Schema cannot say
             parsed.append(ev)
         report.rules.append(
             Rule(
@@ -473,7 +476,8 @@ def _event_rules(pair: Pair, schemas: Schemas, report: Report) -> None:
             )
         )
         events[node] = parsed
-    a, b = events["A"], events["B"]
+    # A run line (schema version 2) stands for its messages: count those.
+    a, b = expand_runs(events["A"]), expand_runs(events["B"])
     starts = [e for e in a if e.get("kind") == "node_start"]
     ok = bool(starts) and starts[0].get("incarnation") == 1
     report.rules.append(Rule("node_start carries the incarnation", ok, "" if ok else f"got {starts[:1]}"))

@@ -676,7 +676,7 @@ def check_backend(scenario: Scenario, backend: str, injector: str | None = None)
 
 
 def _external_fits(scenario: Scenario, backend: str) -> None:
-    """A real implementation runs on live backends only, and needs its runtime on this machine."""
+    """A real implementation runs on live backends only, and needs its runtime on this host."""
     if backend == "sim":
         raise ScenarioError(
             "protocol",

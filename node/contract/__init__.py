@@ -37,7 +37,7 @@ REQUIRED_BY_KIND = {
 
 def events_schema() -> dict[str, Any]:
     """The JSON Schema (draft 2020-12) of one event line, from node/events.py and the registry."""
-    from node.events import EVENT_VERSION, FIELD_TYPES, REQUIRED_FIELDS
+    from node.events import APP_RUN_KINDS, EVENT_VERSION, FIELD_TYPES, REQUIRED_FIELDS, RUN_KINDS, RUN_VERSION
     from node.protocols import event_kinds
 
     kinds = event_kinds()
@@ -54,7 +54,7 @@ def events_schema() -> dict[str, Any]:
         "additionalProperties": False,
         "properties": {
             **{name: dict(_JSON_TYPES[kind]) for name, kind in FIELD_TYPES.items()},
-            "v": {"const": EVENT_VERSION},
+            "v": {"enum": [EVENT_VERSION, RUN_VERSION]},
             "t": {"type": "number"},
             "kind": {"enum": sorted(kinds)},
         },
@@ -66,7 +66,30 @@ def events_schema() -> dict[str, Any]:
             {
                 "if": {"properties": {"kind": {"const": "send"}}},
                 "then": {"anyOf": [{"required": ["peer"]}, {"required": ["members"]}]},
-            }
+            },
+            # A line of one event (version 1) has no run fields.
+            {
+                "if": {"properties": {"v": {"const": EVENT_VERSION}}},
+                "then": {"not": {"anyOf": [{"required": ["last_seqno"]}, {"required": ["last_app"]}]}},
+            },
+            # A run line (version 2): consecutive messages of one batch, first to last. That their
+            # seqnos and app ids count `count` messages is node.events.run_problem's rule (JSON Schema
+            # cannot compare fields).
+            {
+                "if": {"properties": {"v": {"const": RUN_VERSION}}, "required": ["v"]},
+                "then": {
+                    "properties": {"kind": {"enum": list(RUN_KINDS)}, "count": {"type": "integer", "minimum": 1}},
+                    "required": ["seqno", "last_seqno", "count"],
+                    "dependentRequired": {"app": ["last_app"], "last_app": ["app"]},
+                },
+            },
+            {
+                "if": {
+                    "properties": {"v": {"const": RUN_VERSION}, "kind": {"enum": list(APP_RUN_KINDS)}},
+                    "required": ["v", "kind"],
+                },
+                "then": {"required": ["bytes", "app", "last_app"]},
+            },
         ],
     }
 

@@ -25,7 +25,7 @@ class BuildError(RuntimeError):
 
 
 def runtime_problem(jar: str | None = None) -> str | None:
-    """What keeps this machine from running JGroups nodes (with the command to fix it), or None."""
+    """What keeps this host from running JGroups nodes (with the command to fix it), or None."""
     jar = jar or DEFAULT_JAR
     problems = []
     if not Path(jar).is_file():
