@@ -35,7 +35,9 @@ import requests
 from tenacity import RetryError, Retrying, retry_if_exception_type, retry_if_result, stop_after_delay, wait_fixed
 
 from node.contract import EVENTS_SCHEMA, load_openapi
+from node.errors import BadInput
 from node.events import expand_runs, is_run, run_problem
+from node.protocols import DEFAULT_PROTOCOL
 
 TOKEN_HEADER = "X-Splitbrain-Token"
 TOKEN = "conformance-token"
@@ -62,7 +64,9 @@ class Implementation:
 
 def python_node() -> Implementation:
     return Implementation(
-        "python", (sys.executable, "-m", "node", "--config", "{config}"), {"protocol": "unicast3", "transport": "udp"}
+        "python",
+        (sys.executable, "-m", "node", "--config", "{config}"),
+        {"protocol": DEFAULT_PROTOCOL, "transport": "udp"},
     )
 
 
@@ -117,7 +121,7 @@ class Report:
         return "\n".join(lines)
 
 
-class StartError(RuntimeError):
+class StartError(BadInput, RuntimeError):
     """The nodes did not come up (the message quotes their output)."""
 
 

@@ -8,6 +8,8 @@ import shutil
 import subprocess
 from pathlib import Path
 
+from node.errors import BadInput
+
 HERE = Path(__file__).resolve().parent
 BUILD_SCRIPT = HERE / "build.sh"
 CLASSES = HERE / "build" / "classes"
@@ -20,7 +22,7 @@ APT_JDK = "apt-get install openjdk-17-jdk-headless"
 JVM_FLAGS = ("-Djava.net.preferIPv4Stack=true", "-Xss512k", "-Xmx256m", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC")
 
 
-class BuildError(RuntimeError):
+class BuildError(BadInput, RuntimeError):
     """The JGroups node could not be built (the message says why and what to install)."""
 
 
