@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..layer import Action, Layer, SetConfig
-from ..protocols import ChaosSet, ProtocolSpec, Rng, xmit_req_sent
+from ..protocols import ChaosSet, ProtocolSpec, Rng, retransmission_sent
 from ..unicast3.header import MsgType as U3MsgType
 from ..unicast3.protocol import Unicast3
 from .config import MUTATIONS, U3_PREFIX, McastConfig
@@ -57,6 +57,6 @@ SPEC = ProtocolSpec(
     mutations=MUTATIONS,
     chaos_drop_types=("MSG", "MSG", "MCAST_ACK", "MCAST_XMIT_REQ", "MCAST_HIGHEST_SEQNO", "DATA", "ACK"),
     variant_key="capacity",
-    xmit_traffic=xmit_req_sent,
+    xmit_traffic=retransmission_sent,
     chaos=ChaosSet(draws={"xmit_interval": (0.1, 0.2, 0.5), "capacity": (64, 256, 1024)}, lossless_share=0.4),
 )
