@@ -12,20 +12,29 @@ narrow an excuse (see no_duplicates), never to widen one.
 - no_duplicates: an app id is delivered once per receiver. A second delivery is excused only when
   the receiver's window for that sender was discarded after the first delivery AND the sender had
   not seen the message acked when it came again (a message the sender saw acked is purged and can
-  legitimately never come back). Excused redeliveries are counted with their cause.
+  legitimately never come back). A multicast counts as acked once every member the sender last
+  multicast to acked it (a multicast protocol's ack_rx, or NAKACK2's STABLE digests, stable_rx):
+  only then may the sender purge it. Excused redeliveries are counted with their cause.
 - no_loss: a message sent X->Y is owed once X (in the incarnation that sent it) and Y (in any one
   incarnation) have been up and connected for `recovery_bound_s` after it was sent, or are still
   connected at the end of the run: both alive, neither paused, and no fault cutting X->Y or Y->X
   (the `links` of the timeline's faults). What happens later (a kill, a restart) excuses nothing.
   Owed messages must be delivered at Y (any incarnation); the others are excused and counted by
-  why. A multicast (a `send` with the sender's view in `members` and no `peer`) is one message to
-  each member of that view, the sender included (its loopback delivery), owed by the same rule,
-  unless the member left the sender's view within the bound (excuse left_view), or the member
-  joined later and its join digest starts it above the message (excuse join_digest: the first
-  `view` of a member's life, reason join, says in `digest` "S:N" that its table for S starts after
-  seqno N; a multicast of S numbered N or lower and sent before that view is not owed to it: it
-  went to a view without it, and the protocol says so). fifo and
-  no_duplicates judge multicast deliveries as they judge unicast ones: per (receiver, sender).
+  why, the explanation naming the first few of each multicast excuse. A multicast (a `send` with
+  the sender's view in `members` and no `peer`) is one message to each other member of that view,
+  owed by the same rule; the sender's own delivery (loopback) never crosses the network and is
+  not owed (excuse loopback). A member is excused a multicast only when it was really out of
+  reach for it (excuse left_view): the life of the member the sender's view listed was cut,
+  paused or dead from less than the recovery bound after the send until the sender dropped it
+  from its view, or the member dropped the sender (and on until it took the sender back); a view
+  installed while the two were connected excuses nothing, however brief. A member that joined
+  later is excused what its join digest starts it above (excuse join_digest: the first `view` of
+  a member's life, reason join, says in `digest` "S:N" that its table for S starts after seqno N;
+  a multicast of S numbered N or lower and sent before that view is not owed to it), but never a
+  multicast S sent after installing a view with the joiner (the joiner's join view or a later
+  one): that one S addressed to it, whatever a digest says. fifo and no_duplicates judge
+  multicast deliveries as they judge unicast ones, per (receiver, sender); a check of deliveries
+  that saw only loopback ones judged nothing (vacuous).
 - windows_synced: every final send window at X for Y (both alive at the end) matches Y's final
   recv window for X: same conn_id, Y's highest delivered == X's highest sent == X's highest acked.
   A pair whose send window the protocol reaped (CLOSED) after use is judged in sync (send None).
@@ -34,15 +43,27 @@ narrow an excuse (see no_duplicates), never to widen one.
   as no window (idle when the sender has nothing outstanding).
   A node alive at the end must report a final snapshot of each window its conn_state events left
   open (windows reaped by the protocol are not expected).
+  A pair whose receiver delivered everything but whose sender has not seen it all acked is
+  inconclusive, not out of sync, when the sender's final window came less than the protocol's ack
+  bound after its last send (`ack_bounds`: NAKACK2 sees acks only through STABLE rounds; the
+  explanation names the setting); a run with only such pairs judged nothing. A node paused at the
+  end is judged like a cut: its pairs are skipped (and named), as a dead node's are.
 - no_errors: no `error` event (an exception inside a protocol layer: a bug of ours).
 - views_agree (membership): at the end of the run (its first graceful stop, or the end of the
   log), every live node has installed the same view since its last start (members, view_id and
-  coordinator of its last `view` event) and that view lists exactly the live nodes. A node is live
+  coordinator of its last `view` event; members and coordinator only under static membership,
+  where no view names a reason and view ids are each node's own count) and that view lists
+  exactly the live nodes. A node paused at the end is judged like a cut: it need not agree, and
+  the view may list it or not. A node is live
   when its last lifecycle event is not a kill (a graceful stop ends a live run). The run's end is
   the settle time after the last heal, so this is "after the last heal and `settle`".
-- xmit_traffic (bounded, only when listed): at most `xmit_bound` retransmission requests over the
-  run, counted from the events of the requests sent (the spec's `xmit_traffic` says which); vacuous
-  when no application message was sent.
+- xmit_traffic (bounded, only when listed): at most `xmit_bound` retransmissions over the run,
+  requests and messages sent again for any cause, counted from the events the spec's
+  `xmit_traffic` names (every built-in protocol: xmit_req_tx and retransmit); vacuous when no
+  application message was sent.
+- resync_traffic (bounded, only when listed): at most `resync_bound` resync messages per pair (the
+  spec's `resync_traffic`; NAKACK2's is a sender's catch-up of a joiner); a protocol that declares
+  none is named as not applicable.
 
 Discards: the receiver R's window for sender S is discarded when R (re)starts, or when R logs its
 receive window for S CLOSED with reason close_rx (a CLOSE received) or close_timeout (reaped after
@@ -60,7 +81,7 @@ from __future__ import annotations
 
 import gc
 import operator
-from bisect import bisect_left
+from bisect import bisect_left, bisect_right
 from collections import defaultdict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -98,8 +119,8 @@ _EXCUSE_TEXT = {
     "cut_at_end": "link still cut at the end",
     "too_little_time": "sent less than the recovery bound before a cut or a death",
     "loopback": "the sender's own delivery of its multicast (never on the network, so never lost)",
-    "left_view": "multicast to a member out of the sender's reach from (nearly) the send until it left "
-    "the sender's view (cut, paused or dead)",
+    "left_view": "multicast to a member out of the sender's reach (cut, paused or dead) from (nearly) the "
+    "send until one of the two dropped the other from its view",
     "join_digest": "multicast at or below a joiner's join digest, sent before the sender installed a view "
     "with the joiner",
 }
@@ -228,6 +249,9 @@ class _Redeliveries:
         # multicast's lifetime is ("multicast", the sender's starts) (see _multicast_life).
         self._acked: dict[tuple[str, str, Any], list[tuple[float, int]]] = {}
         self._multicast_protos: dict[str, bool] = {}
+        # Multicast: (sender, its life) -> member -> highest ack; sender -> the members it multicast to.
+        self._member_acks: dict[tuple[str, Any], dict[str, int]] = {}
+        self._multicast_members: dict[str, list[str]] = {}
 
     def epoch(self, receiver: str, sender: str) -> tuple[int, int]:
         """Advances exactly when the receiver's window for the sender was discarded."""
@@ -239,7 +263,9 @@ class _Redeliveries:
         where = self._sent.get((sender, receiver, app))
         if where is None:
             return False
-        rises = self._acked.get((sender, receiver, where[0]), ())
+        # A multicast is purged only once every member acked it: its rises are the sender's stable point.
+        multicast = isinstance(where[0], tuple)
+        rises = self._acked.get((sender, "*" if multicast else receiver, where[0]), ())
         for when, seqno in reversed(rises):
             if when < t:
                 return seqno >= where[1]
@@ -256,6 +282,7 @@ class _Redeliveries:
         elif "members" in ev:
             # A multicast is one message to each other member, numbered in the sender's life.
             life = self._multicast_life(node)
+            self._multicast_members[node] = [m for m in ev["members"] if m != node]
             for member in ev["members"]:
                 if member != node:
                     self._sent[(node, member, app)] = (life, ev["seqno"])
@@ -281,6 +308,17 @@ class _Redeliveries:
         if not rises or seqno > rises[-1][1]:
             rises.append((t, seqno))
 
+    def _multicast_ack(self, sender: str, member: str, t: float, seqno: int) -> None:
+        """A member acked the sender's multicasts up to seqno: the sender's stable point (the lowest
+        ack over the members it last multicast to) may rise."""
+        life = self._multicast_life(sender)
+        acks = self._member_acks.setdefault((sender, life), {})
+        if seqno > acks.get(member, 0):
+            acks[member] = seqno
+        members = self._multicast_members.get(sender)
+        if members:
+            self._ack_rise((sender, "*", life), t, min(acks.get(m, 0) for m in members))
+
     def see_other(self, ev: dict) -> None:
         """Keep the state up to date with an event that is neither a send nor a delivery."""
         kind = ev["kind"]
@@ -290,7 +328,7 @@ class _Redeliveries:
                 node = ev["node"]
                 if self._is_multicast(ev["proto"]):
                     # A multicast protocol's ack: the member delivered the sender's multicasts up to it.
-                    self._ack_rise((node, peer, self._multicast_life(node)), ev["t"], ev["seqno"])
+                    self._multicast_ack(node, peer, ev["t"], ev["seqno"])
                 else:
                     self._ack_rise((node, peer, self._lifetime.get((node, peer), 0)), ev["t"], ev["seqno"])
         elif kind == "stable_rx" and ev.get("peer") is not None and ev.get("digest"):
@@ -299,7 +337,7 @@ class _Redeliveries:
             node = ev["node"]
             for sender, seqno in _digest_entries(ev["digest"]):
                 if sender == node:
-                    self._ack_rise((node, ev["peer"], self._multicast_life(node)), ev["t"], seqno)
+                    self._multicast_ack(node, ev["peer"], ev["t"], seqno)
         elif kind == "conn_state":
             self._observe_conn_state(ev)
         elif kind in _LIFECYCLE:
@@ -660,8 +698,10 @@ class _NoLoss:
         self.last_deliver_link: dict[tuple[str, str], float] = {}
         self.last_deliver: float | None = None
         self.starts: dict[str, int] = {}  # a node's life is the number of its starts so far
-        # Multicast: (sender, member) -> [(app, t_sent)] and each node's views, [(t, members, view_id)].
-        self.multicasts: dict[tuple[str, str], list[tuple[str, float]]] = defaultdict(list)
+        self.start_times: dict[str, list[float]] = {}
+        # Multicast: (sender, member) -> [(app, t_sent, when the sender installed the view it went
+        # to)] and each node's views, [(t, members, view_id)].
+        self.multicasts: dict[tuple[str, str], list[tuple[str, float, float]]] = defaultdict(list)
         self.views: dict[str, list[tuple[float, frozenset[str], int | None]]] = defaultdict(list)
         self.loopback = 0  # a sender's own multicasts: never on the network, never owed
         # Join digests: the multicasts (sender, member) -> [(t, seqno, app)], and each member's first
@@ -690,9 +730,14 @@ class _NoLoss:
                     self.loopback += 1
                     continue
                 self.sent[(node, member)].append((ev["app"], ev["t"], life))
-                self.multicasts[(node, member)].append((ev["app"], ev["t"]))
+                self.multicasts[(node, member)].append((ev["app"], ev["t"], self._view_time(node, ev["t"])))
                 if "seqno" in ev:
                     self.mseq[(node, member)].append((ev["t"], ev["seqno"], ev["app"]))
+
+    def _view_time(self, sender: str, t: float) -> float:
+        """When the sender installed the view a multicast it sends now goes to (`t` without one)."""
+        views = self.views.get(sender)
+        return views[-1][0] if views else t
 
     def see_deliver(self, ev: dict) -> None:
         node = ev["node"]
@@ -711,6 +756,7 @@ class _NoLoss:
         kind = ev["kind"]
         if kind == "node_start":
             self.starts[ev["node"]] = self.starts.get(ev["node"], 0) + 1
+            self.start_times.setdefault(ev["node"], []).append(ev["t"])
             self.fresh[ev["node"]] = self.stopped.get(ev["node"], ev["t"])
         elif kind == "node_stop":
             self.stopped[ev["node"]] = ev["t"]
@@ -733,7 +779,7 @@ class _NoLoss:
         if self.multicasts or self.loopback:
             excused.update(dict.fromkeys(MULTICAST_EXCUSES, 0))
             excused["loopback"] = self.loopback
-            left = _left_view(self.multicasts, self.views, conn, recovery_bound_s)
+            left = _left_view(self.multicasts, self.views, self.start_times, conn, recovery_bound_s)
             before_join = _before_join(self.joins, self.mseq, self.views)
         # Per link: count and the first app ids, so a link losing millions stays cheap to report.
         lost_count: dict[tuple[str, str], int] = defaultdict(int)
@@ -817,40 +863,63 @@ def _before_join(
 
 
 def _unreachable_windows(
-    sender: str, member: str, views: list[tuple[float, frozenset[str], int | None]], conn: Connectivity, bound: float
+    sender: str,
+    member: str,
+    life: int,
+    views: dict[str, list[tuple[float, frozenset[str], int | None]]],
+    conn: Connectivity,
+    bound: float,
 ) -> list[tuple[float, float]]:
-    """The send times (lo, hi) at which a multicast of `sender` is not owed to `member` because the
-    member left the sender's view: for each view of the sender without the member, installed at v
-    while the pair was not connected (cut, paused, dead), the sends from less than `bound` before
-    that disconnection began up to v. A view without the member installed while the pair was
-    connected (a shrink that dropped a reachable member) excuses nothing."""
-    ivs = conn.intervals(sender, member)
+    """The send times (lo, hi] at which a multicast of `sender` to `member` in its life `life` (the
+    life the sender's view listed) is not owed because one of the two dropped the other from its
+    view while that life of the member was out of the sender's reach (cut, paused, dead, gone):
+    for each such view, installed at v, the sends from less than `bound` before they lost touch
+    up to v, and, for the member's view, on until the member takes the sender back (it discards
+    what a non-member sends). A view installed while the two were connected (a shrink that dropped
+    a reachable member) excuses nothing."""
+    ivs = [(a, b) for a, b, _ls, lr in conn.intervals(sender, member) if lr == life]
     out = []
-    for v, members, _view_id in views:
-        if member in members:
-            continue
-        if any(a < v < b for a, b, _ls, _lr in ivs):
-            continue  # reachable when it was dropped: the protocol's choice, not a loss it may have
-        cut_since = max((b for _a, b, _ls, _lr in ivs if b <= v), default=float("-inf"))
-        out.append((cut_since - bound, v))
+    for viewer, other in ((sender, member), (member, sender)):
+        mine = views.get(viewer, [])
+        for k, (v, members, _view_id) in enumerate(mine):
+            if other in members or (k and other not in mine[k - 1][1]):
+                continue  # lists it, or dropped it earlier (that view's window covers this one)
+            if any(a < v < b for a, b in ivs):
+                continue  # reachable when it was dropped: the protocol's choice, not a loss it may have
+            out_of_reach_since = max((b for _a, b in ivs if b <= v), default=float("-inf"))
+            until = v
+            if viewer == member:
+                until = next((t for t, ms, _id in mine[k + 1 :] if other in ms), _OPEN)
+            out.append((out_of_reach_since - bound, until))
     return sorted(out)
 
 
 def _left_view(
-    multicasts: dict[tuple[str, str], list[tuple[str, float]]],
+    multicasts: dict[tuple[str, str], list[tuple[str, float, float]]],
     views: dict[str, list[tuple[float, frozenset[str], int | None]]],
+    start_times: dict[str, list[float]],
     conn: Connectivity,
     bound: float,
 ) -> set[tuple[str, str, str]]:
     """(sender, member, app) of the multicasts excused as left_view (see _unreachable_windows):
-    views are rare, so a few windows per pair, looked up per multicast."""
+    views are rare, so a few windows per pair and life of the member, looked up per multicast.
+    A multicast goes to the life of the member the sender's view listed when the sender installed
+    it (a member restarted since is a new process that view does not know)."""
     out: set[tuple[str, str, str]] = set()
     for (sender, member), msgs in multicasts.items():
-        windows = _unreachable_windows(sender, member, views.get(sender, []), conn, bound)
-        if not windows:
+        dropped = any(member not in ms for _t, ms, _id in views.get(sender, ())) or any(
+            sender not in ms for _t, ms, _id in views.get(member, ())
+        )
+        if not dropped:
             continue
-        for app, t in msgs:
-            if any(lo < t < hi for lo, hi in windows):
+        by_life: dict[int, list[tuple[float, float]]] = {}
+        starts = start_times.get(member, [])
+        for app, t, view_t in msgs:
+            life = bisect_right(starts, view_t)
+            windows = by_life.get(life)
+            if windows is None:
+                windows = by_life[life] = _unreachable_windows(sender, member, life, views, conn, bound)
+            if any(lo < t <= hi for lo, hi in windows):
                 out.add((sender, member, app))
     return out
 

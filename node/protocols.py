@@ -105,6 +105,11 @@ class ChaosSet:
     # The share of seeds that run on a lossless network (constant delay, no other fault) with the
     # check xmit_traffic at xmit_bound 0: no retransmission request is ever needed there.
     lossless_share: float = 0.0
+    # The share of the other seeds that run with this membership protocol (`membership:`): every
+    # node multicasts while one member is killed and restarted (it rejoins with a join digest);
+    # judged with views_agree too.
+    membership: str | None = None
+    membership_share: float = 0.0
 
 
 @dataclass(frozen=True, kw_only=True)

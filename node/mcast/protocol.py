@@ -88,7 +88,7 @@ from ..protocols import Rng
 from ..rangeset import RangeSet
 from ..unicast3.timers import Deadlines
 from ..views import Window
-from .config import McastConfig
+from .config import DIGEST_INFLATION, SKIPPED_SEQNOS, McastConfig
 from .header import MAX_XMIT_RANGES, PROTO_ID, McastHeader, MsgType
 from .header import encode as encode_header
 
@@ -472,7 +472,10 @@ class Mcast(CountingLayer):
     def _deliver(self, sender: str, win: FixedBuffer, now: float, out: list[Action]) -> None:
         """Deliver from low+1 up to the first gap; ack every `ack_threshold` deliveries."""
         delivered: list[Message] = []
+        skipping = self.config.mutation == "skip_range"
         while (nxt := win.remove_next()) is not None:
+            if skipping and win.low in SKIPPED_SEQNOS:
+                continue  # the planted bug skip_range: the window moves past it, nothing goes up
             out.append(Log(event=self._event(now, "deliver", win.low, nxt, sender)))
             delivered.append(nxt)
         if delivered:
@@ -575,6 +578,8 @@ class Mcast(CountingLayer):
             if win.low > self._acked_sent.get(sender, 0):
                 self._ack(sender, win, now, out)
         others = self._others()
+        if cfg.mutation == "unsolicited_resend":
+            self._resend_every_unacked(others, now, out)
         lowest = min((self.ack_map.get(m, 0) for m in others), default=self.seqno)
         if lowest < self.seqno and lowest == self._prev_min_ack and cfg.resend_last_seqno_max_times:
             hdr = McastHeader(MsgType.MCAST_HIGHEST_SEQNO, self.seqno, low=self.send_window.low)
@@ -584,6 +589,22 @@ class Mcast(CountingLayer):
                 out.append(self._ctrl(member, hdr))
         self._prev_min_ack = lowest
         self._gauge(now, out)
+
+    def _resend_every_unacked(self, others: list[str], now: float, out: list[Action]) -> None:
+        """The planted bug unsolicited_resend: every message of the send window to every other member."""
+        win = self.send_window
+        for member in others:
+            for seqno in range(win.low + 1, win.high + 1):
+                stored = win.get(seqno)
+                if stored is None:
+                    continue
+                self._count("retransmit")
+                out.append(
+                    self._log(
+                        now, "retransmit", peer=member, seqno=seqno, bytes=len(stored.payload), reason="unsolicited"
+                    )
+                )
+                out.append(Down(msg=Message(self.local, member, stored.payload, dict(stored.headers))))
 
     def _gauge(self, now: float, out: list[Action]) -> None:
         """window_fill: the send window (low = acked by all, high = sent, count = sends waiting)
@@ -695,6 +716,9 @@ class Mcast(CountingLayer):
 
     def digest(self) -> tuple[tuple[str, int], ...]:
         """Highest seqno per sender as this member knows it (for a joiner's window offsets)."""
+        if self.config.mutation == "inflated_digest":
+            extra = DIGEST_INFLATION
+            return ((self.local, self.seqno + extra), *sorted((s, w.high + extra) for s, w in self.recv.items()))
         return ((self.local, self.seqno), *sorted((s, w.high) for s, w in self.recv.items()))
 
     def answer(self, query: Query) -> Digest | None:

@@ -58,5 +58,10 @@ SPEC = ProtocolSpec(
     chaos_drop_types=("MSG", "MSG", "MCAST_ACK", "MCAST_XMIT_REQ", "MCAST_HIGHEST_SEQNO", "DATA", "ACK"),
     variant_key="capacity",
     xmit_traffic=retransmission_sent,
-    chaos=ChaosSet(draws={"xmit_interval": (0.1, 0.2, 0.5), "capacity": (64, 256, 1024)}, lossless_share=0.4),
+    chaos=ChaosSet(
+        draws={"xmit_interval": (0.1, 0.2, 0.5), "capacity": (64, 256, 1024)},
+        lossless_share=0.4,
+        membership="gms",
+        membership_share=0.3,
+    ),
 )

@@ -103,7 +103,14 @@ SPEC = ProtocolSpec(
     xmit_traffic=retransmission_sent,
     resync_traffic=_resync_traffic,
     ack_bound=_ack_bound,
-    # No restarts: with static views a restarted member rejoins without a join digest, and
-    # NAKACK2 keeps no incarnation, so its new seqnos look like old ones (a restart needs GMS).
-    chaos=ChaosSet(draws={"xmit_interval": (0.2, 0.5), "stable_interval": (1.0, 2.0)}, restarts=False),
+    # No restarts under static views: a restarted member rejoins without a join digest, and
+    # NAKACK2 keeps no incarnation, so its new seqnos look like old ones (a restart needs GMS: the
+    # membership seeds restart and split members under GMS).
+    chaos=ChaosSet(
+        draws={"xmit_interval": (0.2, 0.5), "stable_interval": (1.0, 2.0)},
+        restarts=False,
+        lossless_share=0.25,
+        membership="gms",
+        membership_share=0.3,
+    ),
 )
