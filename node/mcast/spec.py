@@ -13,6 +13,7 @@ from ..protocols import ChaosSet, ProtocolSpec, Rng, retransmission_sent
 from ..unicast3.header import MsgType as U3MsgType
 from ..unicast3.protocol import Unicast3
 from .config import MUTATIONS, U3_PREFIX, McastConfig
+from .fuzz import fuzz_header
 from .header import CODEC, MsgType
 from .protocol import Mcast
 
@@ -54,6 +55,7 @@ SPEC = ProtocolSpec(
     per_message_kinds=("highest_seqno_rx",),
     overhead_kinds={"highest_seqnos": "highest_seqno_tx"},
     multicast=True,
+    fuzz=fuzz_header,
     mutations=MUTATIONS,
     chaos_drop_types=("MSG", "MSG", "MCAST_ACK", "MCAST_XMIT_REQ", "MCAST_HIGHEST_SEQNO", "DATA", "ACK"),
     variant_key="capacity",

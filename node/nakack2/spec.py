@@ -15,6 +15,7 @@ from ..protocols import ChaosSet, ProtocolSpec, Rng, retransmission_sent
 from ..unicast3.header import MsgType as U3MsgType
 from ..unicast3.protocol import Unicast3
 from .config import MUTATIONS, U3_PREFIX, Nakack2Config
+from .fuzz import fuzz_header
 from .header import CODEC, MsgType
 from .protocol import Nakack2
 
@@ -95,6 +96,7 @@ SPEC = ProtocolSpec(
     per_message_kinds=("stable_rx", "highest_seqno_rx"),
     overhead_kinds={"stables": "stable_tx", "highest_seqnos": "highest_seqno_tx"},
     multicast=True,
+    fuzz=fuzz_header,
     mutations=MUTATIONS,
     chaos_drop_types=("MSG", "MSG", "NAK_XMIT_REQ", "XMIT_RSP", "STABLE", "HIGHEST_SEQNO", "DATA", "ACK"),
     variant_key="xmit_interval",
