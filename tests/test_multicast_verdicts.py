@@ -69,6 +69,24 @@ def test_a_brief_view_shrink_no_longer_hides_skipped_multicasts():
     assert _failed(clean) == [], {n: r.explanation for n, r in clean.items()}
 
 
+@pytest.mark.parametrize("seed", [1, 2])
+def test_mcast_keeps_what_a_member_dropped_by_a_brief_shrink_still_needs(seed):
+    """A->C loses half its frames for a second, then A's view drops C for 10 ms. MCAST used to purge
+    at once what only C had not acked, so C never got 20-odd of A's multicasts (the old left_view
+    rule excused them); the dropped member's ack now holds back purging for a grace period, and
+    every check passes: C was reachable, so all of it was owed."""
+    schedule = [
+        {"at": 5.0, "loss": {"link": "A->C", "p": 0.5}},
+        {"at": 6.0, "heal": 0},
+        {"at": 6.0, "view": {"at": "A", "members": ["A", "B"]}},
+        {"at": 6.01, "view": {"at": "A", "members": ["A", "B", "C"]}},
+    ]
+    data = {**_nakack2(schedule), "protocol": "mcast", "config": {"xmit_interval": 0.5}}
+    results = _verdict(data, seed)
+    assert _failed(results) == [], {n: r.explanation for n, r in results.items() if not r.passed}
+    assert results["no_loss"].details["excused"]["left_view"] == 0
+
+
 def test_loopback_deliveries_are_not_counted_as_owed():
     """Every figure counts only what crossed the network: 3 senders x 2 others; the senders' own
     deliveries show as the loopback excuse."""

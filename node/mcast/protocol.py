@@ -38,8 +38,10 @@ the members behind (JGroups' resend_last_seqno): a receiver that lost the last m
 high and asks for it, and one that has it all acks again (so a lost last ack cannot leave a sender
 blocked).
 
-Views: receive windows and ack-map entries of members that left are removed (a sender blocked on
-a dead member unblocks when the view drops it); new members get a receive window at the view's
+Views: receive windows and ack-map entries of members that left are removed; a member's last ack
+still holds back purging for DEPARTED_GRACE_RUNS retransmit runs (a sender blocked on a dead member
+unblocks when that grace is over), so a member dropped and re-added soon (a brief shrink) finds
+what it missed and keeps its ack; new members get a receive window at the view's
 digest offset and an ack-map entry at this member's digest entry, or its current seqno (a joiner is
 owed what is sent after it joined), never below its send-window low. Without a digest entry a
 window of the first view starts at 0 (static membership: everyone starts together) and one of a
@@ -96,6 +98,9 @@ PROTO = "mcast"
 TIMERS = ("xmit", "scheduling")
 # The mutant's preempted sender thread runs again after at most this long.
 SCHEDULING_DELAY_S = 0.005
+# A member that left the view holds back purging for this many retransmit runs: back within them
+# (a brief shrink), it asks for what it missed at its next run and must still find it.
+DEPARTED_GRACE_RUNS = 4
 # Windows up to this capacity are checked slot by slot after every step (the simulator's check).
 FULL_CHECK_CAPACITY = 256
 _ACK_SIZE = len(encode_header(McastHeader(MsgType.MCAST_ACK, 0)))
@@ -208,6 +213,8 @@ class Mcast(CountingLayer):
         self.send_window = FixedBuffer(config.capacity)
         self.recv: dict[str, FixedBuffer] = {}
         self.ack_map: dict[str, int] = {}
+        # Members that left the view: their last ack and until when it holds back purging.
+        self._departed: dict[str, tuple[int, float]] = {}
         self._acked_sent: dict[str, int] = {}  # receiver side: sender -> last ack sent
         self._since_ack: dict[str, int] = {}  # receiver side: deliveries since the last ack
         # Senders whose window came from a view without a digest entry (not the first view): the
@@ -506,9 +513,15 @@ class Mcast(CountingLayer):
             self._purge(now, out)
 
     def _purge(self, now: float, out: list[Action]) -> None:
-        """Purge the send window at the minimum ack over the other members; unblock senders."""
+        """Purge the send window at the minimum ack over the other members and the members that
+        left within the grace period; unblock senders."""
         others = self._others()
         lowest = min((self.ack_map.get(m, 0) for m in others), default=self.seqno)
+        for member, (ack, until) in list(self._departed.items()):
+            if until <= now:
+                del self._departed[member]
+            else:
+                lowest = min(lowest, ack)
         if lowest > self.send_window.low:
             self._count("purged", self.send_window.purge(lowest))
         if self._waiting and not self._full():
@@ -557,6 +570,8 @@ class Mcast(CountingLayer):
     def _xmit(self, now: float, out: list[Action]) -> None:
         """The retransmit task: XMIT-REQs for gaps, acks not sent yet, HIGHEST_SEQNO."""
         cfg = self.config
+        if self._departed:
+            self._purge(now, out)  # a departed member's grace may be over
         for sender, win in self.recv.items():
             missing = win.missing()
             if missing:
@@ -643,7 +658,9 @@ class Mcast(CountingLayer):
             self._acked_sent.pop(sender, None)
             self._since_ack.pop(sender, None)
         for member in [m for m in self.ack_map if m not in self.members]:
-            del self.ack_map[member]
+            # Its ack still holds back purging for a grace period: a member dropped from the view
+            # and back soon (a brief shrink) asks for what it missed, and must still find it.
+            self._departed[member] = (self.ack_map.pop(member), now + DEPARTED_GRACE_RUNS * self.config.xmit_interval)
         self._unsynced &= set(self.members)
         for member in self._others():
             if member not in self.recv:
@@ -655,6 +672,12 @@ class Mcast(CountingLayer):
                     # MSG or HIGHEST_SEQNO says; in the first view of a first life everyone starts
                     # at 0 (static membership: all members start together).
                     self._unsynced.add(member)
+            departed = self._departed.pop(member, None)
+            if member not in self.ack_map and member not in old and departed is not None and departed[1] > now:
+                # Back within the grace period, with no new digest: what it acked before it left
+                # still stands, and this member still holds everything above it.
+                if member not in digest:
+                    self.ack_map[member] = max(departed[0], self.send_window.low)
             if member not in self.ack_map and member not in old:
                 # A joiner is owed what is sent after it joined (its digest says where it starts).
                 # Never below low: what this member purged before the view went to the old
