@@ -296,3 +296,47 @@ def test_a_restarted_multicast_receiver_is_idle_with_a_sender_that_has_nothing_o
     assert idle.passed and idle.details["pairs"]["A->B"]["synced"]
     behind = run(4)
     assert not behind.passed and "HA=4 HS=5, B has no recv window" in behind.explanation
+
+
+# ---- a multicast redelivered to a restarted receiver: excused only while not acked by all ----------
+
+
+def _redelivered(acks: dict[str, int]) -> list[dict]:
+    """A multicasts 1..3 to {A, B, C}; everyone delivers them; A receives the MCAST acks `acks`
+    (member -> seqno) at 1.5; B restarts at 2.0 and delivers A's 1..3 again at 2.5."""
+    events = [make_event(0.0, n, "node", "node_start", incarnation=0) for n in MEMBERS]
+    for n in (1, 2, 3):
+        t = 1.0 + n / 10
+        events.append(make_event(t, "A", "mcast", "send", members=MEMBERS, seqno=n, app=f"A:0:{n}"))
+        events += [make_event(t + 0.01, m, "mcast", "deliver", peer="A", seqno=n, app=f"A:0:{n}") for m in MEMBERS]
+    events += [make_event(1.5, "A", "mcast", "ack_rx", peer=m, seqno=n) for m, n in acks.items()]
+    events.append(make_event(2.0, "B", "node", "node_stop", reason="restart", incarnation=0))
+    events.append(make_event(2.0, "B", "node", "node_start", incarnation=1))
+    events += [make_event(2.5, "B", "mcast", "deliver", peer="A", seqno=n, app=f"A:0:{n}") for n in (1, 2, 3)]
+    return events
+
+
+def test_a_multicast_redelivered_after_a_restart_is_excused_while_a_member_has_not_acked_it():
+    """B acked all 3, C only 1: A could purge only 1, so 2 and 3 may legitimately come back to the
+    restarted B; 1 may not (every member acked it, the sender could have purged it): a duplicate."""
+    r = run_checks(_redelivered({"B": 3, "C": 1}), ["no_duplicates"])[0]
+    assert not r.passed and r.details["duplicates"] == 1
+    assert r.details["first"][0]["app"] == "A:0:1" and "had seen it acked" in r.details["first"][0]["why"]
+    assert r.details["redelivered_by_cause"]["receiver_restarted"] == 2
+
+
+def test_a_multicast_redelivered_after_a_restart_with_no_ack_at_all_is_excused():
+    """No ack reached A: nothing could be purged, the 3 redeliveries to the restarted B are excused."""
+    r = run_checks(_redelivered({}), ["no_duplicates"])[0]
+    assert r.passed and r.details["redelivered_by_cause"]["receiver_restarted"] == 3
+
+
+def test_stable_digests_are_a_multicast_ack_too():
+    """NAKACK2's STABLE digests (stable_rx) count as the members' acks: with B and C at A:3, all 3
+    redeliveries to the restarted B are duplicates."""
+    events = [
+        dict(e, proto="nakack2") if e["proto"] == "mcast" else e for e in _redelivered({}) if e["kind"] != "ack_rx"
+    ]
+    events += [make_event(1.5, "A", "nakack2", "stable_rx", peer=m, digest=["A:3", "B:0"]) for m in ("B", "C")]
+    r = run_checks(sorted(events, key=lambda e: e["t"]), ["no_duplicates"])[0]
+    assert not r.passed and r.details["duplicates"] == 3
