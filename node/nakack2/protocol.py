@@ -707,7 +707,9 @@ class Nakack2(CountingLayer):
 
     def _on_stable(self, src: str, hdr: N2Header, now: float, out: list[Action]) -> None:
         out.append(self._log(now, "stable_rx", peer=src, digest=[f"{s}:{n}" for s, n in hdr.digest]))
-        if self.members and src not in self.members:
+        if not self.members or src not in self.members:
+            # A joiner (no view yet) takes no digest: it was gossiped in a view without it, and its
+            # own entry may count an earlier incarnation's multicasts (purging the new ones).
             return
         known = self.digests.setdefault(src, {})
         for sender, seqno in hdr.digest:
