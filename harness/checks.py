@@ -252,6 +252,9 @@ class _Redeliveries:
         # Multicast: (sender, its life) -> member -> highest ack; sender -> the members it multicast to.
         self._member_acks: dict[tuple[str, Any], dict[str, int]] = {}
         self._multicast_members: dict[str, list[str]] = {}
+        # (sender, receiver, seqno) -> when the sender last sent its multicast again to the receiver.
+        self._resent: dict[tuple[str, str, int], float] = {}
+        self._highest_multicast: dict[str, int] = {}  # sender -> its highest seqno in this life
 
     def epoch(self, receiver: str, sender: str) -> tuple[int, int]:
         """Advances exactly when the receiver's window for the sender was discarded."""
@@ -263,8 +266,11 @@ class _Redeliveries:
         where = self._sent.get((sender, receiver, app))
         if where is None:
             return False
-        # A multicast is purged only once every member acked it: its rises are the sender's stable point.
+        # A multicast is purged only once every member acked it: its rises are the sender's stable
+        # point, and what counts is whether it was stable when the sender sent it again.
         multicast = isinstance(where[0], tuple)
+        if multicast:
+            t = min(t, self._resent.get((sender, receiver, where[1]), t))
         rises = self._acked.get((sender, "*" if multicast else receiver, where[0]), ())
         for when, seqno in reversed(rises):
             if when < t:
@@ -283,6 +289,7 @@ class _Redeliveries:
             # A multicast is one message to each other member, numbered in the sender's life.
             life = self._multicast_life(node)
             self._multicast_members[node] = [m for m in ev["members"] if m != node]
+            self._highest_multicast[node] = max(self._highest_multicast.get(node, 0), ev["seqno"])
             for member in ev["members"]:
                 if member != node:
                     self._sent[(node, member, app)] = (life, ev["seqno"])
@@ -311,6 +318,8 @@ class _Redeliveries:
     def _multicast_ack(self, sender: str, member: str, t: float, seqno: int) -> None:
         """A member acked the sender's multicasts up to seqno: the sender's stable point (the lowest
         ack over the members it last multicast to) may rise."""
+        if seqno > self._highest_multicast.get(sender, 0):
+            return  # above anything this life of the sender multicast: a stale ack, of an earlier life
         life = self._multicast_life(sender)
         acks = self._member_acks.setdefault((sender, life), {})
         if seqno > acks.get(member, 0):
@@ -331,6 +340,9 @@ class _Redeliveries:
                     self._multicast_ack(node, peer, ev["t"], ev["seqno"])
                 else:
                     self._ack_rise((node, peer, self._lifetime.get((node, peer), 0)), ev["t"], ev["seqno"])
+        elif kind == "retransmit" and ev.get("peer") is not None and "seqno" in ev and self._is_multicast(ev["proto"]):
+            if ev.get("origin", ev["node"]) == ev["node"]:  # its own multicast, sent again
+                self._resent[(ev["node"], ev["peer"], ev["seqno"])] = ev["t"]
         elif kind == "stable_rx" and ev.get("peer") is not None and ev.get("digest"):
             # STABLE is a multicast protocol's ack: the member's digest says up to where it delivered
             # each sender's multicasts, this node's among them.
@@ -347,6 +359,9 @@ class _Redeliveries:
                 node = ev["node"]
                 for key in [k for k in self._lifetime if k[0] == node]:
                     self._lifetime[key] += 1
+                for key in [k for k in self._resent if k[0] == node]:
+                    del self._resent[key]
+                self._highest_multicast.pop(node, None)
 
     def _observe_conn_state(self, ev: dict) -> None:
         peer = ev.get("peer")
