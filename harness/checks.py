@@ -359,8 +359,8 @@ class _Redeliveries:
                 node = ev["node"]
                 for key in [k for k in self._lifetime if k[0] == node]:
                     self._lifetime[key] += 1
-                for key in [k for k in self._resent if k[0] == node]:
-                    del self._resent[key]
+                for resent in [k for k in self._resent if k[0] == node]:
+                    del self._resent[resent]
                 self._highest_multicast.pop(node, None)
 
     def _observe_conn_state(self, ev: dict) -> None:
