@@ -210,3 +210,34 @@ def test_a_node_paused_at_the_end_is_judged_like_a_cut(membership):
     assert results["views_agree"].details["paused"] == ["C"]
     assert results["windows_synced"].details["paused"] == ["C"]
     assert "paused at the end" in results["windows_synced"].explanation
+
+
+def test_mcast_sender_restarted_behind_a_partition_tells_the_member_its_new_incarnation():
+    """A restarts while C is split off; A's first multicasts of its new life never reach C, and a
+    HIGHEST_SEQNO carries no incarnation, so C kept acking A's old life (more than A's new life
+    sent) and A blocked on C for good. A now answers such an ack with the first message C misses,
+    which carries the incarnation: C starts a new window, and nothing is lost."""
+    data = {
+        "name": "mcast-restart-behind-a-partition",
+        "protocol": "mcast",
+        "nodes": ["A", "B", "C"],
+        "config": {"xmit_interval": 0.5, "capacity": 64},
+        "workload": [
+            {"from": "A", "to": "all", "rate": 60, "start": 0.85, "duration": 14.45},
+            {"from": "B", "to": "all", "rate": 60, "start": 0.33, "duration": 8.45},
+        ],
+        "schedule": [
+            {"at": 8.94, "partition": [["C"], ["A", "B"]]},
+            {"at": 10.46, "restart": "A"},
+            {"at": 11.79, "heal": 0},
+        ],
+        "duration": 15.3,
+        "settle": 12,
+        "checks": ["fifo", "no_duplicates", "no_loss", "windows_synced"],
+    }
+    sc = parse_scenario({**data, "seed": 601})
+    events = Simulation(sc, 601).run().all_events()
+    results = {r.name: r for r in run_scenario_checks(events, sc)}
+    assert _failed(results) == [], {n: r.explanation for n, r in results.items() if not r.passed}
+    told = [e for e in events if e["kind"] == "retransmit" and e.get("reason") == "incarnation"]
+    assert told and {e["node"] for e in told} == {"A"} and {e["peer"] for e in told} == {"C"}

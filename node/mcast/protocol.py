@@ -507,10 +507,29 @@ class Mcast(CountingLayer):
         out.append(self._log(now, "ack_rx", peer=src, seqno=seqno))
         if seqno > self.seqno:
             out.append(self._log(now, "drop", peer=src, seqno=seqno, type="MCAST_ACK", reason="ack above highest sent"))
+            self._tell_incarnation(src, now, out)
             return
         if seqno > self.ack_map.get(src, 0):
             self.ack_map[src] = seqno
             self._purge(now, out)
+
+    def _tell_incarnation(self, member: str, now: float, out: list[Action]) -> None:
+        """A member acking more than this node sent holds the window of an earlier life of it: only
+        a MSG carries the incarnation, and a restarted sender whose first MSGs to it were lost (a
+        partition) would otherwise send it only HIGHEST_SEQNOs it takes as old news, and block on
+        it for good. The first message it misses goes to it again, so that it starts a new window."""
+        win = self.send_window
+        for seqno in range(max(win.low, self.ack_map.get(member, 0)) + 1, win.high + 1):
+            stored = win.get(seqno)
+            if stored is not None:
+                self._count("retransmit")
+                out.append(
+                    self._log(
+                        now, "retransmit", peer=member, seqno=seqno, bytes=len(stored.payload), reason="incarnation"
+                    )
+                )
+                out.append(Down(msg=Message(self.local, member, stored.payload, dict(stored.headers))))
+                return
 
     def _purge(self, now: float, out: list[Action]) -> None:
         """Purge the send window at the minimum ack over the other members and the members that
