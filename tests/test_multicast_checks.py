@@ -340,3 +340,20 @@ def test_stable_digests_are_a_multicast_ack_too():
     events += [make_event(1.5, "A", "nakack2", "stable_rx", peer=m, digest=["A:3", "B:0"]) for m in ("B", "C")]
     r = run_checks(sorted(events, key=lambda e: e["t"]), ["no_duplicates"])[0]
     assert not r.passed and r.details["duplicates"] == 3
+
+
+# ---- resync_traffic: what each multicast protocol declares ------------------------------------------
+
+
+def test_resync_traffic_counts_nakack2_catch_up_and_says_mcast_has_none():
+    """NAKACK2's catch-up of a joiner (retransmit, reason catch_up) is its resync traffic; an
+    XMIT-REQ answer is not. MCAST declares none: the check names it as not applicable."""
+    nak = [
+        make_event(1.0, "A", "nakack2", "retransmit", peer="C", seqno=4, origin="A", reason="catch_up"),
+        make_event(1.1, "A", "nakack2", "retransmit", peer="C", seqno=5, origin="A", reason="xmit_req"),
+    ]
+    r = run_checks(nak, ["resync_traffic"], resync_bound=0)[0]
+    assert not r.passed and r.details["pairs"]["A<->C"]["by_kind"] == {"retransmit(catch_up)": 1}
+    mc = [make_event(1.0, "B", "mcast", "ack_rx", peer="A", seqno=3)]
+    r = run_checks(mc, ["resync_traffic"], resync_bound=0)[0]
+    assert r.vacuous and "not applicable to mcast" in r.explanation
