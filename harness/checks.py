@@ -12,20 +12,29 @@ narrow an excuse (see no_duplicates), never to widen one.
 - no_duplicates: an app id is delivered once per receiver. A second delivery is excused only when
   the receiver's window for that sender was discarded after the first delivery AND the sender had
   not seen the message acked when it came again (a message the sender saw acked is purged and can
-  legitimately never come back). Excused redeliveries are counted with their cause.
+  legitimately never come back). A multicast counts as acked once every member the sender last
+  multicast to acked it (a multicast protocol's ack_rx, or NAKACK2's STABLE digests, stable_rx):
+  only then may the sender purge it. Excused redeliveries are counted with their cause.
 - no_loss: a message sent X->Y is owed once X (in the incarnation that sent it) and Y (in any one
   incarnation) have been up and connected for `recovery_bound_s` after it was sent, or are still
   connected at the end of the run: both alive, neither paused, and no fault cutting X->Y or Y->X
   (the `links` of the timeline's faults). What happens later (a kill, a restart) excuses nothing.
   Owed messages must be delivered at Y (any incarnation); the others are excused and counted by
-  why. A multicast (a `send` with the sender's view in `members` and no `peer`) is one message to
-  each member of that view, the sender included (its loopback delivery), owed by the same rule,
-  unless the member left the sender's view within the bound (excuse left_view), or the member
-  joined later and its join digest starts it above the message (excuse join_digest: the first
-  `view` of a member's life, reason join, says in `digest` "S:N" that its table for S starts after
-  seqno N; a multicast of S numbered N or lower and sent before that view is not owed to it: it
-  went to a view without it, and the protocol says so). fifo and
-  no_duplicates judge multicast deliveries as they judge unicast ones: per (receiver, sender).
+  why, the explanation naming the first few of each multicast excuse. A multicast (a `send` with
+  the sender's view in `members` and no `peer`) is one message to each other member of that view,
+  owed by the same rule; the sender's own delivery (loopback) never crosses the network and is
+  not owed (excuse loopback). A member is excused a multicast only when it was really out of
+  reach for it (excuse left_view): the life of the member the sender's view listed was cut,
+  paused or dead from less than the recovery bound after the send until the sender dropped it
+  from its view, or the member dropped the sender (and on until it took the sender back); a view
+  installed while the two were connected excuses nothing, however brief. A member that joined
+  later is excused what its join digest starts it above (excuse join_digest: the first `view` of
+  a member's life, reason join, says in `digest` "S:N" that its table for S starts after seqno N;
+  a multicast of S numbered N or lower and sent before that view is not owed to it), but never a
+  multicast S sent after installing a view with the joiner (the joiner's join view or a later
+  one): that one S addressed to it, whatever a digest says. fifo and no_duplicates judge
+  multicast deliveries as they judge unicast ones, per (receiver, sender); a check of deliveries
+  that saw only loopback ones judged nothing (vacuous).
 - windows_synced: every final send window at X for Y (both alive at the end) matches Y's final
   recv window for X: same conn_id, Y's highest delivered == X's highest sent == X's highest acked.
   A pair whose send window the protocol reaped (CLOSED) after use is judged in sync (send None).
@@ -34,15 +43,27 @@ narrow an excuse (see no_duplicates), never to widen one.
   as no window (idle when the sender has nothing outstanding).
   A node alive at the end must report a final snapshot of each window its conn_state events left
   open (windows reaped by the protocol are not expected).
+  A pair whose receiver delivered everything but whose sender has not seen it all acked is
+  inconclusive, not out of sync, when the sender's final window came less than the protocol's ack
+  bound after its last send (`ack_bounds`: NAKACK2 sees acks only through STABLE rounds; the
+  explanation names the setting); a run with only such pairs judged nothing. A node paused at the
+  end is judged like a cut: its pairs are skipped (and named), as a dead node's are.
 - no_errors: no `error` event (an exception inside a protocol layer: a bug of ours).
 - views_agree (membership): at the end of the run (its first graceful stop, or the end of the
   log), every live node has installed the same view since its last start (members, view_id and
-  coordinator of its last `view` event) and that view lists exactly the live nodes. A node is live
+  coordinator of its last `view` event; members and coordinator only under static membership,
+  where no view names a reason and view ids are each node's own count) and that view lists
+  exactly the live nodes. A node paused at the end is judged like a cut: it need not agree, and
+  the view may list it or not. A node is live
   when its last lifecycle event is not a kill (a graceful stop ends a live run). The run's end is
   the settle time after the last heal, so this is "after the last heal and `settle`".
-- xmit_traffic (bounded, only when listed): at most `xmit_bound` retransmission requests over the
-  run, counted from the events of the requests sent (the spec's `xmit_traffic` says which); vacuous
-  when no application message was sent.
+- xmit_traffic (bounded, only when listed): at most `xmit_bound` retransmissions over the run,
+  requests and messages sent again for any cause, counted from the events the spec's
+  `xmit_traffic` names (every built-in protocol: xmit_req_tx and retransmit); vacuous when no
+  application message was sent.
+- resync_traffic (bounded, only when listed): at most `resync_bound` resync messages per pair (the
+  spec's `resync_traffic`; NAKACK2's is a sender's catch-up of a joiner); a protocol that declares
+  none is named as not applicable.
 
 Discards: the receiver R's window for sender S is discarded when R (re)starts, or when R logs its
 receive window for S CLOSED with reason close_rx (a CLOSE received) or close_timeout (reaped after
@@ -101,11 +122,14 @@ _EXCUSE_TEXT = {
     "receiver_dead": "receiver dead at the end",
     "cut_at_end": "link still cut at the end",
     "too_little_time": "sent less than the recovery bound before a cut or a death",
-    "left_view": "multicast to a member that left the sender's view within the recovery bound",
-    "join_digest": "multicast at or below a joiner's join digest, sent before it joined",
+    "loopback": "the sender's own delivery of its multicast (never on the network, so never lost)",
+    "left_view": "multicast to a member out of the sender's reach (cut, paused or dead) from (nearly) the "
+    "send until one of the two dropped the other from its view",
+    "join_digest": "multicast at or below a joiner's join digest, sent before the sender installed a view "
+    "with the joiner",
 }
 # Why a multicast was not owed to a member, besides EXCUSES (only in runs with multicasts).
-MULTICAST_EXCUSES = ("left_view", "join_digest")
+MULTICAST_EXCUSES = ("loopback", "left_view", "join_digest")
 # Why a redelivery was excused (no_duplicates).
 REDELIVERY_CAUSES = ("receiver_restarted", "window_closed")
 
@@ -235,11 +259,19 @@ class _Redeliveries:
         # (sender, receiver, app) -> (lifetime, seqno, order), from the sender's send events; a run
         # line's sends as one entry, (sender, receiver, "S:K:") -> [(n0, n1, lifetime, seqno of n0,
         # order)]: `order` counts sends, so the later of two sends of one app id is the one kept.
-        self._sent: dict[tuple[str, str, str], tuple[int, int, int]] = {}
+        self._sent: dict[tuple[str, str, str], tuple[Any, int, int]] = {}
         self._sent_runs: dict[tuple[str, str, str], list[tuple[int, int, int, int, int]]] = {}
         self._order = 0
-        # (sender, receiver, lifetime) -> (t, highest seqno acked by then), one entry per rise.
-        self._acked: dict[tuple[str, str, int], list[tuple[float, int]]] = {}
+        # (sender, receiver, lifetime) -> (t, highest seqno acked by then), one entry per rise. A
+        # multicast's lifetime is ("multicast", the sender's starts) (see _multicast_life).
+        self._acked: dict[tuple[str, str, Any], list[tuple[float, int]]] = {}
+        self._multicast_protos: dict[str, bool] = {}
+        # Multicast: (sender, its life) -> member -> highest ack; sender -> the members it multicast to.
+        self._member_acks: dict[tuple[str, Any], dict[str, int]] = {}
+        self._multicast_members: dict[str, list[str]] = {}
+        # (sender, receiver, seqno) -> when the sender last sent its multicast again to the receiver.
+        self._resent: dict[tuple[str, str, int], float] = {}
+        self._highest_multicast: dict[str, int] = {}  # sender -> its highest seqno in this life
 
     def epoch(self, receiver: str, sender: str) -> tuple[int, int]:
         """Advances exactly when the receiver's window for the sender was discarded."""
@@ -253,7 +285,12 @@ class _Redeliveries:
             where = _later_send(where, self._sent_runs, sender, receiver, app)
         if where is None:
             return False
-        rises = self._acked.get((sender, receiver, where[0]), ())
+        # A multicast is purged only once every member acked it: its rises are the sender's stable
+        # point, and what counts is whether it was stable when the sender sent it again.
+        multicast = isinstance(where[0], tuple)
+        if multicast:
+            t = min(t, self._resent.get((sender, receiver, where[1]), t))
+        rises = self._acked.get((sender, "*" if multicast else receiver, where[0]), ())
         for when, seqno in reversed(rises):
             if when < t:
                 return seqno >= where[1]
@@ -261,15 +298,32 @@ class _Redeliveries:
 
     def see_send(self, ev: dict) -> None:
         peer, app = ev.get("peer"), ev.get("app")
-        if peer is not None and app is not None and "seqno" in ev:
-            key = (ev["node"], peer)
-            self._order += 1
-            self._sent[(ev["node"], peer, app)] = (self._lifetime.get(key, 0), ev["seqno"], self._order)
+        if app is None or "seqno" not in ev:
+            return
+        node = ev["node"]
+        self._order += 1
+        if peer is not None:
+            key = (node, peer)
+            self._sent[(node, peer, app)] = (self._lifetime.get(key, 0), ev["seqno"], self._order)
+        elif "members" in ev:
+            # A multicast is one message to each other member, numbered in the sender's life.
+            life = self._multicast_life(node)
+            self._multicast_members[node] = [m for m in ev["members"] if m != node]
+            self._highest_multicast[node] = max(self._highest_multicast.get(node, 0), ev["seqno"])
+            for member in ev["members"]:
+                if member != node:
+                    self._sent[(node, member, app)] = (life, ev["seqno"], self._order)
 
     def see_send_run(self, run: dict) -> None:
-        """see_send for every message of a run line (node/events.py), as one entry."""
+        """see_send for every message of a run line (node/events.py): one entry for a run on a
+        connection; a multicast run, one message at a time (its members each get an entry)."""
         peer = run.get("peer")
         if peer is None:
+            if "members" in run:
+                from node.events import expand_run
+
+                for ev in expand_run(run):
+                    self.see_send(ev)
             return
         prefix, _, raw_n = run["app"].rpartition(":")
         n0 = int(raw_n)
@@ -277,16 +331,62 @@ class _Redeliveries:
         entry = (n0, n0 + run["count"] - 1, self._lifetime.get((run["node"], peer), 0), run["seqno"], self._order)
         self._sent_runs.setdefault((run["node"], peer, prefix), []).append(entry)
 
+    def _multicast_life(self, node: str) -> tuple[str, int]:
+        """A multicast sender's seqnos start again at each start of the node (no conn_state)."""
+        return ("multicast", self.lives.starts.get(node, 0))
+
+    def _is_multicast(self, proto: str) -> bool:
+        known = self._multicast_protos.get(proto)
+        if known is None:
+            from node import protocols
+
+            try:
+                known = protocols.get(proto).multicast
+            except ValueError:
+                known = False
+            self._multicast_protos[proto] = known
+        return known
+
+    def _ack_rise(self, key: tuple, t: float, seqno: int) -> None:
+        rises = self._acked.setdefault(key, [])
+        if not rises or seqno > rises[-1][1]:
+            rises.append((t, seqno))
+
+    def _multicast_ack(self, sender: str, member: str, t: float, seqno: int) -> None:
+        """A member acked the sender's multicasts up to seqno: the sender's stable point (the lowest
+        ack over the members it last multicast to) may rise."""
+        if seqno > self._highest_multicast.get(sender, 0):
+            return  # above anything this life of the sender multicast: a stale ack, of an earlier life
+        life = self._multicast_life(sender)
+        acks = self._member_acks.setdefault((sender, life), {})
+        if seqno > acks.get(member, 0):
+            acks[member] = seqno
+        members = self._multicast_members.get(sender)
+        if members:
+            self._ack_rise((sender, "*", life), t, min(acks.get(m, 0) for m in members))
+
     def see_other(self, ev: dict) -> None:
         """Keep the state up to date with an event that is neither a send nor a delivery."""
         kind = ev["kind"]
         if kind == "ack_rx":
             peer = ev.get("peer")
             if peer is not None and "seqno" in ev:
-                acked_key = (ev["node"], peer, self._lifetime.get((ev["node"], peer), 0))
-                rises = self._acked.setdefault(acked_key, [])
-                if not rises or ev["seqno"] > rises[-1][1]:
-                    rises.append((ev["t"], ev["seqno"]))
+                node = ev["node"]
+                if self._is_multicast(ev["proto"]):
+                    # A multicast protocol's ack: the member delivered the sender's multicasts up to it.
+                    self._multicast_ack(node, peer, ev["t"], ev["seqno"])
+                else:
+                    self._ack_rise((node, peer, self._lifetime.get((node, peer), 0)), ev["t"], ev["seqno"])
+        elif kind == "retransmit" and ev.get("peer") is not None and "seqno" in ev and self._is_multicast(ev["proto"]):
+            if ev.get("origin", ev["node"]) == ev["node"]:  # its own multicast, sent again
+                self._resent[(ev["node"], ev["peer"], ev["seqno"])] = ev["t"]
+        elif kind == "stable_rx" and ev.get("peer") is not None and ev.get("digest"):
+            # STABLE is a multicast protocol's ack: the member's digest says up to where it delivered
+            # each sender's multicasts, this node's among them.
+            node = ev["node"]
+            for sender, seqno in _digest_entries(ev["digest"]):
+                if sender == node:
+                    self._multicast_ack(node, ev["peer"], ev["t"], seqno)
         elif kind == "conn_state":
             self._observe_conn_state(ev)
         elif kind in _LIFECYCLE:
@@ -296,6 +396,9 @@ class _Redeliveries:
                 node = ev["node"]
                 for key in [k for k in self._lifetime if k[0] == node]:
                     self._lifetime[key] += 1
+                for resent in [k for k in self._resent if k[0] == node]:
+                    del self._resent[resent]
+                self._highest_multicast.pop(node, None)
 
     def _observe_conn_state(self, ev: dict) -> None:
         peer = ev.get("peer")
@@ -350,10 +453,10 @@ class _Fifo:
         # (receiver, sender, origin, stream) -> (epoch, highest n delivered in that epoch)
         self.highest: dict[tuple, tuple[tuple[int, int], int]] = {}
         self.violations: list[dict] = []
-        self.count = self.delivered = 0
+        self.count = self.delivered = self.loopback = 0
 
     def result(self) -> CheckResult:
-        return fifo_result(self.delivered, self.count, self.violations)
+        return fifo_result(self.delivered, self.count, self.violations, self.loopback)
 
     def see(self, ev: dict) -> None:
         walk, highest, violations = self.walk, self.highest, self.violations
@@ -364,6 +467,8 @@ class _Fifo:
         except ValueError:
             origin, stream, n = _parse_app(ev)  # raises, naming the event
         receiver, sender = ev["node"], ev.get("peer", origin)
+        if receiver == sender:
+            self.loopback += 1
         epoch = walk.epoch(receiver, sender)
         key = (receiver, sender, origin, stream)
         prev = highest.get(key)
@@ -387,11 +492,23 @@ class _Fifo:
                 )
 
 
-def fifo_result(delivered: int, count: int, violations: list[dict]) -> CheckResult:
-    """fifo's verdict from its tallies."""
+def _only_loopback(delivered: int, loopback: int) -> str | None:
+    """What a check of deliveries judged nothing of when every delivery was a sender's own
+    multicast, handed up inside the sender and never on the network (None: some were not)."""
+    if delivered and loopback == delivered:
+        return f"only loopback deliveries ({loopback}: senders' own multicasts, which never cross the network)"
+    return None
+
+
+def fifo_result(delivered: int, count: int, violations: list[dict], loopback: int = 0) -> CheckResult:
+    """fifo's verdict from its tallies (`loopback`: the deliveries of a sender's own multicasts)."""
     details = {"deliveries": delivered, "violations": count, "first": violations}
+    if loopback:
+        details["loopback"] = loopback
     if not delivered:
         return vacuous_result("fifo", "no delivery with an application id", details)
+    if not count and _only_loopback(delivered, loopback):
+        return vacuous_result("fifo", str(_only_loopback(delivered, loopback)), details)
     if not count:
         return CheckResult("fifo", True, f"{delivered} deliveries in FIFO order", details, judged=delivered)
     v = violations[0]
@@ -425,15 +542,17 @@ class _NoDuplicates:
         self._in_dict: set[tuple[str, str]] = set()
         self.duplicates: list[dict] = []
         self.causes = dict.fromkeys(REDELIVERY_CAUSES, 0)
-        self.count = self.delivered = 0
+        self.count = self.delivered = self.loopback = 0
 
     def result(self) -> CheckResult:
-        return no_duplicates_result(self.delivered, self.count, self.duplicates, self.causes)
+        return no_duplicates_result(self.delivered, self.count, self.duplicates, self.causes, self.loopback)
 
     def see(self, ev: dict) -> None:
         self.delivered += 1
         receiver, app = ev["node"], ev["app"]
         sender = _sender_of(ev)
+        if receiver == sender:
+            self.loopback += 1
         epoch = self.walk.epoch(receiver, sender)
         key = (receiver, sender, app)
         prev = self.seen.get(key)
@@ -533,8 +652,10 @@ def _interval_at(
     return None
 
 
-def no_duplicates_result(delivered: int, count: int, duplicates: list[dict], causes: dict) -> CheckResult:
-    """no_duplicates' verdict from its tallies."""
+def no_duplicates_result(
+    delivered: int, count: int, duplicates: list[dict], causes: dict, loopback: int = 0
+) -> CheckResult:
+    """no_duplicates' verdict from its tallies (`loopback`: the deliveries of a sender's own multicasts)."""
     redelivered = sum(causes.values())
     details = {
         "deliveries": delivered,
@@ -543,8 +664,12 @@ def no_duplicates_result(delivered: int, count: int, duplicates: list[dict], cau
         "redelivered_after_reset": redelivered,
         "redelivered_by_cause": causes,
     }
+    if loopback:
+        details["loopback"] = loopback
     if not delivered:
         return vacuous_result("no_duplicates", "no delivery with an application id", details)
+    if not count and _only_loopback(delivered, loopback):
+        return vacuous_result("no_duplicates", str(_only_loopback(delivered, loopback)), details)
     if not count:
         explanation = f"no duplicates among {delivered} deliveries"
         if redelivered:
@@ -717,15 +842,18 @@ class _NoLoss:
         self.last_deliver_link: dict[tuple[str, str], float] = {}
         self.last_deliver: float | None = None
         self.starts: dict[str, int] = {}  # a node's life is the number of its starts so far
-        # Multicast: (sender, member) -> [(app, t_sent)] and the sender's views, [(t, members)].
-        self.multicasts: dict[tuple[str, str], list[tuple[str, float]]] = defaultdict(list)
-        self.views: dict[str, list[tuple[float, frozenset[str]]]] = defaultdict(list)
+        self.start_times: dict[str, list[float]] = {}
+        # Multicast: (sender, member) -> [(app, t_sent, when the sender installed the view it went
+        # to)] and each node's views, [(t, members, view_id)].
+        self.multicasts: dict[tuple[str, str], list[tuple[str, float, float]]] = defaultdict(list)
+        self.views: dict[str, list[tuple[float, frozenset[str], int | None]]] = defaultdict(list)
+        self.loopback = 0  # a sender's own multicasts: never on the network, never owed
         # Join digests: the multicasts (sender, member) -> [(t, seqno, app)], and each member's first
-        # view after a start: (member, from when, view time, digest), "from when" being the end of its
-        # previous life (its start when it had none), so that a multicast sent at the instant of a
-        # restart counts, and one its earlier life should have delivered does not.
+        # view after a start: (member, from when, view time, view id, digest), "from when" being the end
+        # of its previous life (its start when it had none), so that a multicast sent at the instant of
+        # a restart counts, and one its earlier life should have delivered does not.
         self.mseq: dict[tuple[str, str], list[tuple[float, int, str]]] = defaultdict(list)
-        self.joins: list[tuple[str, float, float, list]] = []
+        self.joins: list[tuple[str, float, float, int | None, list]] = []
         self.fresh: dict[str, float] = {}  # started, no view yet -> from when
         self.stopped: dict[str, float] = {}
 
@@ -738,14 +866,22 @@ class _NoLoss:
         if "peer" in ev:
             self.sent[(node, ev["peer"])].append((ev["app"], ev["t"], self.starts.get(node, 0)))
         elif "members" in ev:
-            # A multicast: owed to each member of the sender's view when it was sent (its own
-            # loopback delivery included), by the same rule as a unicast to that member.
+            # A multicast: owed to each other member of the sender's view when it was sent, by the
+            # same rule as a unicast to that member; the sender's own (loopback) delivery is not owed.
             life = self.starts.get(node, 0)
             for member in ev["members"]:
+                if member == node:
+                    self.loopback += 1
+                    continue
                 self.sent[(node, member)].append((ev["app"], ev["t"], life))
-                self.multicasts[(node, member)].append((ev["app"], ev["t"]))
+                self.multicasts[(node, member)].append((ev["app"], ev["t"], self._view_time(node, ev["t"])))
                 if "seqno" in ev:
                     self.mseq[(node, member)].append((ev["t"], ev["seqno"], ev["app"]))
+
+    def _view_time(self, sender: str, t: float) -> float:
+        """When the sender installed the view a multicast it sends now goes to (`t` without one)."""
+        views = self.views.get(sender)
+        return views[-1][0] if views else t
 
     def see_deliver(self, ev: dict) -> None:
         node = ev["node"]
@@ -764,40 +900,49 @@ class _NoLoss:
         kind = ev["kind"]
         if kind == "node_start":
             self.starts[ev["node"]] = self.starts.get(ev["node"], 0) + 1
+            self.start_times.setdefault(ev["node"], []).append(ev["t"])
             self.fresh[ev["node"]] = self.stopped.get(ev["node"], ev["t"])
         elif kind == "node_stop":
             self.stopped[ev["node"]] = ev["t"]
             self.fresh.pop(ev["node"], None)
         elif kind == "view" and "members" in ev:
-            self.views[ev["node"]].append((ev["t"], frozenset(ev["members"])))
+            self.views[ev["node"]].append((ev["t"], frozenset(ev["members"]), ev.get("view_id")))
             since = self.fresh.pop(ev["node"], None)
             if since is not None and ev.get("reason") == "join" and ev.get("digest"):
-                self.joins.append((ev["node"], since, ev["t"], ev["digest"]))
+                self.joins.append((ev["node"], since, ev["t"], ev.get("view_id"), ev["digest"]))
 
     def result(self) -> CheckResult:
         conn, sent, delivered, recovery_bound_s = self.conn, self.sent, self.delivered, self.bound
         conn.close()
-        total = 0
+        total = self.loopback
         excused = dict.fromkeys(EXCUSES, 0)
-        # A multicast is not owed to a member that left the sender's view within the bound after it
-        # was sent (the app ids the sender multicast then, per member).
+        # The first few messages each excuse covered, so that the explanation names them.
+        excused_first: dict[str, list[str]] = defaultdict(list)
         left: set[tuple[str, str, str]] = set()
-        before_join = _before_join(self.joins, self.mseq, recovery_bound_s)
-        if self.multicasts:
+        before_join: set[tuple[str, str, str]] = set()
+        if self.multicasts or self.loopback:
             excused.update(dict.fromkeys(MULTICAST_EXCUSES, 0))
-            left = _left_view(self.multicasts, self.views, recovery_bound_s)
+            excused["loopback"] = self.loopback
+            left = _left_view(self.multicasts, self.views, self.start_times, conn, recovery_bound_s)
+            before_join = _before_join(self.joins, self.mseq, self.views, recovery_bound_s)
         # Per link: count and the first app ids, so a link losing millions stays cheap to report.
         lost_count: dict[tuple[str, str], int] = defaultdict(int)
         lost_first: dict[tuple[str, str], list[str]] = defaultdict(list)
+
+        def excuse(why: str, sender: str, receiver: str, app: str) -> None:
+            excused[why] += 1
+            if why in MULTICAST_EXCUSES and len(excused_first[why]) < FIRST_FEW:
+                excused_first[why].append(f"{_link(sender, receiver)} {app}")
+
         for (sender, receiver), msgs in sent.items():
             total += len(msgs)
             owed_until = conn.owed_until(sender, receiver, recovery_bound_s)
             arrived = delivered.get((sender, receiver), ())
             for app, t, life in msgs:
                 if left and (sender, receiver, app) in left:
-                    excused["left_view"] += 1
+                    excuse("left_view", sender, receiver, app)
                 elif before_join and (sender, receiver, app) in before_join:
-                    excused["join_digest"] += 1
+                    excuse("join_digest", sender, receiver, app)
                 elif t > owed_until.get(life, float("-inf")):
                     excused[conn.excuse(sender, receiver, life)] += 1
                 elif app not in arrived:
@@ -813,61 +958,130 @@ class _NoLoss:
             }
             for link, count in lost_count.items()
         }
-        return no_loss_result(total, excused, self.last_deliver, lost, recovery_bound_s)
+        return no_loss_result(total, excused, self.last_deliver, lost, recovery_bound_s, dict(excused_first))
+
+
+def _digest_entries(digest: list) -> Iterable[tuple[str, int]]:
+    """(sender, seqno) of a logged digest's "S:N" items (malformed ones are skipped)."""
+    for item in digest:
+        sender, _, raw = str(item).rpartition(":")
+        try:
+            yield sender, int(raw)
+        except ValueError:
+            continue
+
+
+def _addressed_joiner_at(views: list[tuple[float, frozenset[str], int | None]], joiner: str, since: float, join_id):
+    """When the sender installed a view with the joiner in its new life: its first view, after the
+    joiner's start, that lists it and is the joiner's join view or a later one (None: never)."""
+    for t, members, view_id in views:
+        if t < since or joiner not in members:
+            continue
+        if join_id is None or (view_id is not None and view_id >= join_id):
+            return t
+    return None
 
 
 def _before_join(
-    joins: list[tuple[str, float, float, list]],
+    joins: list[tuple[str, float, float, int | None, list]],
     mseq: dict[tuple[str, str], list[tuple[float, int, str]]],
+    views: dict[str, list[tuple[float, frozenset[str], int | None]]],
     bound: float,
 ) -> set[tuple[str, str, str]]:
     """(sender, member, app) of the multicasts a joiner's digest puts before it: numbered at or
     below the digest's entry for their sender, sent between the end of the member's previous life
-    (or its start) less the recovery bound and its join view. A multicast sent less than the bound
-    before the previous life ended was not owed to that life either (too little time)."""
+    (or its start) and its join view, and before the sender itself installed a view with the joiner
+    (what the sender addressed to a view with the joiner is owed, whatever a digest says). The
+    window opens the recovery bound before the previous life ended: a multicast sent that close to
+    its end was not owed to that life either (too little time)."""
     out: set[tuple[str, str, str]] = set()
-    for member, since, joined, digest in joins:
-        since -= bound
-        for item in digest:
-            sender, _, raw = str(item).rpartition(":")
-            try:
-                start = int(raw)
-            except ValueError:
-                continue
+    for member, since, joined, join_id, digest in joins:
+        for sender, start in _digest_entries(digest):
             sends = mseq.get((sender, member), [])
-            i = bisect_left(sends, (since,))
-            while i < len(sends) and sends[i][0] <= joined:
-                _t, seqno, app = sends[i]
-                if seqno <= start:
+            addressed = _addressed_joiner_at(views.get(sender, []), member, since, join_id)
+            until = joined if addressed is None else min(joined, addressed)
+            i = bisect_left(sends, (since - bound,))
+            while i < len(sends) and sends[i][0] <= until:
+                t, seqno, app = sends[i]
+                if seqno <= start and (addressed is None or t < addressed):
                     out.add((sender, member, app))
                 i += 1
     return out
 
 
+def _unreachable_windows(
+    sender: str,
+    member: str,
+    life: int,
+    views: dict[str, list[tuple[float, frozenset[str], int | None]]],
+    conn: Connectivity,
+    bound: float,
+) -> list[tuple[float, float]]:
+    """The send times (lo, hi] at which a multicast of `sender` to `member` in its life `life` (the
+    life the sender's view listed) is not owed because one of the two dropped the other from its
+    view while that life of the member was out of the sender's reach (cut, paused, dead, gone):
+    for each such view, installed at v, the sends from less than `bound` before they lost touch
+    up to v, and, for the member's view, on until the member takes the sender back (it discards
+    what a non-member sends). A view installed while the two were connected (a shrink that dropped
+    a reachable member) excuses nothing."""
+    ivs = [(a, b) for a, b, _ls, lr in conn.intervals(sender, member) if lr == life]
+    out = []
+    for viewer, other in ((sender, member), (member, sender)):
+        mine = views.get(viewer, [])
+        for k, (v, members, _view_id) in enumerate(mine):
+            if other in members or (k and other not in mine[k - 1][1]):
+                continue  # lists it, or dropped it earlier (that view's window covers this one)
+            if any(a < v < b for a, b in ivs):
+                continue  # reachable when it was dropped: the protocol's choice, not a loss it may have
+            out_of_reach_since = max((b for _a, b in ivs if b <= v), default=float("-inf"))
+            until = v
+            if viewer == member:
+                until = next((t for t, ms, _id in mine[k + 1 :] if other in ms), _OPEN)
+            out.append((out_of_reach_since - bound, until))
+    return sorted(out)
+
+
 def _left_view(
-    multicasts: dict[tuple[str, str], list[tuple[str, float]]],
-    views: dict[str, list[tuple[float, frozenset[str]]]],
+    multicasts: dict[tuple[str, str], list[tuple[str, float, float]]],
+    views: dict[str, list[tuple[float, frozenset[str], int | None]]],
+    start_times: dict[str, list[float]],
+    conn: Connectivity,
     bound: float,
 ) -> set[tuple[str, str, str]]:
-    """(sender, member, app) of the multicasts whose member the sender's view lost within `bound`
-    after sending (views are rare: a scan per multicast over the few that follow it)."""
+    """(sender, member, app) of the multicasts excused as left_view (see _unreachable_windows):
+    views are rare, so a few windows per pair and life of the member, looked up per multicast.
+    A multicast goes to the life of the member the sender's view listed when the sender installed
+    it (a member restarted since is a new process that view does not know)."""
     out: set[tuple[str, str, str]] = set()
     for (sender, member), msgs in multicasts.items():
-        without = [t for t, members in views.get(sender, ()) if member not in members]
-        if not without:
+        dropped = any(member not in ms for _t, ms, _id in views.get(sender, ())) or any(
+            sender not in ms for _t, ms, _id in views.get(member, ())
+        )
+        if not dropped:
             continue
-        for app, t in msgs:
-            i = bisect_right(without, t)
-            if i < len(without) and without[i] <= t + bound:
+        by_life: dict[int, list[tuple[float, float]]] = {}
+        starts = start_times.get(member, [])
+        for app, t, view_t in msgs:
+            life = bisect_right(starts, view_t)
+            windows = by_life.get(life)
+            if windows is None:
+                windows = by_life[life] = _unreachable_windows(sender, member, life, views, conn, bound)
+            if any(lo < t <= hi for lo, hi in windows):
                 out.add((sender, member, app))
     return out
 
 
 def no_loss_result(
-    sent: int, excused: dict, last_deliver: float | None, lost: dict, recovery_bound_s: float
+    sent: int,
+    excused: dict,
+    last_deliver: float | None,
+    lost: dict,
+    recovery_bound_s: float,
+    excused_first: dict | None = None,
 ) -> CheckResult:
     """no_loss' verdict from its tallies: `lost` maps a link "X->Y" to its count, first app ids and
-    last delivery time, in the order to report them."""
+    last delivery time, in the order to report them; `excused_first` the first few "X->Y app" each
+    multicast excuse covered (named in the explanation)."""
     checked = sent - sum(excused.values())
     details: dict = {
         "sent": sent,
@@ -877,7 +1091,14 @@ def no_loss_result(
         "last_deliver_t": last_deliver,
         "lost": lost,
     }
-    not_owed = "; ".join(f"{n} {_EXCUSE_TEXT[why]}" for why, n in excused.items() if n)
+    if excused_first:
+        details["excused_first"] = excused_first
+
+    def named(why: str) -> str:
+        first = (excused_first or {}).get(why)
+        return f" (rule {why}: {', '.join(first)}{', ...' if len(first) < excused[why] else ''})" if first else ""
+
+    not_owed = "; ".join(f"{n} {_EXCUSE_TEXT[why]}{named(why)}" for why, n in excused.items() if n)
     if not checked:
         nothing = (
             f"none of {sent} sent messages was owed ({not_owed})"
@@ -921,8 +1142,13 @@ def check_windows_synced(events: list[dict]) -> CheckResult:
 class _WindowsSynced:
     """windows_synced's state as the walk goes (see_send and see_deliver take the two hot kinds)."""
 
-    def __init__(self) -> None:
+    def __init__(self, ack_bounds: dict[str, tuple[str, float]] | None = None) -> None:
         self.lives = _Lives()
+        self.pauses = _Pauses()
+        # proto -> (setting, seconds): how long after its last send a sender may wait for its acks.
+        self.ack_bounds = dict(ack_bounds or {})
+        # (sender, receiver) -> t of its last send; (sender, None) of its last multicast.
+        self.last_send: dict[tuple[str, str | None], float] = {}
         self.send_windows: dict[tuple[str, str, str], dict] = {}  # (sender, receiver, proto) -> final window
         self.recv_windows: dict[tuple[str, str, str], dict] = {}  # (sender, receiver, proto) -> final window
         self.last_deliver: dict[tuple[str, str], float] = {}  # (sender, receiver) -> t
@@ -943,8 +1169,10 @@ class _WindowsSynced:
         self.traffic_since_start.add(node)
         if "peer" in ev:
             self.sent_since_start.add((node, ev["peer"]))
+            self.last_send[(node, ev["peer"])] = ev["t"]
         elif "members" in ev:
             self.multicast_since_start.add(node)
+            self.last_send[(node, None)] = ev["t"]
 
     def see_deliver(self, ev: dict) -> None:
         node = ev["node"]
@@ -955,6 +1183,7 @@ class _WindowsSynced:
 
     def see_other(self, ev: dict) -> None:
         kind, node = ev["kind"], ev["node"]
+        self.pauses.observe(ev)
         if kind in _LIFECYCLE:
             self.lives.observe(ev)
             # A restarted node lost its windows, so only traffic after the last start counts. A
@@ -1016,10 +1245,17 @@ class _WindowsSynced:
         # (NAKACK2 over UNICAST3), "X->Y (proto)".
         several = len({key[2] for key in send_windows}) > 1
         lives = self.lives
+        paused = self.pauses.paused
+        skipped_paused = 0
+        inconclusive: dict[str, dict] = {}
         restarted_silent: set[tuple[str, str, str]] = set()
         for (sender, receiver, proto), send in send_windows.items():
             if lives.dead(sender) or lives.dead(receiver):
                 skipped_dead += 1
+                continue
+            if sender in paused or receiver in paused:
+                # A frozen process reports nothing new and answers nothing: judged like a cut.
+                skipped_paused += 1
                 continue
             recv = recv_windows.get((sender, receiver, proto))
             if (
@@ -1048,11 +1284,21 @@ class _WindowsSynced:
                 # nothing is outstanding (pair_problem), out of sync otherwise.
                 recv = None
             problem = pair_problem(sender, receiver, send, recv)
+            name = _link(sender, receiver) + (f" ({proto})" if several else "")
+            waited = self._too_early_for_acks(sender, receiver, proto, send, recv) if problem else None
+            if waited is not None:
+                inconclusive[name] = {
+                    "problem": problem,
+                    "send": window_view(send),
+                    "recv": window_view(recv),
+                    **waited,
+                }
+                continue
             sync_time = None
             if problem is None and last_heal is not None:
                 moved = max(last_deliver.get((sender, receiver), 0.0), last_ack_rx.get((sender, receiver), 0.0))
                 sync_time = max(0.0, moved - last_heal)
-            pairs[_link(sender, receiver) + (f" ({proto})" if several else "")] = {
+            pairs[name] = {
                 "synced": problem is None,
                 "problem": problem,
                 "send": window_view(send),
@@ -1065,6 +1311,8 @@ class _WindowsSynced:
         send_links = {key[:2] for key in send_windows}
         for sender, receiver in sorted(sent_since_start):
             if (sender, receiver) in send_links or self.lives.dead(sender) or self.lives.dead(receiver):
+                continue
+            if sender in paused or receiver in paused:
                 continue
             if open_windows.get(sender, {}).get(("send", receiver)) is False:
                 # Reaping is UNICAST3's (conn_state): its receive window, if any, is the stale one.
@@ -1088,7 +1336,7 @@ class _WindowsSynced:
         )
         silent = []
         for node in sorted(traffic_since_start):
-            if self.lives.dead(node):
+            if self.lives.dead(node) or node in paused:
                 continue
             windows = open_windows.get(node)
             if windows is None:
@@ -1099,14 +1347,51 @@ class _WindowsSynced:
                 missing = any(is_open and key not in reported.get(node, ()) for key, is_open in windows.items())
             if missing:
                 silent.append(node)
-        return windows_synced_result(pairs, silent, skipped_dead, stale_recv, last_heal)
+        return windows_synced_result(
+            pairs,
+            silent,
+            skipped_dead,
+            stale_recv,
+            last_heal,
+            inconclusive=inconclusive,
+            paused=sorted(n for n in paused if not self.lives.dead(n)),
+            skipped_paused=skipped_paused,
+        )
+
+    def _too_early_for_acks(self, sender: str, receiver: str, proto: str, send: dict, recv: dict | None) -> dict | None:
+        """For a pair whose receiver delivered everything sent but whose sender has not seen it all
+        acknowledged: when the sender's final window came less than the protocol's ack bound after
+        its last send, the run was too short to tell (what waited, and the setting). None otherwise."""
+        bound = self.ack_bounds.get(proto)
+        if bound is None or recv is None or send.get("conn_id") != recv.get("conn_id"):
+            return None
+        if recv.get("low") != send.get("high"):
+            return None  # something was not delivered: out of sync whatever the acks say
+        last = self.last_send.get((sender, receiver), self.last_send.get((sender, None)))
+        if last is None:
+            return None
+        waited = send["t"] - last
+        setting, seconds = bound
+        if waited >= seconds:
+            return None
+        return {"waited_s": round(waited, 3), "ack_bound_s": seconds, "setting": setting}
 
 
 def windows_synced_result(
-    pairs: dict, silent: list[str], skipped_dead: int, stale_recv: list[str], last_heal: float | None
+    pairs: dict,
+    silent: list[str],
+    skipped_dead: int,
+    stale_recv: list[str],
+    last_heal: float | None,
+    *,
+    inconclusive: dict | None = None,
+    paused: list[str] | None = None,
+    skipped_paused: int = 0,
 ) -> CheckResult:
     """windows_synced's verdict from the judged pairs: `pairs` maps "X->Y" to
-    synced/problem/send/recv/sync_time, in the order to report them."""
+    synced/problem/send/recv/sync_time, in the order to report them; `inconclusive` the pairs
+    whose acks had less time than the protocol's ack bound (not judged), `paused` the nodes paused
+    at the end (their pairs skipped like a dead node's)."""
     problems = [f"{link} {p['problem']}" for link, p in pairs.items() if p["problem"] is not None]
     if silent:
         problems.append(f"final windows not reported by {', '.join(silent)} (alive at end, with open windows)")
@@ -1122,18 +1407,40 @@ def windows_synced_result(
         "last_heal_t": last_heal,
         "max_sync_time": max_sync_time,
     }
+    if inconclusive:
+        details["inconclusive"] = inconclusive
+    if paused:
+        details["paused"] = paused
+        details["skipped_paused"] = skipped_paused
+    early = ""
+    if inconclusive:
+        first = next(iter(inconclusive.values()))
+        early = (
+            f"{len(inconclusive)} pair(s) inconclusive: everything delivered, acks still pending "
+            f"{first['waited_s']:g}s after the last send, less than the protocol's ack bound of "
+            f"{first['ack_bound_s']:g}s ({first['setting']}): {', '.join(inconclusive)}"
+        )
     if problems:
         return CheckResult("windows_synced", False, "; ".join(problems), details, judged=len(pairs))
     if not pairs:
-        nothing = "no final send window of a pair alive at the end"
-        if skipped_dead:
-            nothing += f" ({skipped_dead} pair(s) with a dead end skipped)"
+        nothing = early or "no final send window of a pair alive at the end"
+        skipped = [
+            f"{n} pair(s) with a {what} end skipped"
+            for n, what in ((skipped_dead, "dead"), (skipped_paused, "paused"))
+            if n
+        ]
+        if skipped:
+            nothing += f" ({'; '.join(skipped)})"
         return vacuous_result("windows_synced", nothing, details)
     explanation = f"{len(pairs)} pair(s) in sync"
     if max_sync_time is not None:
         explanation += f", max sync time {max_sync_time:.3f}s after last heal at {_fmt_t(last_heal)}"
     elif last_heal is None:
         explanation += " (no heal in this run)"
+    if early:
+        explanation += f"; {early}"
+    if paused:
+        explanation += f"; {skipped_paused} pair(s) of {', '.join(paused)} (paused at the end) skipped, like a cut"
     return CheckResult("windows_synced", True, explanation, details, judged=len(pairs))
 
 
@@ -1230,12 +1537,15 @@ def resync_traffic_result(pairs: dict, bound: int | None, predicates: dict | Non
     if bound is None:
         return vacuous_result("resync_traffic", "no resync_bound given (a scenario key)", details)
     if not pairs:
-        declared = [p for p, pred in (predicates or {}).items() if pred is not None]
+        declared = sorted(p for p, pred in (predicates or {}).items() if pred is not None)
+        undeclared = sorted(p for p, pred in (predicates or {}).items() if pred is None)
         why = "no resync message was sent" + (
-            f" ({', '.join(sorted(declared))} declare(s) resync traffic)"
+            f" ({', '.join(declared)} declare(s) resync traffic)"
             if declared
             else " (no protocol in the log declares resync traffic)"
         )
+        if undeclared:
+            why += f"; not applicable to {', '.join(undeclared)}, which declare(s) no resync"
         return vacuous_result("resync_traffic", why, details)
 
     def line(name: str, p: dict) -> str:
@@ -1260,11 +1570,12 @@ def resync_traffic_result(pairs: dict, bound: int | None, predicates: dict | Non
 
 
 def check_xmit_traffic(events: list[dict], bound: int | None = None) -> CheckResult:
-    """Over the whole run, at most `bound` retransmission requests: what each protocol's spec calls
-    one (`ProtocolSpec.xmit_traffic`), counted from the events of messages sent. A scenario on a
-    lossless network states 0: every request there asks for a message that was never lost (MCAST's
+    """Over the whole run, at most `bound` retransmissions: what each protocol's spec calls
+    retransmission traffic (`ProtocolSpec.xmit_traffic`: requests sent, and messages sent again
+    for any cause, asked for or not), counted from the events of messages sent. A scenario on a
+    lossless network states 0: nothing there needs asking for or sending again (MCAST's
     spurious retransmission). Judged: the application messages sent, which are what a
-    request could ask for; a run that sent none judges nothing."""
+    retransmission could repeat; a run that sent none judges nothing."""
     from node import protocols
 
     predicates: dict[str, Callable | None] = {}
@@ -1285,41 +1596,97 @@ def check_xmit_traffic(events: list[dict], bound: int | None = None) -> CheckRes
         pred = predicates[proto]
         if pred is None or "peer" not in ev or not pred(ev):
             continue
-        # A request goes from the receiver (node) to the one asked (peer).
-        info = links.setdefault(_link(ev["node"], ev["peer"]), {"requests": 0, "seqnos": 0, "first_t": ev["t"]})
-        info["requests"] += 1
-        info["seqnos"] += int(ev.get("count") or 0)
+        # A request goes from the receiver (node) to the one asked (peer); a retransmission from the
+        # one who sends again (node) to its receiver (peer).
+        info = links.setdefault(
+            _link(ev["node"], ev["peer"]), {"requests": 0, "seqnos": 0, "retransmissions": 0, "first_t": ev["t"]}
+        )
+        if ev["kind"] == "retransmit":
+            info["retransmissions"] += 1
+            reason = str(ev.get("reason") or "unknown")
+            by = info.setdefault("by_reason", {})
+            by[reason] = by.get(reason, 0) + 1
+        else:
+            info["requests"] += 1
+            info["seqnos"] += int(ev.get("count") or 0)
         info["last_t"] = ev["t"]
     return xmit_traffic_result(links, bound, sent, predicates)
 
 
 def xmit_traffic_result(links: dict, bound: int | None, sent: int, predicates: dict | None = None) -> CheckResult:
-    """xmit_traffic's verdict from the requests per link ("R->S" -> requests, seqnos, first_t, last_t)
-    and the number of application messages sent."""
+    """xmit_traffic's verdict from the traffic per link ("X->Y" -> requests, seqnos, retransmissions,
+    by_reason, first_t, last_t) and the number of application messages sent."""
     requests = sum(p["requests"] for p in links.values())
-    details = {"bound": bound, "sent": sent, "requests": requests, "links": links}
+    resent = sum(p.get("retransmissions", 0) for p in links.values())
+    details = {"bound": bound, "sent": sent, "requests": requests, "retransmissions": resent, "links": links}
     if bound is None:
         return vacuous_result("xmit_traffic", "no xmit_bound given (a scenario key)", details)
     if not sent:
         return vacuous_result("xmit_traffic", "no application message was sent", details)
     declared = [p for p, pred in (predicates or {}).items() if pred is not None]
     if not declared:
-        return vacuous_result("xmit_traffic", "no protocol in the log declares retransmission requests", details)
-    busiest = sorted(links.items(), key=lambda item: -item[1]["requests"])[:FIRST_FEW]
-    shown = "; ".join(
-        f"{name}: {p['requests']} ({p['seqnos']} seqnos) from {_fmt_t(p['first_t'])} to {_fmt_t(p['last_t'])}"
-        for name, p in busiest
-    )
-    if requests > bound:
-        explanation = (
-            f"{requests} retransmission requests over the run, bound {bound}, for {sent} messages sent; "
-            f"receiver->asked: {shown}"
-        )
+        return vacuous_result("xmit_traffic", "no protocol in the log declares retransmission traffic", details)
+    total = requests + resent
+
+    def traffic(p: dict) -> int:
+        return p["requests"] + p.get("retransmissions", 0)
+
+    def line(name: str, p: dict) -> str:
+        what = f"{p['requests']} requests ({p['seqnos']} seqnos)"
+        if p.get("retransmissions"):
+            reasons = ", ".join(f"{r} {n}" for r, n in sorted(p.get("by_reason", {}).items()))
+            what += f", {p['retransmissions']} retransmissions ({reasons})"
+        return f"{name}: {what} from {_fmt_t(p['first_t'])} to {_fmt_t(p['last_t'])}"
+
+    busiest = sorted(links.items(), key=lambda item: -traffic(item[1]))[:FIRST_FEW]
+    shown = "; ".join(line(name, p) for name, p in busiest)
+    counted = f"{requests} retransmission requests and {resent} retransmissions"
+    if total > bound:
+        explanation = f"{counted} over the run, {total} against a bound of {bound}, for {sent} messages sent; {shown}"
         return CheckResult("xmit_traffic", False, explanation, details, judged=sent)
-    explanation = f"{requests} retransmission requests (bound {bound}) for {sent} messages sent" + (
-        f"; {shown}" if shown else ""
-    )
+    explanation = f"{counted} (bound {bound}) for {sent} messages sent" + (f"; {shown}" if shown else "")
     return CheckResult("xmit_traffic", True, explanation, details, judged=sent)
+
+
+# ---- pauses: a node frozen at the end is judged like a cut -----------------------------------
+
+
+def _pause_target(ev: dict) -> str | None:
+    """The node a harness `pause` fault_on / fault_off is about: the endpoint every link it names
+    shares (a pause cuts every link to and from its node), the detail's "pause X" / "resume X"
+    telling the two ends of a two-node cluster apart."""
+    ends = None
+    for link in ev.get("links") or ():
+        src, _, dst = link.partition("->")
+        ends = {src, dst} if ends is None else ends & {src, dst}
+    if not ends:
+        return None
+    if len(ends) == 1:
+        return next(iter(ends))
+    words = str(ev.get("detail") or "").replace("(", " ").split()
+    named = [w for before, w in zip(words, words[1:]) if before in ("pause", "resume") and w in ends]
+    return named[0] if named else None
+
+
+class _Pauses:
+    """Which nodes are paused (frozen) as the log is walked: a pause's fault_on until its fault_off
+    (a resume or a heal) or the node's next start or stop."""
+
+    def __init__(self) -> None:
+        self.paused: dict[str, float] = {}  # node -> paused since
+
+    def observe(self, ev: dict) -> None:
+        kind = ev["kind"]
+        if kind in _LIFECYCLE:
+            self.paused.pop(ev["node"], None)
+        elif kind in ("fault_on", "fault_off") and ev.get("fault") == "pause" and _is_harness(ev):
+            node = _pause_target(ev)
+            if node is None:
+                return
+            if kind == "fault_on":
+                self.paused.setdefault(node, ev["t"])
+            else:
+                self.paused.pop(node, None)
 
 
 # ---- views_agree -----------------------------------------------------------------------------
@@ -1338,7 +1705,12 @@ def _view_of(ev: dict) -> dict:
     }
 
 
-def _view_key(view: dict) -> tuple:
+def _view_key(view: dict, static: bool = False) -> tuple:
+    """What two nodes' views must share to agree. Under static membership (no view of the run came
+    from a membership protocol) view ids are each node's own count of the views it was given, so
+    only members and coordinator are compared."""
+    if static:
+        return (view["coord"], tuple(view["members"]))
     return (view["view_id"], view["coord"], tuple(view["members"]))
 
 
@@ -1362,41 +1734,61 @@ def run_end(events: list[dict]) -> float | None:
 
 
 def check_views_agree(events: list[dict]) -> CheckResult:
-    """At the end of the run every live node holds one and the same view, listing exactly them."""
+    """At the end of the run every live node holds one and the same view, listing exactly them
+    (a node paused at the end is judged like a cut one: not required to agree, nor to be listed)."""
     events = _ordered(events)
     end = run_end(events)
     lives = _Lives()
+    pauses = _Pauses()
     views: dict[str, dict | None] = {}  # node -> its last view since its last start
     seen: set[str] = set()
     any_view = 0
+    membership = False  # a view installed by a membership protocol (it names a reason)
     last_heal: float | None = None
     for ev in events:
         node, kind = ev["node"], ev["kind"]
+        in_run = end is None or ev["t"] <= end
         if _is_harness(ev):
-            if _is_heal(ev) and (end is None or ev["t"] <= end):
-                last_heal = ev["t"]
+            if in_run:
+                pauses.observe(ev)
+                if _is_heal(ev):
+                    last_heal = ev["t"]
             continue
         seen.add(node)
         if kind in _LIFECYCLE:
             lives.observe(ev)
+            if in_run:
+                pauses.observe(ev)
             if kind == "node_start":
                 views[node] = None
-        elif kind == "view" and (end is None or ev["t"] <= end):
+        elif kind == "view" and in_run:
             any_view += 1
+            membership = membership or ev.get("reason") is not None
             views[node] = _view_of(ev)
+    paused = sorted(n for n in pauses.paused if n in seen and not lives.dead(n))
     return views_agree_result(
-        {n: views.get(n) for n in sorted(seen) if not lives.dead(n)},
+        {n: views.get(n) for n in sorted(seen) if not lives.dead(n) and n not in pauses.paused},
         sorted(n for n in seen if lives.dead(n)),
         any_view,
         last_heal,
+        paused=paused,
+        static=not membership,
     )
 
 
 def views_agree_result(
-    final: dict[str, dict | None], dead: list[str], installed: int, last_heal: float | None
+    final: dict[str, dict | None],
+    dead: list[str],
+    installed: int,
+    last_heal: float | None,
+    paused: list[str] | None = None,
+    static: bool = False,
 ) -> CheckResult:
     """views_agree's verdict: `final` maps each live node to its last view (None: none since its
-    last start), `dead` lists the nodes dead at the end, `installed` counts view events."""
+    last start), `dead` lists the nodes dead at the end, `installed` counts view events, `paused`
+    the nodes paused at the end (neither judged nor required in the view), `static` says that no
+    membership protocol installed a view (view ids are then not compared)."""
+    paused = list(paused or ())
     live = list(final)
     details: dict = {
         "views": final,
@@ -1407,13 +1799,20 @@ def views_agree_result(
         "agreed_t": None,
         "heal_to_agreement_s": None,
     }
+    if paused:
+        details["paused"] = paused
+    if static:
+        details["compared"] = "members and coordinator (static membership: view ids are per node)"
     if not installed:
         return vacuous_result("views_agree", "no view event from any node", details)
     if not live:
-        return vacuous_result("views_agree", f"no node alive at the end ({installed} view event(s))", details)
+        nothing = f"no node alive at the end ({installed} view event(s))"
+        if paused:
+            nothing += f"; paused at the end: {', '.join(paused)}"
+        return vacuous_result("views_agree", nothing, details)
     groups: dict[tuple, list[str]] = defaultdict(list)
     for node, view in final.items():
-        groups[_view_key(view) if view is not None else ()].append(node)
+        groups[_view_key(view, static) if view is not None else ()].append(node)
     problems = []
     if len(groups) > 1:
         # Name each node and its view, largest group first, so the odd ones out read last.
@@ -1426,7 +1825,7 @@ def views_agree_result(
             problems.append(f"{', '.join(live)}: {_describe_view(None)}")
         else:
             missing = [n for n in live if n not in view["members"]]
-            extra = [m for m in view["members"] if m not in final]
+            extra = [m for m in view["members"] if m not in final and m not in paused]
             if missing:
                 problems.append(f"live node(s) {', '.join(missing)} missing from the view they hold")
             if extra:
@@ -1443,11 +1842,16 @@ def views_agree_result(
         return CheckResult("views_agree", False, "; ".join(problems), details, judged=len(live))
     view = final[live[0]]
     assert view is not None
+    shown = f"coord {view['coord']} [{', '.join(view['members'])}]"
     explanation = (
-        f"{len(live)} live node(s) hold view {view['view_id']} coord {view['coord']} [{', '.join(view['members'])}]"
+        f"{len(live)} live node(s) hold members and coordinator {shown} (static membership: view ids not compared)"
+        if static
+        else f"{len(live)} live node(s) hold view {view['view_id']} {shown}"
     )
     if details["heal_to_agreement_s"] is not None:
         explanation += f", agreed {details['heal_to_agreement_s']:.3f}s after the last heal"
+    if paused:
+        explanation += f"; {', '.join(paused)} paused at the end (judged like a cut: not required to agree)"
     return CheckResult("views_agree", True, explanation, details, judged=len(live))
 
 
@@ -1486,13 +1890,16 @@ def run_checks(
     recovery_bound_s: float | None = None,
     resync_bound: int | None = None,
     xmit_bound: int | None = None,
+    ack_bounds: dict[str, tuple[str, float]] | None = None,
 ) -> list[CheckResult]:
     """Run the named checks (GENERAL_CHECKS by default) in the given order over one merged event log.
 
     `recovery_bound_s` is no_loss' bound (default DEFAULT_RECOVERY_BOUND_S); scenarios resolve
     theirs from the protocol's timers (Scenario.recovery_bound). `resync_bound` is
     resync_traffic's (the scenario's `resync_bound`; without it that check judges nothing), and
-    `xmit_bound` xmit_traffic's (the scenario's `xmit_bound`, likewise)."""
+    `xmit_bound` xmit_traffic's (the scenario's `xmit_bound`, likewise). `ack_bounds` maps a
+    protocol to the time its senders may wait for acks and the setting behind it
+    (node.compose.ack_bounds): windows_synced calls a pair that had less inconclusive."""
     names = list(GENERAL_CHECKS) if names is None else list(names)
     unknown = [n for n in names if n not in KNOWN_CHECKS]
     if unknown:
@@ -1505,7 +1912,7 @@ def run_checks(
     gc_was_enabled = gc.isenabled()
     gc.disable()
     try:
-        walked = _walk(ordered, names, bound)
+        walked = _walk(ordered, names, bound, ack_bounds)
     finally:
         if gc_was_enabled:
             gc.enable()
@@ -1530,10 +1937,20 @@ def run_scenario_checks(events: list[dict], scenario: Any, names: Iterable[str] 
         recovery_bound_s=scenario.recovery_bound,
         resync_bound=scenario.resync_bound,
         xmit_bound=scenario.xmit_bound,
+        ack_bounds=scenario_ack_bounds(scenario),
     )
 
 
-def _walk(ordered: list[dict], names: list[str], bound: float) -> dict[str, CheckResult]:
+def scenario_ack_bounds(scenario: Any) -> dict[str, tuple[str, float]]:
+    """The ack bound of a scenario's protocol with its settings (node.compose.ack_bounds)."""
+    from node.compose import ack_bounds
+
+    return ack_bounds(scenario.protocol, dict(scenario.config or {}))
+
+
+def _walk(
+    ordered: list[dict], names: list[str], bound: float, ack_bounds: dict[str, tuple[str, float]] | None = None
+) -> dict[str, CheckResult]:
     """The results of the named checks among fifo, no_duplicates, no_loss, windows_synced and
     no_errors, from one pass over the sorted log (the other checks walk it on their own).
 
@@ -1543,7 +1960,7 @@ def _walk(ordered: list[dict], names: list[str], bound: float) -> dict[str, Chec
     fifo = _Fifo(walk) if "fifo" in names else None
     dups = _NoDuplicates(walk) if "no_duplicates" in names else None
     loss = _NoLoss(bound) if "no_loss" in names else None
-    synced = _WindowsSynced() if "windows_synced" in names else None
+    synced = _WindowsSynced(ack_bounds) if "windows_synced" in names else None
     errors = _NoErrors() if "no_errors" in names else None
     if not (fifo or dups or loss or synced or errors):
         return {}

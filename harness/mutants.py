@@ -161,6 +161,8 @@ def chaos_scenario(
         config[chaos.mode_key] = drawn
     if chaos.lossless_share > 0 and rng.random() < chaos.lossless_share:
         return _lossless(seed, protocol, config, rng, round(duration * LOSSLESS_SHARE_OF_DURATION, 1))
+    if chaos.membership is not None and chaos.membership_share > 0 and rng.random() < chaos.membership_share:
+        return _with_membership(seed, protocol, chaos.membership, config, rng, duration)
 
     # Streams both ways between A and B, and to and from C most of the time (a multicast protocol:
     # one multicast stream per node). Some end early, so their connections idle, expire and get
@@ -369,6 +371,51 @@ def _lossless(seed: int, protocol: str, config: dict, rng: random.Random, durati
         "settle": SETTLE_S,
         "checks": [*_all_checks(), "xmit_traffic"],
         "xmit_bound": 0,
+        "seed": seed,
+    }
+
+
+def _with_membership(
+    seed: int, protocol: str, membership: str, config: dict, rng: random.Random, duration: float
+) -> dict:
+    """A membership seed: every node multicasts from the start to the end while one member is
+    killed and restarted (quicker or slower than the failure detector: it rejoins as a new
+    incarnation with a join digest), on links with a delay and maybe a loss burst; judged by every
+    check and views_agree."""
+    from harness.checks import MEMBERSHIP_CHECKS
+
+    fd_timeout = protocols.get(membership).config({}).as_dict().get("fd_timeout", 2.0)
+    workload = [
+        {"from": node, "to": "all", "rate": rng.choice([20, 40, 60]), "start": 0.0, "duration": duration}
+        for node in NODES
+    ]
+    s = _Schedule()
+    ms = rng.choice([1, 5, 20])
+    s.add(0.0, "delay", {"link": "*", "ms": ms, "jitter_ms": round(ms * rng.choice([0, 0.5]), 1)})
+    # No split and merge, and no restart of the first coordinator (it comes back as a singleton and
+    # merges): a merge digest skips what a member's own side sent it and it missed (as in JGroups),
+    # which no_loss rightly calls lost. The restarts of the others test the join digest.
+    node = rng.choice(NODES[1:])
+    t = rng.uniform(2.0, max(2.5, duration - 8.0))
+    s.add(t, "kill", node)
+    s.add(t + rng.uniform(0.5, 2 * fd_timeout), "restart", node)
+    if rng.random() < 0.5:
+        link = _link(rng)
+        start = rng.uniform(0.5, duration - 2.0)
+        i = s.add(start, "loss", {"link": link, "p": rng.choice([0.05, 0.1])})
+        s.heal(min(duration - 1.0, start + rng.uniform(0.5, 2.0)), i)
+    s.add(duration, "heal", "all")
+    return {
+        "name": f"chaos-{seed}-{membership}",
+        "protocol": protocol,
+        "membership": membership,
+        "nodes": list(NODES),
+        "config": config,
+        "workload": workload,
+        "schedule": s.steps,
+        "duration": duration,
+        "settle": SETTLE_S,
+        "checks": [*_all_checks(), *MEMBERSHIP_CHECKS],
         "seed": seed,
     }
 

@@ -512,7 +512,8 @@ class Scenario:
     recovery_bound: float | None = None
     # resync_traffic: the most resync messages between two nodes (None: the check is not listed).
     resync_bound: int | None = None
-    # xmit_traffic: the most retransmission requests over the run (None: the check is not listed).
+    # xmit_traffic: the most retransmissions over the run, requests and messages sent again (None: the
+    # check is not listed).
     xmit_bound: int | None = None
     # sim backend: frames cross the simulated network through the real wire codec (node.wire)
     # instead of as message objects; the same seed gives the same run either way.
@@ -1536,7 +1537,7 @@ def _xmit_bound(bound: int | None, info: ValidationInfo) -> int | None:
     if checks is None:
         return bound
     if bound is None and "xmit_traffic" in checks:
-        raise problem("required by the check xmit_traffic (the most retransmission requests over the run)")
+        raise problem("required by the check xmit_traffic (the most retransmissions over the run)")
     if bound is not None and "xmit_traffic" not in checks:
         raise problem("only the check xmit_traffic uses it, and it is not among the checks")
     return bound
@@ -1632,7 +1633,8 @@ class ScenarioFile(InputModel):
     ] = Field(
         None,
         validate_default=True,
-        description="xmit_traffic: the most retransmission requests over the run (0 on a lossless network)",
+        description="xmit_traffic: the most retransmissions (requests and messages sent again) over the run "
+        "(0 on a lossless network)",
     )
     wire: bool = Field(
         False,

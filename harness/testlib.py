@@ -472,12 +472,17 @@ class SplitbrainCluster:
 
     def check(self, *names: str) -> list:
         """Stop the cluster and run the named checks (default: all five) over its event log."""
-        from harness.checks import run_checks
+        from harness.checks import run_checks, scenario_ack_bounds
 
         defaults = list(DEFAULT_CHECKS) + ["windows_synced"]
         if self.membership != "static":
             defaults += list(MEMBERSHIP_DEFAULT_CHECKS)
-        return run_checks(self.events(), list(names) or defaults, recovery_bound_s=self.scenario.recovery_bound)
+        return run_checks(
+            self.events(),
+            list(names) or defaults,
+            recovery_bound_s=self.scenario.recovery_bound,
+            ack_bounds=scenario_ack_bounds(self.scenario),
+        )
 
     def assert_checks(self, *names: str) -> list:
         results = self.check(*names)

@@ -95,6 +95,17 @@ def recovery_bound_s(protocol: str, config: Mapping[str, Any] | None, membership
     return protocols.get(protocol).config(split[protocol]).recovery_bound_s
 
 
+def ack_bounds(protocol: str, config: Mapping[str, Any] | None) -> dict[str, tuple[str, float]]:
+    """The protocol's ack bound for windows_synced (ProtocolSpec.ack_bound), by the `proto` its
+    windows are logged with: {} when it declares none. Only the protocol's own keys of `config`
+    are read (a membership protocol's are not its business), so a stored run's flat settings do."""
+    spec = protocols.get(protocol)
+    if spec.ack_bound is None:
+        return {}
+    known = spec.config({}).as_dict()
+    return {protocol: spec.ack_bound(spec.config({k: v for k, v in (config or {}).items() if k in known}))}
+
+
 def refusal(
     protocol: str, config: Mapping[str, Any] | None, cmd: Command, rng: protocols.Rng, membership: str = STATIC
 ) -> str | None:

@@ -69,6 +69,12 @@ def xmit_req_sent(ev: Mapping[str, Any]) -> bool:
     return ev.get("kind") == "xmit_req_tx"
 
 
+def retransmission_sent(ev: Mapping[str, Any]) -> bool:
+    """Retransmission traffic as every built-in protocol logs it: a request sent (`xmit_req_tx`), or a
+    message sent again for any cause (`retransmit`: asked for, timed out, unasked)."""
+    return ev.get("kind") in ("xmit_req_tx", "retransmit")
+
+
 @dataclass(frozen=True, kw_only=True)
 class ChaosSet:
     """A protocol's chaos set for the mutant hunt, as data (harness.mutants draws from it per seed).
@@ -100,6 +106,11 @@ class ChaosSet:
     # The share of seeds that run on a lossless network (constant delay, no other fault) with the
     # check xmit_traffic at xmit_bound 0: no retransmission request is ever needed there.
     lossless_share: float = 0.0
+    # The share of the other seeds that run with this membership protocol (`membership:`): every
+    # node multicasts while one member is killed and restarted (it rejoins with a join digest);
+    # judged with views_agree too.
+    membership: str | None = None
+    membership_share: float = 0.0
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -143,9 +154,15 @@ class ProtocolSpec:
     # a sender: a resync control message, or data resent because a resync asked for it? The
     # check `resync_traffic` counts them (JGRP-1874); None: the protocol has no resync.
     resync_traffic: Callable[[Mapping[str, Any]], bool] | None = None
-    # Is this event a retransmission request sent (an XMIT-REQ or NAK)? The check `xmit_traffic`
-    # counts them (the MCAST design's spurious retransmission); None: the protocol never asks.
+    # Is this event retransmission traffic: a request sent (an XMIT-REQ or NAK) or a message sent
+    # again, whatever the cause? The check `xmit_traffic` counts them (the MCAST design's spurious
+    # retransmission) and names each kind; None: the protocol never retransmits.
     xmit_traffic: Callable[[Mapping[str, Any]], bool] | None = None
+    # How long after its last send a sender's window may take to see everything acknowledged, and
+    # the setting that makes it so: (validated settings) -> (setting, seconds), e.g. NAKACK2's STABLE
+    # rounds. windows_synced calls a pair that had less time inconclusive, not out of sync; None:
+    # acks follow deliveries within the recovery bound.
+    ack_bound: Callable[[Any], tuple[str, float]] | None = None
     # How the mutant hunt (harness.mutants) builds this protocol's chaos schedules; None: no hunt.
     chaos: ChaosSet | None = None
     # Planted bugs that are old code this project fixed (the bug museum selects them with

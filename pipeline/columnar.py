@@ -264,7 +264,7 @@ def _judge(run: _Run, names: list[str], bound: dict) -> list[dict]:
         assert d is not None
         out["no_loss"] = _no_loss(run, d, bound_s)
     if "windows_synced" in names:
-        out["windows_synced"] = _windows_synced(run)
+        out["windows_synced"] = _windows_synced(run, bound.get("ack_bounds"))
     if "no_errors" in names:
         out["no_errors"] = _no_errors(run)
     if "views_agree" in names:
@@ -478,8 +478,8 @@ def _no_loss(run: _Run, d: _Deliveries, bound_s: float) -> H.CheckResult:
     return H.no_loss_result(len(s), excused, last_deliver, lost, bound_s)
 
 
-def _windows_synced(run: _Run) -> H.CheckResult:
-    ws = H._WindowsSynced()
+def _windows_synced(run: _Run, ack_bounds: dict | None = None) -> H.CheckResult:
+    ws = H._WindowsSynced(ack_bounds)
     for _p, ev in run.rare_events:
         ws.see_other(ev)
     names, ns = run.strings.names, len(run.strings.names)
@@ -493,6 +493,13 @@ def _windows_synced(run: _Run) -> H.CheckResult:
         ws.sent_since_start.add((names[key // ns], names[key % ns]))
     multicast = run.send & (run.peer < 0) & run.has_members & after_start
     ws.multicast_since_start.update(names[c] for c in np.unique(run.node[multicast]))
+    # The last send per link and the last multicast per node, whenever (see_send's last_send).
+    for mask, per_link in ((run.send & (run.peer >= 0), True), (run.send & (run.peer < 0) & run.has_members, False)):
+        idx = np.flatnonzero(mask)
+        keys, last = _last_by_key(run.node[idx] * ns + run.peer[idx] if per_link else run.node[idx])
+        for key, i in zip(keys.tolist(), last.tolist()):
+            where = (names[key // ns], names[key % ns]) if per_link else (names[key], None)
+            ws.last_send[where] = float(run.t[idx[i]])
     for mask, table, flip in (
         (run.deliver & (run.peer >= 0), ws.last_deliver, True),
         (run.is_kind("ack_rx") & (run.peer >= 0) & ~run.rare, ws.last_ack_rx, False),

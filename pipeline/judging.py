@@ -18,6 +18,7 @@ harness and node: see docs/pipeline.md).
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from pyspark.sql import DataFrame
@@ -27,18 +28,32 @@ from harness.checks import DEFAULT_RECOVERY_BOUND_S, GENERAL_CHECKS, run_checks
 from . import schema as S
 
 # run_checks' bound keywords for one run: recovery_bound_s (no_loss), resync_bound (resync_traffic),
-# xmit_bound (xmit_traffic).
+# xmit_bound (xmit_traffic), ack_bounds (windows_synced).
 Bounds = dict[str, Any]
 
 
 def bounds(meta: dict) -> Bounds:
     """A run's bounds from its runs-table row, as its scenario states them (the harness's defaults
-    where it states none: no_loss' default recovery bound, no bound for the bounded checks)."""
+    where it states none: no_loss' default recovery bound, no bound for the bounded checks), and
+    the protocol's ack bound from its settings, as the harness resolves it."""
     return {
         "recovery_bound_s": float(meta.get("recovery_bound") or DEFAULT_RECOVERY_BOUND_S),
         "resync_bound": meta.get("resync_bound"),
         "xmit_bound": meta.get("xmit_bound"),
+        "ack_bounds": _ack_bounds(meta),
     }
+
+
+def _ack_bounds(meta: dict) -> dict[str, tuple[str, float]]:
+    """node.compose.ack_bounds of the run's protocol and settings ({} when they cannot be read: an
+    unknown protocol or settings it refuses, which the run's own metadata_error reports)."""
+    from node.compose import ack_bounds
+
+    try:
+        config = json.loads(meta.get("config_json") or "{}")
+        return ack_bounds(str(meta.get("protocol") or ""), config if isinstance(config, dict) else {})
+    except ValueError:  # SettingError and an unknown protocol are ValueErrors, as is bad JSON
+        return {}
 
 
 def plan(meta: dict, known: tuple[str, ...]) -> tuple[list[str], Bounds]:

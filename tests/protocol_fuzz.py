@@ -4,7 +4,8 @@ whose spec names a header generator (`ProtocolSpec.fuzz`).
 The fuzzer drives one node's Stack (node.compose.build_stack) directly, in scripted time: each
 input is a batch of messages from one peer (fresh random headers, or a replay of an earlier one:
 duplicated control messages), a timer run, an application send, a view change or an admin
-command. Every header is passed through its wire codec first, so only what could arrive in a
+command (a multicast protocol's application multicasts as well as it unicasts). Every header is
+passed through its wire codec first, so only what could arrive in a
 frame reaches the protocol, and every message the node sends is encoded, as the transport would.
 
 After every input: `check_invariants()`, and the node's state must stay bounded whatever the
@@ -27,7 +28,7 @@ from typing import Any
 from node import protocols, wire
 from node.compose import build_stack, protocol_layers
 from node.layer import SyncPeer, ViewChange
-from node.message import Message
+from node.message import MCAST_DEST, Message
 
 LOCAL = "N"
 PEERS = ("P", "Q")
@@ -96,6 +97,7 @@ class ProtocolFuzzer:
         # application's. Retransmissions are counted too, which only loosens the bound.
         self.member_sent: Counter[str] = Counter()
         self.membership = spec.membership
+        self.multicast = spec.multicast
         self.stats = FuzzStats()
         self.stack.command(ViewChange(members=self.members, view_id=1), self.now)
         self.stack.take()
@@ -174,6 +176,13 @@ class ProtocolFuzzer:
         self.stack.on_timer(self.now)
 
     def _send(self) -> None:
+        if self.multicast and self.rng.random() < 0.5:
+            # A multicast: one message to every member, in each one's send window.
+            if all(sum(layer.unacked(p) for layer in self.layers) < self.send_cap for p in PEERS):
+                for p in PEERS:
+                    self.app_sent[p] += 1
+                self.stack.send(Message(LOCAL, MCAST_DEST, b"app"), self.now)
+            return
         peer = self.rng.choice(PEERS)
         if sum(layer.unacked(peer) for layer in self.layers) < self.send_cap:
             self.app_sent[peer] += 1

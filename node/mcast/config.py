@@ -23,7 +23,17 @@ MUTATIONS = {
         "the seqno is incremented outside the send window's lock: concurrent senders put numbered "
         "messages on the wire out of order, and receivers ask for spurious retransmissions"
     ),
+    "skip_range": "every receiver silently skips seqnos 100-119 of each other sender while its window moves past "
+    "them (they count as delivered, and are acked)",
+    "inflated_digest": "the join and merge digest reports 3 more than known for every sender: a joiner's windows "
+    "start 3 seqnos too high and never deliver the 3 multicasts that follow",
+    "unsolicited_resend": "every retransmit run resends every unacked message of the send window to every member, "
+    "unasked",
 }
+# skip_range: the seqnos every receiver skips.
+SKIPPED_SEQNOS = range(100, 120)
+# inflated_digest: how far above the truth the digest reports each sender.
+DIGEST_INFLATION = 3
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

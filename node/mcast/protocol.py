@@ -38,8 +38,10 @@ the members behind (JGroups' resend_last_seqno): a receiver that lost the last m
 high and asks for it, and one that has it all acks again (so a lost last ack cannot leave a sender
 blocked).
 
-Views: receive windows and ack-map entries of members that left are removed (a sender blocked on
-a dead member unblocks when the view drops it); new members get a receive window at the view's
+Views: receive windows and ack-map entries of members that left are removed; a member's last ack
+still holds back purging for DEPARTED_GRACE_RUNS retransmit runs (a sender blocked on a dead member
+unblocks when that grace is over), so a member dropped and re-added soon (a brief shrink) finds
+what it missed and keeps its ack; new members get a receive window at the view's
 digest offset and an ack-map entry at this member's digest entry, or its current seqno (a joiner is
 owed what is sent after it joined), never below its send-window low. Without a digest entry a
 window of the first view starts at 0 (static membership: everyone starts together) and one of a
@@ -88,7 +90,7 @@ from ..protocols import Rng
 from ..rangeset import RangeSet
 from ..timers import Deadlines, FiredTimers
 from ..views import Window
-from .config import McastConfig
+from .config import DIGEST_INFLATION, SKIPPED_SEQNOS, McastConfig
 from .header import MAX_XMIT_RANGES, PROTO_ID, McastHeader, MsgType
 from .header import encode as encode_header
 
@@ -96,6 +98,9 @@ PROTO = "mcast"
 TIMERS = ("xmit", "scheduling")
 # The mutant's preempted sender thread runs again after at most this long.
 SCHEDULING_DELAY_S = 0.005
+# A member that left the view holds back purging for this many retransmit runs: back within them
+# (a brief shrink), it asks for what it missed at its next run and must still find it.
+DEPARTED_GRACE_RUNS = 4
 # Windows up to this capacity are checked slot by slot after every step (the simulator's check).
 FULL_CHECK_CAPACITY = 256
 _ACK_SIZE = len(encode_header(McastHeader(MsgType.MCAST_ACK, 0)))
@@ -208,6 +213,8 @@ class Mcast(FiredTimers, CountingLayer):
         self.send_window = FixedBuffer(config.capacity)
         self.recv: dict[str, FixedBuffer] = {}
         self.ack_map: dict[str, int] = {}
+        # Members that left the view: their last ack and until when it holds back purging.
+        self._departed: dict[str, tuple[int, float]] = {}
         self._acked_sent: dict[str, int] = {}  # receiver side: sender -> last ack sent
         self._since_ack: dict[str, int] = {}  # receiver side: deliveries since the last ack
         # Senders whose window came from a view without a digest entry (not the first view): the
@@ -472,7 +479,10 @@ class Mcast(FiredTimers, CountingLayer):
     def _deliver(self, sender: str, win: FixedBuffer, now: float, out: list[Action]) -> None:
         """Deliver from low+1 up to the first gap; ack every `ack_threshold` deliveries."""
         delivered: list[Message] = []
+        skipping = self.config.mutation == "skip_range"
         while (nxt := win.remove_next()) is not None:
+            if skipping and win.low in SKIPPED_SEQNOS:
+                continue  # the planted bug skip_range: the window moves past it, nothing goes up
             out.append(Log(event=self._event(now, "deliver", win.low, nxt, sender)))
             delivered.append(nxt)
         if delivered:
@@ -497,15 +507,40 @@ class Mcast(FiredTimers, CountingLayer):
         out.append(self._log(now, "ack_rx", peer=src, seqno=seqno))
         if seqno > self.seqno:
             out.append(self._log(now, "drop", peer=src, seqno=seqno, type="MCAST_ACK", reason="ack above highest sent"))
+            self._tell_incarnation(src, now, out)
             return
         if seqno > self.ack_map.get(src, 0):
             self.ack_map[src] = seqno
             self._purge(now, out)
 
+    def _tell_incarnation(self, member: str, now: float, out: list[Action]) -> None:
+        """A member acking more than this node sent holds the window of an earlier life of it: only
+        a MSG carries the incarnation, and a restarted sender whose first MSGs to it were lost (a
+        partition) would otherwise send it only HIGHEST_SEQNOs it takes as old news, and block on
+        it for good. The first message it misses goes to it again, so that it starts a new window."""
+        win = self.send_window
+        for seqno in range(max(win.low, self.ack_map.get(member, 0)) + 1, win.high + 1):
+            stored = win.get(seqno)
+            if stored is not None:
+                self._count("retransmit")
+                out.append(
+                    self._log(
+                        now, "retransmit", peer=member, seqno=seqno, bytes=len(stored.payload), reason="incarnation"
+                    )
+                )
+                out.append(Down(msg=Message(self.local, member, stored.payload, dict(stored.headers))))
+                return
+
     def _purge(self, now: float, out: list[Action]) -> None:
-        """Purge the send window at the minimum ack over the other members; unblock senders."""
+        """Purge the send window at the minimum ack over the other members and the members that
+        left within the grace period; unblock senders."""
         others = self._others()
         lowest = min((self.ack_map.get(m, 0) for m in others), default=self.seqno)
+        for member, (ack, until) in list(self._departed.items()):
+            if until <= now:
+                del self._departed[member]
+            else:
+                lowest = min(lowest, ack)
         if lowest > self.send_window.low:
             self._count("purged", self.send_window.purge(lowest))
         if self._waiting and not self._full():
@@ -554,6 +589,8 @@ class Mcast(FiredTimers, CountingLayer):
     def _xmit(self, now: float, out: list[Action]) -> None:
         """The retransmit task: XMIT-REQs for gaps, acks not sent yet, HIGHEST_SEQNO."""
         cfg = self.config
+        if self._departed:
+            self._purge(now, out)  # a departed member's grace may be over
         for sender, win in self.recv.items():
             missing = win.missing()
             if missing:
@@ -575,6 +612,8 @@ class Mcast(FiredTimers, CountingLayer):
             if win.low > self._acked_sent.get(sender, 0):
                 self._ack(sender, win, now, out)
         others = self._others()
+        if cfg.mutation == "unsolicited_resend":
+            self._resend_every_unacked(others, now, out)
         lowest = min((self.ack_map.get(m, 0) for m in others), default=self.seqno)
         if lowest < self.seqno and lowest == self._prev_min_ack and cfg.resend_last_seqno_max_times:
             hdr = McastHeader(MsgType.MCAST_HIGHEST_SEQNO, self.seqno, low=self.send_window.low)
@@ -584,6 +623,22 @@ class Mcast(FiredTimers, CountingLayer):
                 out.append(self._ctrl(member, hdr))
         self._prev_min_ack = lowest
         self._gauge(now, out)
+
+    def _resend_every_unacked(self, others: list[str], now: float, out: list[Action]) -> None:
+        """The planted bug unsolicited_resend: every message of the send window to every other member."""
+        win = self.send_window
+        for member in others:
+            for seqno in range(win.low + 1, win.high + 1):
+                stored = win.get(seqno)
+                if stored is None:
+                    continue
+                self._count("retransmit")
+                out.append(
+                    self._log(
+                        now, "retransmit", peer=member, seqno=seqno, bytes=len(stored.payload), reason="unsolicited"
+                    )
+                )
+                out.append(Down(msg=Message(self.local, member, stored.payload, dict(stored.headers))))
 
     def _gauge(self, now: float, out: list[Action]) -> None:
         """window_fill: the send window (low = acked by all, high = sent, count = sends waiting)
@@ -622,7 +677,9 @@ class Mcast(FiredTimers, CountingLayer):
             self._acked_sent.pop(sender, None)
             self._since_ack.pop(sender, None)
         for member in [m for m in self.ack_map if m not in self.members]:
-            del self.ack_map[member]
+            # Its ack still holds back purging for a grace period: a member dropped from the view
+            # and back soon (a brief shrink) asks for what it missed, and must still find it.
+            self._departed[member] = (self.ack_map.pop(member), now + DEPARTED_GRACE_RUNS * self.config.xmit_interval)
         self._unsynced &= set(self.members)
         for member in self._others():
             if member not in self.recv:
@@ -634,6 +691,12 @@ class Mcast(FiredTimers, CountingLayer):
                     # MSG or HIGHEST_SEQNO says; in the first view of a first life everyone starts
                     # at 0 (static membership: all members start together).
                     self._unsynced.add(member)
+            departed = self._departed.pop(member, None)
+            if member not in self.ack_map and member not in old and departed is not None and departed[1] > now:
+                # Back within the grace period, with no new digest: what it acked before it left
+                # still stands, and this member still holds everything above it.
+                if member not in digest:
+                    self.ack_map[member] = max(departed[0], self.send_window.low)
             if member not in self.ack_map and member not in old:
                 # A joiner is owed what is sent after it joined (its digest says where it starts).
                 # Never below low: what this member purged before the view went to the old
@@ -689,6 +752,9 @@ class Mcast(FiredTimers, CountingLayer):
 
     def digest(self) -> tuple[tuple[str, int], ...]:
         """Highest seqno per sender as this member knows it (for a joiner's window offsets)."""
+        if self.config.mutation == "inflated_digest":
+            extra = DIGEST_INFLATION
+            return ((self.local, self.seqno + extra), *sorted((s, w.high + extra) for s, w in self.recv.items()))
         return ((self.local, self.seqno), *sorted((s, w.high) for s, w in self.recv.items()))
 
     def answer(self, query: Query) -> Digest | None:

@@ -9,11 +9,12 @@ from __future__ import annotations
 from typing import Any
 
 from ..layer import Action, Layer, SetConfig
-from ..protocols import ChaosSet, ProtocolSpec, Rng, xmit_req_sent
+from ..protocols import ChaosSet, ProtocolSpec, Rng, retransmission_sent
 from ..unicast3.config import U3_PREFIX
 from ..unicast3.header import MsgType as U3MsgType
 from ..unicast3.protocol import Unicast3
 from .config import MUTATIONS, McastConfig
+from .fuzz import fuzz_header
 from .header import CODEC, MsgType
 from .protocol import Mcast
 
@@ -55,9 +56,15 @@ SPEC = ProtocolSpec(
     per_message_kinds=("highest_seqno_rx",),
     overhead_kinds={"highest_seqnos": "highest_seqno_tx"},
     multicast=True,
+    fuzz=fuzz_header,
     mutations=MUTATIONS,
     chaos_drop_types=("MSG", "MSG", "MCAST_ACK", "MCAST_XMIT_REQ", "MCAST_HIGHEST_SEQNO", "DATA", "ACK"),
     variant_key="capacity",
-    xmit_traffic=xmit_req_sent,
-    chaos=ChaosSet(draws={"xmit_interval": (0.1, 0.2, 0.5), "capacity": (64, 256, 1024)}, lossless_share=0.4),
+    xmit_traffic=retransmission_sent,
+    chaos=ChaosSet(
+        draws={"xmit_interval": (0.1, 0.2, 0.5), "capacity": (64, 256, 1024)},
+        lossless_share=0.4,
+        membership="gms",
+        membership_share=0.3,
+    ),
 )

@@ -31,7 +31,16 @@ MUTATIONS: dict[str, str] = {
     "deliver_in_arrival_order": "a run of messages a gap held back is delivered in arrival order, not seqno order",
     "stable_ignores_highest": "a STABLE digest showing more than a table knows does not raise its highest: a lost "
     "last message is found only by the one HIGHEST_SEQNO",
+    "skip_range": "every receiver silently skips seqnos 100-119 of each other sender while its window moves past "
+    "them (they count as delivered, in the STABLE digest too)",
+    "inflated_digest": "the join and merge digest reports 3 more than known for every sender: a joiner (or a merged "
+    "member) starts 3 seqnos too high and never delivers the 3 multicasts that follow",
+    "unsolicited_resend": "every retransmit run resends every held own multicast to every member, unasked",
 }
+# skip_range: the seqnos every receiver skips.
+SKIPPED_SEQNOS = range(100, 120)
+# inflated_digest: how far above the truth the digest reports each sender.
+DIGEST_INFLATION = 3
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -45,9 +45,9 @@ Unicasts (any other dest) pass through untouched; this layer sits below UNICAST3
 them. Messages from a sender outside the installed view are dropped and counted.
 
 Planted bugs (config `mutation`, config.MUTATIONS; `splitbrain mutants --protocol nakack2`) sit on
-control-message paths as `_mutant("<name>")` branches (STABLE, XMIT-REQ, a duplicate XMIT_RSP), so
-the per-message path never asks for one; `deliver_in_arrival_order`, which is on that path, is a
-method swapped for _deliver when the layer is built.
+control-message paths as `_mutant("<name>")` branches (STABLE, XMIT-REQ, a duplicate XMIT_RSP, the
+digest, the retransmit run), so the per-message path never asks for one; `deliver_in_arrival_order`
+and `skip_range`, which are on that path, are methods swapped for _deliver when the layer is built.
 """
 
 from __future__ import annotations
@@ -79,7 +79,7 @@ from ..protocols import Rng
 from ..rangeset import RangeSet
 from ..timers import Deadlines, FiredTimers
 from ..views import Window
-from .config import Nakack2Config
+from .config import DIGEST_INFLATION, SKIPPED_SEQNOS, Nakack2Config
 from .header import MAX_DIGEST_ENTRIES, MAX_XMIT_RANGES, PROTO_ID, MsgType, N2Header
 from .header import encode as encode_header
 
@@ -176,6 +176,10 @@ class Nakack2(FiredTimers, CountingLayer):
         if self._mutation == "deliver_in_arrival_order":
             # Swapped, not tested in _deliver: the correct layer pays nothing per delivery for it.
             self._deliver = self._deliver_in_arrival_order  # type: ignore[method-assign]
+        elif self._mutation == "skip_range":
+            # Every delivery goes through the swapped _deliver (no run taken at once).
+            self._deliver = self._deliver_skipping_range  # type: ignore[method-assign]
+            self._take_run = self._take_no_run  # type: ignore[method-assign]
 
     # ---- helpers ------------------------------------------------------------------------------
 
@@ -492,6 +496,37 @@ class Nakack2(FiredTimers, CountingLayer):
         out.append(Up(msgs=delivered, multicasts=True))
         self._run = None
 
+    def _take_no_run(self, msgs: list[Message], start: int, now: float, out: list[Action]) -> int:
+        """The planted bug skip_range's _take_run: none, so that _deliver sees every message."""
+        return start
+
+    def _deliver_skipping_range(self, table: RecvTable, now: float, out: list[Action]) -> None:
+        """The planted bug skip_range, in _deliver's place: the run from delivered + 1 goes up without
+        the seqnos of SKIPPED_SEQNOS, which the window (and the STABLE digest) counts as delivered."""
+        held = table.msgs
+        first = nxt = table.delivered + 1
+        while nxt in held:
+            nxt += 1
+        if nxt == first:
+            return
+        table.delivered = nxt - 1
+        delivered = [held[s] for s in range(first, nxt) if s not in SKIPPED_SEQNOS]
+        if self.data_events:
+            for msg in delivered:
+                seqno = msg.headers[PROTO_ID].seqno
+                out.append(Log(event=DataEvents(now, self.local, PROTO, "deliver", table.sender, None, seqno, [msg])))
+        if delivered:
+            out.append(Up(msgs=delivered, multicasts=True))
+        self._run = None
+
+    def _resend_every_held(self, now: float, out: list[Action]) -> None:
+        """The planted bug unsolicited_resend: every held own multicast to every other member, unasked."""
+        own = self.tables[self.local]
+        for member in self._others():
+            for seqno, stored in sorted(own.msgs.items()):
+                self._count("retransmit")
+                self._send_again(member, seqno, self.local, stored, "unsolicited", now, out)
+
     def _redeliver(self, sender: str, seqno: int, msg: Message, now: float, out: list[Action]) -> None:
         """The planted bug xmit_rsp_delivered_again: a retransmission of a delivered message goes up again."""
         again = Message(sender, MCAST_DEST, msg.payload, {PROTO_ID: N2Header(_MSG, seqno)})
@@ -601,6 +636,8 @@ class Nakack2(FiredTimers, CountingLayer):
         """The retransmit task: XMIT-REQs for old gaps, then the last-seqno-sender."""
         cfg = self.config
         others = self._others()
+        if self._mutant("unsolicited_resend"):
+            self._resend_every_held(now, out)
         for sender, table in self.tables.items():
             if sender == self.local:
                 continue
@@ -652,7 +689,10 @@ class Nakack2(FiredTimers, CountingLayer):
         A joiner starts its table for each sender there: what it did not get so far was sent to
         views without it."""
         if isinstance(query, GetDigest):
-            return tuple(sorted((s, self.seqno if s == self.local else t.highest) for s, t in self.tables.items()))
+            extra = DIGEST_INFLATION if self._mutant("inflated_digest") else 0
+            return tuple(
+                sorted((s, (self.seqno if s == self.local else t.highest) + extra) for s, t in self.tables.items())
+            )
         return None
 
     def _stable_round(self, now: float, out: list[Action]) -> None:
@@ -667,7 +707,9 @@ class Nakack2(FiredTimers, CountingLayer):
 
     def _on_stable(self, src: str, hdr: N2Header, now: float, out: list[Action]) -> None:
         out.append(self._log(now, "stable_rx", peer=src, digest=[f"{s}:{n}" for s, n in hdr.digest]))
-        if self.members and src not in self.members:
+        if not self.members or src not in self.members:
+            # A joiner (no view yet) takes no digest: it was gossiped in a view without it, and its
+            # own entry may count an earlier incarnation's multicasts (purging the new ones).
             return
         known = self.digests.setdefault(src, {})
         for sender, seqno in hdr.digest:

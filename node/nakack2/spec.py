@@ -7,14 +7,16 @@ told apart by `proto`.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from ..layer import Action, Layer, SetConfig
-from ..protocols import ChaosSet, ProtocolSpec, Rng, xmit_req_sent
+from ..protocols import ChaosSet, ProtocolSpec, Rng, retransmission_sent
 from ..unicast3.config import U3_PREFIX
 from ..unicast3.header import MsgType as U3MsgType
 from ..unicast3.protocol import Unicast3
 from .config import MUTATIONS, Nakack2Config
+from .fuzz import fuzz_header
 from .header import CODEC, MsgType
 from .protocol import Nakack2
 
@@ -61,6 +63,18 @@ def _unsafe(config: Nakack2Config, transport: str, drops_below: bool) -> list[tu
     return out
 
 
+def _resync_traffic(ev: Mapping[str, Any]) -> bool:
+    """What gets a member back in step with a sender: the multicasts a sender sends a joiner after
+    the join digest (its catch-up). The digest itself rides on GMS's join and merge messages."""
+    return ev.get("kind") == "retransmit" and ev.get("reason") == "catch_up"
+
+
+def _ack_bound(config: Nakack2Config) -> tuple[str, float]:
+    """A sender sees its multicasts acknowledged only by STABLE: every member's digest round comes
+    within one stable_interval of the last delivery, and the sender's within another."""
+    return (f"stable_interval {config.stable_interval:g}s (two STABLE rounds)", 2 * config.stable_interval)
+
+
 def _layers(name: str, config: Nakack2Config, rng: Rng, incarnation: int) -> list[Layer]:
     return [Nakack2(name, config, rng), StackedUnicast3(name, config.unicast3, rng, incarnation)]
 
@@ -83,13 +97,23 @@ SPEC = ProtocolSpec(
     per_message_kinds=("stable_rx", "highest_seqno_rx"),
     overhead_kinds={"stables": "stable_tx", "highest_seqnos": "highest_seqno_tx"},
     multicast=True,
+    fuzz=fuzz_header,
     mutations=MUTATIONS,
     chaos_drop_types=("MSG", "MSG", "NAK_XMIT_REQ", "XMIT_RSP", "STABLE", "HIGHEST_SEQNO", "DATA", "ACK"),
     variant_key="xmit_interval",
     unsafe=_unsafe,
     lossless_below=lambda config: not config.retransmission,
-    xmit_traffic=xmit_req_sent,
-    # No restarts: with static views a restarted member rejoins without a join digest, and
-    # NAKACK2 keeps no incarnation, so its new seqnos look like old ones (a restart needs GMS).
-    chaos=ChaosSet(draws={"xmit_interval": (0.2, 0.5), "stable_interval": (1.0, 2.0)}, restarts=False),
+    xmit_traffic=retransmission_sent,
+    resync_traffic=_resync_traffic,
+    ack_bound=_ack_bound,
+    # No restarts under static views: a restarted member rejoins without a join digest, and
+    # NAKACK2 keeps no incarnation, so its new seqnos look like old ones (a restart needs GMS: the
+    # membership seeds restart and split members under GMS).
+    chaos=ChaosSet(
+        draws={"xmit_interval": (0.2, 0.5), "stable_interval": (1.0, 2.0)},
+        restarts=False,
+        lossless_share=0.25,
+        membership="gms",
+        membership_share=0.3,
+    ),
 )

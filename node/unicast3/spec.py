@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..layer import Layer
-from ..protocols import ChaosSet, ProtocolSpec, Rng, xmit_req_sent
+from ..protocols import ChaosSet, ProtocolSpec, Rng, retransmission_sent
 from .config import MUTATION_RESYNC, MUTATIONS, REGRESSIONS, RESYNC_MODES, Unicast3Config
 from .fuzz import fuzz_header
 from .header import CODEC, MsgType
@@ -64,7 +64,7 @@ SPEC = ProtocolSpec(
     variants=RESYNC_MODES,
     fuzz=fuzz_header,
     resync_traffic=_resync_traffic,
-    xmit_traffic=xmit_req_sent,
+    xmit_traffic=retransmission_sent,
     # first_seqno is JGRP-1875 itself and fails unmutated: not a chaos mode. Small connection
     # lifetimes make windows close, get reaped and reopen.
     chaos=ChaosSet(

@@ -1,6 +1,7 @@
 """`splitbrain mutants --protocol`: each protocol's chaos set comes from its spec (ProtocolSpec.chaos),
 its planted bugs die on it, each by the check that must catch it, and its unmutated baseline passes
-the same seeds; MCAST's seqno_outside_lock is killed by xmit_traffic on the lossless seeds.
+the same seeds; MCAST's seqno_outside_lock and both multicast protocols' unsolicited_resend are
+killed by xmit_traffic on the lossless seeds, their inflated_digest on a GMS seed.
 
 The kill seeds are the first seeds of each chaos set that kill each mutant (found with `splitbrain
 mutants --protocol P --seeds 20`); if a chaos set changes, rerun that and update them."""
@@ -23,14 +24,17 @@ from node.nakack2.config import Nakack2Config
 KILL_SEEDS = {
     "unicast2": {"stable_purges_received": 1, "first_always_new_window": 1, "no_send_first_seqno": 0},
     "nakack2": {
-        "stable_purges_above_min": 1,
-        "digest_reports_highest": 3,
-        "xmit_req_off_by_one": 1,
-        "xmit_rsp_delivered_again": 11,
-        "deliver_in_arrival_order": 1,
+        "stable_purges_above_min": 2,
+        "digest_reports_highest": 2,
+        "xmit_req_off_by_one": 2,
+        "xmit_rsp_delivered_again": 4,
+        "deliver_in_arrival_order": 2,
         "stable_ignores_highest": 4,
+        "skip_range": 0,
+        "inflated_digest": 10,
+        "unsolicited_resend": 0,
     },
-    "mcast": {"seqno_outside_lock": 0},
+    "mcast": {"seqno_outside_lock": 0, "skip_range": 0, "inflated_digest": 5, "unsolicited_resend": 0},
 }
 # protocol -> mutant -> the check that must fail on its kill seed: what the bug does to the
 # applications (a purge or an unanswered request loses messages, a redelivery duplicates one and
@@ -44,8 +48,16 @@ KILLED_BY = {
         "xmit_rsp_delivered_again": "no_duplicates",
         "deliver_in_arrival_order": "fifo",
         "stable_ignores_highest": "no_loss",
+        "skip_range": "no_loss",
+        "inflated_digest": "no_loss",
+        "unsolicited_resend": "xmit_traffic",
     },
-    "mcast": {"seqno_outside_lock": "xmit_traffic"},
+    "mcast": {
+        "seqno_outside_lock": "xmit_traffic",
+        "skip_range": "no_loss",
+        "inflated_digest": "no_loss",
+        "unsolicited_resend": "xmit_traffic",
+    },
 }
 OTHERS = ("unicast2", "nakack2", "mcast")
 
@@ -60,8 +72,9 @@ def test_every_reliable_protocol_is_hunted_and_every_mutant_has_a_seed():
 @pytest.mark.parametrize("protocol", OTHERS)
 def test_chaos_set_is_deterministic_valid_and_fits_the_protocol(protocol):
     """A seed is a scenario: the same dict every time, it parses; multicast protocols get one
-    multicast stream per node; MCAST has lossless seeds judged by xmit_traffic at bound 0."""
-    kinds, lossless = set(), 0
+    multicast stream per node, lossless seeds judged by xmit_traffic at bound 0, and seeds under
+    GMS (restarts, judged by views_agree too)."""
+    kinds, lossless, membership = set(), 0, 0
     for seed in range(25):
         data = mt.chaos_scenario(seed, protocol)
         assert data == mt.chaos_scenario(seed, protocol)
@@ -70,15 +83,20 @@ def test_chaos_set_is_deterministic_valid_and_fits_the_protocol(protocol):
         kinds |= {step.kind for step in sc.schedule}
         if protocols.get(protocol).multicast and sc.xmit_bound is None:
             assert {w["to"] for w in data["workload"]} == {"all"} and len(data["workload"]) == 3
+        if sc.membership != "static":
+            membership += 1
+            assert sc.membership == "gms" and "views_agree" in sc.checks
         if sc.xmit_bound is not None:
             lossless += 1
             assert sc.xmit_bound == 0 and "xmit_traffic" in sc.checks
             assert [st for st in data["schedule"] if "delay" not in st] == []
     assert kinds >= {"partition", "loss", "duplicate", "reorder", "drop", "heal"}
     assert "view" not in kinds
-    # Restarts where the protocol survives them with static views (docs/mutation.md: what each set leaves out).
-    assert ("restart" in kinds) == (protocol == "mcast")
-    assert (lossless > 0) == (protocol == "mcast")
+    # Restarts where the protocol survives them (static views, or the GMS seeds: docs/mutation.md says
+    # what each set leaves out); lossless and GMS seeds for the multicast protocols.
+    multicast = protocols.get(protocol).multicast
+    assert ("restart" in kinds) == multicast
+    assert (lossless > 0) == multicast and (membership > 0) == multicast
 
 
 @pytest.mark.parametrize(
@@ -107,7 +125,10 @@ def test_unmutated_protocol_passes_the_same_seeds(protocol, seed):
 def test_cli_protocol_mcast_kills_and_writes_json(tmp_path, capsys):
     """--protocol mcast: the mutant killed on seed 0 by xmit_traffic, the baseline clean; exit 0."""
     out = tmp_path / "m.json"
-    code = main(["mutants", "--protocol", "mcast", "--seeds", "1", "--no-shrink", "--quiet", "--json", str(out)])
+    code = main(
+        ["mutants", "--protocol", "mcast", "--mutant", "seqno_outside_lock", "--seeds", "1", "--no-shrink", "--quiet"]
+        + ["--json", str(out)]
+    )
     text = capsys.readouterr().out
     assert code == 0, text
     assert "mutation score 1/1" in text and "mcast" in text and "0 failures" in text

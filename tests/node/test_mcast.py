@@ -13,7 +13,7 @@ from harness.sim.simulator import Simulation
 from node.layer import ViewChange
 from node.mcast.config import McastConfig
 from node.mcast.header import PROTO_ID, McastHeader, MsgType, decode, encode
-from node.mcast.protocol import FixedBuffer, Mcast
+from node.mcast.protocol import DEPARTED_GRACE_RUNS, FixedBuffer, Mcast
 from node.message import MCAST_DEST, Message, app_payload
 from tests.netlab import Net, from_sender, is_type
 from tests.netlab import checks_by_name as checks
@@ -177,7 +177,9 @@ def test_sender_blocks_at_capacity_and_unblocks_when_acks_purge():
 
 
 def test_a_view_without_the_dead_member_unblocks_the_sender():
-    """A blocks on B (cut off); a view {A, C} drops B's ack-map entry: the minimum moves, A unblocks."""
+    """A blocks on B (cut off); a view {A, C} drops B's ack-map entry: once B's grace period is
+    over (DEPARTED_GRACE_RUNS retransmit runs, for a B that might be back soon) the minimum moves
+    and A unblocks; not before."""
     net = mnet({"capacity": 8})
     net.blocked.add(("A", "B"))
     mcast(net, "A", 10)
@@ -185,7 +187,10 @@ def test_a_view_without_the_dead_member_unblocks_the_sender():
     assert mc(net, "A").blocked(MCAST_DEST)
     for name in ("A", "C"):
         net.command(name, ViewChange(members=("A", "C"), view_id=2))
-    net.run(0.5)
+    grace = DEPARTED_GRACE_RUNS * FAST["xmit_interval"]
+    net.run(grace / 2)
+    assert mc(net, "A").blocked(MCAST_DEST)
+    net.run(grace / 2 + 0.5)
     assert not mc(net, "A").blocked(MCAST_DEST) and net.kinds("unblock", "A")
     assert net.delivered["C"] == ids("A", 10)
 
@@ -333,7 +338,7 @@ def test_all_members_multicasting_under_loss_duplication_and_reordering(nodes):
             assert [a for a in got if a.startswith(src + ":")] == sent[src]
     verdict = _verdict(result, scenario)
     assert all(r.passed for r in verdict.values()), [r.explanation for r in verdict.values() if not r.passed]
-    assert verdict["no_loss"].judged == nodes * nodes * 1000
+    assert verdict["no_loss"].judged == nodes * (nodes - 1) * 1000  # the loopback deliveries are not owed
     kinds = {e["kind"] for evs in result.events.values() for e in evs}
     assert "error" not in kinds and {"xmit_req_tx", "retransmit"} <= kinds
 
@@ -386,8 +391,10 @@ def test_flow_control_blocks_at_capacity_and_unblocks_at_the_heal():
 
 def test_flow_control_unblocks_when_the_view_drops_the_cut_off_member():
     """membership gms, C cut off for good at 1.5 s: A and B block, then unblock when GMS's view drops C
-    (fd_timeout later), and keep multicasting to each other."""
+    (fd_timeout later) and C's grace period is over (DEPARTED_GRACE_RUNS retransmit runs), and keep
+    multicasting to each other."""
     scenario = _partitioned("gms", heal=None)
+    grace = DEPARTED_GRACE_RUNS * McastConfig.from_dict(scenario.config).xmit_interval
     result, _ = _run(scenario)
     view_without_c = min(
         e["t"]
@@ -398,9 +405,9 @@ def test_flow_control_unblocks_when_the_view_drops_the_cut_off_member():
         blocks = [e["t"] for e in result.events[name] if e["kind"] == "block"]
         unblocks = [e["t"] for e in result.events[name] if e["kind"] == "unblock"]
         assert blocks and blocks[0] < view_without_c, (blocks, view_without_c)
-        assert unblocks and abs(unblocks[0] - view_without_c) < 0.5, (unblocks, view_without_c)
+        assert unblocks and 0 <= unblocks[0] - view_without_c < grace + 0.5, (unblocks, view_without_c)
     a_sent = _sent(result, "A")
-    assert len(a_sent) > 1500  # it went on after the view: ~200/s for the rest of the run
+    assert len(a_sent) > 1300  # it went on after the grace: ~200/s for the rest of the run
     got_b = [e["app"] for e in result.events["B"] if e["kind"] == "deliver" and e.get("peer") == "A" and "app" in e]
     assert got_b == a_sent
     # windows_synced is left out: C stays cut off, so UNICAST3's GMS windows towards it stay open.
@@ -516,7 +523,7 @@ def test_a_member_killed_and_restarted_under_loss_catches_up_and_unblocks_nobody
     result, _ = _run(scenario)
     verdict = _verdict(result, scenario)
     assert all(r.passed for r in verdict.values()), [r.explanation for r in verdict.values() if not r.passed]
-    assert verdict["no_loss"].judged > 3000
+    assert verdict["no_loss"].judged > 2400  # of 2 x 800 multicasts to 2 others each (loopbacks not owed)
     resets = [e for evs in result.events.values() for e in evs if e.get("reason") == "new_window:restarted"]
     assert sorted(e["node"] for e in resets) == ["A", "B"]
     for name, events in result.events.items():

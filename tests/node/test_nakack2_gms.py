@@ -17,7 +17,7 @@ from node.gms.gms import Gms
 from node.layer import BecomeServer, Bootstrap, GetDigest, Layer, Query, ViewChange
 from node.message import MCAST_DEST, Message, app_payload
 from node.nakack2.config import Nakack2Config
-from node.nakack2.header import PROTO_ID, MsgType
+from node.nakack2.header import PROTO_ID, MsgType, N2Header
 from node.nakack2.protocol import Nakack2
 from node.stack import Stack
 
@@ -111,6 +111,24 @@ def test_a_joiner_holds_its_sends_and_queues_receipts_until_become_server():
     sent = downs(out)
     assert sorted(m.dest for m in sent) == ["A", "B"] and {m.headers[PROTO_ID].seqno for m in sent} == {1}
     assert c.is_server and not c.held and not c.queue
+
+
+def test_a_joiner_takes_no_stable_digest_before_its_first_view():
+    """A restarted D, joining, gets A's STABLE digest gossiped in the old view, whose entry D:114
+    counted D's earlier incarnation: kept, it would purge D's new multicasts 1-114 before A (whose
+    new table for D starts at 0) got them. A joiner keeps none; after its join view, digests count."""
+    c = layer("C")
+    c.command(Bootstrap(peers=("A", "B", "C")), 0.0)
+    c.command(ViewChange(members=("A", "B", "C"), view_id=5, reason="join", digest=(("A", 10), ("B", 10))), 0.1)
+    c.command(BecomeServer(), 0.1)
+    fresh = layer("D")
+    fresh.command(Bootstrap(peers=("A", "B", "C", "D")), 0.0)
+    stale = Message("A", "D", b"", {PROTO_ID: N2Header(MsgType.STABLE, digest=(("A", 10), ("D", 114)))})
+    fresh.up([stale], 0.3)
+    assert fresh.digests == {}  # the joiner kept nothing of a view it is not in
+    stable = Message("A", "C", b"", {PROTO_ID: N2Header(MsgType.STABLE, digest=(("C", 2),))})
+    c.up([stable], 0.4)
+    assert c.digests["A"] == {"C": 2}  # a member of C's view: counted
 
 
 def test_gms_announces_become_server_once_after_the_first_view():

@@ -1,6 +1,7 @@
-"""The check xmit_traffic: retransmission requests over a run against the scenario's xmit_bound. It
-fails on MCAST's seqno_outside_lock mutant on a lossless 3-sender run and passes unmutated, counts
-only what a protocol's spec calls a request, and says when it judged nothing."""
+"""The check xmit_traffic: retransmission traffic (requests, and messages sent again for any cause)
+over a run against the scenario's xmit_bound. It fails on MCAST's seqno_outside_lock mutant on a
+lossless 3-sender run and passes unmutated, counts only what a protocol's spec calls retransmission
+traffic, and says when it judged nothing."""
 
 from __future__ import annotations
 
@@ -38,13 +39,15 @@ def test_fails_on_the_mcast_mutant_and_passes_unmutated_on_a_lossless_network():
     bad, good = verdicts[PIECE.stem], verdicts[TWIN.stem]
     assert not bad.passed and not bad.vacuous and bad.judged == 5400
     assert bad.details["requests"] > 10 and len(bad.details["links"]) == 6  # every receiver->sender
-    assert "retransmission requests over the run, bound 0" in bad.explanation
-    assert good.passed and good.judged == 5400 and good.details["requests"] == 0
+    assert bad.details["retransmissions"] > 10
+    assert "retransmission requests and" in bad.explanation and "against a bound of 0" in bad.explanation
+    assert good.passed and good.judged == 5400 and good.details["requests"] == good.details["retransmissions"] == 0
 
 
-def test_counts_what_the_spec_calls_a_request_per_link():
-    """xmit_req_tx events (each protocol's XMIT-REQ or NAK) are requests; retransmissions and acks are
-    not; the count is over the run, per receiver->asked link, with the seqnos asked."""
+def test_counts_requests_and_retransmissions_per_link():
+    """xmit_req_tx events (each protocol's XMIT-REQ or NAK) are requests, retransmit events (any
+    reason) retransmissions, acks neither; the count is over the run, per receiver->asked link for a
+    request and sender->receiver for a retransmission, with the seqnos asked and the reasons."""
     ev = [
         make_event(0.5, "A", "mcast", "send", members=["A", "B"], seqno=1, app="A:0:0"),
         make_event(1.0, "B", "mcast", "xmit_req_tx", peer="A", ranges=[[1, 3]], count=3),
@@ -52,10 +55,12 @@ def test_counts_what_the_spec_calls_a_request_per_link():
         make_event(1.2, "B", "mcast", "ack_tx", peer="A", seqno=3),
         make_event(2.0, "B", "unicast3", "xmit_req_tx", peer="A", ranges=[[4, 4]], count=1),
     ]
-    r = check_xmit_traffic(ev, 2)
+    r = check_xmit_traffic(ev, 3)
     assert r.passed and r.judged == 1
     assert r.details["links"]["B->A"]["requests"] == 2 and r.details["links"]["B->A"]["seqnos"] == 4
-    assert not check_xmit_traffic(ev, 1).passed
+    assert r.details["links"]["A->B"]["retransmissions"] == 1
+    assert r.details["links"]["A->B"]["by_reason"] == {"xmit_req": 1}
+    assert not check_xmit_traffic(ev, 2).passed
     assert not run_checks(ev, ["xmit_traffic"], xmit_bound=0)[0].passed
     assert all(protocols.get(p).xmit_traffic is not None for p in ("unicast3", "unicast2", "nakack2", "mcast"))
 
@@ -90,6 +95,6 @@ def test_run_of_the_museum_piece_prints_the_requests_and_the_windows(tmp_path, c
     code = main(["run", str(PIECE), "--backend", "sim", "--out", str(tmp_path)])
     out = capsys.readouterr().out
     assert code == 0, out
-    assert "xmit_traffic failed (as expected)" in out and "bound 0, for 5400 messages sent" in out
+    assert "xmit_traffic failed (as expected)" in out and "against a bound of 0, for 5400 messages sent" in out
     assert "evidence: A->B retransmit:" in out
     assert "evidence: window B recv from A: delivered=1800 received=1800" in out
