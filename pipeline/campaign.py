@@ -36,6 +36,7 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 from harness.eventlog import encode_lines
+from node.events import compact_runs
 
 from . import ingest as I
 from . import partition_write as PW
@@ -93,7 +94,8 @@ def judged_seed(scenario, seed: int, stamp: str, sim_options: dict, want_timelin
         verdict = error_verdict(scenario, exc, backend="sim", stats=result.stats if result is not None else {})
     node_events = result.events if result is not None else {}
     timeline = result.timeline if result is not None else []
-    files = [(f"nodes/{name}/events.jsonl", _lines(evs)) for name, evs in sorted(node_events.items())]
+    # Run lines as a run directory has them (harness.rundir writes node logs through compact_runs).
+    files = [(f"nodes/{name}/events.jsonl", _lines(compact_runs(evs))) for name, evs in sorted(node_events.items())]
     if result is not None:
         files.append(("timeline.jsonl", _lines(timeline)))
     verdict_text = json.dumps(verdict.to_dict(), indent=2, sort_keys=False, default=_json_default) + "\n"

@@ -108,9 +108,11 @@ def per_message(events: DataFrame) -> DataFrame:
         .withColumn("count", F.lit(None).cast("long"))
         .withColumn("last_seqno", F.lit(None).cast("long"))
         .withColumn("last_app", F.lit(None).cast("string"))
+        # The run's line is counted once, at its first message (summary's `lines`).
+        .withColumn("_same_line", i > 0)
         .drop("_i")
     )
-    return single.unionByName(runs)
+    return single.withColumn("_same_line", F.lit(False)).unionByName(runs)
 
 
 def multiplicity() -> Column:
@@ -130,7 +132,9 @@ def summary(events: DataFrame) -> DataFrame:
     kind = F.col("kind")
     counts = events.groupBy(*_KEY).agg(
         F.sum(multiplicity()).cast("long").alias("n"),
-        F.count("*").alias("lines"),
+        F.sum(F.when(F.coalesce(F.col("_same_line"), F.lit(False)), 0).otherwise(1)).alias("lines")
+        if "_same_line" in events.columns
+        else F.count("*").alias("lines"),
         # Events with an application id: a protocol's own messages (GMS's, through UNICAST3) are
         # sent and delivered too, but only these are the applications'.
         F.count("app").alias("apps"),

@@ -404,8 +404,10 @@ def _messages(events: list[dict]) -> Iterator[dict]:
     for ev in events:
         if ev.get("v") == S.RUN_VERSION:
             extra = {key: ev[key] for key in ("_seq", "_fk", "_line", "_src") if key in ev}
-            for one in node_events.expand_run({k: v for k, v in ev.items() if k not in extra}):
+            for i, one in enumerate(node_events.expand_run({k: v for k, v in ev.items() if k not in extra})):
                 one.update(extra)
+                if i:
+                    one["_same_line"] = True  # the run's line is counted once, at its first message
                 yield one
         else:
             yield ev
@@ -432,7 +434,7 @@ def result_parts(events: list[dict]) -> dict[str, list[dict]]:
             k = kinds[kind] = {"kind": kind, "n": 0, "lines": 0, "apps": 0, "bytes_sum": None, "max_t": t, "min_t": t}
         count = ev.get("count")
         k["n"] += count if kind == "drop" and count is not None else 1
-        k["lines"] += 1
+        k["lines"] += 0 if ev.get("_same_line") else 1
         if ev.get("app") is not None:
             k["apps"] += 1  # application messages, not a membership protocol's own (run_metrics)
         b = ev.get("bytes")

@@ -12,6 +12,7 @@ import pytest
 from harness.eventlog import read_run
 from harness.rundir import run_scenario
 from harness.scenario import parse_scenario
+from node.events import expand_runs
 
 PERCENTILES = (0.5, 0.9, 0.99)
 
@@ -95,7 +96,9 @@ def analyzed(spark, tmp_path_factory):
         outcomes[protocol] = outcome
     analysis = A.analyze(spark, [str(runs)], str(tmp_path_factory.mktemp("warehouse")))
     verdicts = {v.run_id: v for v in analysis.verdicts}
-    return {p: (o.run_dir, read_run(o.run_dir), verdicts[o.run_dir.name]) for p, o in outcomes.items()}, analysis
+    return {
+        p: (o.run_dir, expand_runs(read_run(o.run_dir)), verdicts[o.run_dir.name]) for p, o in outcomes.items()
+    }, analysis
 
 
 @pytest.mark.parametrize("protocol", ["mcast", "nakack2"])
