@@ -1,4 +1,4 @@
-# The splitbrain node image: one protocol node per container, `python -m node`.
+# The splitbrain node image: one protocol node per container, `python -m splitbrain.node`.
 #
 #   ci/images node                       build it here, offline, on the local Debian base
 #   docker build --build-arg BASE_IMAGE=python:3.11-slim .   where a registry is reachable
@@ -49,7 +49,7 @@ EXPOSE 7800/udp 7800/tcp 7900/tcp
 HEALTHCHECK --interval=5s --timeout=3s --start-period=20s --retries=3 \
     CMD ["python", "-c", "import os, urllib.request as u; a = os.environ.get('SPLITBRAIN_ADMIN') or '127.0.0.1:7900'; h, _, p = a.rpartition(':'); h = '127.0.0.1' if h in ('0.0.0.0', '', '[::]') else h; u.urlopen(os.environ.get('HEALTHCHECK_URL') or f'http://{h}:{p}/health', timeout=2)"]
 # Configuration: `--config FILE` (mount it) and/or SPLITBRAIN_<KEY> environment variables.
-ENTRYPOINT ["python", "-m", "node"]
+ENTRYPOINT ["python", "-m", "splitbrain.node"]
 CMD []
 RUN useradd --system --uid 10001 --user-group --home-dir /var/lib/splitbrain --create-home \
         --shell /usr/sbin/nologin splitbrain \
@@ -62,5 +62,5 @@ COPY --from=deps /opt/splitbrain /opt/splitbrain
 COPY wheelhouse/image/project /wheels/project
 RUN /opt/splitbrain/bin/pip install --no-index --no-cache-dir --disable-pip-version-check \
         --find-links /wheels/project 'splitbrain[fast]' \
- && /opt/splitbrain/bin/python -c 'import node.runtime.runner, faults'
+ && /opt/splitbrain/bin/python -c 'import splitbrain.node.runtime.runner, splitbrain.faults'
 USER splitbrain

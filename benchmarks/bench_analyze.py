@@ -2,7 +2,7 @@
 
     python benchmarks/bench_analyze.py RUN_DIR --trees /work/main,. [--repeats 2] [--env K=V ...]
 
-Each repeat runs the command once per checkout (PYTHONPATH=checkout, `python -m harness.cli`),
+Each repeat runs the command once per checkout (PYTHONPATH=checkout, `python -m splitbrain.harness.cli`),
 back to back, and reports its wall time (to the command's exit), the CPU (user + sys) of the whole
 process tree (this process is the tree's subreaper, so the driver JVM and its Python workers are
 waited for and counted) and the 1-min load before each run. It then compares what matters between
@@ -33,7 +33,7 @@ def run_once(tree: Path, run_dir: str, out: Path, env: dict) -> dict:
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "harness.cli", "analyze", run_dir, "--out", str(out), "--quiet"],
+        [sys.executable, "-m", "splitbrain.harness.cli", "analyze", run_dir, "--out", str(out), "--quiet"],
         cwd=tree,
         env={**os.environ, "PYTHONPATH": str(tree), **env},
         stdout=subprocess.DEVNULL,
@@ -55,7 +55,7 @@ def run_once(tree: Path, run_dir: str, out: Path, env: dict) -> dict:
 
 def outputs(spark, out: Path) -> dict:
     """What two analyses of the same run must agree on."""
-    from pipeline.ingest import load_events, load_quarantine, load_runs
+    from splitbrain.pipeline.ingest import load_events, load_quarantine, load_runs
 
     page = (out / "report" / "index.html").read_text()
     page = re.sub(r"analysis wall time \(s\): [0-9.]+", "", page)
@@ -95,7 +95,7 @@ def main(argv: list[str] | None = None) -> int:
             rows.append(row)
             print(json.dumps(row), flush=True)
     if not args.no_compare and len(trees) > 1:
-        from pipeline.session import get_spark
+        from splitbrain.pipeline.session import get_spark
 
         spark = get_spark("local[2]")
         first = outputs(spark, work / "out-0-0")

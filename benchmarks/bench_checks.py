@@ -20,7 +20,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import bench_protocol  # the scenario shapes live there
 from benchresults import Results, add_json_option
 
-from harness.checks import CHECKS, run_checks
+from splitbrain.harness.checks import CHECKS, run_checks
 
 
 def main(argv: list[str] | None = None) -> int:

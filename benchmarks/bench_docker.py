@@ -39,10 +39,10 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from bench_node import delivered_count, latencies_ms, percentile  # noqa: E402
 
-from harness.backends import ClusterOptions, get_backend  # noqa: E402
-from harness.rundir import run_scenario  # noqa: E402
-from harness.scenario import load_scenario  # noqa: E402
-from harness.testlib import cluster_scenario  # noqa: E402
+from splitbrain.harness.backends import ClusterOptions, get_backend  # noqa: E402
+from splitbrain.harness.rundir import run_scenario  # noqa: E402
+from splitbrain.harness.scenario import load_scenario  # noqa: E402
+from splitbrain.harness.testlib import cluster_scenario  # noqa: E402
 
 
 def wait_for(predicate, timeout_s: float, what: str, every_s: float = 0.02):

@@ -21,9 +21,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from harness.explore import engine, nemesis
-from harness.explore.engine import Target, explore
-from harness.explore.vocab import vocabulary
+from splitbrain.harness.explore import engine, nemesis
+from splitbrain.harness.explore.engine import Target, explore
+from splitbrain.harness.explore.vocab import vocabulary
 
 _SYNC = {"resync": "sync", "xmit_interval": 0.5, "conn_close_timeout": 1.0}
 # name -> (protocol, settings, reference settings or None)

@@ -1,6 +1,6 @@
 """Event-log lines written by a node under a garbage flood: bounded count and time.
 
-One node process (`python -m node`, UDP, event log on) on a fresh loopback address, its peer
+One node process (`python -m splitbrain.node`, UDP, event log on) on a fresh loopback address, its peer
 never started. This script sends it `--count` datagrams (at most for `--seconds`), a mix of
 random bytes (reason "malformed"), well-formed frames for another node ("wrong_dest") and
 well-formed frames from a node it does not know ("unknown_src"). Then it reads the node's
@@ -24,9 +24,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from node import wire
-from node.message import Message
-from node.runtime.testing import NodeProcess, pair_configs, wait_for
+from splitbrain.node import wire
+from splitbrain.node.message import Message
+from splitbrain.node.runtime.testing import NodeProcess, pair_configs, wait_for
 
 BURST = 500  # datagrams between two looks at the node's /metrics (pacing by its own speed)
 

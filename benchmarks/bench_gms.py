@@ -36,12 +36,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from harness.backends import get_backend
-from harness.checks import run_checks
-from harness.scenario import load_scenario, parse_scenario
-from harness.sim.driver import SimBackend
-from harness.sim.simulator import simulate
-from harness.testlib import SplitbrainCluster, cluster_scenario
+from splitbrain.harness.backends import get_backend
+from splitbrain.harness.checks import run_checks
+from splitbrain.harness.scenario import load_scenario, parse_scenario
+from splitbrain.harness.sim.driver import SimBackend
+from splitbrain.harness.sim.simulator import simulate
+from splitbrain.harness.testlib import SplitbrainCluster, cluster_scenario
 
 ROOT = Path(__file__).resolve().parent.parent
 SPLIT = ROOT / "scenarios" / "gms-one-way-split.yaml"
@@ -115,7 +115,7 @@ def formation_sim(n: int, seeds: int) -> dict:
 
 
 def _local_cluster(scenario, tmp: Path, seed: int = 0) -> SplitbrainCluster:
-    from harness.rundir import make_run_dir
+    from splitbrain.harness.rundir import make_run_dir
 
     run_dir = make_run_dir(tmp, scenario.name, seed)
     return SplitbrainCluster(get_backend("local").create_cluster(scenario, run_dir, seed=seed), scenario)
@@ -253,13 +253,13 @@ def merge_sim(seeds: int) -> dict:
 
 
 def merge_local(runs: int, tmp: Path, backend: str = "local") -> dict:
-    from harness.rundir import run_scenario
+    from splitbrain.harness.rundir import run_scenario
 
     base = split_idle_after_heal()
     heal, sync, passed = [], [], 0
     for run in range(runs):
         outcome = run_scenario(base, seed=run, backend=backend, out=tmp)
-        from harness.eventlog import read_run
+        from splitbrain.harness.eventlog import read_run
 
         h, s, ok = _merge_numbers(read_run(outcome.run_dir), list(base.checks))
         heal.append(h)

@@ -18,10 +18,10 @@ import statistics
 
 from benchresults import Results, add_json_option  # benchmarks/, the script's own directory
 
-from harness.scenario import parse_scenario
-from harness.sim.simulator import Simulation
-from node.compose import protocol_layers
-from node.views import pair_problem
+from splitbrain.harness.scenario import parse_scenario
+from splitbrain.harness.sim.simulator import Simulation
+from splitbrain.node.compose import protocol_layers
+from splitbrain.node.views import pair_problem
 
 POLL_S = 0.01
 

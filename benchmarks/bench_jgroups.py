@@ -24,8 +24,8 @@ from pathlib import Path
 import requests
 from tenacity import Retrying, retry_if_result, stop_after_delay, wait_fixed
 
-from harness.conformance import Pair, jgroups_node
-from node.jgroups import launch
+from splitbrain.harness.conformance import Pair, jgroups_node
+from splitbrain.node.jgroups import launch
 
 
 def bare(n: int) -> float:
@@ -83,8 +83,8 @@ def node(n: int, event_log: bool) -> float:
 
 
 def launch_3() -> float:
-    from harness.backends.local import LocalBackend
-    from harness.testlib import cluster_scenario
+    from splitbrain.harness.backends.local import LocalBackend
+    from splitbrain.harness.testlib import cluster_scenario
 
     scenario = cluster_scenario(3, protocol="jgroups", recovery_bound=5)
     with tempfile.TemporaryDirectory() as tmp:

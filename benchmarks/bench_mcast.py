@@ -1,7 +1,7 @@
 """MCAST (the MCAST design) against NAKACK2: multicast throughput on loopback processes, in the same run,
 and memory under a partitioned receiver (simulator: the same layer code, exact and repeatable).
 
-Throughput (`python -m node` processes over UDP, static view, as benchmarks/bench_nakack2.py): for
+Throughput (`python -m splitbrain.node` processes over UDP, static view, as benchmarks/bench_nakack2.py): for
 each case fresh node processes start; every member sends a warm-up multicast stream, then the
 measured one, `count` multicasts each at rate 0 (as fast as the runtime lets it), all members at
 once. msgs/s = (members x count) / (the slowest member's last delivery - the streams' start). The
@@ -29,8 +29,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from nodecluster import multicast, start_cluster, stop, stream_span, wait_delivered, warm_up
 
-from harness.scenario import parse_scenario
-from harness.sim.simulator import Simulation
+from splitbrain.harness.scenario import parse_scenario
+from splitbrain.harness.sim.simulator import Simulation
 
 
 def run_case(protocol: str, n: int, count: int, size: int, config: dict, workdir: Path) -> dict:

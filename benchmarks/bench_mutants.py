@@ -24,8 +24,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from harness import mutants as mt
-from node import protocols
+from splitbrain.harness import mutants as mt
+from splitbrain.node import protocols
 
 
 def table(headers: list[str], rows: list[list]) -> str:

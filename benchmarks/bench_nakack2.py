@@ -1,4 +1,4 @@
-"""Multicast throughput of NAKACK2 on loopback: 3 and 5 node processes (`python -m node`).
+"""Multicast throughput of NAKACK2 on loopback: 3 and 5 node processes (`python -m splitbrain.node`).
 
 For each case (transport, nodes) fresh node processes start on unique 127.x.y.z addresses with a
 shared epoch, each with the full view (static membership). Every member sends a warm-up

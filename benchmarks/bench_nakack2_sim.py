@@ -15,13 +15,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from harness.scenario import parse_scenario
-from harness.sim.simulator import simulate
-from node import wire
-from node.compose import build_stack
-from node.layer import ViewChange
-from node.message import MCAST_DEST, Message, app_payload
-from node.nakack2.protocol import Nakack2
+from splitbrain.harness.scenario import parse_scenario
+from splitbrain.harness.sim.simulator import simulate
+from splitbrain.node import wire
+from splitbrain.node.compose import build_stack
+from splitbrain.node.layer import ViewChange
+from splitbrain.node.message import MCAST_DEST, Message, app_payload
+from splitbrain.node.nakack2.protocol import Nakack2
 
 
 def wire_row(transport: str, xmit: float, loss: float, n: int) -> str:

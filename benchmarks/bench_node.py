@@ -1,4 +1,4 @@
-"""Throughput and latency of the node daemon on loopback: 2 nodes (`python -m node`), UNICAST3.
+"""Throughput and latency of the node daemon on loopback: 2 nodes (`python -m splitbrain.node`), UNICAST3.
 
 For each case (transport, payload size, bundling on/off, event log on/off) two fresh node
 processes are started on unique 127.x.y.z addresses with a shared epoch (one run clock). Node A
@@ -43,7 +43,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from node.runtime.testing import NodeProcess, free_port, unique_host, wait_for
+from splitbrain.node.runtime.testing import NodeProcess, free_port, unique_host, wait_for
 
 GOAL_100B_UDP = 225_000
 RSS_EVERY_S = 30.0
@@ -267,12 +267,12 @@ def cost_breakdown(n_msgs: int = 100_000, batch: int = 1024, rounds: int = 3) ->
     import gc
     import random
 
-    from node import wire
-    from node.compose import build_stack
-    from node.message import Message
-    from node.runtime.eventlog import EventLog
-    from node.runtime.workload import Delivered, make_payloads
-    from node.unicast3 import Unicast3
+    from splitbrain.node import wire
+    from splitbrain.node.compose import build_stack
+    from splitbrain.node.message import Message
+    from splitbrain.node.runtime.eventlog import EventLog
+    from splitbrain.node.runtime.workload import Delivered, make_payloads
+    from splitbrain.node.unicast3 import Unicast3
 
     steps = [
         "payload + Message",

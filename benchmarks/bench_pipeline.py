@@ -17,7 +17,7 @@
      smallest size. --python-max caps the sizes the Python checker is timed on (say so in the
      table when it is skipped).
 3. A campaign of N seeds (1000 by default) of a short scenario on the simulator, from start to
-   HTML report, through the real CLI (`python -m harness.cli campaign`) in a fresh process: once
+   HTML report, through the real CLI (`python -m splitbrain.harness.cli campaign`) in a fresh process: once
    writing run directories then analyzing them, once with `--master local[2]` (seeds as Spark
    tasks, logs straight into the warehouse).
 
@@ -84,8 +84,8 @@ def synthetic_run(r: int, m: int):
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    from pipeline import schema as S
-    from pipeline import tasks as TK
+    from splitbrain.pipeline import schema as S
+    from splitbrain.pipeline import tasks as TK
 
     schema = TK.arrow_schema(S.EVENTS_TABLE_SCHEMA)
     blocks: list[tuple[int, dict]] = []  # (rows, column -> array or scalar)
@@ -227,9 +227,9 @@ def generate(spark, n_events: int, out: Path, jsonl: bool = True) -> dict:
     generator of before took 1095 s for 10 M events)."""
     import pyarrow.parquet as pq
 
-    from harness.checks import CHECKS
-    from harness.eventlog import encode_lines
-    from pipeline import schema as S
+    from splitbrain.harness.checks import CHECKS
+    from splitbrain.harness.eventlog import encode_lines
+    from splitbrain.pipeline import schema as S
 
     m = per_link_messages(min(EVENTS_PER_RUN, n_events))
     per_run = round(len(LINKS) * m * 2.22 + 33)
@@ -282,7 +282,7 @@ def generate(spark, n_events: int, out: Path, jsonl: bool = True) -> dict:
 def time_session_start(repeats: int = 3) -> float:
     code = (
         "import time,sys; sys.path.insert(0, %r); t=time.perf_counter(); "
-        "from pipeline.session import get_spark; s=get_spark('local[2]'); s.range(1).count(); "
+        "from splitbrain.pipeline.session import get_spark; s=get_spark('local[2]'); s.range(1).count(); "
         "print(time.perf_counter()-t)"
     ) % str(ROOT)
     times = []
@@ -324,7 +324,7 @@ def spark_cpu_s(spark) -> float:
 def spark_from_parquet(spark, wh: Path, timelines: int | None = None) -> tuple[float, list]:
     """analyze_runs of every run in the warehouse: judging alone (timelines None: no run's timeline
     drawn, not even the one per scenario the report always shows) or with `timelines`."""
-    from pipeline import analysis as A
+    from splitbrain.pipeline import analysis as A
 
     t = time.perf_counter()
     ids = sorted(A.I.ingested_run_ids(spark, str(wh)))
@@ -356,9 +356,9 @@ def kernel_in_process(events_per_run: int = EVENTS_PER_RUN, repeats: int = 3) ->
     pipeline.stored reads and judges it, and by the exact per-event path."""
     import pyarrow.parquet as pq
 
-    from harness.checks import CHECKS
-    from pipeline import columnar, columnar_parts, stored
-    from pipeline import tasks as TK
+    from splitbrain.harness.checks import CHECKS
+    from splitbrain.pipeline import columnar, columnar_parts, stored
+    from splitbrain.pipeline import tasks as TK
 
     table = synthetic_run(3, per_link_messages(events_per_run))
     plan = (list(CHECKS), {"recovery_bound_s": 4.5, "resync_bound": None, "xmit_bound": None}, False)
@@ -395,7 +395,7 @@ def kernel_in_process(events_per_run: int = EVENTS_PER_RUN, repeats: int = 3) ->
 def spark_from_jsonl(spark, runs: Path) -> tuple[float, int]:
     """Read, classify (the exact quarantine rules), judge and store the JSONL run directories in
     one pass (pipeline.ingest's per-run tasks), into a fresh warehouse next to them."""
-    from pipeline import analysis as A
+    from splitbrain.pipeline import analysis as A
 
     wh = runs.parent / "warehouse-jsonl"
     shutil.rmtree(wh, ignore_errors=True)
@@ -407,7 +407,7 @@ def spark_from_jsonl(spark, runs: Path) -> tuple[float, int]:
 
 
 def spark_ingest(spark, runs: Path, wh: Path) -> float:
-    from pipeline import ingest as I
+    from splitbrain.pipeline import ingest as I
 
     t = time.perf_counter()
     I.ingest(spark, [str(runs)], str(wh))
@@ -415,8 +415,8 @@ def spark_ingest(spark, runs: Path, wh: Path) -> float:
 
 
 def python_checker(runs: Path) -> tuple[float, dict]:
-    from harness.checks import CHECKS, run_checks
-    from harness.eventlog import read_run
+    from splitbrain.harness.checks import CHECKS, run_checks
+    from splitbrain.harness.eventlog import read_run
 
     t = time.perf_counter()
     out = {}
@@ -437,7 +437,7 @@ def campaign(n: int, work: Path, master: str | None = None) -> dict:
         [
             sys.executable,
             "-m",
-            "harness.cli",
+            "splitbrain.harness.cli",
             "campaign",
             str(scen),
             "--runs",
@@ -522,7 +522,7 @@ def main(argv=None) -> int:
                 f"Spark session start (fresh process, local[2], median of 3): {results['session_start_s']:.2f} s",
                 flush=True,
             )
-        from pipeline.session import get_spark
+        from splitbrain.pipeline.session import get_spark
 
         if sizes:
             # Warm the JVM (JIT, code generation caches) on a small run, so that the first size is
@@ -584,7 +584,7 @@ def main(argv=None) -> int:
             results["campaign_spark"] = campaign(seeds, work, master="local[2]")
             print(f"campaign in Spark tasks: {results['campaign_spark']}", flush=True)
         for executors in [int(x) for x in args.standalone.split(",") if x]:
-            from pipeline.standalone import standalone_cluster
+            from splitbrain.pipeline.standalone import standalone_cluster
 
             with standalone_cluster(work / f"cluster-{executors}", workers=executors, cores=1) as cluster:
                 c = campaign(seeds, work, master=cluster.master)

@@ -43,12 +43,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchresults import Results, add_json_option
 
-from harness.checks import CHECKS, run_checks
-from harness.scenario import parse_scenario
-from harness.sim import Simulation
-from node import wire
-from node.message import Message
-from node.unicast3 import PROTO_ID, RESYNC_MODES, MsgType, U3Header
+from splitbrain.harness.checks import CHECKS, run_checks
+from splitbrain.harness.scenario import parse_scenario
+from splitbrain.harness.sim import Simulation
+from splitbrain.node import wire
+from splitbrain.node.message import Message
+from splitbrain.node.unicast3 import PROTO_ID, RESYNC_MODES, MsgType, U3Header
 from tests.scenarios.test_jgrp1875 import jgrp1875
 
 ALL_CHECKS = list(CHECKS)

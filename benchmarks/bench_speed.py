@@ -52,17 +52,17 @@ ROOT = Path(__file__).resolve().parent.parent
 TREE = Path(os.environ.get("BENCH_TREE", ROOT)).resolve()
 sys.path.insert(0, str(TREE))
 
-from harness.eventlog import write_events  # noqa: E402
-from harness.rundir import judge  # noqa: E402
-from harness.scenario import Scenario, load_scenario  # noqa: E402
-from harness.sim import Simulation  # noqa: E402
-from harness.slots import planned_count  # noqa: E402
-from node import wire  # noqa: E402
-from node.compose import build_stack  # noqa: E402
-from node.layer import ViewChange  # noqa: E402
-from node.message import MCAST_DEST, Message, app_payload  # noqa: E402
-from node.runtime.eventlog import EventLog  # noqa: E402
-from node.stack import Stack  # noqa: E402
+from splitbrain.harness.eventlog import write_events  # noqa: E402
+from splitbrain.harness.rundir import judge  # noqa: E402
+from splitbrain.harness.scenario import Scenario, load_scenario  # noqa: E402
+from splitbrain.harness.sim import Simulation  # noqa: E402
+from splitbrain.harness.slots import planned_count  # noqa: E402
+from splitbrain.node import wire  # noqa: E402
+from splitbrain.node.compose import build_stack  # noqa: E402
+from splitbrain.node.layer import ViewChange  # noqa: E402
+from splitbrain.node.message import MCAST_DEST, Message, app_payload  # noqa: E402
+from splitbrain.node.runtime.eventlog import EventLog  # noqa: E402
+from splitbrain.node.stack import Stack  # noqa: E402
 
 SCENARIO = ROOT / "benchmarks" / "scenarios" / "speed-5x60.yaml"
 MCAST_SCENARIO = ROOT / "benchmarks" / "scenarios" / "speed-nakack2-5x60.yaml"
@@ -323,7 +323,18 @@ def run_command(path: Path, extra: list[str]) -> tuple[float, float]:
         cpu0 = _children_cpu()
         t0 = time.perf_counter()
         proc = subprocess.run(
-            [sys.executable, "-m", "harness.cli", "run", str(path), "--backend", "sim", "--out", out, *extra],
+            [
+                sys.executable,
+                "-m",
+                "splitbrain.harness.cli",
+                "run",
+                str(path),
+                "--backend",
+                "sim",
+                "--out",
+                out,
+                *extra,
+            ],
             cwd=TREE,
             capture_output=True,
             text=True,
@@ -364,10 +375,10 @@ def after_run_wall(scenario: Scenario, result) -> float | None:
     """Wall s of writing and judging as the CLI does on two cores (harness.afterrun: a forked
     child writes and runs some checks); None for a tree without it."""
     try:
-        from harness.afterrun import write_and_check
+        from splitbrain.harness.afterrun import write_and_check
     except ImportError:
         return None
-    from harness.rundir import write_events as write_run
+    from splitbrain.harness.rundir import write_events as write_run
 
     with tempfile.TemporaryDirectory() as out:
         t0 = time.perf_counter()

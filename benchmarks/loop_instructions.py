@@ -56,8 +56,8 @@ class Case(NamedTuple):
 
 
 CASES = {
-    "unicast": Case(HERE / "scenarios" / "speed-5x60.yaml", 11, "ceiling_sim", "node.unicast3"),
-    "mcast": Case(HERE / "scenarios" / "speed-nakack2-5x60.yaml", 2, "ceiling_mcast", "node.nakack2.spec"),
+    "unicast": Case(HERE / "scenarios" / "speed-5x60.yaml", 11, "ceiling_sim", "splitbrain.node.unicast3"),
+    "mcast": Case(HERE / "scenarios" / "speed-nakack2-5x60.yaml", 2, "ceiling_mcast", "splitbrain.node.nakack2.spec"),
 }
 
 

@@ -31,7 +31,7 @@ from typing import Any
 # Appended, not inserted: bench_nakack2 may have put another tree (BENCH_TREE) first.
 sys.path.append(str(Path(__file__).resolve().parent.parent))
 
-from node.runtime.workload import make_payloads
+from splitbrain.node.runtime.workload import make_payloads
 
 BATCH = 1024  # multicasts a member sends per loop turn at most (the node's STREAM_BATCH)
 WINDOW = 16_384  # unacked multicasts per sender at most

@@ -1,4 +1,4 @@
-"""Node processes for the throughput benchmarks: a cluster of `python -m node` on unique 127.x.y.z
+"""Node processes for the throughput benchmarks: a cluster of `python -m splitbrain.node` on unique 127.x.y.z
 addresses with a shared epoch and a static full view, the multicast streams they send, and what
 the benchmarks read back through the admin API.
 
@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from node.runtime.testing import NodeProcess, free_port, unique_host, wait_for
+from splitbrain.node.runtime.testing import NodeProcess, free_port, unique_host, wait_for
 
 NAMES = "ABCDEFGH"
 

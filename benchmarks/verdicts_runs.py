@@ -17,11 +17,11 @@ import sys
 import tempfile
 from pathlib import Path
 
-from harness import mutants
-from harness.eventlog import read_run
-from harness.rundir import judge, write_events
-from harness.scenario import load_scenario, parse_scenario
-from harness.sim import Simulation
+from splitbrain.harness import mutants
+from splitbrain.harness.eventlog import read_run
+from splitbrain.harness.rundir import judge, write_events
+from splitbrain.harness.scenario import load_scenario, parse_scenario
+from splitbrain.harness.sim import Simulation
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -57,8 +57,8 @@ def _table(header: Iterable[str], rows: Iterable[Iterable[object]]) -> list[str]
 
 def subcommands(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
     """name -> parser of every subcommand, in the order they were added. A subcommand that hands
-    its arguments to another program's parser (`node`, to `python -m node`) gets that parser."""
-    from node.runtime.runner import build_parser as node_parser
+    its arguments to another program's parser (`node`, to `python -m splitbrain.node`) gets that parser."""
+    from splitbrain.node.runtime.runner import build_parser as node_parser
 
     for action in parser._actions:
         if isinstance(action, argparse._SubParsersAction):
@@ -97,7 +97,7 @@ def _option_rows(parser: argparse.ArgumentParser) -> list[tuple[str, str, str]]:
 
 
 def render_cli() -> str:
-    from harness.cli import build_parser
+    from splitbrain.harness.cli import build_parser
 
     os.environ["COLUMNS"] = "100"  # argparse wraps usage lines to the terminal; fixed for the page
     parser = build_parser()
@@ -159,7 +159,7 @@ def _properties(schema: dict[str, Any], defs: dict[str, Any]) -> list[tuple[str,
 
 
 def render_scenario() -> str:
-    from harness.scenario import json_schema
+    from splitbrain.harness.scenario import json_schema
 
     schema = json_schema()
     defs = schema.get("$defs", {})
@@ -187,7 +187,7 @@ def render_scenario() -> str:
 
 def _check_rows() -> list[str]:
     """The checks a scenario's `checks:` may name (harness.checks' registry), each with what it judges."""
-    from harness import checks
+    from splitbrain.harness import checks
 
     rows = []
     for name in checks.KNOWN_CHECKS:
@@ -283,8 +283,8 @@ def settings_rows(spec: Any) -> list[tuple[str, str, str]]:
 
 
 def render_protocols() -> str:
-    from harness.scenario import MEMBERSHIP_DEFAULT_CHECKS
-    from node import protocols
+    from splitbrain.harness.scenario import MEMBERSHIP_DEFAULT_CHECKS
+    from splitbrain.node import protocols
 
     names = (*protocols.names(), *protocols.membership_names())
     lines = ["# Protocol reference", "", BANNER.strip(), ""]
@@ -331,7 +331,7 @@ def _kind(spec: Any) -> str:
 
 
 def render_events() -> str:
-    from node import events, protocols
+    from splitbrain.node import events, protocols
 
     lines = ["# Event-log reference", "", BANNER.strip(), ""]
     doc = inspect.getdoc(events) or ""
@@ -458,7 +458,7 @@ REGION_END = "<!-- end of generated part -->"
 
 def protocol_region(name: str) -> str:
     """A protocol page's generated part: its settings table, message types and event kinds."""
-    from node import protocols
+    from splitbrain.node import protocols
 
     spec = protocols.get(name)
     lines = ["## Settings", ""]
@@ -473,7 +473,7 @@ def protocol_region(name: str) -> str:
 
 def regions() -> dict[Path, dict[str, str]]:
     """page -> {region name: its content}: the generated parts of hand-written pages."""
-    from node import protocols
+    from splitbrain.node import protocols
 
     pages: dict[Path, dict[str, str]] = {}
     for name in (*protocols.names(), *protocols.membership_names()):

@@ -1,13 +1,13 @@
 """Which fault injectors work on this host, and why not when they do not.
 
-    from faults.capabilities import capabilities
+    from splitbrain.faults.capabilities import capabilities
     for name, available, detail in capabilities():
         ...
 
 Every answer comes from a trial where one is possible (a qdisc added, a rule inserted, a queue
 bound, all inside one throwaway network namespace that is deleted afterwards), not from version
 numbers; what the kernel config and module lists say is added to the detail. Each "no" carries a
-reason a person can act on. `python -m faults.capabilities` prints the table (for `splitbrain
+reason a person can act on. `python -m splitbrain.faults.capabilities` prints the table (for `splitbrain
 doctor`, which wires this in). The whole check takes about a second and never raises: a probe that
 fails unexpectedly is reported as unavailable with the exception text.
 """
@@ -158,7 +158,17 @@ def _nfqueue(lab: Lab, ns: str) -> Capability:
         return "nfqueue", False, f"the kernel's NFQUEUE target is missing: {rule.message}"
     # Bind a queue for real, in the namespace, with the delayer itself.
     proc = lab.runner(ns).popen(
-        [sys.executable, "-m", "faults.delayer", "--queue", "4199", "--delay-ms", "1", "--duration-s", "0.2"],
+        [
+            sys.executable,
+            "-m",
+            "splitbrain.faults.delayer",
+            "--queue",
+            "4199",
+            "--delay-ms",
+            "1",
+            "--duration-s",
+            "0.2",
+        ],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         stdin=subprocess.DEVNULL,
@@ -178,7 +188,7 @@ def _nfqueue(lab: Lab, ns: str) -> Capability:
         ready = False
     if not ready:
         return "nfqueue", False, f"cannot bind a queue: {first or err.strip()}"
-    return "nfqueue", True, f"NFQUEUE target + {lib}: UDP delay/jitter via python -m faults.delayer"
+    return "nfqueue", True, f"NFQUEUE target + {lib}: UDP delay/jitter via python -m splitbrain.faults.delayer"
 
 
 def _env_with_project() -> dict:
@@ -301,9 +311,13 @@ def _toxiproxy() -> list[Capability]:
             "not on PATH (in no reachable package registry); our own compatible server is used",
         )
     try:
-        import faults.toxiproxy  # noqa: F401
+        import splitbrain.faults.toxiproxy  # noqa: F401
 
-        own = ("toxiproxy-compatible", True, "python -m faults.toxiproxy (same REST API, toxiproxy-python client)")
+        own = (
+            "toxiproxy-compatible",
+            True,
+            "python -m splitbrain.faults.toxiproxy (same REST API, toxiproxy-python client)",
+        )
     except Exception as exc:
         own = ("toxiproxy-compatible", False, f"faults.toxiproxy does not import: {exc}")
     return [real_cap, own]

@@ -1,4 +1,4 @@
-"""`python -m faults.delayer`: hold packets from an NFQUEUE for a delay (+ jitter), then let them go.
+"""`python -m splitbrain.faults.delayer`: hold packets from an NFQUEUE for a delay (+ jitter), then let them go.
 
 Where the kernel has no netem, this is the packet-level delay: an iptables rule sends the chosen
 packets to queue N (`-j NFQUEUE --queue-num N --queue-bypass`, made by faults/nfqueue.py) and this
@@ -32,7 +32,7 @@ import time
 
 
 def parse(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m faults.delayer", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m splitbrain.faults.delayer", description=__doc__.split("\n\n")[0])
     parser.add_argument("--queue", type=int, required=True, help="NFQUEUE number (0-65535)")
     parser.add_argument("--delay-ms", type=float, required=True, help="mean delay per packet")
     parser.add_argument("--jitter-ms", type=float, default=0.0, help="uniform +- jitter (default 0)")

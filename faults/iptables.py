@@ -35,7 +35,7 @@ import shlex
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from node.errors import RunFailed
+from splitbrain.node.errors import RunFailed
 
 from .netns import CommandError, Result, Runner
 

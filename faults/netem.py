@@ -27,7 +27,7 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from node.errors import BadInput
+from splitbrain.node.errors import BadInput
 
 from .netns import Lab, Result, Runner, can_make_namespaces
 

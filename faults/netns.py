@@ -38,7 +38,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from node.errors import RunFailed
+from splitbrain.node.errors import RunFailed
 
 DEFAULT_TIMEOUT_S = 30.0
 CLONE_NEWNET = 0x40000000

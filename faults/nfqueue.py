@@ -6,7 +6,7 @@
 
 At the receiving host the rule `INPUT -p udp [-s A] [--dport P] -j NFQUEUE --queue-num N
 --queue-bypass` (tagged like every other rule, so heal and cleanup find it) hands the packets to
-`python -m faults.delayer --queue N`, started in the same namespace through the host's runner
+`python -m splitbrain.faults.delayer --queue N`, started in the same namespace through the host's runner
 (`ip netns exec`, or `nsenter -t <pid> -n` for a container: the delayer runs from the host's
 Python with the `netfilterqueue` package, so the node image needs neither). `--queue-bypass`
 keeps traffic flowing, undelayed, if the delayer is not running. The delay applies on INPUT, so it
@@ -30,7 +30,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from node.errors import RunFailed
+from splitbrain.node.errors import RunFailed
 
 from .iptables import IptablesFaults
 from .netns import PrefixRunner
@@ -128,7 +128,7 @@ class NfqueueDelay:
         argv = [
             self.python,
             "-m",
-            "faults.delayer",
+            "splitbrain.faults.delayer",
             "--queue",
             str(queue),
             "--delay-ms",

@@ -24,11 +24,11 @@ import traceback
 from collections.abc import Callable
 from typing import TYPE_CHECKING, NoReturn
 
-from harness.checks import CheckResult, run_scenario_checks
-from node.errors import RunFailed
+from splitbrain.harness.checks import CheckResult, run_scenario_checks
+from splitbrain.node.errors import RunFailed
 
 if TYPE_CHECKING:
-    from harness.scenario import Scenario
+    from splitbrain.harness.scenario import Scenario
 
 # The child's checks: with the writing, about half of the work (5x60 case, CPU s on busy cores:
 # parent 1.2-1.5 and child 1.1-1.5; with windows_synced in the child too, 1.0-1.2 and 1.3-1.5).

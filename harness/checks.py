@@ -89,9 +89,9 @@ from dataclasses import dataclass, field
 from itertools import islice
 from typing import Any
 
-from node.events import EVENT_VERSION, RUN_VERSION, run_problem
-from node.message import parse_app_id
-from node.views import pair_problem
+from splitbrain.node.events import EVENT_VERSION, RUN_VERSION, run_problem
+from splitbrain.node.message import parse_app_id
+from splitbrain.node.views import pair_problem
 
 # How many examples a failure keeps in its details (and names in its explanation).
 FIRST_FEW = 5
@@ -320,7 +320,7 @@ class _Redeliveries:
         peer = run.get("peer")
         if peer is None:
             if "members" in run:
-                from node.events import expand_run
+                from splitbrain.node.events import expand_run
 
                 for ev in expand_run(run):
                     self.see_send(ev)
@@ -338,7 +338,7 @@ class _Redeliveries:
     def _is_multicast(self, proto: str) -> bool:
         known = self._multicast_protos.get(proto)
         if known is None:
-            from node import protocols
+            from splitbrain.node import protocols
 
             try:
                 known = protocols.get(proto).multicast
@@ -1218,7 +1218,7 @@ class _WindowsSynced:
         one (a real implementation that exposes none, e.g. JGroups 2.12); else []."""
         if self.any_window_event or not self.data_protos:
             return []
-        from node import protocols
+        from splitbrain.node import protocols
 
         for proto in self.data_protos:
             try:
@@ -1502,7 +1502,7 @@ def check_resync_traffic(events: list[dict], bound: int | None = None) -> CheckR
     """Between any two nodes, at most `bound` resync messages (JGRP-1874): what each protocol's
     spec calls resync traffic (`ProtocolSpec.resync_traffic`), counted from the events of messages
     sent, both directions of a pair together. Judged: the pairs with any resync traffic."""
-    from node import protocols
+    from splitbrain.node import protocols
 
     predicates: dict[str, Callable | None] = {}
     pairs: dict[tuple[str, str], dict] = {}
@@ -1576,7 +1576,7 @@ def check_xmit_traffic(events: list[dict], bound: int | None = None) -> CheckRes
     lossless network states 0: nothing there needs asking for or sending again (MCAST's
     spurious retransmission). Judged: the application messages sent, which are what a
     retransmission could repeat; a run that sent none judges nothing."""
-    from node import protocols
+    from splitbrain.node import protocols
 
     predicates: dict[str, Callable | None] = {}
     sent = 0
@@ -1943,7 +1943,7 @@ def run_scenario_checks(events: list[dict], scenario: Any, names: Iterable[str] 
 
 def scenario_ack_bounds(scenario: Any) -> dict[str, tuple[str, float]]:
     """The ack bound of a scenario's protocol with its settings (node.compose.ack_bounds)."""
-    from node.compose import ack_bounds
+    from splitbrain.node.compose import ack_bounds
 
     return ack_bounds(scenario.protocol, dict(scenario.config or {}))
 

@@ -13,8 +13,8 @@ import argparse
 import gc
 import sys
 
-from harness.commands import add_commands
-from harness.commands.common import (
+from splitbrain.harness.commands import add_commands
+from splitbrain.harness.commands.common import (
     EXIT_BAD_INPUT,
     EXIT_FAILED,
     EXIT_INTERRUPTED,
@@ -23,9 +23,9 @@ from harness.commands.common import (
     error_exit,
     interrupted,
 )
-from harness.commands.node import cmd_node
-from harness.commands.run import DEFAULT_BACKEND, ProgressDisplay
-from node.errors import BadInput
+from splitbrain.harness.commands.node import cmd_node
+from splitbrain.harness.commands.run import DEFAULT_BACKEND, ProgressDisplay
+from splitbrain.node.errors import BadInput
 
 # Re-exported: the exit codes, the default backend and the live progress display were imported
 # from here before the commands had modules of their own.
@@ -69,7 +69,7 @@ def main(argv: list[str] | None = None) -> int:
 def _main(argv: list[str]) -> int:
     if argv and argv[0] == "node":
         return cmd_node(argv[1:])
-    from node.protocols import check_extras
+    from splitbrain.node.protocols import check_extras
 
     try:
         check_extras()  # a bad SPLITBRAIN_PROTOCOLS is bad input, said once, before anything runs

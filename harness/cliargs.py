@@ -11,7 +11,7 @@ from pathlib import Path
 
 def load_scenario_arg(path_text: str):
     """The scenario named on the command line, or None after printing why it cannot be loaded."""
-    from harness.scenario import ScenarioError, load_scenario
+    from splitbrain.harness.scenario import ScenarioError, load_scenario
 
     path = Path(path_text)
     try:

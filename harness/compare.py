@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterable
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 
-from node import protocols
+from splitbrain.node import protocols
 
 NA_CHARS = 110  # how much of the reason an n/a cell shows in the table
 
@@ -74,7 +74,7 @@ def on_variant(data: dict, variant: Variant) -> tuple[dict | None, str]:
     if variant.key is not None:
         config[variant.key] = variant.value
     out["config"] = config
-    from harness.scenario import ScenarioError, parse_scenario
+    from splitbrain.harness.scenario import ScenarioError, parse_scenario
 
     try:
         spec.config(config)
@@ -118,9 +118,9 @@ class Cell:
 
 def measure(data: dict, seed: int) -> dict:
     """One simulator run of a scenario dict with `seed`: outcome and numbers."""
-    from harness.checks import check_resync_traffic, run_checks, run_message_count, run_scenario_checks
-    from harness.scenario import parse_scenario
-    from harness.sim import Simulation
+    from splitbrain.harness.checks import check_resync_traffic, run_checks, run_message_count, run_scenario_checks
+    from splitbrain.harness.scenario import parse_scenario
+    from splitbrain.harness.sim import Simulation
 
     scenario = parse_scenario({**data, "seed": seed})
     try:

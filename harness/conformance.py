@@ -34,10 +34,10 @@ from typing import Any
 import requests
 from tenacity import RetryError, Retrying, retry_if_exception_type, retry_if_result, stop_after_delay, wait_fixed
 
-from node.contract import EVENTS_SCHEMA, load_openapi
-from node.errors import BadInput
-from node.events import expand_runs, is_run, run_problem
-from node.protocols import DEFAULT_PROTOCOL
+from splitbrain.node.contract import EVENTS_SCHEMA, load_openapi
+from splitbrain.node.errors import BadInput
+from splitbrain.node.events import expand_runs, is_run, run_problem
+from splitbrain.node.protocols import DEFAULT_PROTOCOL
 
 TOKEN_HEADER = "X-Splitbrain-Token"
 TOKEN = "conformance-token"
@@ -65,19 +65,19 @@ class Implementation:
 def python_node() -> Implementation:
     return Implementation(
         "python",
-        (sys.executable, "-m", "node", "--config", "{config}"),
+        (sys.executable, "-m", "splitbrain.node", "--config", "{config}"),
         {"protocol": DEFAULT_PROTOCOL, "transport": "udp"},
     )
 
 
 def _build_jgroups() -> None:
-    from node.jgroups import launch
+    from splitbrain.node.jgroups import launch
 
     launch.ensure_built()
 
 
 def jgroups_node() -> Implementation:
-    from node.jgroups import launch
+    from splitbrain.node.jgroups import launch
 
     group = f"239.{os.getpid() % 200 + 20}.{int(time.time()) % 250}.9:{free_port(socket.SOCK_DGRAM)}"
     return Implementation(

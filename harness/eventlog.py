@@ -17,8 +17,8 @@ import re
 from collections.abc import Iterable
 from pathlib import Path
 
-from node.errors import BadInput
-from node.events import RUN_VERSION, run_problem
+from splitbrain.node.errors import BadInput
+from splitbrain.node.events import RUN_VERSION, run_problem
 
 try:  # the `fast` extra; without it every line goes through json.dumps
     import orjson

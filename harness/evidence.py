@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from node import protocols
-from node.events import RUN_VERSION
+from splitbrain.node import protocols
+from splitbrain.node.events import RUN_VERSION
 
 TAIL_S = 5  # seconds at the end of the run shown per second
 MAX_LINES = 8

@@ -26,10 +26,10 @@ from dataclasses import dataclass, field
 
 from tenacity import RetryError, Retrying, retry_if_result, wait_fixed
 
-from harness.backends.admin import AdminError
-from harness.backends.base import NodeState
-from harness.scenario import Scenario
-from node.views import pair_problem
+from splitbrain.harness.backends.admin import AdminError
+from splitbrain.harness.backends.base import NodeState
+from splitbrain.harness.scenario import Scenario
+from splitbrain.node.views import pair_problem
 
 EXPECTED = (
     "every stream done at its sender, no protocol layer busy, every send window fully acked "

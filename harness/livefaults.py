@@ -40,12 +40,12 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
-from harness import nemesis
-from harness.backends.admin import AdminError
-from harness.backends.base import BackendError, FaultInjector, NodeState
-from harness.scenario import Drop, FaultStep
-from node import protocols
-from node.faultlayer import FaultRule
+from splitbrain.harness import nemesis
+from splitbrain.harness.backends.admin import AdminError
+from splitbrain.harness.backends.base import BackendError, FaultInjector, NodeState
+from splitbrain.harness.scenario import Drop, FaultStep
+from splitbrain.node import protocols
+from splitbrain.node.faultlayer import FaultRule
 
 
 @dataclass(eq=False)

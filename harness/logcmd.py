@@ -13,8 +13,8 @@ import sys
 from collections.abc import Callable, Iterable, Iterator
 from typing import TextIO
 
-from harness.eventlog import EventLogError, read_run
-from node.events import expand_run, is_run
+from splitbrain.harness.eventlog import EventLogError, read_run
+from splitbrain.node.events import expand_run, is_run
 
 EXIT_OK = 0
 EXIT_BAD_INPUT = 2

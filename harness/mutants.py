@@ -41,8 +41,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from node import protocols
-from node.protocols import ChaosSet
+from splitbrain.node import protocols
+from splitbrain.node.protocols import ChaosSet
 
 NODES = ("A", "B", "C")
 SETTLE_S = 12.0
@@ -80,7 +80,7 @@ def chaos_modes(protocol: str = protocols.DEFAULT_PROTOCOL) -> tuple[str, ...]:
 
 def admin_sync_available() -> bool:
     """True when the scenario model has the admin SYNC step (`sync: {at: B, peer: A}`)."""
-    from harness.scenario import STEP_KINDS
+    from splitbrain.harness.scenario import STEP_KINDS
 
     return "sync" in STEP_KINDS
 
@@ -382,7 +382,7 @@ def _with_membership(
     killed and restarted (quicker or slower than the failure detector: it rejoins as a new
     incarnation with a join digest), on links with a delay and maybe a loss burst; judged by every
     check and views_agree."""
-    from harness.checks import MEMBERSHIP_CHECKS
+    from splitbrain.harness.checks import MEMBERSHIP_CHECKS
 
     fd_timeout = protocols.get(membership).config({}).as_dict().get("fd_timeout", 2.0)
     workload = [
@@ -490,7 +490,7 @@ def remove_steps(steps: list[dict], remove: Iterable[int]) -> list[dict]:
 
 
 def _all_checks() -> list[str]:
-    from harness.checks import GENERAL_CHECKS
+    from splitbrain.harness.checks import GENERAL_CHECKS
 
     return list(GENERAL_CHECKS)
 
@@ -529,9 +529,9 @@ def with_mutation(data: dict, mutation: str | None, mode: str | None = None) -> 
 
 def run_trial(data: dict, seed: int, *, check_invariants: bool = True, source: str = "generated") -> Trial:
     """Simulate a scenario dict with `seed` and judge it as `splitbrain run --backend sim` does."""
-    from harness.rundir import judge
-    from harness.scenario import parse_scenario
-    from harness.sim import Simulation
+    from splitbrain.harness.rundir import judge
+    from splitbrain.harness.scenario import parse_scenario
+    from splitbrain.harness.sim import Simulation
 
     scenario = parse_scenario({**data, "seed": seed})
     try:
@@ -558,7 +558,7 @@ class Shrunk:
 def shrink(data: dict, seed: int, still_fails: Callable[[dict], bool], budget: int = SHRINK_BUDGET) -> Shrunk:
     """A failing scenario dict shrunk by harness.shrink's reductions while `still_fails(candidate)`
     holds (for a mutant: killed_by), at most `budget` candidate runs."""
-    from harness.shrink import Budget, shrink_with
+    from splitbrain.harness.shrink import Budget, shrink_with
 
     runs = Budget(budget)
 

@@ -22,9 +22,9 @@ if TYPE_CHECKING:
 
     from rich.progress import Progress
 
-    from harness.mutants import BaselineResult, MutantResult
+    from splitbrain.harness.mutants import BaselineResult, MutantResult
 
-from node.errors import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK
+from splitbrain.node.errors import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK
 
 # Where the description lists every hunted protocol's mutants, filled in when the help is shown:
 # listing them imports every protocol, which no other command should pay for.
@@ -35,12 +35,12 @@ class _Hunted:
     """The hunted protocols as argparse choices, asked for only when argparse checks or shows them."""
 
     def __contains__(self, name: object) -> bool:
-        from harness import mutants as mt
+        from splitbrain.harness import mutants as mt
 
         return name in mt.hunted()
 
     def __iter__(self) -> Iterator[str]:
-        from harness import mutants as mt
+        from splitbrain.harness import mutants as mt
 
         return iter(mt.hunted())
 
@@ -48,15 +48,15 @@ class _Hunted:
 class _PlantedHelp(argparse.HelpFormatter):
     def add_text(self, text: str | None) -> None:
         if text and PLANTED in text:
-            from harness import mutants as mt
+            from splitbrain.harness import mutants as mt
 
             text = text.replace(PLANTED, "; ".join(f"{p}: {', '.join(mt.mutations(p)) or 'none'}" for p in mt.hunted()))
         super().add_text(text)
 
 
 def add_command(subparsers) -> None:
-    from harness.cliargs import non_negative_int, positive_int
-    from node import protocols
+    from splitbrain.harness.cliargs import non_negative_int, positive_int
+    from splitbrain.node import protocols
 
     p = subparsers.add_parser(
         "mutants",
@@ -141,7 +141,7 @@ def add_command(subparsers) -> None:
 
 
 def cmd_mutants(args: argparse.Namespace) -> int:
-    from harness import mutants as mt
+    from splitbrain.harness import mutants as mt
 
     planted = mt.mutations(args.protocol)
     key = mt.chaos_of(args.protocol).mode_key
@@ -221,8 +221,8 @@ def _file_source(path: str, protocol: str):
     """A scenario file as a mutants Source, or None after printing why it cannot be used."""
     import yaml
 
-    from harness.cliargs import load_scenario_arg
-    from harness.mutants import Source
+    from splitbrain.harness.cliargs import load_scenario_arg
+    from splitbrain.harness.mutants import Source
 
     scenario = load_scenario_arg(path)
     if scenario is None:
@@ -247,7 +247,7 @@ def _file_source(path: str, protocol: str):
 
 
 def _run(names, sources, seeds, cases, *, shrink, invariants, jobs, progress):
-    from harness import mutants as mt
+    from splitbrain.harness import mutants as mt
 
     if jobs <= 1:
         results = [
@@ -330,7 +330,7 @@ def _print_table(results, baseline, seeds, sources, wall: float, protocol: str, 
     from rich.console import Console
     from rich.table import Table
 
-    from node.protocols import DEFAULT_PROTOCOL
+    from splitbrain.node.protocols import DEFAULT_PROTOCOL
 
     console = Console(width=None if sys.stdout.isatty() else 180)
     killed = sum(r.killed for r in results)

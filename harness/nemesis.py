@@ -26,10 +26,10 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, fields
 from typing import Any, TypeVar
 
-from harness import scenario as sc
-from harness.scenario import NETWORK_KINDS, FaultStep, cut_links
-from node.events import make_event
-from node.faultlayer import FaultRule
+from splitbrain.harness import scenario as sc
+from splitbrain.harness.scenario import NETWORK_KINDS, FaultStep, cut_links
+from splitbrain.node.events import make_event
+from splitbrain.node.faultlayer import FaultRule
 
 RUNNING, PAUSED, DEAD = "running", "paused", "dead"
 # Steps whose fault lives on links (the simulator's network, injectors, receiver-side rules).

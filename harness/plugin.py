@@ -74,12 +74,12 @@ from pathlib import Path
 
 import pytest
 
-from harness.backends import BACKENDS, BackendError, BackendUnavailable, ClusterOptions, get_backend
-from harness.scenario import INJECTORS, Scenario, load_scenario
-from harness.sim.driver import SimBackend
+from splitbrain.harness.backends import BACKENDS, BackendError, BackendUnavailable, ClusterOptions, get_backend
+from splitbrain.harness.scenario import INJECTORS, Scenario, load_scenario
+from splitbrain.harness.sim.driver import SimBackend
 
 # Re-exported: users imported these from harness.plugin before harness.testlib existed.
-from harness.testlib import (
+from splitbrain.harness.testlib import (
     DEFAULT_TIMEOUT_S,
     WINDOW_SECTION_LIMIT,
     Checkers,
@@ -90,7 +90,7 @@ from harness.testlib import (
     eventually,
     run_summary,
 )
-from node.protocols import DEFAULT_PROTOCOL
+from splitbrain.node.protocols import DEFAULT_PROTOCOL
 
 __all__ = [
     "DEFAULT_TIMEOUT_S",
@@ -292,7 +292,7 @@ def _run_parent(request) -> Path:
 @pytest.fixture
 def splitbrain_cluster(request, splitbrain_backend, splitbrain_backend_name):
     """A factory of started clusters on the test's backend, torn down when the test ends."""
-    from harness.rundir import make_run_dir, write_scenario
+    from splitbrain.harness.rundir import make_run_dir, write_scenario
 
     made: list[SplitbrainCluster] = []
     request.node.stash[CLUSTERS_KEY] = made
@@ -390,7 +390,7 @@ def eventually_fixture(request):
 @pytest.fixture
 def splitbrain_run(request, splitbrain_backend, splitbrain_backend_name):
     """Run a scenario (a path or a Scenario) on the test's backend; returns the RunOutcome."""
-    from harness.rundir import run_scenario
+    from splitbrain.harness.rundir import run_scenario
 
     runs: list = []
     request.node.stash[RUNS_KEY] = runs
@@ -451,9 +451,9 @@ def splitbrain_explore(request):
         jobs: int = 1,
         expect_clean: bool = True,
     ):
-        from harness.explore.engine import Target, explore, rerun_command
-        from harness.explore.vocab import vocabulary
-        from harness.shrink import dump_scenario
+        from splitbrain.harness.explore.engine import Target, explore, rerun_command
+        from splitbrain.harness.explore.vocab import vocabulary
+        from splitbrain.harness.shrink import dump_scenario
 
         settings = dict(config or {})
         target = Target(

@@ -34,14 +34,14 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from harness import eventlog
-from harness.backends import BACKENDS
-from harness.scenario import Scenario
-from node.events import RUN_VERSION, compact_runs
+from splitbrain.harness import eventlog
+from splitbrain.harness.backends import BACKENDS
+from splitbrain.harness.scenario import Scenario
+from splitbrain.node.events import RUN_VERSION, compact_runs
 
 if TYPE_CHECKING:
-    from harness.runner import LiveResult
-    from harness.sim.simulator import SimResult
+    from splitbrain.harness.runner import LiveResult
+    from splitbrain.harness.sim.simulator import SimResult
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -72,7 +72,7 @@ class Verdict:
     def summary(self) -> str:
         if self.outcome == "error":
             return f"ERROR ({self.error})"
-        from harness.checks import judged_summary
+        from splitbrain.harness.checks import judged_summary
 
         judged = f"; judged: {judged_summary(self.checks)}" if self.checks else ""
         if isinstance(self.expect, dict):
@@ -113,7 +113,7 @@ class RunOutcome:
 
 def judge(scenario: Scenario, events: list[dict], *, seed: int, backend: str, stats: dict) -> Verdict:
     """Run the scenario's checks over a merged event log and decide the outcome."""
-    from harness.checks import run_scenario_checks
+    from splitbrain.harness.checks import run_scenario_checks
 
     results = run_scenario_checks(events, scenario)
     return verdict_of(scenario, results, seed=seed, backend=backend, stats=stats)
@@ -246,7 +246,7 @@ def run_scenario(
     """
     if backend not in BACKENDS:
         raise ValueError(f"backend: must be one of {', '.join(BACKENDS)}, got {backend!r}")
-    from harness.scenario import check_backend
+    from splitbrain.harness.scenario import check_backend
 
     check_backend(scenario, backend, getattr(cluster_options, "injector", None))
     scenario, run_dir = prepare_run(scenario, seed, out, stamp)
@@ -260,8 +260,8 @@ def run_scenario(
 
 
 def _run_sim(scenario: Scenario, run_dir: Path, workers: int = 1, **sim_options) -> RunOutcome:
-    from harness.afterrun import write_and_check
-    from harness.sim import Simulation
+    from splitbrain.harness.afterrun import write_and_check
+    from splitbrain.harness.sim import Simulation
 
     seed = scenario.seed
     sim = None
@@ -298,9 +298,9 @@ def _run_live(
     backend_options: dict | None = None,
 ) -> RunOutcome:
     """A run on real nodes (harness.runner): the nodes write their own logs into run_dir."""
-    from harness.backends import get_backend, signals_deferred
-    from harness.eventlog import read_run
-    from harness.runner import LiveRun, interrupt_handlers
+    from splitbrain.harness.backends import get_backend, signals_deferred
+    from splitbrain.harness.eventlog import read_run
+    from splitbrain.harness.runner import LiveRun, interrupt_handlers
 
     runner = None
     with interrupt_handlers():

@@ -32,21 +32,21 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from harness.backends.admin import AdminError
-from harness.backends.base import BackendError, Cluster, NodeState
+from splitbrain.harness.backends.admin import AdminError
+from splitbrain.harness.backends.base import BackendError, Cluster, NodeState
 
 # FaultBook, Rule, drop_rule and network_rules lived here first: re-exported by their old path.
-from harness.livefaults import FaultBook as FaultBook
-from harness.livefaults import LiveFaults
-from harness.livefaults import Rule as Rule
-from harness.livefaults import drop_rule as drop_rule
-from harness.livefaults import network_rules as network_rules
-from harness.scenario import FaultStep, Scenario, Stream
-from harness.slots import planned_count, slots_before
-from node.errors import RunFailed
+from splitbrain.harness.livefaults import FaultBook as FaultBook
+from splitbrain.harness.livefaults import LiveFaults
+from splitbrain.harness.livefaults import Rule as Rule
+from splitbrain.harness.livefaults import drop_rule as drop_rule
+from splitbrain.harness.livefaults import network_rules as network_rules
+from splitbrain.harness.scenario import FaultStep, Scenario, Stream
+from splitbrain.harness.slots import planned_count, slots_before
+from splitbrain.node.errors import RunFailed
 
 if TYPE_CHECKING:
-    from harness.live import SettleResult
+    from splitbrain.harness.live import SettleResult
 
 PROGRESS_INTERVAL_S = 0.5
 POLL_S = 0.05
@@ -155,7 +155,7 @@ class LiveRun:
         if self._started:
             raise RuntimeError("a LiveRun runs once; build a new one to run again")
         self._started = True
-        from harness import live
+        from splitbrain.harness import live
 
         self._wall0 = time.monotonic()
         try:

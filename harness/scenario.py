@@ -48,7 +48,7 @@ from pydantic import (
     model_validator,
 )
 
-from harness.validation import (
+from splitbrain.harness.validation import (
     InputModel,
     NonNegative,
     NonNegativeInt,
@@ -67,12 +67,12 @@ from harness.validation import (
     type_name,
     validate_part,
 )
-from node import protocols
-from node.compose import STATIC, recovery_bound_s, refusal, split_config
-from node.errors import BadInput, SettingError
-from node.layer import SyncPeer
-from node.message import MCAST_DEST as GROUP_DEST
-from node.runtime.config import TRANSPORTS
+from splitbrain.node import protocols
+from splitbrain.node.compose import STATIC, recovery_bound_s, refusal, split_config
+from splitbrain.node.errors import BadInput, SettingError
+from splitbrain.node.layer import SyncPeer
+from splitbrain.node.message import MCAST_DEST as GROUP_DEST
+from splitbrain.node.runtime.config import TRANSPORTS
 
 # Checks every run gets, listed or not: an exception inside a protocol layer is always our bug.
 ALWAYS_CHECKS = ("no_errors",)
@@ -667,7 +667,7 @@ def check_backend(scenario: Scenario, backend: str, injector: str | None = None)
     if why:
         raise ScenarioError(where, why)
     if scenario.ip_multicast and backend == "local":
-        from harness.mcastprobe import loopback_status
+        from splitbrain.harness.mcastprobe import loopback_status
 
         works, why = loopback_status()
         if not works:
@@ -685,7 +685,7 @@ def _external_fits(scenario: Scenario, backend: str) -> None:
             "use --backend local or --backend docker",
         )
     if backend == "local":
-        from node.jgroups.launch import runtime_problem
+        from splitbrain.node.jgroups.launch import runtime_problem
 
         why = runtime_problem((scenario.jgroups or {}).get("jar"))
         if why:
@@ -1466,7 +1466,7 @@ def _protocol_settings(config: dict | None, info: ValidationInfo) -> dict:
 def _checks(checks: list[str] | None, info: ValidationInfo) -> tuple[str, ...]:
     """Check names against harness.checks (it owns the list); add the checks every run gets. No
     list: the protocol's default checks."""
-    from harness.checks import KNOWN_CHECKS
+    from splitbrain.harness.checks import KNOWN_CHECKS
 
     if checks is None:
         protocol = context(info).get("protocol")

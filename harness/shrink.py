@@ -32,8 +32,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from harness.mutants import remove_steps, run_trial, with_mutation
-from node.errors import BadInput
+from splitbrain.harness.mutants import remove_steps, run_trial, with_mutation
+from splitbrain.node.errors import BadInput
 
 DEFAULT_BUDGET = 300  # simulator runs one shrink may spend
 MIN_DURATION_S = 0.5
@@ -57,7 +57,7 @@ class ShrinkResult:
 
 def size(data: dict) -> dict:
     """Steps, streams, planned messages and run length of a scenario dict (for before/after lines)."""
-    from harness.scenario import parse_scenario
+    from splitbrain.harness.scenario import parse_scenario
 
     sc = parse_scenario(data)
     messages = 0
@@ -140,7 +140,7 @@ def shrink_with(
     `budget` is spent: (the smallest scenario dict found, one log line per candidate). The
     test decides what "the same failure" is: `splitbrain shrink`'s check (shrink_scenario), the
     mutation campaign's kill (harness.mutants.killed_by)."""
-    from harness.scenario import ScenarioError, parse_scenario
+    from splitbrain.harness.scenario import ScenarioError, parse_scenario
 
     best = data
     log: list[str] = []

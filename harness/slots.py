@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 
-from harness.scenario import Stream
+from splitbrain.harness.scenario import Stream
 
 _EPS = 1e-9
 

@@ -3,8 +3,8 @@ notebooks): a started cluster a caller drives (`SplitbrainCluster`), faults in t
 vocabulary (`FaultController`), `eventually`, the event-log checkers (`Checkers`) and the text of a
 failure report. harness.plugin only wires these into pytest fixtures and hooks.
 
-    from harness.backends import get_backend
-    from harness.testlib import SplitbrainCluster, cluster_scenario
+    from splitbrain.harness.backends import get_backend
+    from splitbrain.harness.testlib import SplitbrainCluster, cluster_scenario
 
     scenario = cluster_scenario(3, config={"xmit_interval": 0.2})
     cluster = SplitbrainCluster(get_backend("local").create_cluster(scenario, run_dir, seed=0), scenario).start()
@@ -35,11 +35,11 @@ from typing import Any
 
 from tenacity import RetryError, Retrying, retry_if_exception_type, stop_after_delay, wait_fixed
 
-from harness.backends import BackendError
-from harness.backends.admin import AdminError
-from harness.backends.base import Cluster, FaultInjector, NodeState
-from harness.livefaults import LiveFaults
-from harness.scenario import (
+from splitbrain.harness.backends import BackendError
+from splitbrain.harness.backends.admin import AdminError
+from splitbrain.harness.backends.base import Cluster, FaultInjector, NodeState
+from splitbrain.harness.livefaults import LiveFaults
+from splitbrain.harness.scenario import (
     DEFAULT_CHECKS,
     HEALABLE_KINDS,
     MEMBERSHIP_DEFAULT_CHECKS,
@@ -50,8 +50,8 @@ from harness.scenario import (
     _step_params,
     parse_scenario,
 )
-from node.errors import RunFailed
-from node.protocols import DEFAULT_PROTOCOL
+from splitbrain.node.errors import RunFailed
+from splitbrain.node.protocols import DEFAULT_PROTOCOL
 
 DEFAULT_TIMEOUT_S = 30.0
 WINDOW_SECTION_LIMIT = 12_000
@@ -233,7 +233,7 @@ class SplitbrainCluster:
     def membership(self) -> str:
         """ "static" (the harness installs every view), "gms" (the nodes make their own) or "own"
         (a real implementation, protocol jgroups, whose stack makes them)."""
-        from node import protocols
+        from splitbrain.node import protocols
 
         if protocols.get(self.scenario.protocol).external:
             return "own"
@@ -358,7 +358,7 @@ class SplitbrainCluster:
 
     def wait_settled(self, *, timeout: float = DEFAULT_TIMEOUT_S) -> None:
         """Until every stream is done and delivered and every send window is acked and matched."""
-        from harness import live
+        from splitbrain.harness import live
 
         scenario = dataclasses.replace(self.scenario, streams=tuple(self.streams))
         restarted = {n for n, h in self.cluster.nodes.items() if h.incarnation > 1}
@@ -455,15 +455,15 @@ class SplitbrainCluster:
                 raise BackendError("; ".join(problems))
 
     def write_timeline(self) -> None:
-        from harness.eventlog import write_events
+        from splitbrain.harness.eventlog import write_events
 
         write_events(self.run_dir / "timeline.jsonl", self.timeline)
 
     def events(self) -> list[dict]:
         """Stop the cluster (once) and return the merged event log of the run."""
         if self.events_ is None:
-            from harness.eventlog import read_run
-            from node.events import expand_runs
+            from splitbrain.harness.eventlog import read_run
+            from splitbrain.node.events import expand_runs
 
             self.stop()
             # One event per message, run lines (node/events.py) expanded: what a test counts.
@@ -472,7 +472,7 @@ class SplitbrainCluster:
 
     def check(self, *names: str) -> list:
         """Stop the cluster and run the named checks (default: all five) over its event log."""
-        from harness.checks import run_checks, scenario_ack_bounds
+        from splitbrain.harness.checks import run_checks, scenario_ack_bounds
 
         defaults = list(DEFAULT_CHECKS) + ["windows_synced"]
         if self.membership != "static":
@@ -723,12 +723,12 @@ class Checkers:
 
     @staticmethod
     def names() -> list[str]:
-        from harness.checks import GENERAL_CHECKS
+        from splitbrain.harness.checks import GENERAL_CHECKS
 
         return list(GENERAL_CHECKS)
 
     def run(self, target, *names: str) -> list:
-        from harness.checks import run_checks
+        from splitbrain.harness.checks import run_checks
 
         if isinstance(target, SplitbrainCluster):
             return target.check(*names)
@@ -762,7 +762,7 @@ def run_summary(run_dir: Path) -> str:
     except (OSError, ValueError) as exc:
         lines.append(f"(no verdict.json: {exc})")
     try:
-        from harness.eventlog import read_events
+        from splitbrain.harness.eventlog import read_events
 
         lines.append(_timeline_text(read_events(run_dir / "timeline.jsonl")))
     except (OSError, ValueError):

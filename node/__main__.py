@@ -1,4 +1,4 @@
-"""`python -m node --config FILE`: run one protocol node (see node/runtime/runner.py).
+"""`python -m splitbrain.node --config FILE`: run one protocol node (see node/runtime/runner.py).
 
 Start-up cost matters here: a harness starts every node of a cluster at once, so each process's
 CPU time until it serves adds up on a small machine. aiohttp's client module builds two TLS
@@ -19,7 +19,7 @@ def _import_admin_without_ca_store() -> None:
     try:
         for var in _CA_VARS:
             os.environ[var] = os.devnull
-        import node.runtime.admin  # noqa: F401  (imports aiohttp)
+        import splitbrain.node.runtime.admin  # noqa: F401  (imports aiohttp)
     finally:
         for var, value in saved.items():
             if value is None:
@@ -30,6 +30,6 @@ def _import_admin_without_ca_store() -> None:
 
 if __name__ == "__main__":
     _import_admin_without_ca_store()
-    from node.runtime.runner import main
+    from splitbrain.node.runtime.runner import main
 
     sys.exit(main())

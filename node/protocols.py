@@ -205,13 +205,13 @@ class ProtocolSpec:
 # Modules with a module-level `SPEC: ProtocolSpec`, one line per protocol; the package is named
 # after the protocol (node.<name>.spec), which is how get(name) finds it without the others.
 BUILTIN = (
-    "node.unicast3.spec",
-    "node.unicast2.spec",
-    "node.unicast.spec",
-    "node.nakack2.spec",
-    "node.mcast.spec",
-    "node.gms.spec",
-    "node.jgroups.spec",
+    "splitbrain.node.unicast3.spec",
+    "splitbrain.node.unicast2.spec",
+    "splitbrain.node.unicast.spec",
+    "splitbrain.node.nakack2.spec",
+    "splitbrain.node.mcast.spec",
+    "splitbrain.node.gms.spec",
+    "splitbrain.node.jgroups.spec",
 )
 ENV_PROTOCOLS = "SPLITBRAIN_PROTOCOLS"
 DEFAULT_PROTOCOL = "unicast3"

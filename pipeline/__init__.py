@@ -1,7 +1,7 @@
 """splitbrain pipeline: event logs of runs into verdicts, metrics and plots (PySpark).
 
-    from pipeline.session import get_spark
-    from pipeline.analysis import analyze, build_report
+    from splitbrain.pipeline.session import get_spark
+    from splitbrain.pipeline.analysis import analyze, build_report
 
     spark = get_spark()                                   # local[*], quiet; any master works
     result = analyze(spark, ["runs/"], "analysis/warehouse")   # ingest + checks + metrics

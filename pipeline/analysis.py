@@ -125,7 +125,7 @@ def variant_label(protocol: str | None, value: str | None) -> str:
     """A run's protocol variant as the pass rates show it: "unicast3 resync=sync", "nakack2
     xmit_interval=0", "mcast capacity=512" (the registry's variant_key), the protocol alone when
     it has none."""
-    from node import protocols
+    from splitbrain.node import protocols
 
     name = protocol or "(unknown)"
     try:

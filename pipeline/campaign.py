@@ -35,8 +35,8 @@ from typing import Any
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
-from harness.eventlog import encode_lines
-from node.events import compact_runs
+from splitbrain.harness.eventlog import encode_lines
+from splitbrain.node.events import compact_runs
 
 from . import ingest as I
 from . import partition_write as PW
@@ -76,8 +76,8 @@ def judged_seed(scenario, seed: int, stamp: str, sim_options: dict, want_timelin
     """One seed simulated and judged: its run id, runwise events, quarantined lines and result
     document (JSON, with the runs row as `meta`). The timeline is computed when `want_timeline`
     or the run did not pass."""
-    from harness.rundir import _json_default, error_verdict, judge
-    from harness.sim import Simulation
+    from splitbrain.harness.rundir import _json_default, error_verdict, judge
+    from splitbrain.harness.sim import Simulation
 
     from . import runwise as R
 
@@ -109,7 +109,7 @@ def judged_seed(scenario, seed: int, stamp: str, sim_options: dict, want_timelin
     )
     now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
     meta = I.run_metadata(source, scenario.to_yaml(), verdict_text, now)
-    from harness.checks import KNOWN_CHECKS
+    from splitbrain.harness.checks import KNOWN_CHECKS
 
     from . import judging as J
 
@@ -160,7 +160,7 @@ def simulate_function(
     def run(batches: Iterator) -> Iterator:
         import yaml
 
-        from harness.scenario import parse_scenario
+        from splitbrain.harness.scenario import parse_scenario
 
         scenario = parse_scenario(yaml.safe_load(scenario_yaml))
         for batch in batches:

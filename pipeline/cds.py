@@ -15,7 +15,7 @@ first on it. With the archive, the session therefore points SPARK_CONF_DIR at an
 next to the archive and hands the project's log4j2.properties to the JVM as a system property.
 A user's own SPARK_CONF_DIR (spark-defaults.conf ...) wins: then no archive is used.
 
-`python -m pipeline.cds [--force]` builds the archive (ci/setup runs it): it analyzes a small
+`python -m splitbrain.pipeline.cds [--force]` builds the archive (ci/setup runs it): it analyzes a small
 simulated run in a JVM started with -XX:ArchiveClassesAtExit and waits for the JVM to write the
 archive at its exit. SPLITBRAIN_SPARK_CDS=off disables the archive.
 """
@@ -133,8 +133,8 @@ def build(force: bool = False) -> str:
 
 def _analyze_sample(work: Path, options: str) -> None:
     """Analyze one short simulated run, then stop the JVM and wait for it to write the archive."""
-    from harness.rundir import run_scenario
-    from harness.scenario import load_scenario
+    from splitbrain.harness.rundir import run_scenario
+    from splitbrain.harness.scenario import load_scenario
 
     from . import analysis as A
     from .session import get_spark

@@ -36,8 +36,8 @@ from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from harness.checks import GRACEFUL_STOP
-from node.events import RUN_VERSION
+from splitbrain.harness.checks import GRACEFUL_STOP
+from splitbrain.node.events import RUN_VERSION
 
 LIFECYCLE = ("node_start", "node_stop")
 TRAFFIC = ("send", "deliver", "ack_tx", "ack_rx")

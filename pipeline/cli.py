@@ -20,13 +20,13 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
-from harness.cliargs import load_scenario_arg, non_negative_int, positive_int
-from node.errors import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK, BadInput
+from splitbrain.harness.cliargs import load_scenario_arg, non_negative_int, positive_int
+from splitbrain.node.errors import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK, BadInput
 
 
 def add_commands(subparsers) -> None:
     """Register `analyze` and `campaign` on an argparse subparsers object."""
-    from harness.checks import GENERAL_CHECKS, KNOWN_CHECKS
+    from splitbrain.harness.checks import GENERAL_CHECKS, KNOWN_CHECKS
 
     analyze = subparsers.add_parser(
         "analyze",
@@ -126,8 +126,8 @@ def _analyze(
         return EXIT_BAD_INPUT
     t0 = time.perf_counter()
     with console.status("starting Spark, judging on the driver meanwhile") as status:
-        from pipeline import analysis as A
-        from pipeline import overlap
+        from splitbrain.pipeline import analysis as A
+        from splitbrain.pipeline import overlap
 
         limit = 24 if timelines is None else timelines
         started = overlap.start(paths, master, only, limit)
@@ -262,9 +262,9 @@ def _campaign_in_spark(scenario, seeds: range, out: Path, args: argparse.Namespa
     console = Console(stderr=True, quiet=args.quiet)
     limit = 24 if args.timelines is None else args.timelines
     with console.status("starting Spark") as status:
-        from pipeline import analysis as A
-        from pipeline import campaign as CP
-        from pipeline.session import get_spark, ship_code
+        from splitbrain.pipeline import analysis as A
+        from splitbrain.pipeline import campaign as CP
+        from splitbrain.pipeline.session import get_spark, ship_code
 
         spark = get_spark(args.master, jit=CP.DRIVER_JIT)
         ship_code(spark)
@@ -326,8 +326,8 @@ def _run_seeds(scenario, seeds: range, backend: str, runs_dir: Path, sim_options
         TimeRemainingColumn,
     )
 
-    from harness.rundir import run_scenario
-    from harness.scenario import ScenarioError
+    from splitbrain.harness.rundir import run_scenario
+    from splitbrain.harness.scenario import ScenarioError
 
     counts = {"passed": 0, "failed": 0, "error": 0}
     run_ids: list[str] = []
@@ -373,12 +373,12 @@ def _run_seeds(scenario, seeds: range, backend: str, runs_dir: Path, sim_options
 
 def _is_uri(path: str) -> bool:
     """s3a://..., hdfs://..., file:/... (checked by ingest); a plain path is checked here."""
-    from pipeline.ingest import normalize_uri
+    from splitbrain.pipeline.ingest import normalize_uri
 
     return normalize_uri(path) == path.rstrip("/") and not path.startswith("/") and ":" in path
 
 
 if __name__ == "__main__":  # pragma: no cover
-    from harness.cli import main
+    from splitbrain.harness.cli import main
 
     sys.exit(main())

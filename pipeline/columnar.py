@@ -31,7 +31,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from harness import checks as H
+from splitbrain.harness import checks as H
 
 from . import schema as S
 from .columnar_apps import AppIds, encoded, equals, indices, one_array

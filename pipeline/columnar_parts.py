@@ -20,7 +20,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from harness.checks import GRACEFUL_STOP
+from splitbrain.harness.checks import GRACEFUL_STOP
 
 from . import runwise as R
 from . import schema as S

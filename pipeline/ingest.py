@@ -46,10 +46,10 @@ import yaml
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from harness.checks import GENERAL_CHECKS, KNOWN_CHECKS
-from harness.scenario import ALWAYS_CHECKS, DEFAULT_CHECKS, default_checks
-from node import protocols
-from node.errors import BadInput
+from splitbrain.harness.checks import GENERAL_CHECKS, KNOWN_CHECKS
+from splitbrain.harness.scenario import ALWAYS_CHECKS, DEFAULT_CHECKS, default_checks
+from splitbrain.node import protocols
+from splitbrain.node.errors import BadInput
 
 from . import partition_write as PW
 from . import schema as S

@@ -36,9 +36,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    from pipeline import analysis as A
-    from pipeline.ingest import InputError
-    from pipeline.session import get_spark
+    from splitbrain.pipeline import analysis as A
+    from splitbrain.pipeline.ingest import InputError
+    from splitbrain.pipeline.session import get_spark
 
     spark = get_spark()
     try:

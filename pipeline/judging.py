@@ -23,7 +23,7 @@ from typing import Any
 
 from pyspark.sql import DataFrame
 
-from harness.checks import DEFAULT_RECOVERY_BOUND_S, GENERAL_CHECKS, run_checks
+from splitbrain.harness.checks import DEFAULT_RECOVERY_BOUND_S, GENERAL_CHECKS, run_checks
 
 from . import schema as S
 
@@ -47,7 +47,7 @@ def bounds(meta: dict) -> Bounds:
 def _ack_bounds(meta: dict) -> dict[str, tuple[str, float]]:
     """node.compose.ack_bounds of the run's protocol and settings ({} when they cannot be read: an
     unknown protocol or settings it refuses, which the run's own metadata_error reports)."""
-    from node.compose import ack_bounds
+    from splitbrain.node.compose import ack_bounds
 
     try:
         config = json.loads(meta.get("config_json") or "{}")

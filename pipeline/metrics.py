@@ -26,7 +26,7 @@ import math
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from node import protocols
+from splitbrain.node import protocols
 
 from .checks import _rows, union_rows
 

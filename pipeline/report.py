@@ -34,7 +34,7 @@ import matplotlib.pyplot as plt
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
-from node import protocols
+from splitbrain.node import protocols
 
 from .metrics import bin_edges
 from .timeline import RunTimeline

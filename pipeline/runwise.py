@@ -29,9 +29,9 @@ import re
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
-from harness.checks import GRACEFUL_STOP, run_checks
-from node import events as node_events
-from node import protocols
+from splitbrain.harness.checks import GRACEFUL_STOP, run_checks
+from splitbrain.node import events as node_events
+from splitbrain.node import protocols
 
 from . import schema as S
 

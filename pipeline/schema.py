@@ -47,8 +47,8 @@ import re
 
 from pyspark.sql import types as T
 
-from node import events as node_events
-from node import protocols
+from splitbrain.node import events as node_events
+from splitbrain.node import protocols
 
 # Bump when the event schema changes; ingest refuses a warehouse written with another version.
 # 2: fault links, error events, runs' recovery_bound; 3: runs' origin_t; 4: NAKACK2's origin, digest;

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
-from node import protocols
+from splitbrain.node import protocols
 
 TIME_BINS = 1500
 MARKS = 3000
@@ -212,7 +212,7 @@ def timeline_of(events: list[dict]) -> dict:
     (see timeline_from_doc): the same bins, marks and rare events."""
     import math
 
-    from node.events import expand_runs
+    from splitbrain.node.events import expand_runs
 
     events = expand_runs(events)  # a timeline counts messages: run lines as their messages
     end_t = max((e["t"] for e in events), default=0.0)

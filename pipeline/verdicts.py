@@ -11,8 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from harness import checks as H
-from harness.rundir import outcome_of
+from splitbrain.harness import checks as H
+from splitbrain.harness.rundir import outcome_of
 
 from .checks import ADVISORY_CHECKS, STUCK_MIN_RETRANSMITS, STUCK_MIN_SECONDS
 

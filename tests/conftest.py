@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from harness.plugin import backend_of
+from splitbrain.harness.plugin import backend_of
 
 # Modules whose tests start node processes, pip installs, network namespaces or Toxiproxy (or talk
 # to an engine): their names, wherever the file sits under tests/.
@@ -69,7 +69,7 @@ def pytest_collection_modifyitems(config, items):
 @pytest.fixture(scope="session")
 def spark():
     """The session-wide SparkSession (pipeline.session.get_spark with test settings)."""
-    from pipeline.session import get_spark
+    from splitbrain.pipeline.session import get_spark
 
     # C1 only: the tests' inputs are small, and C2's compiler threads took half the JVM's CPU
     # (two Spark test files on busy cores: 153 -> 68 s and 168 -> 92 s). SPLITBRAIN_SPARK_JIT=c2

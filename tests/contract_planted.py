@@ -17,14 +17,14 @@ def plant(violation: str) -> None:
     if violation == "missing-endpoint":
         from aiohttp import web
 
-        from node.runtime import admin
+        from splitbrain.node.runtime import admin
 
         async def gone(self, request):
             return web.json_response({"error": "not found", "field": None}, status=404)
 
         admin.AdminServer.streams = gone
     elif violation == "malformed-event":
-        from node.runtime import node as runtime
+        from splitbrain.node.runtime import node as runtime
 
         original_make = runtime.make_event
 
@@ -40,6 +40,6 @@ def plant(violation: str) -> None:
 
 if __name__ == "__main__":
     plant(sys.argv[1])
-    from node.runtime.runner import main
+    from splitbrain.node.runtime.runner import main
 
     raise SystemExit(main(sys.argv[2:]))

@@ -11,11 +11,11 @@ import heapq
 import itertools
 import random
 
-from node import wire
-from node.compose import build_stack
-from node.layer import Command
-from node.message import Message, app_payload
-from node.unicast3 import PROTO_ID, Unicast3
+from splitbrain.node import wire
+from splitbrain.node.compose import build_stack
+from splitbrain.node.layer import Command
+from splitbrain.node.message import Message, app_payload
+from splitbrain.node.unicast3 import PROTO_ID, Unicast3
 
 
 class Net:
@@ -206,6 +206,6 @@ def once(pred):
 
 def checks_by_name(net: Net, bound: float = 2.0) -> dict:
     """The harness's checks over the net's final events, by check name."""
-    from harness.checks import run_checks
+    from splitbrain.harness.checks import run_checks
 
     return {r.name: r for r in run_checks(net.final_events(), recovery_bound_s=bound)}

@@ -25,10 +25,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from node import protocols, wire
-from node.compose import build_stack, protocol_layers
-from node.layer import SyncPeer, ViewChange
-from node.message import MCAST_DEST, Message
+from splitbrain.node import protocols, wire
+from splitbrain.node.compose import build_stack, protocol_layers
+from splitbrain.node.layer import SyncPeer, ViewChange
+from splitbrain.node.message import MCAST_DEST, Message
 
 LOCAL = "N"
 PEERS = ("P", "Q")

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from harness.cli import main
-from harness.conformance import Implementation, jgroups_node, python_node, run_suite
-from node.contract import EVENTS_SCHEMA, events_schema
-from node.jgroups.launch import runtime_problem
+from splitbrain.harness.cli import main
+from splitbrain.harness.conformance import Implementation, jgroups_node, python_node, run_suite
+from splitbrain.node.contract import EVENTS_SCHEMA, events_schema
+from splitbrain.node.jgroups.launch import runtime_problem
 
 PLANTED = Path(__file__).resolve().parent / "contract_planted.py"
 
@@ -24,7 +24,7 @@ def _planted(violation: str) -> Implementation:
 
 
 def test_the_committed_event_schema_is_the_generated_one():
-    """node/contract/events.schema.json is what `python -m node.contract` writes from node/events.py."""
+    """node/contract/events.schema.json is what `python -m splitbrain.node.contract` writes from node/events.py."""
     import json
 
     assert json.loads(EVENTS_SCHEMA.read_text()) == events_schema()

@@ -32,7 +32,7 @@ def test_generated_reference_pages_are_current():
 
 
 def test_cli_reference_lists_every_subcommand_and_option():
-    from harness.cli import build_parser
+    from splitbrain.harness.cli import build_parser
 
     gen = _docs_gen()
     page = (ROOT / "docs" / "reference" / "cli.md").read_text()
@@ -45,7 +45,7 @@ def test_cli_reference_lists_every_subcommand_and_option():
 
 
 def test_settings_tables_say_what_each_setting_means():
-    from node import protocols
+    from splitbrain.node import protocols
 
     gen = _docs_gen()
     for name in (*protocols.names(), *protocols.membership_names()):

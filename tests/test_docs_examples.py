@@ -107,7 +107,7 @@ def test_the_collector_finds_the_examples():
 
 
 def test_every_documented_command_and_option_exists():
-    from harness.cli import build_parser
+    from splitbrain.harness.cli import build_parser
 
     sys.path.insert(0, str(ROOT / "ci"))
     from docs_gen import subcommands
@@ -143,7 +143,7 @@ def test_scenario_example_passes_in_the_simulator(block, tmp_path):
 
 @pytest.mark.parametrize("block", _node_configs(), ids=lambda b: b.id)
 def test_node_config_example_loads(block, tmp_path):
-    from node.runtime.config import load_config
+    from splitbrain.node.runtime.config import load_config
 
     path = tmp_path / "node.yaml"
     path.write_text(block.body)
@@ -158,7 +158,7 @@ def test_every_python_block_is_a_pytest_example():
 
 
 def test_doctor_probes_are_documented():
-    from harness.commands.doctor import doctor_report
+    from splitbrain.harness.commands.doctor import doctor_report
 
     page = (ROOT / "docs" / "backends.md").read_text()
     missing = [name for name in ("python", *doctor_report()) if f"`{name}`" not in page]

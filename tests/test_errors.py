@@ -10,7 +10,7 @@ import pkgutil
 
 import pytest
 
-from node.errors import EXIT_BAD_INPUT, EXIT_FAILED, BadInput, RunFailed, exit_code
+from splitbrain.node.errors import EXIT_BAD_INPUT, EXIT_FAILED, BadInput, RunFailed, exit_code
 
 PACKAGES = ("node", "harness", "faults", "pipeline")
 
@@ -48,9 +48,9 @@ def test_every_error_has_a_root(cls):
 
 
 def test_exit_codes_by_root():
-    from harness.backends import BackendError, BackendUnavailable
-    from harness.scenario import ScenarioError
-    from harness.sim import SimulationError
+    from splitbrain.harness.backends import BackendError, BackendUnavailable
+    from splitbrain.harness.scenario import ScenarioError
+    from splitbrain.harness.sim import SimulationError
 
     assert exit_code(ScenarioError("x", "bad")) == EXIT_BAD_INPUT
     assert exit_code(BackendUnavailable("no engine")) == EXIT_BAD_INPUT  # a BackendError, but the machine's

@@ -177,7 +177,7 @@ def test_compose_config_validates():
     merged = subprocess.run(
         [*compose, *COMPOSE_FILES, "config"], capture_output=True, text=True, timeout=60, env=env, cwd=ROOT
     ).stdout
-    assert "ghcr.io/shopify/toxiproxy" not in merged and "faults.toxiproxy" in merged
+    assert "ghcr.io/shopify/toxiproxy" not in merged and "splitbrain.faults.toxiproxy" in merged
     # No default token: without one the compose file says which variable to set.
     env.pop("SPLITBRAIN_ADMIN_TOKEN")
     unset = subprocess.run(
@@ -197,7 +197,7 @@ def test_image_builds_or_is_current(docker_client, node_image):
     assert image.labels.get("splitbrain.content-hash") == node_image["tag"].rsplit(":", 1)[1]
     assert docker_client.images.get(f"{ci_images.NODE_REPO}:latest").id == image.id
     config = image.attrs["Config"]
-    assert config["User"] == "splitbrain" and config["Entrypoint"] == ["python", "-m", "node"]
+    assert config["User"] == "splitbrain" and config["Entrypoint"] == ["python", "-m", "splitbrain.node"]
     assert "Healthcheck" in config
     again = subprocess.run(
         [sys.executable, str(ROOT / "ci" / "images"), "node"],
@@ -219,8 +219,8 @@ def test_image_builds_or_is_current(docker_client, node_image):
 def test_container_starts_healthy_unprivileged_with_root_faults(docker_client, node_image):
     """A node container on its own labelled network becomes healthy; it runs as non-root, and
     `docker exec -u root` can still apply iptables (NET_ADMIN by capability)."""
-    from faults.iptables import Host, IptablesFaults
-    from faults.netns import docker_exec
+    from splitbrain.faults.iptables import Host, IptablesFaults
+    from splitbrain.faults.netns import docker_exec
 
     test_id = unique("sbimg")
     net_prefix = f"198.18.{random.randint(100, 250)}"

@@ -138,4 +138,6 @@ def test_the_graph_covers_the_packages():
     """The walk finds the modules of every package and the known edges between them."""
     modules = project_modules()
     assert {name.split(".")[0] for name in modules} == set(PACKAGES)
-    assert "node.runtime.config" in imported_modules("node.runtime.node", modules["node.runtime.node"], modules)
+    assert "splitbrain.node.runtime.config" in imported_modules(
+        "splitbrain.node.runtime.node", modules["splitbrain.node.runtime.node"], modules
+    )

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from node import protocols
+from splitbrain.node import protocols
 
 ROOT = Path(__file__).resolve().parent.parent
 OUTSIDE = ("harness", "faults", "pipeline")
@@ -93,9 +93,9 @@ def test_no_module_outside_node_names_a_protocol():
 @pytest.mark.parametrize(
     "source, expected",
     [
-        ("from node.unicast3 import Unicast3\n", "imports node.unicast3"),
+        ("from splitbrain.node.unicast3 import Unicast3\n", "imports node.unicast3"),
         ("import node.unicast3.config\n", "imports node.unicast3.config"),
-        ("from node import unicast3\n", "imports node.unicast3"),
+        ("from splitbrain.node import unicast3\n", "imports node.unicast3"),
         ("x = state['unicast3']\n", "string 'unicast3'"),
         ("def f(u):\n    return u.unicast3_table\n", "identifier unicast3_table"),
         ("types = ['DATA', 'SYNC_OK']\n", "message type in 'SYNC_OK'"),

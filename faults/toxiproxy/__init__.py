@@ -6,7 +6,7 @@ slow_close, timeout, reset_peer, slicer, limit_data, noop) to live TCP connectio
 `toxiproxy-python` client and the harness drive it exactly as they drive the real server.
 tests/faults/test_toxiproxy_conformance.py runs the same suite against both.
 
-Start it with `python -m faults.toxiproxy [--host H] [--port P]`, or in-process:
+Start it with `python -m splitbrain.faults.toxiproxy [--host H] [--port P]`, or in-process:
 `await ToxiproxyServer(host, port).start()`, or `with ToxiproxyServer.running(host, 0) as tp:`.
 """
 

@@ -1,4 +1,4 @@
-"""`python -m faults.toxiproxy`: the Toxiproxy-compatible server as a process.
+"""`python -m splitbrain.faults.toxiproxy`: the Toxiproxy-compatible server as a process.
 
 Accepts toxiproxy-server's own flags too (`-host 0.0.0.0 -port 8474 -config file.json`), so a
 compose file or script written for the real binary can start this one instead.
@@ -19,7 +19,7 @@ from .server import ToxiproxyServer
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
-        prog="python -m faults.toxiproxy",
+        prog="python -m splitbrain.faults.toxiproxy",
         description=f"splitbrain's Toxiproxy-compatible server (API and toxics of Toxiproxy {VERSION}).",
     )
     parser.add_argument("--host", "-host", default="localhost", help="host for the HTTP API (default localhost)")

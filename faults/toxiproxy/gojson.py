@@ -18,7 +18,7 @@ import json
 import math
 from typing import Any
 
-from node.errors import BadInput
+from splitbrain.node.errors import BadInput
 
 INT64_MIN = -(2**63)
 INT64_MAX = 2**63 - 1

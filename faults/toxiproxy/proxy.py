@@ -27,7 +27,7 @@ import struct
 from collections import defaultdict
 from typing import Any
 
-from node.errors import RunFailed
+from splitbrain.node.errors import RunFailed
 
 from .link import DOWNSTREAM, UPSTREAM, Connection
 from .toxics import TOXIC_TYPES

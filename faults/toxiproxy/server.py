@@ -10,7 +10,7 @@ await server.stop()
 with ToxiproxyServer.running("127.0.0.1", 0) as tp:
     toxiproxy.api.APIConsumer.host, toxiproxy.api.APIConsumer.port = tp.host, tp.port
 
-# a process: python -m faults.toxiproxy --host 127.0.0.1 --port 8474
+# a process: python -m splitbrain.faults.toxiproxy --host 127.0.0.1 --port 8474
 """
 
 from __future__ import annotations

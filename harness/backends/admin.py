@@ -11,8 +11,8 @@ from typing import Any
 
 import requests
 
-from node.errors import RunFailed
-from node.runtime.config import TOKEN_HEADER
+from splitbrain.node.errors import RunFailed
+from splitbrain.node.runtime.config import TOKEN_HEADER
 
 
 class AdminError(RunFailed, RuntimeError):

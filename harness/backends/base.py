@@ -52,9 +52,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from harness.scenario import Scenario
-from node.errors import BadInput, RunFailed
-from node.events import make_event
+from splitbrain.harness.scenario import Scenario
+from splitbrain.node.errors import BadInput, RunFailed
+from splitbrain.node.events import make_event
 
 from .admin import AdminClient, AdminError
 
@@ -191,7 +191,7 @@ class Cluster(abc.ABC):
     def node_config(
         self, name: str, *, bind: str, admin: str, peers: dict[str, str], events: str, incarnation: int
     ) -> dict:
-        """The `python -m node` configuration of one incarnation (the node contract)."""
+        """The `python -m splitbrain.node` configuration of one incarnation (the node contract)."""
         sc = self.scenario
         return {
             "name": name,

@@ -43,7 +43,7 @@ import toxiproxy.api
 from toxiproxy.exceptions import NotFound
 from toxiproxy.proxy import Proxy
 
-from faults.iptables import TAG_PREFIX, Iptables, tag
+from splitbrain.faults.iptables import TAG_PREFIX, Iptables, tag
 
 from .base import FaultInjector, NodeState
 

@@ -1,6 +1,6 @@
 """JGroups nodes on the local backend: one JVM per node (node/jgroups/), driven like any node.
 
-What differs from a `python -m node` cluster:
+What differs from a `python -m splitbrain.node` cluster:
 
 - addresses: JGroups' UDP sets the interface of its multicast socket to the bind address, which
   must be an address of an interface; of 127.0.0.0/8 only 127.0.0.1 is one. So every node binds
@@ -24,7 +24,7 @@ from pathlib import Path
 
 from tenacity import RetryError, Retrying, retry_if_result, stop_after_delay, wait_fixed
 
-from node.jgroups import launch
+from splitbrain.node.jgroups import launch
 
 from .admin import AdminError
 from .base import NodeHandle, NodeStartError, NodeState

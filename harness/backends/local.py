@@ -1,4 +1,4 @@
-"""The local backend: one `python -m node` process per node, each on its own loopback address.
+"""The local backend: one `python -m splitbrain.node` process per node, each on its own loopback address.
 
 Addresses. Linux routes all of 127.0.0.0/8 to the loopback interface, so node i of a cluster gets
 127.X.Y.(i+1) with X.Y drawn at random per cluster: parallel test sessions (pytest-xdist, two
@@ -40,9 +40,9 @@ from pathlib import Path
 import yaml
 from tenacity import RetryError, Retrying, retry_if_exception_type, stop_after_delay, wait_fixed
 
-from harness.scenario import Scenario
-from node import protocols
-from node.protocols import ENV_PROTOCOLS
+from splitbrain.harness.scenario import Scenario
+from splitbrain.node import protocols
+from splitbrain.node.protocols import ENV_PROTOCOLS
 
 from .admin import AdminError
 from .base import (
@@ -106,7 +106,7 @@ def _port_free(ip: str, port: int, kind: int) -> bool:
 
 
 class LocalBackend(Backend):
-    """Nodes as local processes. `python` is the interpreter that runs `-m node`."""
+    """Nodes as local processes. `python` is the interpreter that runs `-m splitbrain.node`."""
 
     name = "local"
 
@@ -136,16 +136,20 @@ class LocalBackend(Backend):
             problems.append(f"cannot bind 127.0.0.2 ({exc.strerror or exc})")
         try:
             proc = subprocess.run(
-                [self.python, "-m", "node", "--help"], capture_output=True, text=True, timeout=60, env=self._env()
+                [self.python, "-m", "splitbrain.node", "--help"],
+                capture_output=True,
+                text=True,
+                timeout=60,
+                env=self._env(),
             )
             if proc.returncode != 0:
                 tail = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["no output"]
-                problems.append(f"`python -m node --help` exits {proc.returncode}: {tail[0]}")
+                problems.append(f"`python -m splitbrain.node --help` exits {proc.returncode}: {tail[0]}")
         except (OSError, subprocess.TimeoutExpired) as exc:
-            problems.append(f"`python -m node --help` failed: {exc}")
+            problems.append(f"`python -m splitbrain.node --help` failed: {exc}")
         if problems:
             return False, "; ".join(problems)
-        return True, "127.0.0.2 can be bound and `python -m node --help` works"
+        return True, "127.0.0.2 can be bound and `python -m splitbrain.node --help` works"
 
     def create_cluster(
         self,
@@ -170,7 +174,7 @@ class LocalBackend(Backend):
         # (SPLITBRAIN_PROTOCOLS is not an override: it names the protocols the harness knows.)
         for var in [v for v in env if v.startswith("SPLITBRAIN_") and v != ENV_PROTOCOLS]:
             del env[var]
-        # `python -m node` must find this checkout even when the harness runs from elsewhere.
+        # `python -m splitbrain.node` must find this checkout even when the harness runs from elsewhere.
         root = str(Path(__file__).resolve().parents[2])
         env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
         return env
@@ -304,7 +308,7 @@ class LocalCluster(Cluster):
         """Write an incarnation's configuration into its node directory; the command that starts it."""
         config_path = node_dir / "node.yaml"
         config_path.write_text(yaml.safe_dump(config, sort_keys=False), encoding="utf-8")
-        return [self.backend.python, "-m", "node", "--config", str(config_path)]
+        return [self.backend.python, "-m", "splitbrain.node", "--config", str(config_path)]
 
     def _wait_healthy(self, name: str) -> None:
         handle = self.nodes[name]

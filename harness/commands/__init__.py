@@ -11,19 +11,19 @@ from __future__ import annotations
 import importlib
 
 COMMANDS: tuple[str, ...] = (
-    "harness.commands.run:add",
-    "harness.commands.clean:add",
-    "harness.commands.doctor:add",
-    "harness.commands.conformance:add",
-    "harness.commands.schema:add",
-    "harness.commands.protocols:add",
-    "harness.commands.shrink:add",
-    "harness.commands.compare:add",
-    "pipeline.cli:add_commands",  # analyze, campaign (pyspark is imported only when they run)
-    "harness.mutants_cli:add_command",  # mutants
-    "harness.logcmd:add_command",  # log
-    "harness.explore.cli:add_command",  # explore
-    "harness.commands.node:add",
+    "splitbrain.harness.commands.run:add",
+    "splitbrain.harness.commands.clean:add",
+    "splitbrain.harness.commands.doctor:add",
+    "splitbrain.harness.commands.conformance:add",
+    "splitbrain.harness.commands.schema:add",
+    "splitbrain.harness.commands.protocols:add",
+    "splitbrain.harness.commands.shrink:add",
+    "splitbrain.harness.commands.compare:add",
+    "splitbrain.pipeline.cli:add_commands",  # analyze, campaign (pyspark is imported only when they run)
+    "splitbrain.harness.mutants_cli:add_command",  # mutants
+    "splitbrain.harness.logcmd:add_command",  # log
+    "splitbrain.harness.explore.cli:add_command",  # explore
+    "splitbrain.harness.commands.node:add",
 )
 
 

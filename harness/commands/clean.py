@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from harness.commands.common import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK
+from splitbrain.harness.commands.common import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK
 
 
 def add(subparsers) -> None:
@@ -31,7 +31,7 @@ def cmd_clean(args: argparse.Namespace) -> int:
     try:
         import docker
 
-        from harness.backends.docker import clean_leftovers
+        from splitbrain.harness.backends.docker import clean_leftovers
 
         client = docker.from_env(timeout=60)
         client.ping()

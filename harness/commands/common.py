@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable
 
-from node.errors import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK, BadInput, RunFailed, exit_code
+from splitbrain.node.errors import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK, BadInput, RunFailed, exit_code
 
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, what shells report for Ctrl-C
 EXIT_TERMINATED = 143  # 128 + SIGTERM
@@ -46,7 +46,7 @@ def verdict_exit(verdict) -> int:
 
 
 def interrupted(exc: KeyboardInterrupt) -> int:
-    from harness.runner import Terminated
+    from splitbrain.harness.runner import Terminated
 
     what = "terminated" if isinstance(exc, Terminated) else "interrupted"
     started = any("run directory" in note for note in getattr(exc, "__notes__", ()))
@@ -70,7 +70,7 @@ def print_evidence(verdict, events: Callable[[], list[dict]]) -> None:
         for check in verdict.checks:
             if check.name == verdict.expect["fail"]:
                 print(f"  {check.name} failed (as expected): {check.explanation}")
-    from harness.evidence import evidence_lines
+    from splitbrain.harness.evidence import evidence_lines
 
     for line in evidence_lines(events()):
         print(f"  evidence: {line}")

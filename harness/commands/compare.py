@@ -6,8 +6,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from harness.cliargs import load_scenario_arg, positive_int
-from harness.commands.common import EXIT_BAD_INPUT, EXIT_OK, interrupted
+from splitbrain.harness.cliargs import load_scenario_arg, positive_int
+from splitbrain.harness.commands.common import EXIT_BAD_INPUT, EXIT_OK, interrupted
 
 
 def add(subparsers) -> None:
@@ -38,7 +38,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
     import yaml
 
-    from harness.compare import compare, markdown
+    from splitbrain.harness.compare import compare, markdown
 
     paths = [Path(p) for p in args.scenarios] or sorted(Path("scenarios/bugs").glob("*.yaml"))
     if not paths:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from harness.commands.common import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK
+from splitbrain.harness.commands.common import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK
 
 
 def add(subparsers) -> None:
@@ -42,12 +42,12 @@ def cmd_conformance(args: argparse.Namespace) -> int:
     import json
     import shlex
 
-    from harness.conformance import Implementation, StartError, jgroups_node, python_node, run_suite
+    from splitbrain.harness.conformance import Implementation, StartError, jgroups_node, python_node, run_suite
 
     if args.impl == "python":
         impl = python_node()
     elif args.impl == "jgroups":
-        from node.jgroups.launch import runtime_problem
+        from splitbrain.node.jgroups.launch import runtime_problem
 
         why = runtime_problem()
         if why:

@@ -11,7 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from harness.commands.common import EXIT_OK
+from splitbrain.harness.commands.common import EXIT_OK
 
 
 def add(subparsers) -> None:
@@ -38,18 +38,27 @@ def cmd_doctor(args: argparse.Namespace) -> int:
 def doctor_report() -> dict[str, tuple[bool | str, str]]:
     """What this host can run: name -> (yes/no or a word, why)."""
     report: dict[str, tuple[bool | str, str]] = {}
-    missing = [m for m in ("node.compose", "node.wire", "node.faultlayer", "harness.checks") if not _importable(m)]
+    missing = [
+        m
+        for m in (
+            "splitbrain.node.compose",
+            "splitbrain.node.wire",
+            "splitbrain.node.faultlayer",
+            "splitbrain.harness.checks",
+        )
+        if not _importable(m)
+    ]
     report["backend sim"] = (
         (True, "in-process simulator") if not missing else (False, f"missing modules: {', '.join(missing)}")
     )
-    from harness.backends.local import LocalBackend
+    from splitbrain.harness.backends.local import LocalBackend
 
     report["backend local"] = LocalBackend().check()
     report["backend docker"] = _docker_backend_status()
     report.update(_fault_tools())
     report["spark pipeline"] = _spark_status()
     report["protocols"] = _protocols_status()
-    from harness.mcastprobe import ip_multicast_status
+    from splitbrain.harness.mcastprobe import ip_multicast_status
 
     report["ip multicast"] = ip_multicast_status()
     report["jgroups"] = _jgroups_status()
@@ -58,7 +67,7 @@ def doctor_report() -> dict[str, tuple[bool | str, str]]:
 
 def _jgroups_status() -> tuple[bool | str, str]:
     """JGroups nodes (protocol: jgroups) need the JGroups jar and a JDK (javac builds the node)."""
-    from node.jgroups.launch import DEFAULT_JAR, runtime_problem
+    from splitbrain.node.jgroups.launch import DEFAULT_JAR, runtime_problem
 
     why = runtime_problem()
     if why:
@@ -69,7 +78,7 @@ def _jgroups_status() -> tuple[bool | str, str]:
 def _protocols_status() -> tuple[bool | str, str]:
     """The registered protocols (a scenario's `protocol:`), the membership protocols (its
     `membership:`)."""
-    from node.protocols import RegistryError, membership_names, names
+    from splitbrain.node.protocols import RegistryError, membership_names, names
 
     try:
         known = names()
@@ -103,7 +112,7 @@ def _spark_status() -> tuple[bool, str]:
 
 def _docker_backend_status() -> tuple[bool, str]:
     try:
-        from harness.backends.docker import DockerBackend
+        from splitbrain.harness.backends.docker import DockerBackend
     except ImportError:
         return False, _docker_status()
     ok, why = DockerBackend().check()
@@ -137,7 +146,7 @@ def _fault_tools() -> dict[str, tuple[bool | str, str]]:
     """The network fault tools, as faults/capabilities.py finds them by trying each one in a
     throwaway namespace: iptables (drops, random loss), tc netem, tc tbf/htb, the NFQUEUE delayer
     and toxiproxy-server."""
-    from faults.capabilities import capabilities
+    from splitbrain.faults.capabilities import capabilities
 
     rows = {name: (ok, detail) for name, ok, detail in capabilities(containers=False)}
 

@@ -1,10 +1,10 @@
-"""`splitbrain node ARGS`: the node daemon, as `python -m node ARGS`."""
+"""`splitbrain node ARGS`: the node daemon, as `python -m splitbrain.node ARGS`."""
 
 from __future__ import annotations
 
 import sys
 
-from harness.commands.common import EXIT_BAD_INPUT
+from splitbrain.harness.commands.common import EXIT_BAD_INPUT
 
 
 def add(subparsers) -> None:
@@ -13,15 +13,15 @@ def add(subparsers) -> None:
     # so `splitbrain node --help` is the daemon's own help. This entry only lists the command.
     subparsers.add_parser(
         "node",
-        help="run one protocol node daemon: same as `python -m node` (try `splitbrain node --help`)",
+        help="run one protocol node daemon: same as `python -m splitbrain.node` (try `splitbrain node --help`)",
         add_help=False,
     )
 
 
 def cmd_node(argv: list[str]) -> int:
-    """Run the node daemon in this process (`splitbrain node ARGS` = `python -m node ARGS`)."""
+    """Run the node daemon in this process (`splitbrain node ARGS` = `python -m splitbrain.node ARGS`)."""
     try:
-        from node.runtime.runner import main as node_main
+        from splitbrain.node.runtime.runner import main as node_main
     except ImportError as exc:
         print(f"splitbrain: the node daemon is not available ({exc})", file=sys.stderr)
         return EXIT_BAD_INPUT

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from harness.commands.common import EXIT_OK
+from splitbrain.harness.commands.common import EXIT_OK
 
 
 def add(subparsers) -> None:
@@ -25,8 +25,8 @@ def add(subparsers) -> None:
 def cmd_protocols(args: argparse.Namespace) -> int:
     import json
 
-    from harness.scenario import MEMBERSHIP_DEFAULT_CHECKS
-    from node import protocols
+    from splitbrain.harness.scenario import MEMBERSHIP_DEFAULT_CHECKS
+    from splitbrain.node import protocols
 
     # The reliable protocols (a scenario's `protocol:`), then the membership protocols (its
     # `membership:`, which run around a reliable one).

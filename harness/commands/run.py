@@ -11,9 +11,9 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from harness.backends import BACKENDS
-from harness.cliargs import load_scenario_arg, non_negative_int, positive_int
-from harness.commands.common import (
+from splitbrain.harness.backends import BACKENDS
+from splitbrain.harness.cliargs import load_scenario_arg, non_negative_int, positive_int
+from splitbrain.harness.commands.common import (
     EXIT_BAD_INPUT,
     EXIT_FAILED,
     error_exit,
@@ -22,8 +22,8 @@ from harness.commands.common import (
     print_notes,
     verdict_exit,
 )
-from harness.scenario import INJECTORS
-from node.errors import BadInput, RunFailed
+from splitbrain.harness.scenario import INJECTORS
+from splitbrain.node.errors import BadInput, RunFailed
 
 DEFAULT_BACKEND = "local"
 
@@ -103,7 +103,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     if scenario is None:
         return EXIT_BAD_INPUT
     seed = scenario.seed if args.seed is None else args.seed
-    from harness.scenario import check_backend
+    from splitbrain.harness.scenario import check_backend
 
     try:
         check_backend(scenario, args.backend, args.injector)
@@ -115,7 +115,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def _run_sim(args, path: Path, scenario, seed: int) -> int:
-    from harness.rundir import run_scenario
+    from splitbrain.harness.rundir import run_scenario
 
     # On two cores the logs are written while the run is judged (harness.afterrun).
     options: dict[str, Any] = {"check_invariants": not args.no_invariants, "workers": min(2, os.cpu_count() or 1)}
@@ -148,14 +148,14 @@ def _run_sim(args, path: Path, scenario, seed: int) -> int:
 
 
 def _run_live(args, path: Path, scenario, seed: int) -> int:
-    from harness.rundir import run_scenario
+    from splitbrain.harness.rundir import run_scenario
 
     config_error = _protocol_config_error(scenario)
     if config_error is not None:
         print(f"splitbrain: {path}: {config_error}", file=sys.stderr)
         return EXIT_BAD_INPUT
     display = None if args.no_progress else ProgressDisplay(scenario.name, args.backend)
-    from harness.backends import ClusterOptions
+    from splitbrain.harness.backends import ClusterOptions
 
     options = ClusterOptions(injector=args.injector, keep=args.keep)
     try:
@@ -187,7 +187,7 @@ def _run_live(args, path: Path, scenario, seed: int) -> int:
     if settle and not settle.get("ok"):
         print(f"  live: {settle.get('message')}")
     if not verdict.passed or isinstance(verdict.expect, dict):
-        from harness.eventlog import read_run
+        from splitbrain.harness.eventlog import read_run
 
         print_evidence(verdict, lambda: read_run(outcome.run_dir))
     return verdict_exit(verdict)
@@ -197,8 +197,8 @@ def _protocol_config_error(scenario) -> str | None:
     """Validate protocol settings before starting processes, naming config.<key> like the sim."""
     import random
 
-    from node import protocols
-    from node.compose import build_stack
+    from splitbrain.node import protocols
+    from splitbrain.node.compose import build_stack
 
     if protocols.get(scenario.protocol).external:
         return None  # its settings are its own stack's, checked when its nodes start
@@ -207,7 +207,7 @@ def _protocol_config_error(scenario) -> str | None:
         membership = getattr(scenario, "membership", "static")
         build_stack("check", scenario.protocol, dict(scenario.config), random.Random(0), 0, membership=membership)
     except ValueError as exc:
-        from harness.sim.simulator import _config_error
+        from splitbrain.harness.sim.simulator import _config_error
 
         return str(_config_error(exc))
     return None

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from harness.commands.common import EXIT_OK
+from splitbrain.harness.commands.common import EXIT_OK
 
 
 def add(subparsers) -> None:
@@ -23,7 +23,7 @@ def add(subparsers) -> None:
 def cmd_schema(args: argparse.Namespace) -> int:
     import json
 
-    from harness.scenario import json_schema
+    from splitbrain.harness.scenario import json_schema
 
     print(json.dumps(json_schema(), indent=2))
     return EXIT_OK

@@ -7,9 +7,9 @@ import sys
 import traceback
 from pathlib import Path
 
-from harness.cliargs import load_scenario_arg, non_negative_int, positive_int
-from harness.commands.common import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK, error_exit, interrupted
-from node.errors import BadInput
+from splitbrain.harness.cliargs import load_scenario_arg, non_negative_int, positive_int
+from splitbrain.harness.commands.common import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK, error_exit, interrupted
+from splitbrain.node.errors import BadInput
 
 
 def add(subparsers) -> None:
@@ -44,7 +44,7 @@ def add(subparsers) -> None:
 def cmd_shrink(args: argparse.Namespace) -> int:
     import yaml
 
-    from harness.shrink import DEFAULT_BUDGET, shrink_scenario, to_yaml
+    from splitbrain.harness.shrink import DEFAULT_BUDGET, shrink_scenario, to_yaml
 
     path = Path(args.scenario)
     scenario = load_scenario_arg(args.scenario)

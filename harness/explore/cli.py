@@ -20,7 +20,7 @@ BACKENDS = ("sim", "local", "docker")
 
 
 def add_command(subparsers) -> None:
-    from harness.cliargs import non_negative_int, positive_int
+    from splitbrain.harness.cliargs import non_negative_int, positive_int
 
     p = subparsers.add_parser(
         "explore",
@@ -115,9 +115,9 @@ def parse_settings(items: list[str], option: str) -> dict[str, Any]:
 
 
 def cmd_explore(args: argparse.Namespace) -> int:
-    from harness.explore.engine import Target, explore
-    from harness.explore.vocab import vocabulary
-    from node.errors import SettingError
+    from splitbrain.harness.explore.engine import Target, explore
+    from splitbrain.harness.explore.vocab import vocabulary
+    from splitbrain.node.errors import SettingError
 
     try:
         config = parse_settings(args.settings, "--set")
@@ -141,14 +141,14 @@ def cmd_explore(args: argparse.Namespace) -> int:
     if args.faults is not None:
         from dataclasses import replace
 
-        from harness.explore.nemesis import KINDS
+        from splitbrain.harness.explore.nemesis import KINDS
 
         only = frozenset(k.strip() for k in args.faults.split(",") if k.strip())
         unknown = sorted(only - set(KINDS))
         if unknown or not only:
             return bad(f"--faults: unknown kind(s) {', '.join(unknown) or '(none given)'} (known: {', '.join(KINDS)})")
         vocab = replace(vocab, only=only)
-        from harness.explore.nemesis import kinds
+        from splitbrain.harness.explore.nemesis import kinds
 
         if not kinds(vocab):
             return bad(f"--faults: {args.protocol} with these settings allows none of {', '.join(sorted(only))}")
@@ -164,7 +164,7 @@ def cmd_explore(args: argparse.Namespace) -> int:
         if args.jobs != 1:
             return bad("--jobs: with --master the Spark cluster runs the runs (leave --jobs out)")
         try:
-            from harness.explore.spark import spark_executor
+            from splitbrain.harness.explore.spark import spark_executor
 
             executor = spark_executor(args.master)
         except Exception as exc:  # no pyspark, no Java, a master that cannot be reached
@@ -195,7 +195,7 @@ def cmd_explore(args: argparse.Namespace) -> int:
 
 def _unsafe(protocol: str, config: dict) -> str | None:
     """Settings the protocol calls unsafe with in-process drops (the explorer drops in process)."""
-    from node import protocols
+    from splitbrain.node import protocols
 
     problems = protocols.get(protocol).unsafe_settings(config, "udp", True)
     if problems:
@@ -205,7 +205,7 @@ def _unsafe(protocol: str, config: dict) -> str | None:
 
 
 def _write(session, args) -> list[str] | None:
-    from harness.shrink import dump_scenario
+    from splitbrain.harness.shrink import dump_scenario
 
     if not session.findings:
         return []
@@ -239,7 +239,7 @@ def _write(session, args) -> list[str] | None:
 
 
 def _rerun(path: Path) -> str:
-    from harness.explore.engine import rerun_command
+    from splitbrain.harness.explore.engine import rerun_command
 
     return rerun_command(str(path))
 

@@ -25,9 +25,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from harness.explore import nemesis
-from harness.explore.behaviour import behaviours
-from harness.explore.vocab import Vocabulary
+from splitbrain.harness.explore import nemesis
+from splitbrain.harness.explore.behaviour import behaviours
+from splitbrain.harness.explore.vocab import Vocabulary
 
 GENERATION = 8
 FRESH_SHARE = 0.1  # guided: share of runs drawn afresh rather than mutated from the corpus
@@ -48,8 +48,8 @@ class Target:
     def reference(self, data: dict) -> dict | None:
         """The run on the reference configuration: `against` laid over the settings, or, for a
         planted bug (`mutation`), the same settings without it (as harness.shrink judges)."""
-        from harness.mutants import with_mutation
-        from harness.shrink import with_settings
+        from splitbrain.harness.mutants import with_mutation
+        from splitbrain.harness.shrink import with_settings
 
         if self.against is not None:
             return with_settings(data, self.against)
@@ -136,7 +136,7 @@ def rerun_command(path: str) -> str:
 
 def evaluate(target: Target, plan: dict, seed: int, index: int) -> RunResult:
     """Simulate and judge one plan (in a worker process: everything here is picklable)."""
-    from harness.mutants import run_trial
+    from splitbrain.harness.mutants import run_trial
 
     data = target.scenario(plan, seed, index)
     outcome, failed, explanation, events, verdicts = _simulate(data, seed, target.invariants)
@@ -150,9 +150,9 @@ def evaluate(target: Target, plan: dict, seed: int, index: int) -> RunResult:
 
 def _simulate(data: dict, seed: int, invariants: bool):
     """(outcome, failed checks, explanation, events, verdicts) as harness.mutants.run_trial judges."""
-    from harness.rundir import judge
-    from harness.scenario import parse_scenario
-    from harness.sim import Simulation
+    from splitbrain.harness.rundir import judge
+    from splitbrain.harness.scenario import parse_scenario
+    from splitbrain.harness.sim import Simulation
 
     scenario = parse_scenario(data)
     try:
@@ -333,7 +333,7 @@ def _finding(target: Target, result: RunResult, shrink: bool) -> Finding:
     check = result.failed[0] if result.outcome == "failed" else None
     steps_before = len(data["schedule"])
     if shrink and check is not None:
-        from harness.shrink import NothingToShrink, shrink_scenario
+        from splitbrain.harness.shrink import NothingToShrink, shrink_scenario
 
         try:
             shrunk = shrink_scenario(

@@ -21,7 +21,7 @@ import copy
 import random
 from typing import Any
 
-from harness.explore.vocab import Vocabulary
+from splitbrain.harness.explore.vocab import Vocabulary
 
 NETWORK = ("partition", "loss", "duplicate", "reorder", "delay")
 LIFECYCLE = ("pause", "kill", "restart")

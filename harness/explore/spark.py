@@ -8,14 +8,14 @@ of a generation in parallel, guided search keeps its corpus in the driver betwee
 
 from __future__ import annotations
 
-from harness.explore.engine import Executor, RunResult, Target, evaluate
+from splitbrain.harness.explore.engine import Executor, RunResult, Target, evaluate
 
 APP_NAME = "splitbrain-explore"
 
 
 def spark_executor(master: str) -> Executor:
     """An executor running each batch as one Spark job on `master` (the session is made once)."""
-    from pipeline.session import get_spark, ship_code
+    from splitbrain.pipeline.session import get_spark, ship_code
 
     spark = get_spark(master, app_name=APP_NAME)
     ship_code(spark)

@@ -40,13 +40,13 @@ def node_names(n: int) -> tuple[str, ...]:
 def vocabulary(protocol: str, config: Mapping[str, Any], nodes: int) -> Vocabulary:
     """The vocabulary of `protocol` with `config` over `nodes` nodes (ValueError: unknown protocol,
     node.errors.SettingError: a bad setting, its key named)."""
-    from node import protocols
+    from splitbrain.node import protocols
 
     spec = protocols.get(protocol)
     if spec.membership:
         raise ValueError(f"protocol: {protocol!r} is a membership protocol, not a reliable-delivery one")
     spec.config(config)
-    from node.compose import recovery_bound_s
+    from splitbrain.node.compose import recovery_bound_s
 
     return Vocabulary(
         nodes=node_names(nodes),
@@ -63,7 +63,7 @@ def vocabulary(protocol: str, config: Mapping[str, Any], nodes: int) -> Vocabula
 
 
 def _sync_accepted(protocol: str, config: Mapping[str, Any]) -> bool:
-    from node.compose import refusal
-    from node.layer import SyncPeer
+    from splitbrain.node.compose import refusal
+    from splitbrain.node.layer import SyncPeer
 
     return refusal(protocol, dict(config), SyncPeer(peer="B"), random.Random(0)) is None

@@ -15,8 +15,8 @@ import enum
 import random
 from collections import deque
 
-from node.dropagg import DropAggregator
-from node.stack import Stack
+from splitbrain.node.dropagg import DropAggregator
+from splitbrain.node.stack import Stack
 
 
 class NodeState(enum.Enum):

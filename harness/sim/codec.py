@@ -19,8 +19,8 @@ their messages.
 
 from __future__ import annotations
 
-from node import wire
-from node.message import Message
+from splitbrain.node import wire
+from splitbrain.node.message import Message
 
 # A received copy is built without Message.__init__ (a Python call through the type, about 750
 # instructions a message in CPython 3.11): object.__new__ and the slots set here.

@@ -24,13 +24,13 @@ import json
 from collections.abc import Mapping
 from pathlib import Path
 
-from harness import nemesis
-from harness.backends.base import ClusterOptions, FaultInjector, NodeHandle, NodeState
-from harness.eventlog import write_events
-from harness.scenario import FaultStep, Scenario, Stream
-from node.compose import protocol_layers
-from node.events import compact_runs
-from node.message import parse_app_id
+from splitbrain.harness import nemesis
+from splitbrain.harness.backends.base import ClusterOptions, FaultInjector, NodeHandle, NodeState
+from splitbrain.harness.eventlog import write_events
+from splitbrain.harness.scenario import FaultStep, Scenario, Stream
+from splitbrain.node.compose import protocol_layers
+from splitbrain.node.events import compact_runs
+from splitbrain.node.message import parse_app_id
 
 from .cluster import DEAD, PAUSED, SimNode
 from .simulator import Simulation, _StreamState

@@ -39,15 +39,15 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from harness import nemesis
-from harness.scenario import FaultStep, Scenario, ScenarioError, Stream
-from harness.slots import planned_count
-from node import wire
-from node.errors import RunFailed, SettingError
-from node.events import make_event
-from node.faultlayer import FaultLayer
-from node.layer import Bootstrap, Leave, SetConfig, SyncPeer, ViewChange
-from node.message import Message, workload_message
+from splitbrain.harness import nemesis
+from splitbrain.harness.scenario import FaultStep, Scenario, ScenarioError, Stream
+from splitbrain.harness.slots import planned_count
+from splitbrain.node import wire
+from splitbrain.node.errors import RunFailed, SettingError
+from splitbrain.node.events import make_event
+from splitbrain.node.faultlayer import FaultLayer
+from splitbrain.node.layer import Bootstrap, Leave, SetConfig, SyncPeer, ViewChange
+from splitbrain.node.message import Message, workload_message
 
 from .cluster import DEAD, PAUSED, RUNNING, SimNode
 from .network import LinkModel, Network
@@ -105,13 +105,13 @@ def _default_codec(wire: bool):
         from .codec import ObjectCodec
 
         return ObjectCodec()
-    from node import wire as codec  # the real codec (the parameter shadows the module's name)
+    from splitbrain.node import wire as codec  # the real codec (the parameter shadows the module's name)
 
     return codec
 
 
 def _default_stack_factory() -> StackFactory:
-    from node.compose import build_stack
+    from splitbrain.node.compose import build_stack
 
     return build_stack
 

@@ -1,4 +1,4 @@
-"""`python -m node.contract`: write node/contract/events.schema.json from node/events.py."""
+"""`python -m splitbrain.node.contract`: write node/contract/events.schema.json from node/events.py."""
 
 from . import EVENTS_SCHEMA, write_events_schema
 

@@ -8,7 +8,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from node.errors import BadInput
+from splitbrain.node.errors import BadInput
 
 HERE = Path(__file__).resolve().parent
 BUILD_SCRIPT = HERE / "build.sh"

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-from node.errors import SettingError
+from splitbrain.node.errors import SettingError
 
 from ..unicast3.config import OverUnicast3, Unicast3Config
 

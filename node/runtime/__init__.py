@@ -2,14 +2,14 @@
 
 In-process:
 
-    from node.runtime import Node, NodeConfig
+    from splitbrain.node.runtime import Node, NodeConfig
     node = Node(NodeConfig.from_dict({"name": "A", "bind": "127.0.0.2:0", "admin": "127.0.0.2:0",
                                       "peers": {"B": "127.0.0.3:7800"}, "event_log": False}))
     await node.start()          # binds; node.bind_address / node.admin_address hold the real ports
     node.start_stream("B", count=1000, rate=0)
     await node.stop()           # graceful: final window events, node_stop, flush, close
 
-As a process: `python -m node --config FILE` (see node/__main__.py), which calls `run()`.
+As a process: `python -m splitbrain.node --config FILE` (see node/__main__.py), which calls `run()`.
 """
 
 from .config import Address, ConfigError, NodeConfig, load_config

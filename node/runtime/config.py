@@ -1,7 +1,7 @@
 """The node daemon's configuration: one YAML or TOML file, overridable by environment variables.
 
 Every key is checked on start and an error names the key it is about ("peers.B", "config.xmit_interval"),
-so that `python -m node` can stop with exit code 2 and a message a person can act on. Protocol
+so that `python -m splitbrain.node` can stop with exit code 2 and a message a person can act on. Protocol
 settings (`config:`) are validated by the protocol itself (its spec in node/protocols.py); this module
 only prefixes its key with "config.".
 

@@ -77,7 +77,7 @@ if TYPE_CHECKING:
 # Events of messages that let a peer purge state (the bundler sends them later in this loop turn).
 _ACKING_EVENTS = frozenset(("ack_tx",))
 
-log = logging.getLogger("node.runtime")
+log = logging.getLogger("splitbrain.node.runtime")
 
 # A timer that fires at most this early runs the stack at its deadline: uvloop's timers count
 # milliseconds, and re-arming for less than that would spin.

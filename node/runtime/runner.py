@@ -23,7 +23,7 @@ from ..protocols import RegistryError
 from .config import ConfigError, NodeConfig, env_overrides, is_loopback, load_config
 from .node import Node
 
-log = logging.getLogger("node.runtime")
+log = logging.getLogger("splitbrain.node.runtime")
 
 EXIT_OK = 0
 EXIT_ERROR = 1
@@ -136,8 +136,8 @@ def run(config: NodeConfig, announce: bool = True) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The options of `python -m node` (and `splitbrain node`, which hands its arguments here)."""
-    parser = argparse.ArgumentParser(prog="python -m node", description="Run one splitbrain protocol node.")
+    """The options of `python -m splitbrain.node` (and `splitbrain node`, which hands its arguments here)."""
+    parser = argparse.ArgumentParser(prog="python -m splitbrain.node", description="Run one splitbrain protocol node.")
     parser.add_argument(
         "--config",
         metavar="FILE",

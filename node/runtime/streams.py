@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from .config import Address, NodeConfig
     from .transport import TcpTransport, UdpTransport
 
-log = logging.getLogger("node.runtime")
+log = logging.getLogger("splitbrain.node.runtime")
 
 STREAM_BATCH = 1024  # messages one stream sends per loop iteration, at most
 # Rate-0 streams wait while this much is unacked per destination (at most half the receive buffer

@@ -1,5 +1,5 @@
 """Helpers to run real nodes in tests and benchmarks: unique loopback addresses, free ports,
-`python -m node` subprocesses and a small synchronous admin client.
+`python -m splitbrain.node` subprocesses and a small synchronous admin client.
 
 Every address is a fresh 127.x.y.z (Linux routes all of 127/8 to the loopback interface), so
 tests running in parallel (pytest-xdist) never share an address, and a port picked by binding
@@ -117,7 +117,7 @@ def _decode(data: bytes, content_type: str) -> Any:
 
 
 class NodeProcess:
-    """`python -m node --config <file>` in a subprocess; `start()` waits for its ready line."""
+    """`python -m splitbrain.node --config <file>` in a subprocess; `start()` waits for its ready line."""
 
     def __init__(
         self,
@@ -147,7 +147,7 @@ class NodeProcess:
         env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
         self._stderr: BinaryIO | None = open(self.stderr_path, "wb")  # noqa: SIM115 - closed in wait()
         self.proc = subprocess.Popen(
-            [self.python, *self.extra_args, "-m", "node", "--config", str(self.config_path)],
+            [self.python, *self.extra_args, "-m", "splitbrain.node", "--config", str(self.config_path)],
             stdout=subprocess.PIPE,
             stderr=self._stderr,
             env=env,
@@ -230,12 +230,17 @@ def _readline_with_timeout(proc: subprocess.Popen[bytes], timeout: float) -> byt
 def run_python_m_node(
     args: list[str], env: dict[str, Any] | None = None, timeout: float = 30.0
 ) -> subprocess.CompletedProcess[str]:
-    """Run `python -m node ARGS` to completion (config validation tests)."""
+    """Run `python -m splitbrain.node ARGS` to completion (config validation tests)."""
     full_env = dict(os.environ if env is None else env)
     root = str(Path(__file__).resolve().parents[2])
     full_env["PYTHONPATH"] = root + (os.pathsep + full_env["PYTHONPATH"] if full_env.get("PYTHONPATH") else "")
     return subprocess.run(
-        [sys.executable, "-m", "node", *args], capture_output=True, text=True, env=full_env, timeout=timeout, cwd=root
+        [sys.executable, "-m", "splitbrain.node", *args],
+        capture_output=True,
+        text=True,
+        env=full_env,
+        timeout=timeout,
+        cwd=root,
     )
 
 

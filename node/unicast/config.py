@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
-from node.errors import SettingError
+from splitbrain.node.errors import SettingError
 
 from ..settings import Settings
 

@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from typing import Any, ClassVar, Self
 
-from node.errors import SettingError
+from splitbrain.node.errors import SettingError
 
 from ..settings import Settings, coerce
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import shutil
 
-from faults import capabilities as caps
-from faults.netns import can_make_namespaces, leftover_namespaces
+from splitbrain.faults import capabilities as caps
+from splitbrain.faults.netns import can_make_namespaces, leftover_namespaces
 
 EXPECTED = {
     "netns",

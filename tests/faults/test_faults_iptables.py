@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import pytest
 
-from faults.iptables import TAG_PREFIX, Host, Iptables, IptablesFaults, Rule, choose_binary, flavour_of, tag
-from faults.netns import Lab, Result, can_make_namespaces, leftover_namespaces, netns, udp_one_way
+from splitbrain.faults.iptables import TAG_PREFIX, Host, Iptables, IptablesFaults, Rule, choose_binary, flavour_of, tag
+from splitbrain.faults.netns import Lab, Result, can_make_namespaces, leftover_namespaces, netns, udp_one_way
 
 A_IP, B_IP, C_IP = "198.18.0.1", "198.18.0.2", "198.18.1.3"
 

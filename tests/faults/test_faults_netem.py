@@ -12,9 +12,9 @@ import time
 
 import pytest
 
-from faults import netem
-from faults.netem import HANDLE, Shaper, Unavailable, detect_netem, netem_args
-from faults.netns import Lab, can_make_namespaces, netns, socket_in, udp_one_way
+from splitbrain.faults import netem
+from splitbrain.faults.netem import HANDLE, Shaper, Unavailable, detect_netem, netem_args
+from splitbrain.faults.netns import Lab, can_make_namespaces, netns, socket_in, udp_one_way
 
 _CAN, _WHY = can_make_namespaces()
 needs_netns = pytest.mark.skipif(not _CAN, reason=f"needs root and ip netns: {_WHY}")

@@ -1,4 +1,4 @@
-"""UDP delay and jitter without netem: an NFQUEUE rule plus `python -m faults.delayer`.
+"""UDP delay and jitter without netem: an NFQUEUE rule plus `python -m splitbrain.faults.delayer`.
 
 Runs where the netfilterqueue package imports and namespaces can be made (root); skips with the
 reason otherwise. One-way latency is measured in-process: sender and receiver share a clock.
@@ -14,9 +14,9 @@ import time
 
 import pytest
 
-from faults.iptables import Host, Iptables, IptablesFaults
-from faults.netns import Lab, can_make_namespaces, netns, socket_in, udp_one_way
-from faults.nfqueue import NfqueueDelay, netfilterqueue_importable
+from splitbrain.faults.iptables import Host, Iptables, IptablesFaults
+from splitbrain.faults.netns import Lab, can_make_namespaces, netns, socket_in, udp_one_way
+from splitbrain.faults.nfqueue import NfqueueDelay, netfilterqueue_importable
 
 _CAN, _WHY = can_make_namespaces()
 _NFQ, _NFQ_WHY = netfilterqueue_importable()
@@ -118,7 +118,7 @@ def test_queue_bypass_keeps_traffic_flowing_when_the_delayer_dies(pair):
 def test_delayer_rejects_bad_arguments():
     """The delayer's exit code 2 and message for nonsense (jitter larger than the delay)."""
     proc = subprocess.run(
-        [sys.executable, "-m", "faults.delayer", "--queue", "1", "--delay-ms", "5", "--jitter-ms", "10"],
+        [sys.executable, "-m", "splitbrain.faults.delayer", "--queue", "1", "--delay-ms", "5", "--jitter-ms", "10"],
         capture_output=True,
         text=True,
         timeout=30,

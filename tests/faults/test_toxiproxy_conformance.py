@@ -28,7 +28,7 @@ import toxiproxy
 import toxiproxy.api
 from toxiproxy.exceptions import NotFound, ProxyExists
 
-from faults.toxiproxy import ToxiproxyServer
+from splitbrain.faults.toxiproxy import ToxiproxyServer
 
 HTTP_TIMEOUT_S = 5.0
 SOCKET_TIMEOUT_S = 5.0

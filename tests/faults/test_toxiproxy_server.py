@@ -24,11 +24,11 @@ import aiohttp
 import pytest
 import requests
 
-from faults.toxiproxy import ToxiproxyServer, gojson
-from faults.toxiproxy.__main__ import parse_args
-from faults.toxiproxy.proxy import float32_shortest
-from faults.toxiproxy.toxics import slice_offsets
-from node.runtime.testing import wait_until
+from splitbrain.faults.toxiproxy import ToxiproxyServer, gojson
+from splitbrain.faults.toxiproxy.__main__ import parse_args
+from splitbrain.faults.toxiproxy.proxy import float32_shortest
+from splitbrain.faults.toxiproxy.toxics import slice_offsets
+from splitbrain.node.runtime.testing import wait_until
 from tests.faults.test_toxiproxy_conformance import (
     HTTP_TIMEOUT_S,
     LOCALHOST,
@@ -107,9 +107,9 @@ async def test_in_process_start_stop():
 
 
 def test_cli_starts_answers_and_stops_on_sigterm():
-    """`python -m faults.toxiproxy --host 127.0.0.1 --port 0` prints where it listens and exits 0 on SIGTERM."""
+    """`python -m splitbrain.faults.toxiproxy --host 127.0.0.1 --port 0` prints where it listens and exits 0 on SIGTERM."""
     proc = subprocess.Popen(
-        [sys.executable, "-m", "faults.toxiproxy", "--host", LOCALHOST, "--port", "0"],
+        [sys.executable, "-m", "splitbrain.faults.toxiproxy", "--host", LOCALHOST, "--port", "0"],
         cwd=REPO,
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
@@ -376,7 +376,7 @@ def _bare_link(specs):
     """A Link whose stages run but whose reader and writer do not: feed the head, read the tail."""
     from types import SimpleNamespace
 
-    from faults.toxiproxy.link import Link
+    from splitbrain.faults.toxiproxy.link import Link
 
     conn = SimpleNamespace(rng=random.Random(3), peer="test", proxy=SimpleNamespace(name="unit"))
     link = Link(conn, "downstream", source=None, dest=None)
@@ -387,7 +387,7 @@ def _bare_link(specs):
 
 
 def _spec(name, toxic_type, **attributes):
-    from faults.toxiproxy.proxy import ToxicSpec, new_toxic_attributes
+    from splitbrain.faults.toxiproxy.proxy import ToxicSpec, new_toxic_attributes
 
     return ToxicSpec(
         name, toxic_type, "downstream", 1.0, {**new_toxic_attributes(toxic_type), **attributes}, "downstream"
@@ -402,7 +402,7 @@ async def _drain(chan, n: int) -> list[bytes]:
 async def test_removal_keeps_order_of_held_queued_and_new_data():
     """Removing a toxic that holds one chunk and has more queued: they leave first, in order,
     then data that arrived during the removal."""
-    from faults.toxiproxy.toxics import Chunk
+    from splitbrain.faults.toxiproxy.toxics import Chunk
 
     latency = _spec("slow", "latency", latency=60_000)
     link = _bare_link([latency])
@@ -424,7 +424,7 @@ async def test_removal_keeps_order_of_held_queued_and_new_data():
 @pytest.mark.asyncio
 async def test_update_flushes_held_data_and_keeps_state():
     """Updating a toxic flushes what it held (unaffected) and keeps limit_data's byte count."""
-    from faults.toxiproxy.toxics import Chunk, Close
+    from splitbrain.faults.toxiproxy.toxics import Chunk, Close
 
     limit = _spec("cap", "limit_data", bytes=4)
     link = _bare_link([limit])
@@ -443,7 +443,7 @@ async def test_update_flushes_held_data_and_keeps_state():
 @pytest.mark.asyncio
 async def test_chan_forwarding_moves_queued_and_blocked_puts_in_order():
     """A forwarded channel hands over what it queued, then the puts that were waiting on it."""
-    from faults.toxiproxy.link import Chan
+    from splitbrain.faults.toxiproxy.link import Chan
 
     source, target = Chan(1), Chan(10)
     await source.put("a")

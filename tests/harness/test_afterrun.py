@@ -14,13 +14,13 @@ from pathlib import Path
 
 import pytest
 
-from harness import afterrun
-from harness.afterrun import ChildFailed, write_and_check
-from harness.checks import run_checks
-from harness.cli import main
-from harness.rundir import run_scenario, write_events
-from harness.scenario import load_scenario
-from harness.sim import Simulation
+from splitbrain.harness import afterrun
+from splitbrain.harness.afterrun import ChildFailed, write_and_check
+from splitbrain.harness.checks import run_checks
+from splitbrain.harness.cli import main
+from splitbrain.harness.rundir import run_scenario, write_events
+from splitbrain.harness.scenario import load_scenario
+from splitbrain.harness.sim import Simulation
 
 ROOT = Path(__file__).resolve().parents[2]
 SCENARIOS = sorted((ROOT / "scenarios").glob("*.yaml")) + sorted((ROOT / "scenarios" / "bugs").glob("*.yaml"))
@@ -159,7 +159,8 @@ def test_run_scenario_with_two_workers_writes_the_same_run_directory(tmp_path, a
 def test_cli_run_whose_writer_fails_exits_1_with_an_error_verdict(tmp_path, monkeypatch, capsys, always_fork):
     """A child that fails makes `splitbrain run` fail as a failed write did in one process: exit 1,
     an error verdict, the traceback."""
-    import harness.rundir
+
+    from splitbrain import harness
 
     def broken(*args, **kwargs):
         if os.getpid() != parent:

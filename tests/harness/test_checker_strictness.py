@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import pytest
 
-from harness.rundir import judge
-from harness.scenario import parse_scenario
-from harness.sim import simulate
+from splitbrain.harness.rundir import judge
+from splitbrain.harness.scenario import parse_scenario
+from splitbrain.harness.sim import simulate
 
 
 def run(

@@ -11,9 +11,9 @@ import json
 
 import pytest
 
-from harness.checks import GENERAL_CHECKS, CheckResult, run_checks
-from harness.eventlog import EventLogError, read_events, read_run, write_events
-from node.events import make_event, validate_event
+from splitbrain.harness.checks import GENERAL_CHECKS, CheckResult, run_checks
+from splitbrain.harness.eventlog import EventLogError, read_events, read_run, write_events
+from splitbrain.node.events import make_event, validate_event
 
 END = 10.0  # when the surviving nodes write their final windows
 

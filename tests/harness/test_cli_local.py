@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from harness.backends.local import LocalBackend
-from harness.cli import ProgressDisplay, main
-from harness.runner import Progress
+from splitbrain.harness.backends.local import LocalBackend
+from splitbrain.harness.cli import ProgressDisplay, main
+from splitbrain.harness.runner import Progress
 
 ROOT = Path(__file__).resolve().parents[2]
 local_only = pytest.mark.skipif(not LocalBackend().check()[0], reason="local backend unavailable here")
@@ -148,7 +148,7 @@ def test_doctor_says_what_and_why(capsys):
 def test_node_command_passes_through(tmp_path, capsys):
     """`splitbrain node --help` is the daemon's help; a bad node config exits 2 naming the key."""
     assert main(["node", "--help"]) == 0
-    assert "python -m node" in capsys.readouterr().out
+    assert "python -m splitbrain.node" in capsys.readouterr().out
     bad = tmp_path / "node.yaml"
     bad.write_text(yaml.safe_dump({"name": "A", "bind": "127.0.0.1:nope", "admin": "127.0.0.1:0"}))
     assert main(["node", "--config", str(bad)]) == 2
@@ -233,7 +233,7 @@ def test_protocols_lists_the_registry(capsys):
 
 def test_a_bad_protocol_module_is_bad_input_for_every_command(monkeypatch, capsys):
     """SPLITBRAIN_PROTOCOLS naming no module: exit 2 and one line naming it, no traceback."""
-    from node import protocols
+    from splitbrain.node import protocols
 
     monkeypatch.setattr(protocols, "_loaded", False)
     monkeypatch.setenv(protocols.ENV_PROTOCOLS, "no.such.spec")
@@ -250,12 +250,12 @@ def test_doctor_ip_multicast_without_and_with_a_multicast_route():
     `ip route add 224.0.0.0/4 dev lo` the routed probe works too."""
     import sys
 
-    from faults.netns import Lab, can_make_namespaces
+    from splitbrain.faults.netns import Lab, can_make_namespaces
 
     can, why = can_make_namespaces()
     if not can:
         pytest.skip(f"needs root and ip netns: {why}")
-    code = "from harness.mcastprobe import ip_multicast_status as s; ok, why = s(); print(ok); print(why)"
+    code = "from splitbrain.harness.mcastprobe import ip_multicast_status as s; ok, why = s(); print(ok); print(why)"
     env_path = str(Path(__file__).resolve().parents[2])
     with Lab() as lab:
         ns = lab.add("mcast")

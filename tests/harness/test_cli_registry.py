@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-import harness.commands
-from harness.cli import main
-from harness.scenario import ScenarioError
-from harness.sim import SimulationError
+from splitbrain import harness
+from splitbrain.harness.cli import main
+from splitbrain.harness.scenario import ScenarioError
+from splitbrain.harness.sim import SimulationError
 
 
 def add(subparsers) -> None:
@@ -18,7 +18,7 @@ def add(subparsers) -> None:
 
 
 def run_hello(args) -> int:
-    from harness.commands.common import EXIT_OK, error_exit
+    from splitbrain.harness.commands.common import EXIT_OK, error_exit
 
     try:
         if args.fail == "input":

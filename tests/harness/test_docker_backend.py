@@ -23,9 +23,9 @@ import pytest
 
 docker = pytest.importorskip("docker")
 
-from harness.backends import BackendError, ClusterOptions, NodeStartError, NodeState  # noqa: E402
-from harness.backends.admin import AdminClient, AdminError  # noqa: E402
-from harness.backends.docker import (  # noqa: E402
+from splitbrain.harness.backends import BackendError, ClusterOptions, NodeStartError, NodeState  # noqa: E402
+from splitbrain.harness.backends.admin import AdminClient, AdminError  # noqa: E402
+from splitbrain.harness.backends.docker import (  # noqa: E402
     LABEL_CLUSTER,
     LABEL_OWNER,
     DockerBackend,
@@ -35,9 +35,9 @@ from harness.backends.docker import (  # noqa: E402
     owner_label,
     remove_cluster,
 )
-from harness.scenario import load_scenario  # noqa: E402
-from harness.testlib import cluster_scenario, eventually  # noqa: E402
-from node.events import expand_runs  # noqa: E402
+from splitbrain.harness.scenario import load_scenario  # noqa: E402
+from splitbrain.harness.testlib import cluster_scenario, eventually  # noqa: E402
+from splitbrain.node.events import expand_runs  # noqa: E402
 
 pytestmark = [pytest.mark.docker, pytest.mark.timeout(900)]
 
@@ -168,7 +168,7 @@ def test_cluster_lifecycle_names_labels_addresses_and_files(docker_backend, tmp_
 def test_remote_style_options_archive_published_exec(docker_backend, tmp_path):
     """No host-path assumption: config in and events out by put/get_archive, admin API through
     published ports, iptables through `docker exec -u root`; the smoke scenario passes."""
-    from harness.rundir import run_scenario
+    from splitbrain.harness.rundir import run_scenario
 
     outcome = run_scenario(
         load_scenario(ROOT / "scenarios" / "smoke.yaml"),
@@ -215,8 +215,8 @@ def test_node_that_cannot_start_fails_clearly_and_leaves_nothing(docker_backend,
 def test_iptables_rules_are_exact_and_follow_a_restart(docker_backend, tmp_path):
     """Rules tagged per step at the receiver; a heal removes exactly its own; a restarted node
     (new container, new namespace) gets back the rules in force at it; close removes the rest."""
-    from harness.backends.injectors import IptablesInjector
-    from harness.scenario import parse_scenario
+    from splitbrain.harness.backends.injectors import IptablesInjector
+    from splitbrain.harness.scenario import parse_scenario
 
     sc = parse_scenario(
         {
@@ -260,7 +260,7 @@ def test_ctrl_c_during_a_docker_run_removes_every_container(docker_backend, tmp_
     cmd = [
         sys.executable,
         "-m",
-        "harness.cli",
+        "splitbrain.harness.cli",
         "run",
         str(ROOT / "scenarios" / "steady.yaml"),
         "--backend",
@@ -330,7 +330,7 @@ def test_keep_and_clean(docker_backend, tmp_path):
         nothing_left(client, dead_id)
         # The CLI, for one cluster.
         cli = subprocess.run(
-            [sys.executable, "-m", "harness.cli", "clean", "--cluster", cluster.cluster_id],
+            [sys.executable, "-m", "splitbrain.harness.cli", "clean", "--cluster", cluster.cluster_id],
             capture_output=True,
             text=True,
             timeout=120,

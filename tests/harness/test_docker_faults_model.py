@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.backends.base import NodeState
-from harness.scenario import ScenarioError, check_backend, parse_scenario
+from splitbrain.harness.backends.base import NodeState
+from splitbrain.harness.scenario import ScenarioError, check_backend, parse_scenario
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -115,7 +115,7 @@ def test_check_backend_refuses_what_a_backend_cannot_do():
 
 
 def test_run_scenario_and_cli_refuse_toxics_off_docker(tmp_path):
-    from harness.rundir import run_scenario
+    from splitbrain.harness.rundir import run_scenario
 
     toxic = scenario(schedule=[{"at": 1, "toxic": {"link": "A->B", "type": "down"}}])
     for backend in ("sim", "local"):
@@ -124,7 +124,7 @@ def test_run_scenario_and_cli_refuse_toxics_off_docker(tmp_path):
     assert not list(tmp_path.iterdir()), "nothing is written for a refused scenario"
     path = ROOT / "scenarios" / "docker" / "tcp-reset-peer.yaml"
     proc = subprocess.run(
-        [sys.executable, "-m", "harness.cli", "run", str(path), "--backend", "sim", "--out", str(tmp_path)],
+        [sys.executable, "-m", "splitbrain.harness.cli", "run", str(path), "--backend", "sim", "--out", str(tmp_path)],
         capture_output=True,
         text=True,
         timeout=120,
@@ -135,7 +135,7 @@ def test_run_scenario_and_cli_refuse_toxics_off_docker(tmp_path):
 
 def test_live_runner_refuses_toxics_before_any_workload(tmp_path):
     """A cluster without Toxiproxy (here a fake one) gets a RunError before the first stream."""
-    from harness.runner import LiveRun, RunError
+    from splitbrain.harness.runner import LiveRun, RunError
 
     sc = scenario(schedule=[{"at": 1, "toxic": {"link": "A->B", "type": "down"}}])
     cluster = FakeCluster(sc.nodes)
@@ -197,7 +197,7 @@ class Recorder:
     calls: list = field(default_factory=list)
 
     def __call__(self, argv, *, input=None, timeout_s=None):
-        from faults.netns import Result
+        from splitbrain.faults.netns import Result
 
         argv = list(argv)
         self.calls.append(argv)
@@ -255,7 +255,7 @@ class FakeDockerCluster:
 
 
 def test_iptables_injector_rules_heal_and_restart():
-    from harness.backends.injectors import IptablesInjector
+    from splitbrain.harness.backends.injectors import IptablesInjector
 
     sc = parse_scenario(
         {
@@ -328,7 +328,7 @@ def test_iptables_injector_rules_heal_and_restart():
 
 
 def test_toxiproxy_injector_puts_a_link_on_both_streams_that_can_carry_it():
-    from harness.backends.injectors import ToxiproxyInjector
+    from splitbrain.harness.backends.injectors import ToxiproxyInjector
 
     calls = []
 

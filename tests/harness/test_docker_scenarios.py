@@ -27,16 +27,18 @@ import pytest
 
 pytest.importorskip("docker")
 
-from harness.backends.docker import DockerBackend, leftovers, owner_label
-from harness.eventlog import read_events
-from harness.rundir import run_scenario
-from harness.scenario import load_scenario
-from node.events import expand_runs
+from splitbrain.harness.backends.docker import DockerBackend, leftovers, owner_label
+from splitbrain.harness.eventlog import read_events
+from splitbrain.harness.rundir import run_scenario
+from splitbrain.harness.scenario import load_scenario
+from splitbrain.node.events import expand_runs
 from tests.leaks import processes_naming
 
 # The plugin is registered as a pytest11 entry point once installed; before that, ask for it here.
 pytest_plugins = (
-    [] if any(ep.value == "harness.plugin" for ep in entry_points(group="pytest11")) else ["harness.plugin"]
+    []
+    if any(ep.value == "splitbrain.harness.plugin" for ep in entry_points(group="pytest11"))
+    else ["splitbrain.harness.plugin"]
 )
 
 pytestmark = [pytest.mark.docker, pytest.mark.timeout(900)]
@@ -353,7 +355,7 @@ def test_nakack2_over_ip_multicast_under_20_percent_loss(docker_backend, tmp_pat
     cluster's group across the bridge, 20 % iptables loss per source at every receiver; every
     multicast delivered once, in order, at every member. Skipped only when the bridge probe says
     the bridge cannot carry multicast (the run is then refused, naming ip_multicast)."""
-    from harness.backends import BackendUnavailable
+    from splitbrain.harness.backends import BackendUnavailable
 
     try:
         outcome = run_scenario(
@@ -380,8 +382,8 @@ def test_ip_multicast_is_refused_where_the_bridge_probe_fails(docker_backend, tm
     """Where the bridge probe gets nothing across, a scenario with ip_multicast is refused before
     any node starts: the CLI exits 2 naming ip_multicast and the probe's reason, and the
     cluster's network and containers are gone."""
-    import harness.backends.docker.cluster as docker_cluster
-    from harness.cli import main
+    import splitbrain.harness.backends.docker.cluster as docker_cluster
+    from splitbrain.harness.cli import main
 
     mine = owner_label()
     before = {cid for cid, info in leftovers(docker_backend.client).items() if info["owner"] == mine}

@@ -12,13 +12,13 @@ import json
 
 import pytest
 
-from harness.checks import run_checks
-from harness.eventlog import EventLogError, read_events, read_run, write_events
-from harness.rundir import count_messages
-from harness.rundir import write_events as write_run_events
-from harness.scenario import load_scenario
-from harness.sim import Simulation
-from node.events import (
+from splitbrain.harness.checks import run_checks
+from splitbrain.harness.eventlog import EventLogError, read_events, read_run, write_events
+from splitbrain.harness.rundir import count_messages
+from splitbrain.harness.rundir import write_events as write_run_events
+from splitbrain.harness.scenario import load_scenario
+from splitbrain.harness.sim import Simulation
+from splitbrain.node.events import (
     DataEvents,
     compact_runs,
     expand_runs,
@@ -27,8 +27,8 @@ from node.events import (
     run_event,
     validate_event,
 )
-from node.message import Message, app_payload, workload_message
-from node.runtime.eventlog import EventLog
+from splitbrain.node.message import Message, app_payload, workload_message
+from splitbrain.node.runtime.eventlog import EventLog
 
 END = 10.0
 
@@ -211,7 +211,7 @@ def test_simulator_logs_with_runs_are_byte_identical_across_runs_of_a_seed(tmp_p
 
 
 def test_log_command_prints_every_message_of_a_run_on_its_own_line(tmp_path, capsys):
-    from harness.cli import main
+    from splitbrain.harness.cli import main
 
     events = _log([_run(1.01, "deliver", "A", "B", 0, 150), _run(1.21, "deliver", "A", "B", 150, 150)])
     for node in ("A", "B"):
@@ -232,8 +232,8 @@ def test_node_log_checks_every_app_id_of_a_stream_run():
     id in the middle makes it refuse, and the record is then written piece by piece."""
     import random
 
-    from node.runtime.eventlog import _stream_run
-    from node.runtime.workload import make_payloads
+    from splitbrain.node.runtime.eventlog import _stream_run
+    from splitbrain.node.runtime.workload import make_payloads
 
     rng = random.Random(7)
     for first, count in [(0, 2), (5, 5), (10, 90), (1000, 1024), (123456, 300), (99_990, 10)]:
@@ -268,8 +268,8 @@ def test_node_log_checks_every_app_id_of_a_stream_run():
 def test_retransmissions_and_drops_of_a_batch_are_runs_too(tmp_path):
     """A resent batch and the drops of a window's overflow: one run line each, counted as their
     messages by the checks that count them (resync_traffic, no_errors) and by the evidence."""
-    from harness.checks import check_resync_traffic
-    from harness.evidence import evidence_lines
+    from splitbrain.harness.checks import check_resync_traffic
+    from splitbrain.harness.evidence import evidence_lines
 
     resent = [
         make_event(2.0, "A", "unicast3", "retransmit", peer="B", seqno=s, conn_id=1, bytes=100, reason="sync")

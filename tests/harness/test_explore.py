@@ -12,12 +12,12 @@ from pathlib import Path
 import pytest
 import yaml
 
-from harness.cli import main
-from harness.explore import nemesis
-from harness.explore.engine import Target, explore
-from harness.explore.vocab import vocabulary
-from harness.mutants import run_trial
-from harness.scenario import parse_scenario
+from splitbrain.harness.cli import main
+from splitbrain.harness.explore import nemesis
+from splitbrain.harness.explore.engine import Target, explore
+from splitbrain.harness.explore.vocab import vocabulary
+from splitbrain.harness.mutants import run_trial
+from splitbrain.harness.scenario import parse_scenario
 
 ROOT = Path(__file__).resolve().parents[2]
 pytest_plugins = ["pytester"]
@@ -73,7 +73,7 @@ def test_plans_are_seeded_valid_and_end_healed(protocol):
 
 
 def test_vocabulary_comes_from_the_registry():
-    from node import protocols
+    from splitbrain.node import protocols
 
     for protocol in ("unicast3", "nakack2"):
         vocab = vocabulary(protocol, {}, 3)
@@ -376,7 +376,7 @@ def test_plugin_helper_explores_and_fails_naming_the_file(pytester):
 @pytest.mark.slow
 def test_spark_tasks_give_the_same_session_as_a_local_run():
     pytest.importorskip("pyspark")
-    from harness.explore.spark import spark_executor
+    from splitbrain.harness.explore.spark import spark_executor
 
     target = Target(
         protocol="nakack2",

@@ -13,9 +13,9 @@ import pytest
 
 pytest.importorskip("docker")
 
-from harness.backends.docker import DockerBackend
-from harness.eventlog import read_run
-from node.events import expand_runs
+from splitbrain.harness.backends.docker import DockerBackend
+from splitbrain.harness.eventlog import read_run
+from splitbrain.node.events import expand_runs
 from tests.harness.test_gms_end_to_end import judge_split, partition_window, run_split
 
 pytestmark = [pytest.mark.docker, pytest.mark.timeout(900)]

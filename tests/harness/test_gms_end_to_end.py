@@ -19,15 +19,17 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from harness.checks import run_checks
-from harness.eventlog import read_events, read_run
-from harness.rundir import run_scenario
-from harness.scenario import load_scenario, parse_scenario
-from harness.sim import Simulation
+from splitbrain.harness.checks import run_checks
+from splitbrain.harness.eventlog import read_events, read_run
+from splitbrain.harness.rundir import run_scenario
+from splitbrain.harness.scenario import load_scenario, parse_scenario
+from splitbrain.harness.sim import Simulation
 
 # The plugin is registered as a pytest11 entry point once installed; before that, ask for it here.
 pytest_plugins = (
-    [] if any(ep.value == "harness.plugin" for ep in entry_points(group="pytest11")) else ["harness.plugin"]
+    []
+    if any(ep.value == "splitbrain.harness.plugin" for ep in entry_points(group="pytest11"))
+    else ["splitbrain.harness.plugin"]
 )
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -11,10 +11,10 @@ import time
 
 import pytest
 
-from harness.backends.local import LocalBackend
-from harness.eventlog import read_run
-from harness.scenario import parse_scenario
-from harness.testlib import eventually
+from splitbrain.harness.backends.local import LocalBackend
+from splitbrain.harness.eventlog import read_run
+from splitbrain.harness.scenario import parse_scenario
+from splitbrain.harness.testlib import eventually
 
 pytestmark = pytest.mark.skipif(not LocalBackend().check()[0], reason="local backend unavailable here")
 

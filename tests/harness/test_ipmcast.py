@@ -11,17 +11,17 @@ from pathlib import Path
 
 import pytest
 
-from harness.backends.local import LocalBackend
-from harness.cli import main
-from harness.mcastprobe import loopback_status
-from harness.rundir import run_scenario
-from harness.scenario import ScenarioError, check_backend, load_scenario, parse_scenario
-from node.message import MCAST_DEST, Message
-from node.runtime.config import ConfigError, NodeConfig
-from node.runtime.ipmcast import IpMulticast, addressed_to, envelope
-from node.runtime.testing import NodeGroup, pair_configs, wait_until
-from node.runtime.transport import TransportStats
-from node.wire import WireError, decode_frame, encode_frame, readdressed
+from splitbrain.harness.backends.local import LocalBackend
+from splitbrain.harness.cli import main
+from splitbrain.harness.mcastprobe import loopback_status
+from splitbrain.harness.rundir import run_scenario
+from splitbrain.harness.scenario import ScenarioError, check_backend, load_scenario, parse_scenario
+from splitbrain.node.message import MCAST_DEST, Message
+from splitbrain.node.runtime.config import ConfigError, NodeConfig
+from splitbrain.node.runtime.ipmcast import IpMulticast, addressed_to, envelope
+from splitbrain.node.runtime.testing import NodeGroup, pair_configs, wait_until
+from splitbrain.node.runtime.transport import TransportStats
+from splitbrain.node.wire import WireError, decode_frame, encode_frame, readdressed
 
 ROOT = Path(__file__).resolve().parents[2]
 LOOPBACK_MULTICAST, WHY_NOT = loopback_status()
@@ -167,7 +167,7 @@ def test_scenario_refuses_ip_multicast_where_it_cannot_work(tmp_path, capsys):
 def test_local_backend_refuses_ip_multicast_where_the_probe_fails(monkeypatch):
     """Never assumed: where a datagram to the group does not loop back on 127.0.0.1 the local
     backend refuses the scenario (exit 2 in the CLI), naming ip_multicast and the probe's reason."""
-    import harness.mcastprobe as probe
+    import splitbrain.harness.mcastprobe as probe
 
     scenario = load_scenario(ROOT / "scenarios" / "nakack2-ip-multicast.yaml")
     monkeypatch.setattr(probe, "_loop_once", lambda iface: (False, "No such device"))
@@ -211,7 +211,7 @@ def test_a_copy_dropped_for_one_receiver_leaves_the_others_one_datagram():
             a, b, c, d = nodes
             for node in nodes:
                 node.install_view(["A", "B", "C", "D"], 1)
-            from node.faultlayer import FaultRule
+            from splitbrain.node.faultlayer import FaultRule
 
             a.add_fault(FaultRule(direction="down", peer="D", types=frozenset({"MSG"}), count=20))
             a.start_stream(MCAST_DEST, count=200, rate=1000, size=50)
@@ -270,7 +270,7 @@ def test_node_exits_2_where_its_probe_datagram_does_not_come_back(tmp_path):
 
     import yaml
 
-    from faults.netns import Lab, can_make_namespaces
+    from splitbrain.faults.netns import Lab, can_make_namespaces
 
     can, why = can_make_namespaces()
     if not can:
@@ -289,7 +289,7 @@ def test_node_exits_2_where_its_probe_datagram_does_not_come_back(tmp_path):
             }
         )
     )
-    argv = ["env", f"PYTHONPATH={ROOT}", sys.executable, "-m", "node", "--config", str(cfg)]
+    argv = ["env", f"PYTHONPATH={ROOT}", sys.executable, "-m", "splitbrain.node", "--config", str(cfg)]
     with Lab() as lab:
         ns = lab.add("ipmc")
         lab.run(ns, ["iptables", "-A", "INPUT", "-d", "239.1.2.3", "-j", "DROP"]).check()

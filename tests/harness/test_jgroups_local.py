@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from harness.rundir import run_scenario
-from harness.scenario import load_scenario
-from node.jgroups.launch import runtime_problem
+from splitbrain.harness.rundir import run_scenario
+from splitbrain.harness.scenario import load_scenario
+from splitbrain.node.jgroups.launch import runtime_problem
 
 ROOT = Path(__file__).resolve().parents[2]
 SCENARIOS = ROOT / "scenarios" / "jgroups"

@@ -1,4 +1,4 @@
-"""The local backend's lifecycle: real `python -m node` processes on 127.X.Y.Z, and no leftovers.
+"""The local backend's lifecycle: real `python -m splitbrain.node` processes on 127.X.Y.Z, and no leftovers.
 
 Every test checks, after teardown, that no process whose command line names its run directory
 is left (read from /proc, psutil is not a dependency) and that no part file or temporary file
@@ -16,11 +16,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from harness.backends import NodeStartError, NodeState, get_backend
-from harness.backends.admin import AdminClient, AdminError
-from harness.backends.local import LocalBackend, node_ip
-from harness.scenario import parse_scenario
-from harness.testlib import eventually
+from splitbrain.harness.backends import NodeStartError, NodeState, get_backend
+from splitbrain.harness.backends.admin import AdminClient, AdminError
+from splitbrain.harness.backends.local import LocalBackend, node_ip
+from splitbrain.harness.scenario import parse_scenario
+from splitbrain.harness.testlib import eventually
 from tests.leaks import processes_naming
 
 pytestmark = pytest.mark.skipif(not LocalBackend().check()[0], reason="local backend unavailable here")

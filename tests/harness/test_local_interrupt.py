@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.backends.local import LocalBackend
-from harness.testlib import eventually
+from splitbrain.harness.backends.local import LocalBackend
+from splitbrain.harness.testlib import eventually
 from tests.leaks import processes_naming
 
 pytestmark = pytest.mark.skipif(not LocalBackend().check()[0], reason="local backend unavailable here")
@@ -56,7 +56,7 @@ def test_interrupt_tears_down_and_writes_the_run_directory(tmp_path, sig, code):
         [
             sys.executable,
             "-m",
-            "harness.cli",
+            "splitbrain.harness.cli",
             "run",
             str(ROOT / "scenarios" / "steady.yaml"),
             "--backend",
@@ -105,7 +105,7 @@ def test_harness_killed_with_sigkill_takes_its_nodes_along(tmp_path):
         [
             sys.executable,
             "-m",
-            "harness.cli",
+            "splitbrain.harness.cli",
             "run",
             str(ROOT / "scenarios" / "steady.yaml"),
             "--out",

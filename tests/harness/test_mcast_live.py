@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from harness.backends.local import LocalBackend
-from harness.cli import main
-from harness.scenario import load_scenario
-from harness.sim.simulator import simulate
-from node.events import expand_runs
+from splitbrain.harness.backends.local import LocalBackend
+from splitbrain.harness.cli import main
+from splitbrain.harness.scenario import load_scenario
+from splitbrain.harness.sim.simulator import simulate
+from splitbrain.node.events import expand_runs
 
 ROOT = Path(__file__).resolve().parents[2]
 local_only = pytest.mark.skipif(not LocalBackend().check()[0], reason="local backend unavailable here")

@@ -9,8 +9,8 @@ from (nearly) the send until it left the sender's view (harness.checks, no_loss)
 
 from __future__ import annotations
 
-from harness.checks import run_checks
-from node.events import make_event, validate_event
+from splitbrain.harness.checks import run_checks
+from splitbrain.node.events import make_event, validate_event
 
 MEMBERS = ["A", "B", "C"]
 BOUND = 2.0

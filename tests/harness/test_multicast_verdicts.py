@@ -15,10 +15,10 @@ from __future__ import annotations
 
 import pytest
 
-from harness.checks import run_scenario_checks
-from harness.mutants import with_mutation
-from harness.scenario import parse_scenario
-from harness.sim import Simulation
+from splitbrain.harness.checks import run_scenario_checks
+from splitbrain.harness.mutants import with_mutation
+from splitbrain.harness.scenario import parse_scenario
+from splitbrain.harness.sim import Simulation
 
 
 def _verdict(data: dict, seed: int = 1) -> dict:

@@ -13,10 +13,10 @@ import json
 
 import pytest
 
-from harness import mutants as mt
-from harness.cli import main
-from harness.scenario import parse_scenario
-from node.unicast3.config import MUTATION_RESYNC, MUTATIONS, RESYNC_MODES, Unicast3Config
+from splitbrain.harness import mutants as mt
+from splitbrain.harness.cli import main
+from splitbrain.harness.scenario import parse_scenario
+from splitbrain.node.unicast3.config import MUTATION_RESYNC, MUTATIONS, RESYNC_MODES, Unicast3Config
 
 # mutant -> the first chaos-set seed that kills it (seeds to kill = seed + 1).
 KILL_SEEDS = {
@@ -116,8 +116,8 @@ def test_admin_syncs_in_sync_mode_and_the_unmutated_protocol_passes_them():
 
 def test_a_simulator_crash_kills_but_is_reported_as_a_crash(monkeypatch):
     """An exception in the simulator (e.g. a broken invariant) is a kill of its own kind."""
-    from harness.sim import Simulation
-    from harness.sim.simulator import InvariantViolation
+    from splitbrain.harness.sim import Simulation
+    from splitbrain.harness.sim.simulator import InvariantViolation
 
     def boom(self):
         raise InvariantViolation("recv window for A: delivered > highest")

@@ -12,13 +12,13 @@ import json
 
 import pytest
 
-from harness import mutants as mt
-from harness.cli import main
-from harness.scenario import parse_scenario
-from node import protocols
-from node.errors import SettingError
-from node.nakack2.config import MUTATIONS as NAKACK2_MUTATIONS
-from node.nakack2.config import Nakack2Config
+from splitbrain.harness import mutants as mt
+from splitbrain.harness.cli import main
+from splitbrain.harness.scenario import parse_scenario
+from splitbrain.node import protocols
+from splitbrain.node.errors import SettingError
+from splitbrain.node.nakack2.config import MUTATIONS as NAKACK2_MUTATIONS
+from splitbrain.node.nakack2.config import Nakack2Config
 
 # protocol -> mutant -> the first seed of its chaos set that kills it.
 KILL_SEEDS = {

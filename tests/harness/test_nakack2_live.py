@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from harness.backends.local import LocalBackend
-from harness.cli import main
-from node.message import MCAST_DEST
+from splitbrain.harness.backends.local import LocalBackend
+from splitbrain.harness.cli import main
+from splitbrain.node.message import MCAST_DEST
 
 ROOT = Path(__file__).resolve().parents[2]
 local_only = pytest.mark.skipif(not LocalBackend().check()[0], reason="local backend unavailable here")
@@ -112,7 +112,7 @@ async def test_admin_refuses_unsafe_changes_and_multicast_for_unicast_protocols(
     refuses POST /config xmit_interval 0; a UNICAST3 node refuses a stream to "*". All 400, naming the field."""
     import aiohttp
 
-    from node.runtime.testing import NodeGroup, pair_configs
+    from splitbrain.node.runtime.testing import NodeGroup, pair_configs
 
     token = {"X-Splitbrain-Token": "test-token"}
 

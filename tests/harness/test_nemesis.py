@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import pytest
 
-from harness import nemesis
-from harness.nemesis import (
+from splitbrain.harness import nemesis
+from splitbrain.harness.nemesis import (
     AdminSync,
     ClusterState,
     Lifecycle,
@@ -19,8 +19,8 @@ from harness.nemesis import (
     View,
     step_ops,
 )
-from harness.scenario import parse_scenario
-from node.faultlayer import FaultRule
+from splitbrain.harness.scenario import parse_scenario
+from splitbrain.node.faultlayer import FaultRule
 
 NODES = ("A", "B", "C")
 

@@ -25,24 +25,23 @@ from pathlib import Path
 
 import pytest
 
-import harness.plugin
-import harness.testlib
-from harness.plugin import EventuallyTimeout, SplitbrainCluster, cluster_scenario, eventually
-from harness.scenario import load_scenario
-from harness.sim.driver import SimBackend
+from splitbrain import harness
+from splitbrain.harness.plugin import EventuallyTimeout, SplitbrainCluster, cluster_scenario, eventually
+from splitbrain.harness.scenario import load_scenario
+from splitbrain.harness.sim.driver import SimBackend
 
 pytest_plugins = ["pytester"]
 
 # Once the pytest11 entry point is installed pytest loads the plugin by itself; `-p` on top of
 # that would register it twice.
-REGISTERED = any(ep.value == "harness.plugin" for ep in entry_points(group="pytest11"))
-PLUGIN = [] if REGISTERED else ["-p", "harness.plugin"]
+REGISTERED = any(ep.value == "splitbrain.harness.plugin" for ep in entry_points(group="pytest11"))
+PLUGIN = [] if REGISTERED else ["-p", "splitbrain.harness.plugin"]
 COMMON = [*PLUGIN, "-p", "no:cacheprovider", "-p", "no:randomly"]
 
 
 def docker_available() -> tuple[bool, str]:
     try:
-        from harness.backends.docker import DockerBackend
+        from splitbrain.harness.backends.docker import DockerBackend
     except ImportError as exc:
         return False, str(exc)
     return DockerBackend().check()
@@ -357,7 +356,8 @@ class NoPytest:
         return None
 
 sys.meta_path.insert(0, NoPytest())
-import harness.testlib
+import splitbrain.harness.testlib
+from splitbrain import harness
 print(sorted(m for m in sys.modules if m.split(".")[0] in ("pytest", "_pytest")))
 """
 

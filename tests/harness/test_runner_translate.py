@@ -10,12 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from harness.backends.admin import AdminError
-from harness.backends.base import NodeHandle, NodeState
-from harness.runner import FaultBook, LiveRun, drop_rule, network_rules, planned_count, slots_before
-from harness.scenario import load_scenario, parse_scenario
-from harness.sim import Simulation
-from harness.sim.simulator import _StreamState
+from splitbrain.harness.backends.admin import AdminError
+from splitbrain.harness.backends.base import NodeHandle, NodeState
+from splitbrain.harness.runner import FaultBook, LiveRun, drop_rule, network_rules, planned_count, slots_before
+from splitbrain.harness.scenario import load_scenario, parse_scenario
+from splitbrain.harness.sim import Simulation
+from splitbrain.harness.sim.simulator import _StreamState
 
 SCENARIOS = Path(__file__).resolve().parents[2] / "scenarios"
 

@@ -9,13 +9,13 @@ from pathlib import Path
 import pytest
 import yaml
 
-from harness.cli import main
-from harness.rundir import judge, make_run_dir, run_scenario
-from harness.scenario import ScenarioError, cut_links, load_scenario, parse_scenario
-from harness.sim import IdentityCodec, SimulationError, simulate
-from node.events import make_event
-from node.layer import Layer
-from node.stack import Stack
+from splitbrain.harness.cli import main
+from splitbrain.harness.rundir import judge, make_run_dir, run_scenario
+from splitbrain.harness.scenario import ScenarioError, cut_links, load_scenario, parse_scenario
+from splitbrain.harness.sim import IdentityCodec, SimulationError, simulate
+from splitbrain.node.events import make_event
+from splitbrain.node.layer import Layer
+from splitbrain.node.stack import Stack
 
 EXAMPLE = textwrap.dedent("""\
     name: asym-split-resync
@@ -345,13 +345,13 @@ class _Echo(Layer):
         self.name = name
 
     def up(self, msgs, now):
-        from node.layer import Log, Up
+        from splitbrain.node.layer import Log, Up
 
         out = [Log(event=make_event(now, self.name, "echo", "deliver", peer=m.src, app=m.app, conn_id=1)) for m in msgs]
         return out + [Up(msgs=msgs)]
 
     def down(self, msg, now):
-        from node.layer import Down, Log
+        from splitbrain.node.layer import Down, Log
 
         return [
             Log(event=make_event(now, self.name, "echo", "send", peer=msg.dest, app=msg.app, conn_id=1)),

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from harness.cli import main
-from harness.scenario import ScenarioError, json_schema, parse_scenario
+from splitbrain.harness.cli import main
+from splitbrain.harness.scenario import ScenarioError, json_schema, parse_scenario
 
 jsonschema = pytest.importorskip("jsonschema")
 

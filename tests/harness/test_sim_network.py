@@ -6,8 +6,8 @@ import itertools
 
 import pytest
 
-from harness.scenario import parse_scenario
-from harness.sim import (
+from splitbrain.harness.scenario import parse_scenario
+from splitbrain.harness.sim import (
     IdentityCodec,
     InvariantViolation,
     LinkModel,
@@ -16,11 +16,11 @@ from harness.sim import (
     SimulationError,
     StepLimitExceeded,
 )
-from node.events import make_event, validate_event
-from node.faultlayer import FaultLayer
-from node.layer import Down, Layer, Log, Up, ViewChange
-from node.message import Message, parse_app_id
-from node.stack import Stack
+from splitbrain.node.events import make_event, validate_event
+from splitbrain.node.faultlayer import FaultLayer
+from splitbrain.node.layer import Down, Layer, Log, Up, ViewChange
+from splitbrain.node.message import Message, parse_app_id
+from splitbrain.node.stack import Stack
 
 # ---- a pass-through stack ---------------------------------------------------------------------
 
@@ -629,8 +629,8 @@ _REPLAY = """
 import hashlib, json, sys
 sys.path.insert(0, sys.argv[1])
 import test_sim_network as t
-from harness.scenario import load_scenario
-from harness.sim import simulate
+from splitbrain.harness.scenario import load_scenario
+from splitbrain.harness.sim import simulate
 res = t.run(t._lossy(), seed=5)[1]
 real = simulate(load_scenario(sys.argv[2]), seed=5)
 digest = hashlib.sha256()

@@ -9,9 +9,9 @@ import pytest
 from hypothesis import HealthCheck, find, given, settings
 from hypothesis import strategies as st
 
-from harness.checks import run_checks
-from harness.scenario import parse_scenario
-from harness.sim import Simulation
+from splitbrain.harness.checks import run_checks
+from splitbrain.harness.scenario import parse_scenario
+from splitbrain.harness.sim import Simulation
 
 ALL_CHECKS = ["fifo", "no_duplicates", "no_loss", "windows_synced"]
 NODES = ["A", "B", "C"]

@@ -13,15 +13,15 @@ from pathlib import Path
 
 import pytest
 
-from harness.cli import main
-from harness.eventlog import encode_lines, read_run, write_events
-from harness.rundir import run_scenario
-from harness.scenario import load_scenario, parse_scenario
-from harness.sim import Simulation
-from harness.sim.codec import ObjectCodec
-from node import wire
-from node.message import Message
-from node.unicast3 import PROTO_ID, MsgType, U3Header
+from splitbrain.harness.cli import main
+from splitbrain.harness.eventlog import encode_lines, read_run, write_events
+from splitbrain.harness.rundir import run_scenario
+from splitbrain.harness.scenario import load_scenario, parse_scenario
+from splitbrain.harness.sim import Simulation
+from splitbrain.harness.sim.codec import ObjectCodec
+from splitbrain.node import wire
+from splitbrain.node.message import Message
+from splitbrain.node.unicast3 import PROTO_ID, MsgType, U3Header
 
 ROOT = Path(__file__).resolve().parents[2]
 SCENARIOS = sorted((ROOT / "scenarios").glob("*.yaml"))

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.rundir import run_scenario
-from harness.scenario import load_scenario
+from splitbrain.harness.rundir import run_scenario
+from splitbrain.harness.scenario import load_scenario
 
 BUGS = Path(__file__).resolve().parents[2] / "scenarios" / "bugs"
 
@@ -38,7 +38,7 @@ def test_unicast2_museum_pieces_on_docker_get_the_simulator_verdict(tmp_path):
     """One container per node, the one-way cut as an iptables DROP: the UNICAST2 design's asymmetric split
     passes and JGRP-1873/1875's stale STABLE fails no_loss, check by check as on the simulator."""
     pytest.importorskip("docker")
-    from harness.backends.docker import DockerBackend
+    from splitbrain.harness.backends.docker import DockerBackend
 
     backend = DockerBackend()
     ok, why = backend.check()

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.rundir import run_scenario
-from harness.scenario import load_scenario
+from splitbrain.harness.rundir import run_scenario
+from splitbrain.harness.scenario import load_scenario
 
 BUGS = Path(__file__).resolve().parents[2] / "scenarios" / "bugs"
 
@@ -58,7 +58,7 @@ def test_unicast_runs_are_analyzed_by_the_pipeline_and_reported(spark, tmp_path)
     """The museum piece and its twin through `splitbrain analyze`'s pipeline: every event fits the
     schema, the verdicts are the simulator's, the summary counts the original UNICAST as a protocol
     of its own, and the report is written."""
-    from pipeline import analysis as A
+    from splitbrain.pipeline import analysis as A
 
     runs = tmp_path / "runs"
     outcomes = {}

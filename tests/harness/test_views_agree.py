@@ -7,9 +7,9 @@ pass only when every live node ends with one view that lists exactly the live no
 
 from __future__ import annotations
 
-from harness.checks import CHECKS, GENERAL_CHECKS, MEMBERSHIP_CHECKS, CheckResult, run_checks
-from harness.scenario import default_checks, parse_scenario
-from node.events import make_event, validate_event
+from splitbrain.harness.checks import CHECKS, GENERAL_CHECKS, MEMBERSHIP_CHECKS, CheckResult, run_checks
+from splitbrain.harness.scenario import default_checks, parse_scenario
+from splitbrain.node.events import make_event, validate_event
 
 
 def start(t: float, node: str, incarnation: int = 0) -> dict:
@@ -173,7 +173,7 @@ def test_membership_check_is_a_default_only_with_gms():
 def test_live_settle_waits_for_one_view_of_the_running_nodes():
     """harness.live.view_problems (the live runner's settle test with gms): no view yet, differing
     views, and a view that is not the running nodes keep a run from settling."""
-    from harness.live import view_problems
+    from splitbrain.harness.live import view_problems
 
     def m(view_id, members, coord=None):
         return {"view_id": view_id, "coord": coord or members[0], "members": list(members), "suspects": []}

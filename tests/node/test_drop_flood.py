@@ -10,12 +10,12 @@ import time
 
 import pytest
 
-from node import wire
-from node.dropagg import DropAggregator
-from node.events import expand_runs, validate_event
-from node.message import Message
-from node.runtime.metrics import render
-from node.runtime.testing import NodeGroup, pair_configs, wait_until
+from splitbrain.node import wire
+from splitbrain.node.dropagg import DropAggregator
+from splitbrain.node.events import expand_runs, validate_event
+from splitbrain.node.message import Message
+from splitbrain.node.runtime.metrics import render
+from splitbrain.node.runtime.testing import NodeGroup, pair_configs, wait_until
 
 # ---- the aggregator, in scripted time ----------------------------------------------------------
 

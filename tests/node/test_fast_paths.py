@@ -11,14 +11,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from harness.scenario import load_scenario
-from harness.sim import Simulation
-from harness.sim.codec import ObjectCodec
-from harness.sim.simulator import IdentityCodec
-from node.compose import build_stack
-from node.faultlayer import FaultLayer, FaultRule
-from node.layer import ViewChange
-from node.message import Message, app_id_of, app_payload, workload_message
+from splitbrain.harness.scenario import load_scenario
+from splitbrain.harness.sim import Simulation
+from splitbrain.harness.sim.codec import ObjectCodec
+from splitbrain.harness.sim.simulator import IdentityCodec
+from splitbrain.node.compose import build_stack
+from splitbrain.node.faultlayer import FaultLayer, FaultRule
+from splitbrain.node.layer import ViewChange
+from splitbrain.node.message import Message, app_id_of, app_payload, workload_message
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -120,7 +120,7 @@ def test_the_fault_layer_applies_its_rules_until_the_last_one_is_removed():
 def test_nakack2_batches_deliver_like_single_multicasts():
     """NAKACK2 receiving a frame's multicasts as one batch (one Up, one deliver record) delivers and
     logs exactly what it does receiving them one at a time, with a gap and a duplicate in the batch."""
-    from node.message import MCAST_DEST
+    from splitbrain.node.message import MCAST_DEST
 
     members = ("A", "B", "C")
     stacks = []
@@ -148,7 +148,7 @@ def test_nakack2_batches_deliver_like_single_multicasts():
 def test_nakack2_send_batch_equals_sends_one_by_one():
     """A batch of multicasts (and a mixed batch, and one under a fault rule) sent with send_batch
     gives the same events, loopback deliveries, frames and state as send() per message."""
-    from node.message import MCAST_DEST
+    from splitbrain.node.message import MCAST_DEST
 
     members = ("A", "B", "C")
 

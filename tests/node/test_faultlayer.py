@@ -4,11 +4,11 @@ import random
 
 import pytest
 
-from node.errors import SettingError
-from node.faultlayer import FaultLayer, FaultRule
-from node.layer import Down, Log, Up
-from node.message import Message
-from node.unicast3 import PROTO_ID, MsgType, U3Header
+from splitbrain.node.errors import SettingError
+from splitbrain.node.faultlayer import FaultLayer, FaultRule
+from splitbrain.node.layer import Down, Log, Up
+from splitbrain.node.message import Message
+from splitbrain.node.unicast3 import PROTO_ID, MsgType, U3Header
 
 
 def data(seqno, src="A", dest="B"):

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import pytest
 
-from harness.rundir import run_scenario
-from harness.scenario import parse_scenario
-from harness.sim.simulator import Simulation
-from node.gms.config import GmsConfig
+from splitbrain.harness.rundir import run_scenario
+from splitbrain.harness.scenario import parse_scenario
+from splitbrain.harness.sim.simulator import Simulation
+from splitbrain.node.gms.config import GmsConfig
 
 CFG = GmsConfig()
 # Bounds stated by this test suite (defaults: heartbeat 0.5 s, fd_timeout 2 s, merge_interval 1 s).
@@ -264,7 +264,7 @@ def test_static_membership_is_unchanged():
 
 def test_sim_cluster_state_shows_membership(tmp_path):
     """The sim backend's GET /state (the pytest plugin on sim) has `membership`, as the runtime's."""
-    from harness.sim.driver import SimBackend
+    from splitbrain.harness.sim.driver import SimBackend
 
     cluster = SimBackend().create_cluster(gms_scenario(3, duration=2, settle=0), tmp_path, seed=1)
     cluster.start()

@@ -7,14 +7,14 @@ import random
 
 import pytest
 
-from node.compose import build_stack, split_config
-from node.errors import SettingError
-from node.gms.config import GmsConfig
-from node.gms.fuzz import fuzz_header
-from node.gms.header import CODEC, GMS_ID, GMS_TYPES, LOWER_CODEC, LOWER_ID, LOWER_TYPES, GmsHeader, GmsType
-from node.layer import Bootstrap, ViewChange
-from node.message import Message
-from node.wire import WireError, decode_frame, encode_frame
+from splitbrain.node.compose import build_stack, split_config
+from splitbrain.node.errors import SettingError
+from splitbrain.node.gms.config import GmsConfig
+from splitbrain.node.gms.fuzz import fuzz_header
+from splitbrain.node.gms.header import CODEC, GMS_ID, GMS_TYPES, LOWER_CODEC, LOWER_ID, LOWER_TYPES, GmsHeader, GmsType
+from splitbrain.node.layer import Bootstrap, ViewChange
+from splitbrain.node.message import Message
+from splitbrain.node.wire import WireError, decode_frame, encode_frame
 
 
 @pytest.mark.parametrize("mtype", list(GmsType))
@@ -94,7 +94,7 @@ def test_hostile_gms_messages_are_dropped_and_counted():
 
 def test_node_config_takes_membership_from_file_or_environment():
     """`membership` in a node's config or SPLITBRAIN_MEMBERSHIP; GMS settings next to UNICAST3's."""
-    from node.runtime.config import ConfigError, NodeConfig
+    from splitbrain.node.runtime.config import ConfigError, NodeConfig
 
     base = {"name": "A", "bind": "127.0.0.1:0", "admin": "127.0.0.1:0", "event_log": False}
     cfg = NodeConfig.from_dict(
@@ -112,7 +112,7 @@ def test_node_config_takes_membership_from_file_or_environment():
 
 def test_scenario_key_membership():
     """`membership: gms` takes GMS settings in `config:`; static rejects them; bad values are named."""
-    from harness.scenario import ScenarioError, json_schema, parse_scenario
+    from splitbrain.harness.scenario import ScenarioError, json_schema, parse_scenario
 
     base = {"name": "m", "protocol": "unicast3", "nodes": 3, "duration": 1, "workload": []}
     sc = parse_scenario({**base, "membership": "gms", "config": {"fd_timeout": 3}})
@@ -155,7 +155,7 @@ def test_an_injected_view_without_a_leaver_forgets_the_leave():
 def test_drop_steps_name_gms_message_types_only_with_membership_gms():
     """A drop step by type takes GMS's types with `membership: gms`, and rejects them otherwise
     naming the membership that sends them; a type nobody sends is named with the known ones."""
-    from harness.scenario import ScenarioError, parse_scenario
+    from splitbrain.harness.scenario import ScenarioError, parse_scenario
 
     base = {"name": "d", "protocol": "unicast3", "nodes": 3, "duration": 5, "workload": []}
 
@@ -179,7 +179,7 @@ def test_drop_steps_name_gms_message_types_only_with_membership_gms():
 def test_config_steps_take_gms_settings_with_membership_gms():
     """A config step may change GMS's settings with `membership: gms` (validated by GMS: fd_timeout
     above heartbeat_interval); static membership does not know them."""
-    from harness.scenario import ScenarioError, parse_scenario
+    from splitbrain.harness.scenario import ScenarioError, parse_scenario
 
     base = {"name": "c", "protocol": "unicast3", "nodes": 3, "duration": 5, "workload": []}
 
@@ -199,9 +199,9 @@ def test_config_steps_take_gms_settings_with_membership_gms():
 def test_dropping_heartbeats_by_type_makes_the_receiver_suspect_on_sim():
     """Sim, exact: B drops A's HEARTBEATs from t=3 to t=9 (a drop step by GMS type): B suspects A
     and installs a view without it while A still lists B, and after the drop ends one view again."""
-    from harness.checks import run_checks
-    from harness.scenario import parse_scenario
-    from harness.sim.simulator import simulate
+    from splitbrain.harness.checks import run_checks
+    from splitbrain.harness.scenario import parse_scenario
+    from splitbrain.harness.sim.simulator import simulate
 
     sc = parse_scenario(
         {
@@ -234,8 +234,8 @@ def test_a_restarted_joiner_takes_only_the_join_rsp_of_its_own_incarnation():
     """A coordinator's retransmission backlog for D's previous life (a VIEW, a JOIN_RSP) reaches
     D's new life while it joins: both are dropped, and only the JOIN_RSP carrying D's incarnation
     (echoed from its JOIN_REQ) installs D's first view, with its digest."""
-    from node.gms.gms import Gms, GmsState
-    from node.layer import Announce, Down, Log
+    from splitbrain.node.gms.gms import Gms, GmsState
+    from splitbrain.node.layer import Announce, Down, Log
 
     coord = Gms("A", GmsConfig(), incarnation=1)
     coord.command(ViewChange(members=("A", "B"), view_id=3), 0.0)
@@ -263,7 +263,7 @@ def test_a_restarted_joiner_takes_only_the_join_rsp_of_its_own_incarnation():
 
 
 def _gms_to(out, dest: str) -> list[GmsHeader]:
-    from node.layer import Down
+    from splitbrain.node.layer import Down
 
     return [a.msg.headers[GMS_ID] for a in out if isinstance(a, Down) and a.msg.dest == dest]
 
@@ -275,7 +275,7 @@ def _from(src: str, hdr: GmsHeader) -> list[Message]:
 def test_a_joiner_gets_its_join_rsp_once_every_other_member_installed_the_join_view():
     """JGroups' view ack collection: A sends D's JOIN_RSP only after B and C acknowledged the join
     VIEW; a repeated JOIN_REQ meanwhile gets nothing; a member acknowledges join views only."""
-    from node.gms.gms import Gms
+    from splitbrain.node.gms.gms import Gms
 
     coord = Gms("A", GmsConfig(), incarnation=1)
     coord.command(ViewChange(members=("A", "B", "C"), view_id=3), 0.0)
@@ -301,7 +301,7 @@ def test_a_joiner_gets_its_join_rsp_once_every_other_member_installed_the_join_v
 
 
 def test_a_join_view_nobody_acknowledges_is_answered_after_the_timeout():
-    from node.gms.gms import Gms
+    from splitbrain.node.gms.gms import Gms
 
     coord = Gms("A", GmsConfig(view_ack_collection_timeout=0.7), incarnation=1)
     coord.command(ViewChange(members=("A", "B"), view_id=3), 0.0)
@@ -315,7 +315,7 @@ def test_a_join_view_nobody_acknowledges_is_answered_after_the_timeout():
 def test_concurrent_joiners_wait_only_for_members_and_get_the_newest_view():
     """C joins while D's JOIN_RSP waits for B: C's join VIEW goes to B only (D, still joining, gets
     it in its JOIN_RSP instead), C waits for B only, and both answers carry the view with C."""
-    from node.gms.gms import Gms
+    from splitbrain.node.gms.gms import Gms
 
     coord = Gms("A", GmsConfig(), incarnation=1)
     coord.command(ViewChange(members=("A", "B"), view_id=3), 0.0)
@@ -333,8 +333,8 @@ def test_a_waiting_join_rsp_follows_later_views_and_a_merge_cancels_it():
     """A leave view while D's JOIN_RSP waits: the answer carries it, and B's acknowledgement of D's
     join view still counts. After a merge view no waiting joiner is answered (its join digest does
     not cover the other side); it asks again."""
-    from node.gms.commands import Suspect
-    from node.gms.gms import Gms
+    from splitbrain.node.gms.commands import Suspect
+    from splitbrain.node.gms.gms import Gms
 
     coord = Gms("A", GmsConfig(), incarnation=1)
     coord.command(ViewChange(members=("A", "B", "C"), view_id=3), 0.0)

@@ -9,8 +9,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from harness.scenario import parse_scenario
-from harness.sim.simulator import Simulation
+from splitbrain.harness.scenario import parse_scenario
+from splitbrain.harness.sim.simulator import Simulation
 
 NODES = ("A", "B", "C", "D", "E")
 # The liveness budget: after the last fault ends, every node is back in one full view within this.

@@ -7,14 +7,14 @@ from functools import partial
 
 import pytest
 
-from harness.checks import run_checks
-from harness.scenario import ScenarioError, parse_scenario
-from harness.sim.simulator import Simulation
-from node.layer import ViewChange
-from node.mcast.config import McastConfig
-from node.mcast.header import PROTO_ID, McastHeader, MsgType, decode, encode
-from node.mcast.protocol import DEPARTED_GRACE_RUNS, FixedBuffer, Mcast
-from node.message import MCAST_DEST, Message, app_payload
+from splitbrain.harness.checks import run_checks
+from splitbrain.harness.scenario import ScenarioError, parse_scenario
+from splitbrain.harness.sim.simulator import Simulation
+from splitbrain.node.layer import ViewChange
+from splitbrain.node.mcast.config import McastConfig
+from splitbrain.node.mcast.header import PROTO_ID, McastHeader, MsgType, decode, encode
+from splitbrain.node.mcast.protocol import DEPARTED_GRACE_RUNS, FixedBuffer, Mcast
+from splitbrain.node.message import MCAST_DEST, Message, app_payload
 from tests.netlab import Net, from_sender, is_type
 from tests.netlab import checks_by_name as checks
 from tests.netlab import expected as ids

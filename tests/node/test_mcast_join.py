@@ -7,12 +7,12 @@ from __future__ import annotations
 
 import pytest
 
-from harness.checks import run_checks
-from harness.scenario import parse_scenario
-from harness.sim.simulator import Simulation
-from node.layer import Bootstrap, ViewChange
-from node.mcast.protocol import Mcast
-from node.message import MCAST_DEST
+from splitbrain.harness.checks import run_checks
+from splitbrain.harness.scenario import parse_scenario
+from splitbrain.harness.sim.simulator import Simulation
+from splitbrain.node.layer import Bootstrap, ViewChange
+from splitbrain.node.mcast.protocol import Mcast
+from splitbrain.node.message import MCAST_DEST
 from tests.netlab import Net, from_sender
 from tests.netlab import expected as ids
 

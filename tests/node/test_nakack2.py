@@ -7,17 +7,17 @@ from functools import partial
 
 import pytest
 
-from harness.checks import run_checks
-from harness.scenario import ScenarioError, parse_scenario
-from harness.sim.simulator import Simulation, simulate
-from node import wire
-from node.compose import build_stack
-from node.layer import BecomeServer, SetConfig, ViewChange
-from node.message import MCAST_DEST, Message, app_payload
-from node.nakack2.config import Nakack2Config
-from node.nakack2.header import PROTO_ID, MsgType, N2Header, decode, encode
-from node.nakack2.protocol import Nakack2
-from node.unicast3.protocol import Unicast3
+from splitbrain.harness.checks import run_checks
+from splitbrain.harness.scenario import ScenarioError, parse_scenario
+from splitbrain.harness.sim.simulator import Simulation, simulate
+from splitbrain.node import wire
+from splitbrain.node.compose import build_stack
+from splitbrain.node.layer import BecomeServer, SetConfig, ViewChange
+from splitbrain.node.message import MCAST_DEST, Message, app_payload
+from splitbrain.node.nakack2.config import Nakack2Config
+from splitbrain.node.nakack2.header import PROTO_ID, MsgType, N2Header, decode, encode
+from splitbrain.node.nakack2.protocol import Nakack2
+from splitbrain.node.unicast3.protocol import Unicast3
 from tests.netlab import Net, from_sender, is_type
 from tests.netlab import checks_by_name as checks
 from tests.netlab import expected as ids

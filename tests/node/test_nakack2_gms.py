@@ -9,17 +9,17 @@ from pathlib import Path
 
 import pytest
 
-from harness.checks import run_checks
-from harness.scenario import load_scenario, parse_scenario
-from harness.sim.simulator import Simulation
-from node.compose import build_stack
-from node.gms.gms import Gms
-from node.layer import BecomeServer, Bootstrap, GetDigest, Layer, Query, ViewChange
-from node.message import MCAST_DEST, Message, app_payload
-from node.nakack2.config import Nakack2Config
-from node.nakack2.header import PROTO_ID, MsgType, N2Header
-from node.nakack2.protocol import Nakack2
-from node.stack import Stack
+from splitbrain.harness.checks import run_checks
+from splitbrain.harness.scenario import load_scenario, parse_scenario
+from splitbrain.harness.sim.simulator import Simulation
+from splitbrain.node.compose import build_stack
+from splitbrain.node.gms.gms import Gms
+from splitbrain.node.layer import BecomeServer, Bootstrap, GetDigest, Layer, Query, ViewChange
+from splitbrain.node.message import MCAST_DEST, Message, app_payload
+from splitbrain.node.nakack2.config import Nakack2Config
+from splitbrain.node.nakack2.header import PROTO_ID, MsgType, N2Header
+from splitbrain.node.nakack2.protocol import Nakack2
+from splitbrain.node.stack import Stack
 
 BUGS = Path(__file__).resolve().parents[2] / "scenarios" / "bugs"
 
@@ -297,8 +297,8 @@ def test_a_member_restarted_faster_than_fd_timeout_rejoins_as_a_new_incarnation(
 def test_a_repeated_join_req_of_the_same_incarnation_changes_no_view():
     """The coordinator answers a second JOIN_REQ from the incarnation it already added with the
     current view; a JOIN_REQ with another incarnation makes the leave and join views."""
-    from node.gms.config import GmsConfig
-    from node.gms.header import GmsHeader, GmsType
+    from splitbrain.node.gms.config import GmsConfig
+    from splitbrain.node.gms.header import GmsHeader, GmsType
 
     gms = Gms("A", GmsConfig())
     gms._install(0.0, ("A",), 1, "singleton")

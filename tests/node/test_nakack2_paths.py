@@ -10,15 +10,15 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from node.compose import build_stack
-from node.events import EVENT_VERSION, DataEvents, unpack_events
-from node.layer import Down, DownBatch, Log, Up, ViewChange
-from node.message import MCAST_DEST, Message, app_id_of, app_payload
-from node.nakack2.config import Nakack2Config
-from node.nakack2.header import PROTO_ID, MsgType, N2Header
-from node.nakack2.protocol import Nakack2
-from node.unicast3.protocol import Unicast3
-from node.wire import decode_frame, split_into_frames
+from splitbrain.node.compose import build_stack
+from splitbrain.node.events import EVENT_VERSION, DataEvents, unpack_events
+from splitbrain.node.layer import Down, DownBatch, Log, Up, ViewChange
+from splitbrain.node.message import MCAST_DEST, Message, app_id_of, app_payload
+from splitbrain.node.nakack2.config import Nakack2Config
+from splitbrain.node.nakack2.header import PROTO_ID, MsgType, N2Header
+from splitbrain.node.nakack2.protocol import Nakack2
+from splitbrain.node.unicast3.protocol import Unicast3
+from splitbrain.node.wire import decode_frame, split_into_frames
 
 ALL = ("A", "B", "C")
 

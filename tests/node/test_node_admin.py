@@ -8,10 +8,10 @@ import aiohttp
 import pytest
 import pytest_asyncio
 
-from node.gms.base import GmsLayerBase
-from node.gms.config import GmsConfig
-from node.runtime.testing import NodeGroup, pair_configs, wait_until
-from node.unicast3 import Unicast3
+from splitbrain.node.gms.base import GmsLayerBase
+from splitbrain.node.gms.config import GmsConfig
+from splitbrain.node.runtime.testing import NodeGroup, pair_configs, wait_until
+from splitbrain.node.unicast3 import Unicast3
 
 pytestmark = pytest.mark.asyncio
 
@@ -394,8 +394,8 @@ async def test_fault_rules_via_the_api_and_the_protocol_recovers(tmp_path, trans
 async def test_metrics_count_what_the_protocol_rejected(pair):
     """A message the protocol drops (DATA with seqno 0, which could open a window at -1) shows in
     splitbrain_protocol_drops_total by type."""
-    from node.message import Message
-    from node.unicast3.header import PROTO_ID, MsgType, U3Header
+    from splitbrain.node.message import Message
+    from splitbrain.node.unicast3.header import PROTO_ID, MsgType, U3Header
 
     (_, api_b), (_, b) = pair
     b.stack.receive([Message("A", "B", b"", {PROTO_ID: U3Header(MsgType.DATA, 0, 5, True)})], b.now())

@@ -1,4 +1,4 @@
-"""Node daemon configuration: validation names the key, and `python -m node` exits 2 on errors."""
+"""Node daemon configuration: validation names the key, and `python -m splitbrain.node` exits 2 on errors."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import socket
 
 import pytest
 
-from node.runtime.config import ConfigError, NodeConfig, load_config
-from node.runtime.testing import NodeProcess, free_port, run_python_m_node, unique_host
+from splitbrain.node.runtime.config import ConfigError, NodeConfig, load_config
+from splitbrain.node.runtime.testing import NodeProcess, free_port, run_python_m_node, unique_host
 
 
 def base(**over) -> dict:
@@ -201,7 +201,7 @@ def write(tmp_path, cfg: dict, name: str = "node.yaml"):
     ],
 )
 def test_python_m_node_exits_2_naming_the_key(tmp_path, over, key):
-    """`python -m node` stops with exit code 2 and names the bad key."""
+    """`python -m splitbrain.node` stops with exit code 2 and names the bad key."""
     host = unique_host()
     cfg = {"name": "A", "bind": f"{host}:{free_port(host)}", "admin": f"{host}:0", "event_log": False, **over}
     proc = run_python_m_node(["--config", str(write(tmp_path, cfg))])
@@ -312,7 +312,7 @@ def test_bad_flag_exits_2():
 
 def test_addresses_parse_ipv4_ipv6_and_names():
     """host:port in its three spellings; the printed form reads back the same."""
-    from node.runtime.config import parse_address
+    from splitbrain.node.runtime.config import parse_address
 
     for text, host, port in (
         ("127.0.0.2:7800", "127.0.0.2", 7800),

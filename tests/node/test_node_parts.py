@@ -10,13 +10,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from node.events import DataEvents, make_event, unpack_events
-from node.message import Message, app_payload
-from node.runtime.bundler import Bundler
-from node.runtime.eventlog import EventLog
-from node.runtime.workload import Delivered, Stream, StreamStats, make_payloads
-from node.unicast3 import PROTO_ID, MsgType, U3Header
-from node.wire import decode_frame, split_into_frames
+from splitbrain.node.events import DataEvents, make_event, unpack_events
+from splitbrain.node.message import Message, app_payload
+from splitbrain.node.runtime.bundler import Bundler
+from splitbrain.node.runtime.eventlog import EventLog
+from splitbrain.node.runtime.workload import Delivered, Stream, StreamStats, make_payloads
+from splitbrain.node.unicast3 import PROTO_ID, MsgType, U3Header
+from splitbrain.node.wire import decode_frame, split_into_frames
 
 
 @given(
@@ -373,8 +373,8 @@ def test_workload_records_take_the_one_format_path_and_others_fall_back(tmp_path
 def test_stack_take_gives_the_dicts_of_its_records():
     """Stack.take() hands out dicts (what the simulator and tests read); take_packed() the records,
     which stand for exactly those dicts; a delivered batch is one record, not one per message."""
-    from node.compose import build_stack
-    from node.layer import ViewChange
+    from splitbrain.node.compose import build_stack
+    from splitbrain.node.layer import ViewChange
 
     sender, receivers = build_stack("A", "unicast3", {}, random.Random(1)), []
     for _ in range(2):
@@ -530,7 +530,7 @@ def test_bundler_reports_unencodable_messages_and_sends_the_rest():
 
 def test_random_bytes_never_escape_decode_as_anything_but_wire_error():
     """The runtime relies on decode_frame raising only WireError (a spot check with random input)."""
-    from node.wire import WireError
+    from splitbrain.node.wire import WireError
 
     rng = random.Random(5)
     for _ in range(2000):
@@ -545,7 +545,7 @@ def test_gc_policy_turns_automatic_collection_off_and_back_on():
     """The daemon's GC policy disables automatic collection, freezes on a timer, and restores."""
     import gc
 
-    from node.runtime.runner import GcPolicy
+    from splitbrain.node.runtime.runner import GcPolicy
 
     loop = asyncio.new_event_loop()
     was = gc.isenabled()
@@ -569,7 +569,7 @@ def test_gc_policy_reclaims_cyclic_garbage_at_its_full_collection():
     import gc
     import weakref
 
-    from node.runtime.runner import GcPolicy
+    from splitbrain.node.runtime.runner import GcPolicy
 
     class Node:
         other: Node | None = None
@@ -605,8 +605,8 @@ def test_gc_policy_reclaims_cyclic_garbage_at_its_full_collection():
 def test_stack_send_batch_equals_send_one_by_one(sends, with_rule):
     """Stack.send_batch (used by the runtime) has exactly the effect of send() per message, with
     the fault layer routed around when it has no rules and used when it has one."""
-    from node.compose import build_stack
-    from node.faultlayer import FaultLayer, FaultRule
+    from splitbrain.node.compose import build_stack
+    from splitbrain.node.faultlayer import FaultLayer, FaultRule
 
     stacks = [build_stack("A", "unicast3", {}, random.Random(9)) for _ in range(2)]
     if with_rule:

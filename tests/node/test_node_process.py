@@ -1,4 +1,4 @@
-"""`python -m node` as real processes: a stream between two of them over UDP and TCP, SIGTERM and
+"""`python -m splitbrain.node` as real processes: a stream between two of them over UDP and TCP, SIGTERM and
 SIGKILL, and a fuzzed receive path."""
 
 from __future__ import annotations
@@ -11,13 +11,13 @@ import time
 
 import pytest
 
-from harness.checks import run_checks
-from node import wire
-from node.compose import build_stack
-from node.events import expand_runs, validate_event
-from node.message import Message, app_payload
-from node.runtime.testing import NodeProcess, pair_configs, wait_for
-from node.unicast3 import PROTO_ID, MsgType, U3Header
+from splitbrain.harness.checks import run_checks
+from splitbrain.node import wire
+from splitbrain.node.compose import build_stack
+from splitbrain.node.events import expand_runs, validate_event
+from splitbrain.node.message import Message, app_payload
+from splitbrain.node.runtime.testing import NodeProcess, pair_configs, wait_for
+from splitbrain.node.unicast3 import PROTO_ID, MsgType, U3Header
 
 TOKEN = "proc-token"
 FAST = {"xmit_interval": 0.05, "ack_min_interval": 0.02}

@@ -7,12 +7,12 @@ import json
 
 import pytest
 
-from harness.checks import run_checks
-from node.events import expand_runs, validate_event
-from node.faultlayer import FaultRule
-from node.runtime.testing import NodeGroup, pair_configs, wait_until
-from node.unicast3 import Unicast3
-from node.unicast3.header import MsgType
+from splitbrain.harness.checks import run_checks
+from splitbrain.node.events import expand_runs, validate_event
+from splitbrain.node.faultlayer import FaultRule
+from splitbrain.node.runtime.testing import NodeGroup, pair_configs, wait_until
+from splitbrain.node.unicast3 import Unicast3
+from splitbrain.node.unicast3.header import MsgType
 
 pytestmark = pytest.mark.asyncio
 

@@ -13,13 +13,13 @@ from typing import Any
 
 import pytest
 
-from node import wire
-from node.message import app_id_of
-from node.runtime import admin as admin_module
-from node.runtime import node as node_module
-from node.runtime.config import NodeConfig
-from node.runtime.node import Node
-from node.runtime.testing import pair_configs, wait_until
+from splitbrain.node import wire
+from splitbrain.node.message import app_id_of
+from splitbrain.node.runtime import admin as admin_module
+from splitbrain.node.runtime import node as node_module
+from splitbrain.node.runtime.config import NodeConfig
+from splitbrain.node.runtime.node import Node
+from splitbrain.node.runtime.testing import pair_configs, wait_until
 
 pytestmark = pytest.mark.asyncio
 

@@ -4,8 +4,8 @@ benchmarks/bench_fuzz.py runs the same fuzzer for millions of inputs."""
 
 import pytest
 
-from node import protocols
-from node.unicast3 import RESYNC_MODES, Unicast3
+from splitbrain.node import protocols
+from splitbrain.node.unicast3 import RESYNC_MODES, Unicast3
 from tests.protocol_fuzz import FuzzCrash, ProtocolFuzzer, fuzzable
 
 INPUTS = 20_000

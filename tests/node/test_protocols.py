@@ -11,12 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from node import protocols
-from node.compose import compose, protocol_layers, recovery_bound_s, refusal
-from node.faultlayer import FaultLayer
-from node.layer import SyncPeer
-from node.unicast3 import Unicast3
-from node.views import Window, pair_problem
+from splitbrain.node import protocols
+from splitbrain.node.compose import compose, protocol_layers, recovery_bound_s, refusal
+from splitbrain.node.faultlayer import FaultLayer
+from splitbrain.node.layer import SyncPeer
+from splitbrain.node.unicast3 import Unicast3
+from splitbrain.node.views import Window, pair_problem
 from tests.netlab import Net
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -66,7 +66,7 @@ def test_recovery_bound_and_refusal_come_from_the_protocol():
 
 
 def test_a_bad_spec_module_in_the_environment_is_named():
-    code = "from node import protocols; protocols.names()"
+    code = "from splitbrain.node import protocols; protocols.names()"
     env = {"SPLITBRAIN_PROTOCOLS": "no.such.module", "PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"}
     proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60)
     assert proc.returncode != 0
@@ -77,7 +77,7 @@ def test_a_run_imports_only_the_package_of_its_protocol_and_listing_keeps_the_or
     """A sim run of a UNICAST3 scenario through the CLI imports no other protocol's package; a
     later listing loads them all, built-ins in BUILTIN's order whichever was asked for first."""
     code = (
-        "import sys; from harness.cli import main; from node import protocols\n"
+        "import sys; from splitbrain.harness.cli import main; from splitbrain.node import protocols\n"
         "assert main(['run', sys.argv[1], '--backend', 'sim', '--out', sys.argv[2], '--no-progress']) == 0\n"
         "builtin = {m.split('.')[1] for m in protocols.BUILTIN}\n"
         "print(sorted({m.split('.')[1] for m in sys.modules if m.startswith('node.')} & builtin))\n"

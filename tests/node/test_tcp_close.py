@@ -21,8 +21,8 @@ from typing import Any
 
 import pytest
 
-from node.runtime.testing import wait_until
-from node.runtime.transport import Address, TcpTransport
+from splitbrain.node.runtime.testing import wait_until
+from splitbrain.node.runtime.transport import Address, TcpTransport
 
 HOST = "127.0.0.1"
 _LEN = struct.Struct("!I")

@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
-from node.runtime import transport as tr
-from node.runtime.testing import NodeGroup, pair_configs, wait_until
-from node.runtime.transport import Address, TcpTransport
+from splitbrain.node.runtime import transport as tr
+from splitbrain.node.runtime.testing import NodeGroup, pair_configs, wait_until
+from splitbrain.node.runtime.transport import Address, TcpTransport
 
 
 class _StuckConn:

@@ -8,11 +8,11 @@ from importlib import import_module
 
 import pytest
 
-from harness.backends.local import LocalBackend
-from harness.rundir import run_scenario
-from harness.scenario import ScenarioError, parse_scenario
-from node import protocols
-from node.events import validate_event
+from splitbrain.harness.backends.local import LocalBackend
+from splitbrain.harness.rundir import run_scenario
+from splitbrain.harness.scenario import ScenarioError, parse_scenario
+from splitbrain.node import protocols
+from splitbrain.node.events import validate_event
 
 TOY = "tests.toyproto"
 
@@ -84,7 +84,7 @@ def test_toy_runs_on_local_processes_with_the_same_verdicts(toy, tmp_path):
 
 
 def test_toy_runs_are_analyzed_by_the_pipeline(toy, spark, tmp_path):
-    from pipeline import analysis as A
+    from splitbrain.pipeline import analysis as A
 
     runs = tmp_path / "runs"
     outcomes = {}

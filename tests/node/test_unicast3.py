@@ -2,11 +2,11 @@
 
 import pytest
 
-from harness.checks import run_checks
-from node.entries import ConnStateError
-from node.layer import SyncPeer, ViewChange
-from node.unicast3 import PROTO_ID, MsgType, U3Header, Unicast3Config
-from node.unicast3.entries import ConnState, next_state
+from splitbrain.harness.checks import run_checks
+from splitbrain.node.entries import ConnStateError
+from splitbrain.node.layer import SyncPeer, ViewChange
+from splitbrain.node.unicast3 import PROTO_ID, MsgType, U3Header, Unicast3Config
+from splitbrain.node.unicast3.entries import ConnState, next_state
 from tests.netlab import Net, expected, is_type, once
 
 
@@ -141,7 +141,7 @@ def test_batch_inserts_first_message_first():
     """A batch whose first=true message is not at its head still creates the window from it."""
     net = Net(config={"resync": "first_seqno"})
     stack_a = net.stacks["A"]
-    from node.message import Message, app_payload
+    from splitbrain.node.message import Message, app_payload
 
     for n in (1, 2, 3):
         stack_a.send(Message("A", "B", app_payload("A", 0, n)), 0.0)
@@ -261,7 +261,7 @@ def test_sync_after_receiver_loses_its_window():
 def test_sent_events_carry_their_bytes():
     """Every message a node sends is logged with its size: DATA and retransmissions with their
     payload, control messages with their UNICAST3 header (what the pipeline's overhead sums)."""
-    from node.unicast3.header import MsgType, U3Header, encode
+    from splitbrain.node.unicast3.header import MsgType, U3Header, encode
 
     net = Net()
     net.blocked.add(("B", "A"))  # no acks: A retransmits

@@ -9,16 +9,16 @@ import random
 
 import pytest
 
-from node.layer import Action, Log, SetConfig, SyncPeer, ViewChange
-from node.timers import Deadlines, FiredTimers
-from node.unicast.config import UnicastConfig
-from node.unicast.protocol import Unicast
-from node.unicast2.config import Unicast2Config
-from node.unicast2.protocol import Unicast2
-from node.unicast3 import RESYNC_MODES, Unicast3Config
-from node.unicast3.entries import ConnState
-from node.unicast3.protocol import Unicast3
-from node.unicast3.resync import RESYNCS, FirstSeqnoResync, SyncResync, TimestampResync
+from splitbrain.node.layer import Action, Log, SetConfig, SyncPeer, ViewChange
+from splitbrain.node.timers import Deadlines, FiredTimers
+from splitbrain.node.unicast.config import UnicastConfig
+from splitbrain.node.unicast.protocol import Unicast
+from splitbrain.node.unicast2.config import Unicast2Config
+from splitbrain.node.unicast2.protocol import Unicast2
+from splitbrain.node.unicast3 import RESYNC_MODES, Unicast3Config
+from splitbrain.node.unicast3.entries import ConnState
+from splitbrain.node.unicast3.protocol import Unicast3
+from splitbrain.node.unicast3.resync import RESYNCS, FirstSeqnoResync, SyncResync, TimestampResync
 from tests.netlab import Net, expected, is_type
 
 # ---- the deadline table ----------------------------------------------------------------------

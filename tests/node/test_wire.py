@@ -6,12 +6,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from node import wire
-from node.message import Message, app_payload
-from node.nakack2.header import PROTO_ID as N2_ID
-from node.nakack2.header import MsgType as N2Type
-from node.nakack2.header import N2Header
-from node.unicast3 import PROTO_ID, MsgType, U3Header
+from splitbrain.node import wire
+from splitbrain.node.message import Message, app_payload
+from splitbrain.node.nakack2.header import PROTO_ID as N2_ID
+from splitbrain.node.nakack2.header import MsgType as N2Type
+from splitbrain.node.nakack2.header import N2Header
+from splitbrain.node.unicast3 import PROTO_ID, MsgType, U3Header
 
 seqnos = st.integers(min_value=0, max_value=2**64 - 1)
 conn_ids = st.integers(min_value=0, max_value=2**32 - 1)
@@ -227,8 +227,8 @@ def test_runs_of_hot_messages_decode_as_the_generic_path_does(msgs, rnd, change)
 def test_hot_layout_headers_equal_their_dataclass(flags):
     """The hot layouts build their headers slot by slot (no __init__ call): every field is set,
     to what the dataclass gives, so a field added to the dataclass and not here fails this."""
-    from node.nakack2.header import _make_msg
-    from node.unicast3.header import _make_data
+    from splitbrain.node.nakack2.header import _make_msg
+    from splitbrain.node.unicast3.header import _make_data
 
     assert _make_data(flags, 7, 3, 100) == U3Header(MsgType.DATA, 7, 3, flags == 1)
     assert _make_msg(9, 100) == N2Header(N2Type.MSG, 9)

@@ -3,8 +3,8 @@ without a peer), and its verdicts are the harness's, a LastMessageDropped failur
 
 from __future__ import annotations
 
-from harness.rundir import run_scenario
-from harness.scenario import parse_scenario
+from splitbrain.harness.rundir import run_scenario
+from splitbrain.harness.scenario import parse_scenario
 
 
 def _scenario(name: str, xmit_interval: float) -> dict:
@@ -27,7 +27,7 @@ def _scenario(name: str, xmit_interval: float) -> dict:
 
 def test_nakack2_runs_are_judged_by_the_pipeline_as_by_the_harness(spark, tmp_path):
     """Repaired (xmit_interval 0.2) and not repaired (0): same checks, same details, nothing quarantined."""
-    from pipeline import analysis as A
+    from splitbrain.pipeline import analysis as A
 
     runs = tmp_path / "runs"
     outcomes = {}

@@ -7,11 +7,11 @@ from __future__ import annotations
 import dataclasses
 import json
 
-from harness.cli import main
-from harness.rundir import run_scenario
-from harness.scenario import parse_scenario
-from pipeline import tasks as TK
-from pipeline.cli import EXIT_OK
+from splitbrain.harness.cli import main
+from splitbrain.harness.rundir import run_scenario
+from splitbrain.harness.scenario import parse_scenario
+from splitbrain.pipeline import tasks as TK
+from splitbrain.pipeline.cli import EXIT_OK
 from tests.pipeline.test_pipeline_cli import TINY
 
 # A bug reproduced (expect: fail) next to runs that pass: UNICAST2's scenario #6 is too long for a
@@ -30,9 +30,9 @@ def test_campaign_in_spark_tasks_equals_splitbrain_run_seed_for_seed(spark, tmp_
     each run's check results and outcome are those of `splitbrain run --backend sim` with the same
     seed (the harness's own verdict, kept in the runs row, too), and the warehouse holds as many
     events as the run directory has lines."""
-    from pipeline import analysis as A
-    from pipeline import campaign as CP
-    from pipeline.ingest import load_events
+    from splitbrain.pipeline import analysis as A
+    from splitbrain.pipeline import campaign as CP
+    from splitbrain.pipeline.ingest import load_events
 
     for text in (TINY, LOSSY):
         scenario = _scenario(text)
@@ -67,7 +67,7 @@ def test_campaign_in_spark_tasks_equals_splitbrain_run_seed_for_seed(spark, tmp_
 def test_campaign_command_with_a_master_runs_in_spark(spark, tmp_path, capsys, monkeypatch):
     """campaign --backend sim --master local[2]: no run directories, one warehouse and report,
     runs per minute in the report, exit 0; the session it asks for compiles with C1 only."""
-    from pipeline import session as SS
+    from splitbrain.pipeline import session as SS
 
     asked = []
     get_spark = SS.get_spark
@@ -93,7 +93,7 @@ def test_a_seeds_quarantined_lines_come_from_its_second_pass(monkeypatch):
     with a log line torn on purpose, since the simulator's own logs are always clean."""
     import pyarrow as pa
 
-    from pipeline import campaign as CP
+    from splitbrain.pipeline import campaign as CP
 
     clean = CP._lines
 
@@ -124,7 +124,7 @@ def test_a_seeds_quarantined_lines_come_from_its_second_pass(monkeypatch):
 def _stored_rows(spark, wh: str, stamp: str) -> dict:
     """A warehouse's rows (pipeline.ingest's readers), with the campaign's stamp and the runs'
     ingest times left out: two campaigns differ in nothing else."""
-    from pipeline import ingest as I
+    from splitbrain.pipeline import ingest as I
 
     runs = [{k: v for k, v in r.asDict().items() if k != "ingested_at"} for r in I.load_runs(spark, wh).collect()]
     tables = {
@@ -140,10 +140,10 @@ def test_partitions_the_tasks_write_equal_sparks(spark, tmp_path, monkeypatch):
     writer stores (the same campaign with the tasks' rows written by Spark), and the runs judged
     again from the warehouse give the campaign's result documents. Of runs that pass, only the
     first (the one the report draws) gets a timeline from its task: the warehouse's."""
-    from pipeline import analysis as A
-    from pipeline import campaign as CP
-    from pipeline.ingest import load_events
-    from pipeline.timeline import timeline_data, timeline_from_doc
+    from splitbrain.pipeline import analysis as A
+    from splitbrain.pipeline import campaign as CP
+    from splitbrain.pipeline.ingest import load_events
+    from splitbrain.pipeline.timeline import timeline_data, timeline_from_doc
 
     scenario = _scenario(TINY)
     seeds = range(8, 12)  # run ids sort as 10, 11, 8, 9
@@ -189,8 +189,8 @@ def test_a_task_writes_a_seeds_quarantine_as_the_second_pass_emits_it(monkeypatc
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from pipeline import campaign as CP
-    from pipeline import ingest as I
+    from splitbrain.pipeline import campaign as CP
+    from splitbrain.pipeline import ingest as I
 
     clean = CP._lines
     monkeypatch.setattr(CP, "_lines", lambda events: clean(events).replace("{", "{{", 1))

@@ -8,8 +8,8 @@ import os
 
 import pytest
 
-from pipeline import cds
-from pipeline import session as SS
+from splitbrain.pipeline import cds
+from splitbrain.pipeline import session as SS
 
 
 @pytest.fixture

@@ -12,11 +12,11 @@ import random
 
 import pytest
 
-from harness.checks import EXCUSES, run_checks
-from harness.checks import GENERAL_CHECKS as HARNESS_CHECKS
-from harness.eventlog import read_run, write_events
-from node.events import make_event
-from pipeline.schema import classify_line
+from splitbrain.harness.checks import EXCUSES, run_checks
+from splitbrain.harness.checks import GENERAL_CHECKS as HARNESS_CHECKS
+from splitbrain.harness.eventlog import read_run, write_events
+from splitbrain.node.events import make_event
+from splitbrain.pipeline.schema import classify_line
 
 END = 10.0
 CHECKS = list(HARNESS_CHECKS)  # a run without scenario.yaml is judged by every general check
@@ -372,7 +372,7 @@ N_RANDOM_VIEWS = 20
 @pytest.fixture(scope="module")
 def judged(spark, tmp_path_factory):
     """Every synthetic run of this module, ingested and judged by one Spark pass."""
-    from pipeline import analysis as A
+    from splitbrain.pipeline import analysis as A
 
     root = tmp_path_factory.mktemp("synthetic-runs")
     for name, spec in PLANTED.items():
@@ -461,7 +461,7 @@ def test_never_synced_window_fails_windows_synced(judged):
 def test_malformed_lines_are_quarantined_not_fatal(judged, spark):
     """Malformed lines (one not JSON, one torn by SIGKILL): two quarantined rows with reason, file
     and line; the run is still judged on its other events and passes."""
-    from pipeline.ingest import load_quarantine
+    from splitbrain.pipeline.ingest import load_quarantine
 
     root, verdicts, analysis = judged
     v = verdicts["malformed"]
@@ -837,10 +837,10 @@ def test_metrics_from_tasks_equal_the_dataframe_queries(judged, spark):
     """Every planted and random run: the metrics and the advisory check computed per run in the
     Spark tasks (pipeline.runwise) equal those of the DataFrame queries over the warehouse
     (pipeline.checks, pipeline.metrics), which stay for runs too big for one task."""
-    from pipeline import analysis as A
-    from pipeline import metrics as M
-    from pipeline import verdicts as V
-    from pipeline.ingest import load_events
+    from splitbrain.pipeline import analysis as A
+    from splitbrain.pipeline import metrics as M
+    from splitbrain.pipeline import verdicts as V
+    from splitbrain.pipeline.ingest import load_events
 
     _, verdicts, analysis = judged
     by_run = V.group_rows(A.collect_rows(load_events(spark, analysis.warehouse)))

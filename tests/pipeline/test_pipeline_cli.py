@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.cli import main
-from pipeline.cli import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK
+from splitbrain.harness.cli import main
+from splitbrain.pipeline.cli import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK
 from tests.pipeline.test_pipeline_checks import PLANTED, write_run
 
 TINY = """
@@ -63,7 +63,8 @@ def test_bad_inputs_exit_2(tmp_path, capsys, monkeypatch):
     bad.write_text(TINY.replace("rate: 50", "rate: -1"))
     assert main(["campaign", str(bad), "--runs", "1", "--out", str(tmp_path / "c")]) == EXIT_BAD_INPUT
     assert "workload[0].rate" in capsys.readouterr().err
-    import harness.backends
+
+    from splitbrain import harness
 
     def unavailable(**kwargs):
         raise harness.backends.BackendUnavailable("backend docker is not available here")
@@ -85,7 +86,7 @@ def test_add_commands_registers_both(tmp_path):
     """add_commands puts analyze and campaign, with their handlers, on any subparsers object."""
     import argparse
 
-    from pipeline.cli import add_commands, cmd_analyze, cmd_campaign
+    from splitbrain.pipeline.cli import add_commands, cmd_analyze, cmd_campaign
 
     parser = argparse.ArgumentParser()
     add_commands(parser.add_subparsers(dest="command"))

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from harness.rundir import run_scenario
-from harness.scenario import load_scenario
-from pipeline.standalone import standalone_cluster as start_standalone
+from splitbrain.harness.rundir import run_scenario
+from splitbrain.harness.scenario import load_scenario
+from splitbrain.pipeline.standalone import standalone_cluster as start_standalone
 
 ROOT = Path(__file__).resolve().parents[2]
 # The job itself is bounded (spark-submit: 600 s) and the cluster takes its own start: past
@@ -88,14 +88,14 @@ def test_campaign_in_spark_tasks_on_a_standalone_cluster(standalone_cluster, tmp
     `splitbrain run --backend sim`, exit 0."""
     import yaml
 
-    from harness.scenario import parse_scenario
+    from splitbrain.harness.scenario import parse_scenario
     from tests.pipeline.test_pipeline_cli import TINY
 
     master, env = standalone_cluster
     scen = tmp_path / "tiny.yaml"
     scen.write_text(TINY)
     out = tmp_path / "camp"
-    cmd = [sys.executable, "-m", "harness.cli", "campaign", str(scen), "--runs", "6", "--master", master]
+    cmd = [sys.executable, "-m", "splitbrain.harness.cli", "campaign", str(scen), "--runs", "6", "--master", master]
     cmd += ["--out", str(out), "--quiet"]
     # The executors must import the shipped zip, not whatever splitbrain the machine has installed.
     run_env = {k: v for k, v in env.items() if k != "PYTHONPATH"}

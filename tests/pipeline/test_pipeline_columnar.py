@@ -17,15 +17,15 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from harness.checks import DEFAULT_RECOVERY_BOUND_S, GENERAL_CHECKS
-from harness.eventlog import encode_lines
-from harness.rundir import run_scenario
-from harness.scenario import load_scenario
-from pipeline import columnar as K
-from pipeline import columnar_parts as P
-from pipeline import runwise as R
-from pipeline import stored as ST
-from pipeline import tasks as TK
+from splitbrain.harness.checks import DEFAULT_RECOVERY_BOUND_S, GENERAL_CHECKS
+from splitbrain.harness.eventlog import encode_lines
+from splitbrain.harness.rundir import run_scenario
+from splitbrain.harness.scenario import load_scenario
+from splitbrain.pipeline import columnar as K
+from splitbrain.pipeline import columnar_parts as P
+from splitbrain.pipeline import runwise as R
+from splitbrain.pipeline import stored as ST
+from splitbrain.pipeline import tasks as TK
 from tests.pipeline.test_pipeline_checks import GMS_CHECKS, PLANTED, PLANTED_VIEWS, random_log, random_views_log
 
 SCENARIOS = sorted((Path(__file__).resolve().parents[2] / "scenarios").glob("*.yaml"))
@@ -209,7 +209,7 @@ def test_a_broken_kernel_is_caught(broken, monkeypatch):
 def test_spark_judging_from_parquet_equals_the_ingest_verdicts(spark, tmp_path):
     """In Spark: runs judged from the warehouse (the stored-run tasks, on the stored columns) get
     the results their ingest gave (the exact per-event path), metrics included."""
-    from pipeline import analysis as A
+    from splitbrain.pipeline import analysis as A
     from tests.pipeline.test_pipeline_checks import write_run
 
     root = tmp_path / "runs"

@@ -8,8 +8,8 @@ import random
 
 import pytest
 
-from node import events as node_events
-from pipeline import schema as S
+from splitbrain.node import events as node_events
+from splitbrain.pipeline import schema as S
 from tests.pipeline.test_pipeline_checks import clean, write_run
 
 # ---- the schema mirrors node/events.py --------------------------------------------------------
@@ -122,7 +122,7 @@ def _spark_parse(spark, lines, tmp_path):
     """Each line as the pipeline's ingest sees it: the lines are node A's log of one run, ingested
     (read by Spark, classified in its task, written to the warehouse) and read back by line number:
     a dict with `blank`, `bad` (the quarantine reason) and the event's fields."""
-    from pipeline.ingest import ingest, load_events, load_quarantine
+    from splitbrain.pipeline.ingest import ingest, load_events, load_quarantine
 
     run = tmp_path / "runs" / "r"
     (run / "nodes" / "A").mkdir(parents=True)
@@ -231,7 +231,7 @@ def test_random_corruptions_match_the_python_reference(spark, tmp_path):
 
 def test_ingest_is_idempotent_and_appends(spark, tmp_path):
     """Ingesting the same run twice adds nothing; a new run is appended next to it."""
-    from pipeline.ingest import ingest, load_events, load_runs
+    from splitbrain.pipeline.ingest import ingest, load_events, load_runs
 
     runs, wh = tmp_path / "runs", str(tmp_path / "warehouse")
     write_run(runs, "run-1", clean())
@@ -249,7 +249,7 @@ def test_ingest_is_idempotent_and_appends(spark, tmp_path):
 
 def test_line_numbers_survive_file_splits(spark, tmp_path):
     """A file read in many blocks keeps exact 1-based line numbers (blank lines counted)."""
-    from pipeline.ingest import ingest, load_events, load_quarantine
+    from splitbrain.pipeline.ingest import ingest, load_events, load_quarantine
 
     evs = [node_events.make_event(i * 0.001, "A", "unicast3", "ack_tx", peer="B", seqno=i) for i in range(3000)]
     run = tmp_path / "runs" / "split"
@@ -275,7 +275,7 @@ def test_line_numbers_survive_file_splits(spark, tmp_path):
 def test_run_directory_names_and_uris(spark, tmp_path):
     """Run ids with a space or glob characters, a file:// URI and a parent directory all work;
     the run id is the directory's name."""
-    from pipeline.ingest import ingest
+    from splitbrain.pipeline.ingest import ingest
 
     runs = tmp_path / "my runs"
     write_run(runs, "run one", clean())
@@ -288,7 +288,7 @@ def test_run_directory_names_and_uris(spark, tmp_path):
 
 def test_bad_paths_are_input_errors(spark, tmp_path):
     """A missing path, or a directory without runs, is an InputError naming it."""
-    from pipeline.ingest import InputError, ingest
+    from splitbrain.pipeline.ingest import InputError, ingest
 
     with pytest.raises(InputError, match="no such file"):
         ingest(spark, [str(tmp_path / "nope")], str(tmp_path / "wh"))
@@ -303,8 +303,8 @@ def test_event_columns_equal_the_column_by_column_conversion(monkeypatch):
     the column-by-column conversion with its repairs. Both give the same table."""
     import pyarrow as pa
 
-    from pipeline import runwise as R
-    from pipeline import tasks as TK
+    from splitbrain.pipeline import runwise as R
+    from splitbrain.pipeline import tasks as TK
 
     lines = [
         GOOD,

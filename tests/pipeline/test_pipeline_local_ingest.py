@@ -13,14 +13,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from harness.checks import DEFAULT_RECOVERY_BOUND_S, GENERAL_CHECKS
-from harness.eventlog import encode_lines
-from node.events import make_event
-from pipeline import ingest as I
-from pipeline import local_ingest as LI
-from pipeline import runwise as R
-from pipeline import schema as S
-from pipeline import tasks as TK
+from splitbrain.harness.checks import DEFAULT_RECOVERY_BOUND_S, GENERAL_CHECKS
+from splitbrain.harness.eventlog import encode_lines
+from splitbrain.node.events import make_event
+from splitbrain.pipeline import ingest as I
+from splitbrain.pipeline import local_ingest as LI
+from splitbrain.pipeline import runwise as R
+from splitbrain.pipeline import schema as S
+from splitbrain.pipeline import tasks as TK
 from tests.pipeline.test_pipeline_checks import PLANTED, random_log, write_planted_runs, write_run
 from tests.pipeline.test_pipeline_columnar import files_of
 from tests.pipeline.test_pipeline_ingest import GOOD, LINES, _mutate

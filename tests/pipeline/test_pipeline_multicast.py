@@ -9,10 +9,10 @@ import math
 
 import pytest
 
-from harness.eventlog import read_run
-from harness.rundir import run_scenario
-from harness.scenario import parse_scenario
-from node.events import expand_runs
+from splitbrain.harness.eventlog import read_run
+from splitbrain.harness.rundir import run_scenario
+from splitbrain.harness.scenario import parse_scenario
+from splitbrain.node.events import expand_runs
 
 PERCENTILES = (0.5, 0.9, 0.99)
 
@@ -86,7 +86,7 @@ def _close(a: dict, b: dict) -> bool:
 
 @pytest.fixture(scope="module")
 def analyzed(spark, tmp_path_factory):
-    from pipeline import analysis as A
+    from splitbrain.pipeline import analysis as A
 
     runs = tmp_path_factory.mktemp("runs")
     outcomes = {}
@@ -121,10 +121,10 @@ def test_multicast_latency_per_receiver_is_the_plain_python_one(analyzed, protoc
 def test_metrics_from_the_dataframe_queries_equal_the_tasks_on_multicast_runs(analyzed, spark):
     """The DataFrame queries (pipeline.checks, pipeline.metrics) give the same metrics as the
     per-run tasks on these multicast runs: latency per receiver and time blocked per node included."""
-    from pipeline import analysis as A
-    from pipeline import metrics as M
-    from pipeline import verdicts as V
-    from pipeline.ingest import load_events
+    from splitbrain.pipeline import analysis as A
+    from splitbrain.pipeline import metrics as M
+    from splitbrain.pipeline import verdicts as V
+    from splitbrain.pipeline.ingest import load_events
 
     runs, analysis = analyzed
     by_run = V.group_rows(A.collect_rows(load_events(spark, analysis.warehouse)))
@@ -161,9 +161,9 @@ def test_timeline_series_per_multicast_sender_from_spark_and_from_the_task(analy
     """Per sender: the highest seqno multicast and each receiver's highest delivered per bin, from
     the Spark query and from the per-run task alike; every receiver ends at the sender's last
     seqno; MCAST's window_fill gauges reach the rare events."""
-    from pipeline import runwise as R
-    from pipeline import timeline as TL
-    from pipeline.ingest import load_events
+    from splitbrain.pipeline import runwise as R
+    from splitbrain.pipeline import timeline as TL
+    from splitbrain.pipeline.ingest import load_events
 
     runs, analysis = analyzed
     events_df = load_events(spark, analysis.warehouse)

@@ -8,10 +8,10 @@ import threading
 
 import pytest
 
-from pipeline import ingest as I
-from pipeline import local_ingest as LI
-from pipeline import overlap as O
-from pipeline import session as SS
+from splitbrain.pipeline import ingest as I
+from splitbrain.pipeline import local_ingest as LI
+from splitbrain.pipeline import overlap as O
+from splitbrain.pipeline import session as SS
 from tests.pipeline.test_pipeline_checks import PLANTED, write_planted_runs, write_run
 
 NOW = "2026-11-27T00:00:00.000000Z"
@@ -127,8 +127,8 @@ def test_analyze_command_equals_the_tasks_report(spark, runs_root, tmp_path):
     the report and verdicts an analysis by the tasks alone writes."""
     import json
 
-    from harness.cli import main
-    from pipeline import analysis as A
+    from splitbrain.harness.cli import main
+    from splitbrain.pipeline import analysis as A
 
     code = main(["analyze", str(runs_root), "--out", str(tmp_path / "cli"), "--quiet"])
     assert code == 1  # planted defects fail
@@ -191,8 +191,8 @@ def test_analyze_of_one_run_draws_the_report_while_writing(spark, tmp_path, monk
     """One run, judged on the driver: the command draws the report while the rows are written
     (the driver writes the run's partitions) and gives the warehouse rows, verdicts and report
     an analysis by the tasks alone gives (quarantined lines and a failing run among them)."""
-    from harness.cli import main
-    from pipeline import analysis as A
+    from splitbrain.harness.cli import main
+    from splitbrain.pipeline import analysis as A
 
     run = _one_run(tmp_path, name)
     writing = I.Writing
@@ -213,7 +213,7 @@ def test_analyze_of_one_run_draws_the_report_while_writing(spark, tmp_path, monk
 def test_a_failed_write_leaves_no_report(spark, tmp_path, monkeypatch):
     """When the rows cannot be written the command fails with that error, after the report was
     drawn meanwhile: no report is published, no runs row committed, no staging left behind."""
-    from harness.cli import main
+    from splitbrain.harness.cli import main
 
     def broken(*args, **kw):
         raise OSError("warehouse disk full")

@@ -9,7 +9,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from pipeline import partition_write as PW
+from splitbrain.pipeline import partition_write as PW
 
 
 def _table(values: list[int]) -> pa.Table:

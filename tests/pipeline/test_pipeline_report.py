@@ -6,9 +6,9 @@ import struct
 
 import pytest
 
-from pipeline.report import CAMPAIGN_MIN_RUNS, timeline_runs, write_report
-from pipeline.timeline import LinkSeries, RunTimeline
-from pipeline.verdicts import RunVerdict
+from splitbrain.pipeline.report import CAMPAIGN_MIN_RUNS, timeline_runs, write_report
+from splitbrain.pipeline.timeline import LinkSeries, RunTimeline
+from splitbrain.pipeline.verdicts import RunVerdict
 
 
 def _verdict(run_id, scenario, outcome="passed", lost=0, stuck=False):
@@ -209,7 +209,7 @@ def test_a_vacuous_run_is_neither_passed_nor_failed_in_the_report(tmp_path):
 
 def test_big_campaign_matrix_counts_vacuous_checks_apart(tmp_path):
     """Per-scenario cells: a check that judged nothing is not counted as a failure (nor as judged)."""
-    from pipeline.report import plot_matrix
+    from splitbrain.pipeline.report import plot_matrix
 
     empty = _verdict("r-empty", "steady", "vacuous")
     empty.checks[1] = {
@@ -247,8 +247,8 @@ def test_runs_table_has_the_origin_and_the_timeline_shows_scenario_time():
 
     import matplotlib.pyplot as plt
 
-    from pipeline.ingest import RunSource, run_metadata
-    from pipeline.report import _time_axes
+    from splitbrain.pipeline.ingest import RunSource, run_metadata
+    from splitbrain.pipeline.report import _time_axes
 
     run = RunSource(run_id="r", uri="file:/r", event_files=())
     live = json.dumps({"outcome": "passed", "backend": "local", "stats": {"origin_t": 0.35}})
@@ -299,7 +299,7 @@ def _gms_timeline(run_id):
 def test_timeline_shows_each_nodes_view_as_a_band(tmp_path):
     """A run with views: the timeline gets a views panel under its links (taller image) and the page
     a table of who held which view when, with the suspicions and the merge in between."""
-    from pipeline.report import view_bands
+    from splitbrain.pipeline.report import view_bands
 
     tl = _gms_timeline("r-gms")
     bands = view_bands(tl.rare, tl.end_t)
@@ -332,7 +332,7 @@ def test_timeline_shows_each_nodes_view_as_a_band(tmp_path):
 def test_timeline_shades_the_time_a_sender_was_blocked(tmp_path):
     """block/unblock events (MCAST's full window) become spans per sender, the last one open to the
     run's end; the timeline of such a run is drawn with them."""
-    from pipeline.report import blocked_spans
+    from splitbrain.pipeline.report import blocked_spans
 
     tl = _timeline("r-blocked")
     tl.rare += [
@@ -352,7 +352,7 @@ def test_timeline_shades_the_time_a_sender_was_blocked(tmp_path):
 def _multicast_timeline(run_id):
     """Two multicast senders A and B, receivers A, B, C; C cut off 2-4 s (its delivered line
     flat), A blocked 2.5-4.2 s with its window's fill gauged."""
-    from pipeline.timeline import SenderSeries
+    from splitbrain.pipeline.timeline import SenderSeries
 
     def steps(hold=None):
         out = []
@@ -383,7 +383,7 @@ def test_a_multicast_run_has_a_panel_per_sender_with_window_fill_and_time_blocke
     """A multicast timeline draws one panel per sender (not per link), with the window fill from
     window_fill/block/unblock and the time blocked; the page has the time-blocked table, the
     control messages per delivered message (MCAST's ACK, NAKACK2's STABLE) and latency per receiver."""
-    from pipeline.report import blocked_total, window_fill
+    from splitbrain.pipeline.report import blocked_total, window_fill
 
     tl = _multicast_timeline("r-mc")
     assert window_fill(tl.rare, "A") == [(1.0, 40), (2.0, 145), (2.5, 200), (4.2, 110), (5.0, 10)]
@@ -411,7 +411,7 @@ def test_a_multicast_run_has_a_panel_per_sender_with_window_fill_and_time_blocke
 
 def test_pass_rates_name_each_protocols_variant():
     """The pass-rate dimension is the protocol's own variant key, not UNICAST3's resync for all."""
-    from pipeline.analysis import variant_label
+    from splitbrain.pipeline.analysis import variant_label
 
     assert variant_label("unicast3", "sync") == "unicast3 resync=sync"
     assert variant_label("nakack2", "0") == "nakack2 xmit_interval=0"
@@ -422,7 +422,7 @@ def test_pass_rates_name_each_protocols_variant():
 def test_a_run_tasks_timeline_keeps_the_coordinator_of_views_and_merges():
     """A run's task (timeline_of) keeps every field the Spark query selects for a rare event: the
     coordinator a view or merge event names reaches the report as logged, as from Spark."""
-    from pipeline.timeline import RARE_FIELDS, timeline_of
+    from splitbrain.pipeline.timeline import RARE_FIELDS, timeline_of
 
     events = [
         {"v": 1, "t": 0.5, "node": "B", "proto": "gms", "kind": "view", "members": ["A", "B"], "view_id": 3,

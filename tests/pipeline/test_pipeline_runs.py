@@ -8,13 +8,13 @@ import json
 
 import pytest
 
-from harness.checks import GENERAL_CHECKS, run_checks
-from harness.eventlog import read_run, write_events
-from harness.rundir import write_events as write_run_events
-from harness.scenario import load_scenario
-from harness.sim import Simulation
-from node.events import expand_runs, make_event, run_event
-from pipeline.schema import classify_line
+from splitbrain.harness.checks import GENERAL_CHECKS, run_checks
+from splitbrain.harness.eventlog import read_run, write_events
+from splitbrain.harness.rundir import write_events as write_run_events
+from splitbrain.harness.scenario import load_scenario
+from splitbrain.harness.sim import Simulation
+from splitbrain.node.events import expand_runs, make_event, run_event
+from splitbrain.pipeline.schema import classify_line
 
 pytestmark = pytest.mark.slow  # one Spark ingest and analysis
 
@@ -75,7 +75,7 @@ def _write(root, name: str, events: list[dict]) -> None:
 
 @pytest.fixture(scope="module")
 def judged(spark, tmp_path_factory):
-    from pipeline import analysis as A
+    from splitbrain.pipeline import analysis as A
 
     root = tmp_path_factory.mktemp("run-lines")
     for name, events in PLANTED.items():
@@ -105,7 +105,7 @@ def test_verdicts_are_the_harness_verdicts_on_both_forms(judged):
 
 
 def test_a_run_is_one_row_of_the_warehouse(judged, spark):
-    from pipeline.ingest import load_events
+    from splitbrain.pipeline.ingest import load_events
 
     root, _, analysis = judged
     rows = load_events(spark, analysis.warehouse, ["runs-clean", "runs-clean-v1"]).groupBy("run_id").count().collect()
@@ -121,7 +121,7 @@ def test_a_run_is_one_row_of_the_warehouse(judged, spark):
 
 
 def test_a_run_line_with_a_gap_inside_is_quarantined(judged, spark):
-    from pipeline.ingest import load_quarantine
+    from splitbrain.pipeline.ingest import load_quarantine
 
     root, verdicts, analysis = judged
     rows = load_quarantine(spark, analysis.warehouse, ["bad-run"]).collect()

@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from harness.checks import run_checks
-from harness.eventlog import read_run
-from harness.rundir import run_scenario
-from harness.scenario import load_scenario
-from node import protocols
-from node.events import expand_runs
+from splitbrain.harness.checks import run_checks
+from splitbrain.harness.eventlog import read_run
+from splitbrain.harness.rundir import run_scenario
+from splitbrain.harness.scenario import load_scenario
+from splitbrain.node import protocols
+from splitbrain.node.events import expand_runs
 
 ROOT = Path(__file__).resolve().parents[2] / "scenarios"
 # Bounded checks take their bound from the run's scenario.yaml (runs table): a reproduction and its
@@ -34,7 +34,7 @@ SCENARIOS = sorted(ROOT.glob("*.yaml")) + BOUNDED
 @pytest.fixture(scope="module")
 def scenario_runs(spark, tmp_path_factory):
     """One sim run of every scenario (its own seed), analyzed in one Spark pass."""
-    from pipeline import analysis as A
+    from splitbrain.pipeline import analysis as A
 
     runs = tmp_path_factory.mktemp("scenario-runs")
     outcomes = {}

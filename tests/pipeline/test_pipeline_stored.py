@@ -12,10 +12,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from harness.rundir import run_scenario
-from harness.scenario import load_scenario
-from pipeline import stored as ST
-from pipeline import tasks as TK
+from splitbrain.harness.rundir import run_scenario
+from splitbrain.harness.scenario import load_scenario
+from splitbrain.pipeline import stored as ST
+from splitbrain.pipeline import tasks as TK
 from tests.pipeline.test_pipeline_checks import PLANTED, random_log, write_run
 from tests.pipeline.test_pipeline_columnar import BOUND, CHECKS, SCENARIOS, files_of, stored
 
@@ -95,7 +95,7 @@ def test_spark_judges_a_local_warehouse_as_through_its_own_read(spark, tmp_path)
     """In Spark: runs judged from a local warehouse's files (pipeline.stored) get exactly the
     result documents of Spark's read and group-by (the same warehouse as a file: URI), including
     a run id Spark escapes, quarantined lines, a run with no valid event and a multicast run."""
-    from pipeline import analysis as A
+    from splitbrain.pipeline import analysis as A
 
     root = tmp_path / "runs"
     for name in ("missing", "stuck", "malformed", "empty", "bound_from_scenario"):

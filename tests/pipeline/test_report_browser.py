@@ -21,8 +21,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.cli import main
-from harness.testlib import eventually
+from splitbrain.harness.cli import main
+from splitbrain.harness.testlib import eventually
 
 # The checkout: the nearest folder above with pyproject.toml (tests may move into subfolders).
 ROOT = next(p for p in Path(__file__).resolve().parents if (p / "pyproject.toml").exists())
@@ -73,7 +73,7 @@ def _run(tmp_path: Path, name: str, text: str, expect_code: int) -> Path:
 def test_timeline_texts_do_not_overlap_or_leave_the_figure(outcome):
     import matplotlib.pyplot as plt
 
-    from pipeline.report import draw_timeline
+    from splitbrain.pipeline.report import draw_timeline
     from tests.pipeline.test_pipeline_report import _timeline, _verdict
 
     verdict = _verdict("r-x", "split", outcome, lost=int(outcome == "failed"), stuck=outcome == "failed")

@@ -10,9 +10,9 @@ liveness budget there is 8 x xmit_interval.
 
 import pytest
 
-from harness.checks import run_checks
-from harness.scenario import parse_scenario
-from harness.sim import Simulation
+from splitbrain.harness.checks import run_checks
+from splitbrain.harness.scenario import parse_scenario
+from splitbrain.harness.sim import Simulation
 
 XMIT = 0.5
 CHECKS = ["fifo", "no_duplicates", "no_loss", "windows_synced"]

@@ -5,9 +5,9 @@ window for A is closed and recreated at A's lowest unacked seqno (11); 12 is los
 ack(15) reaches A and purges 11-15; B asks for 12 forever.
 """
 
-from harness.checks import run_checks
-from node.faultlayer import FaultLayer, FaultRule
-from node.layer import ViewChange
+from splitbrain.harness.checks import run_checks
+from splitbrain.node.faultlayer import FaultLayer, FaultRule
+from splitbrain.node.layer import ViewChange
 from tests.netlab import Net, is_type
 
 CONFIG = {"conn_close_timeout": 1.0, "ack_min_interval": 0.0}

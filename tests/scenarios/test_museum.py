@@ -9,15 +9,15 @@ from pathlib import Path
 import pytest
 import yaml
 
-from harness.checks import check_resync_traffic, run_checks
-from harness.cli import main
-from harness.compare import applies, compare, markdown, on_variant, variants
-from harness.rundir import run_scenario
-from harness.scenario import ScenarioError, load_scenario, parse_scenario
-from harness.shrink import NothingToShrink, shrink_scenario
-from harness.sim import Simulation
-from node import protocols
-from node.events import make_event
+from splitbrain.harness.checks import check_resync_traffic, run_checks
+from splitbrain.harness.cli import main
+from splitbrain.harness.compare import applies, compare, markdown, on_variant, variants
+from splitbrain.harness.rundir import run_scenario
+from splitbrain.harness.scenario import ScenarioError, load_scenario, parse_scenario
+from splitbrain.harness.shrink import NothingToShrink, shrink_scenario
+from splitbrain.harness.sim import Simulation
+from splitbrain.node import protocols
+from splitbrain.node.events import make_event
 
 BUGS = Path(__file__).resolve().parents[2] / "scenarios" / "bugs"
 PIECES = sorted(BUGS.glob("*.yaml"))

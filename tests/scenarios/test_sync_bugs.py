@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import pytest
 
-from harness.checks import run_checks
-from node.layer import SyncPeer, ViewChange
-from node.message import Message
-from node.unicast3 import PROTO_ID
+from splitbrain.harness.checks import run_checks
+from splitbrain.node.layer import SyncPeer, ViewChange
+from splitbrain.node.message import Message
+from splitbrain.node.unicast3 import PROTO_ID
 from tests.netlab import Net, expected, is_type
 
 CHECKS = ["fifo", "no_duplicates", "no_loss", "windows_synced"]

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.rundir import run_scenario
-from harness.scenario import load_scenario, parse_scenario
+from splitbrain.harness.rundir import run_scenario
+from splitbrain.harness.scenario import load_scenario, parse_scenario
 
 BUGS = Path(__file__).resolve().parents[2] / "scenarios" / "bugs"
 PIECES = sorted(BUGS.glob("unicast2-*.yaml"))
@@ -64,7 +64,7 @@ def test_stale_stable_evidence_and_conn_id_check(tmp_path):
 @pytest.mark.parametrize("path", PIECES, ids=lambda p: p.stem)
 def test_same_verdict_on_local_processes(path, tmp_path):
     """Each UNICAST2 piece gets the simulator's verdict, check by check, on local processes."""
-    from harness.backends.local import LocalBackend
+    from splitbrain.harness.backends.local import LocalBackend
 
     ok, why = LocalBackend().check()
     if not ok:
@@ -79,7 +79,7 @@ def test_same_verdict_on_local_processes(path, tmp_path):
 def test_the_pipeline_flags_the_stuck_retransmission_of_seed_6(spark, tmp_path):
     """The design's scenario #6: retransmission without progress, as `splitbrain analyze` reports it: the advisory
     stuck_retransmission fails on A->B for UNICAST2 and passes for the UNICAST3 twin."""
-    from pipeline import analysis as A
+    from splitbrain.pipeline import analysis as A
 
     runs = tmp_path / "runs"
     names = {}

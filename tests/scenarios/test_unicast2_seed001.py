@@ -11,12 +11,12 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from harness.mutants import run_trial
-from harness.rundir import run_scenario
-from harness.scenario import load_scenario, parse_scenario
-from node.layer import ViewChange
-from node.message import Message, app_payload
-from node.unicast2 import PROTO_ID, MsgType, U2Header, Unicast2
+from splitbrain.harness.mutants import run_trial
+from splitbrain.harness.rundir import run_scenario
+from splitbrain.harness.scenario import load_scenario, parse_scenario
+from splitbrain.node.layer import ViewChange
+from splitbrain.node.message import Message, app_payload
+from splitbrain.node.unicast2 import PROTO_ID, MsgType, U2Header, Unicast2
 from tests.netlab import Net, expected
 
 BUGS = Path(__file__).resolve().parents[2] / "scenarios" / "bugs"

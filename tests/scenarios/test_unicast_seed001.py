@@ -7,15 +7,15 @@ from __future__ import annotations
 
 import pytest
 
-from harness.rundir import run_scenario
-from harness.scenario import parse_scenario
-from node.errors import SettingError
-from node.layer import SyncPeer, ViewChange
-from node.message import Message
-from node.unicast import PROTO_ID, MsgType, U1Header, Unicast, UnicastConfig
-from node.unicast.header import decode, encode
-from node.views import pair_problem
-from node.wire import WireError
+from splitbrain.harness.rundir import run_scenario
+from splitbrain.harness.scenario import parse_scenario
+from splitbrain.node.errors import SettingError
+from splitbrain.node.layer import SyncPeer, ViewChange
+from splitbrain.node.message import Message
+from splitbrain.node.unicast import PROTO_ID, MsgType, U1Header, Unicast, UnicastConfig
+from splitbrain.node.unicast.header import decode, encode
+from splitbrain.node.views import pair_problem
+from splitbrain.node.wire import WireError
 from tests.netlab import Net, expected, from_sender, is_type, once
 
 

@@ -10,12 +10,12 @@ from pathlib import Path
 import pytest
 import yaml
 
-from harness.checks import check_xmit_traffic, run_checks
-from harness.cli import main
-from harness.scenario import ScenarioError, load_scenario, parse_scenario
-from harness.sim import Simulation
-from node import protocols
-from node.events import make_event
+from splitbrain.harness.checks import check_xmit_traffic, run_checks
+from splitbrain.harness.cli import main
+from splitbrain.harness.scenario import ScenarioError, load_scenario, parse_scenario
+from splitbrain.harness.sim import Simulation
+from splitbrain.node import protocols
+from splitbrain.node.events import make_event
 
 BUGS = Path(__file__).resolve().parents[2] / "scenarios" / "bugs"
 PIECE = BUGS / "mcast-spurious-retransmission.yaml"

@@ -11,13 +11,13 @@ from __future__ import annotations
 import struct
 from dataclasses import asdict, dataclass, replace
 
-from node.errors import SettingError
-from node.events import EVENT_VERSION
-from node.layer import Action, Down, Layer, Log, Up
-from node.message import Message
-from node.protocols import ProtocolSpec
-from node.views import Window
-from node.wire import HeaderCodec, WireError
+from splitbrain.node.errors import SettingError
+from splitbrain.node.events import EVENT_VERSION
+from splitbrain.node.layer import Action, Down, Layer, Log, Up
+from splitbrain.node.message import Message
+from splitbrain.node.protocols import ProtocolSpec
+from splitbrain.node.views import Window
+from splitbrain.node.wire import HeaderCodec, WireError
 
 PROTO = "toy"
 PROTO_ID = 90

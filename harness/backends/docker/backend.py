@@ -18,7 +18,7 @@ from pathlib import Path
 import docker
 import docker.errors
 
-from harness.scenario import Scenario
+from splitbrain.harness.scenario import Scenario
 
 from ..base import Backend, BackendUnavailable, ClusterOptions
 from .cluster import DockerCluster

@@ -39,7 +39,7 @@ import requests
 import yaml
 from docker.models.containers import Container
 
-from harness.scenario import Scenario
+from splitbrain.harness.scenario import Scenario
 
 from ..admin import AdminError
 from ..base import (
@@ -214,7 +214,7 @@ class DockerCluster(Cluster):
         port = proxies.TOXIPROXY_PORT
         kwargs = dict(
             image=self.image,
-            entrypoint=["python", "-m", "faults.toxiproxy"],
+            entrypoint=["python", "-m", "splitbrain.faults.toxiproxy"],
             command=["-host", "0.0.0.0", "-port", str(port), "-seed", str(self.seed)],
             name=f"{self.cluster_id}-toxiproxy",
             labels=self.labels("toxiproxy"),
@@ -479,7 +479,7 @@ class DockerCluster(Cluster):
 
     def netns_runner(self, name: str):
         """A faults.netns Runner into the network namespace of a node's current container."""
-        from faults import netns
+        from splitbrain.faults import netns
 
         container = self._containers.get(name)
         if container is None:

@@ -3,7 +3,7 @@
 Nodes run `splitbrain-node:<content-hash>`, the tag `ci/images` gives the current sources (it is
 built, with the build's own progress output on stderr, when missing; `build="never"` refuses
 instead). Outside a checkout (no ci/images) or with `image=` the image is taken as it is. The
-Toxiproxy-compatible server (`python -m faults.toxiproxy`) runs from the same image.
+Toxiproxy-compatible server (`python -m splitbrain.faults.toxiproxy`) runs from the same image.
 """
 
 from __future__ import annotations

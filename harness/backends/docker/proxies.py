@@ -2,7 +2,7 @@
 
 With transport tcp every directed link X->Y is routed through a proxy `X-to-Y` on the cluster's
 Toxiproxy container (X's peer address for Y is the proxy), unless the injector is iptables. The
-container runs the Toxiproxy-compatible server of the node image (`python -m faults.toxiproxy`);
+container runs the Toxiproxy-compatible server of the node image (`python -m splitbrain.faults.toxiproxy`);
 see harness/backends/injectors.py for which fault step goes where.
 """
 
