@@ -71,28 +71,20 @@ import os
 import shlex
 from collections.abc import Iterable
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from splitbrain.harness.backends import BACKENDS, BackendError, BackendUnavailable, ClusterOptions, get_backend
-from splitbrain.harness.scenario import INJECTORS, Scenario, load_scenario
-from splitbrain.harness.sim.driver import SimBackend
+from splitbrain.harness.names import BACKENDS, INJECTORS
 
-# Re-exported: users imported these from harness.plugin before harness.testlib existed.
-from splitbrain.harness.testlib import (
-    DEFAULT_TIMEOUT_S,
-    WINDOW_SECTION_LIMIT,
-    Checkers,
-    EventuallyTimeout,
-    FaultController,
-    SplitbrainCluster,
-    cluster_scenario,
-    eventually,
-    run_summary,
-)
-from splitbrain.node.protocols import DEFAULT_PROTOCOL
+if TYPE_CHECKING:
+    from splitbrain.harness.scenario import Scenario
+    from splitbrain.harness.testlib import Checkers, SplitbrainCluster
 
-__all__ = [
+# Names users import from here (they lived in this module before harness.testlib existed). They are
+# loaded on first use, like everything else this plugin needs: as a pytest11 entry point it is
+# imported into every pytest session, and one that never asks for a cluster pays for none of it.
+_REEXPORTS = (
     "DEFAULT_TIMEOUT_S",
     "WINDOW_SECTION_LIMIT",
     "Checkers",
@@ -101,7 +93,18 @@ __all__ = [
     "SplitbrainCluster",
     "cluster_scenario",
     "eventually",
-]
+)
+
+__all__ = list(_REEXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    if name in _REEXPORTS:
+        from splitbrain.harness import testlib
+
+        return getattr(testlib, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 CLUSTERS_KEY = pytest.StashKey[list]()
 RUNS_KEY = pytest.StashKey[list]()
@@ -262,6 +265,9 @@ def splitbrain_backend(request, splitbrain_backend_name):
     cache = request.config.stash.setdefault(_BACKEND_CACHE_KEY, {})
     name = splitbrain_backend_name
     if name not in cache:
+        from splitbrain.harness.backends import BackendUnavailable, get_backend
+        from splitbrain.harness.sim.driver import SimBackend
+
         try:
             backend = SimBackend() if name == "sim" else get_backend(name)
             ok, why = backend.check()
@@ -292,7 +298,10 @@ def _run_parent(request) -> Path:
 @pytest.fixture
 def splitbrain_cluster(request, splitbrain_backend, splitbrain_backend_name):
     """A factory of started clusters on the test's backend, torn down when the test ends."""
+    from splitbrain.harness.backends import BackendError, ClusterOptions
     from splitbrain.harness.rundir import make_run_dir, write_scenario
+    from splitbrain.harness.testlib import SplitbrainCluster, cluster_scenario
+    from splitbrain.node.protocols import DEFAULT_PROTOCOL
 
     made: list[SplitbrainCluster] = []
     request.node.stash[CLUSTERS_KEY] = made
@@ -303,7 +312,7 @@ def splitbrain_cluster(request, splitbrain_backend, splitbrain_backend_name):
     def factory(
         nodes: int | Iterable[str] = 3,
         *,
-        protocol: str = DEFAULT_PROTOCOL,
+        protocol: str | None = None,
         transport: str = "udp",
         config: dict | None = None,
         seed: int | None = None,
@@ -321,7 +330,7 @@ def splitbrain_cluster(request, splitbrain_backend, splitbrain_backend_name):
         test_name = name or "".join(c if c.isalnum() or c in "_.-" else "-" for c in request.node.name)[:60]
         scenario = cluster_scenario(
             nodes,
-            protocol=protocol,
+            protocol=protocol or DEFAULT_PROTOCOL,
             transport=transport,
             config=config,
             seed=seed,
@@ -373,12 +382,16 @@ def faults(request, splitbrain_cluster):
 
 @pytest.fixture
 def splitbrain_checks() -> Checkers:
+    from splitbrain.harness.testlib import Checkers
+
     return Checkers()
 
 
 @pytest.fixture(name="eventually")
 def eventually_fixture(request):
     """`eventually(check, timeout=, interval=, what=, describe=)` with the session's timeout scale."""
+    from splitbrain.harness.testlib import DEFAULT_TIMEOUT_S, eventually
+
     scale = _timeout_scale(request.config)
 
     def scaled(check, *, timeout: float = DEFAULT_TIMEOUT_S, **kwargs):
@@ -390,7 +403,9 @@ def eventually_fixture(request):
 @pytest.fixture
 def splitbrain_run(request, splitbrain_backend, splitbrain_backend_name):
     """Run a scenario (a path or a Scenario) on the test's backend; returns the RunOutcome."""
+    from splitbrain.harness.backends import ClusterOptions
     from splitbrain.harness.rundir import run_scenario
+    from splitbrain.harness.scenario import Scenario, load_scenario
 
     runs: list = []
     request.node.stash[RUNS_KEY] = runs
@@ -521,6 +536,8 @@ def pytest_runtest_makereport(item, call):
             repros.append(repro)
             report.user_properties.append(("splitbrain_run_dir", str(run_dir)))
             item.user_properties.append(("splitbrain_run_dir", str(run_dir)))
+            from splitbrain.harness.testlib import run_summary
+
             report.sections.append((f"{title}: verdict and timeline", run_summary(Path(run_dir))))
 
 

@@ -48,6 +48,7 @@ from pydantic import (
     model_validator,
 )
 
+from splitbrain.harness.names import INJECTORS  # which injector applies network faults
 from splitbrain.harness.validation import (
     InputModel,
     NonNegative,
@@ -122,8 +123,6 @@ TOXIC_TYPES: dict[str, dict[str, int]] = {
     "slow_close": {"delay": 0},  # ms
     "down": {},
 }
-# Which injector applies network faults (see the module docstring).
-INJECTORS = ("auto", "inprocess", "iptables", "toxiproxy")
 
 _NAME_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_]*(?:-[A-Za-z0-9_]+)*$")
 _CHECK_RE = re.compile(r"^[a-z][a-z0-9_]*$")

@@ -21,7 +21,7 @@ import sys
 if __package__ in (None, ""):
     # Run as a file (spark-submit pipeline/job.py): make the package importable from a checkout;
     # with --py-files pipeline.zip the zip is already on sys.path and wins.
-    sys.path.append(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    sys.path.append(os.path.dirname(os.path.dirname(os.path.realpath(__file__))))
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:

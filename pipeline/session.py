@@ -161,10 +161,12 @@ def ship_code(spark) -> str | None:
     fd, path = tempfile.mkstemp(prefix="splitbrain-", suffix=".zip")
     os.close(fd)
     with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as zf:
+        # Inside the zip the packages sit under splitbrain/, as in an installed wheel.
+        zf.write(root / "splitbrain" / "__init__.py", "splitbrain/__init__.py")
         for package in ("pipeline", "harness", "node"):
             for file in sorted((root / package).rglob("*.py")):
                 if "__pycache__" not in file.parts:
-                    zf.write(file, file.relative_to(root).as_posix())
+                    zf.write(file, "splitbrain/" + file.relative_to(root).as_posix())
     spark.sparkContext.addPyFile(path)
     return path
 

@@ -136,7 +136,8 @@ def test_content_hash_is_stable_and_tracks_content(tmp_path):
     assert first == ci_images.content_hash() and len(first) == 16
     copy = tmp_path / "tree"
     copy.mkdir()
-    for name in ("Dockerfile", ".dockerignore", "pyproject.toml"):
+    for name in ("Dockerfile", ".dockerignore", "pyproject.toml", "splitbrain/__init__.py"):
+        (copy / name).parent.mkdir(exist_ok=True)
         shutil.copy2(ROOT / name, copy / name)
     for package in ci_images.PACKAGES:
         if (ROOT / package).is_dir():

@@ -59,7 +59,9 @@ def protocol_mentions(source: str, names: set[str], types: set[str]) -> list[str
             modules += [f"{node.module}.{a.name}" for a in node.names] if isinstance(node, ast.ImportFrom) else []
             for module in modules:
                 parts = module.split(".")
-                if parts[0] == "node" and len(parts) > 1 and parts[1] in names:
+                if parts[0] == "splitbrain":
+                    parts = parts[1:]
+                if parts[:1] == ["node"] and len(parts) > 1 and parts[1] in names:
                     found.append(f"line {line}: imports {module}")
         elif isinstance(node, ast.Name) or isinstance(node, ast.Attribute) or isinstance(node, ast.arg):
             ident = (
@@ -93,9 +95,9 @@ def test_no_module_outside_node_names_a_protocol():
 @pytest.mark.parametrize(
     "source, expected",
     [
-        ("from splitbrain.node.unicast3 import Unicast3\n", "imports node.unicast3"),
-        ("import node.unicast3.config\n", "imports node.unicast3.config"),
-        ("from splitbrain.node import unicast3\n", "imports node.unicast3"),
+        ("from splitbrain.node.unicast3 import Unicast3\n", "imports splitbrain.node.unicast3"),
+        ("import splitbrain.node.unicast3.config\n", "imports splitbrain.node.unicast3.config"),
+        ("from splitbrain.node import unicast3\n", "imports splitbrain.node.unicast3"),
         ("x = state['unicast3']\n", "string 'unicast3'"),
         ("def f(u):\n    return u.unicast3_table\n", "identifier unicast3_table"),
         ("types = ['DATA', 'SYNC_OK']\n", "message type in 'SYNC_OK'"),

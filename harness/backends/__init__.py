@@ -8,6 +8,8 @@ admin API. The simulator is not a backend of this kind: it runs in virtual time 
 
 from __future__ import annotations
 
+from splitbrain.harness.names import BACKENDS as NAMES_BACKENDS
+
 from .admin import AdminClient, AdminError
 from .base import (
     Backend,
@@ -46,6 +48,7 @@ LIVE = {"local": _local, "docker": _docker}
 LIVE_BACKENDS = tuple(LIVE)
 # Every backend a run may name: the simulator (virtual time, harness.sim) and the live ones.
 BACKENDS = ("sim", *LIVE_BACKENDS)
+assert BACKENDS == NAMES_BACKENDS, "harness/names.py lists the backends too"
 
 
 def get_backend(name: str, **kwargs) -> Backend:

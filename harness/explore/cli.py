@@ -14,9 +14,10 @@ import time
 from pathlib import Path
 from typing import Any
 
+from splitbrain.harness.names import BACKENDS
+
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
 DEFAULT_RUNS = 200
-BACKENDS = ("sim", "local", "docker")
 
 
 def add_command(subparsers) -> None:

@@ -107,7 +107,7 @@ async def test_in_process_start_stop():
 
 
 def test_cli_starts_answers_and_stops_on_sigterm():
-    """`python -m splitbrain.faults.toxiproxy --host 127.0.0.1 --port 0` prints where it listens and exits 0 on SIGTERM."""
+    """`python -m splitbrain.faults.toxiproxy --port 0` prints where it listens and exits 0 on SIGTERM."""
     proc = subprocess.Popen(
         [sys.executable, "-m", "splitbrain.faults.toxiproxy", "--host", LOCALHOST, "--port", "0"],
         cwd=REPO,

@@ -79,8 +79,8 @@ def test_a_run_imports_only_the_package_of_its_protocol_and_listing_keeps_the_or
     code = (
         "import sys; from splitbrain.harness.cli import main; from splitbrain.node import protocols\n"
         "assert main(['run', sys.argv[1], '--backend', 'sim', '--out', sys.argv[2], '--no-progress']) == 0\n"
-        "builtin = {m.split('.')[1] for m in protocols.BUILTIN}\n"
-        "print(sorted({m.split('.')[1] for m in sys.modules if m.startswith('node.')} & builtin))\n"
+        "builtin = {m.split('.')[2] for m in protocols.BUILTIN}\n"
+        "print(sorted({m.split('.')[2] for m in sys.modules if m.startswith('splitbrain.node.')} & builtin))\n"
         "protocols.get('nakack2')\n"
         "print([list(protocols.names()), list(protocols.membership_names())])\n"
     )
