@@ -18,8 +18,8 @@ PACKAGES = ("node", "harness", "faults", "pipeline")
 def _public_errors() -> list[type[Exception]]:
     found: dict[str, type[Exception]] = {}
     for package in PACKAGES:
-        root = importlib.import_module(package)
-        for info in pkgutil.walk_packages(root.__path__, prefix=f"{package}."):
+        root = importlib.import_module(f"splitbrain.{package}")
+        for info in pkgutil.walk_packages(root.__path__, prefix=f"splitbrain.{package}."):
             try:
                 module = importlib.import_module(info.name)
             except ImportError:  # an optional dependency (pyspark, netfilterqueue) is absent

@@ -94,7 +94,9 @@ def test_loading_the_pytest_plugin_imports_no_backend_scenario_or_simulator():
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=ROOT)
     assert proc.returncode == 0, proc.stderr
     loaded, reexports = proc.stdout.splitlines()
-    assert loaded == str(["splitbrain", "splitbrain.harness", "splitbrain.harness.plugin"]), loaded
+    assert loaded == str(
+        ["splitbrain", "splitbrain.harness", "splitbrain.harness.names", "splitbrain.harness.plugin"]
+    ), loaded
     # The names users import from the plugin still resolve (lazily, from harness.testlib).
     assert reexports == "splitbrain.harness.testlib Checkers"
 
