@@ -9,7 +9,8 @@
         cluster.wait_settled()
         cluster.assert_checks()
 
-Registered as a pytest11 entry point (`splitbrain = splitbrain.harness.plugin`); elsewhere `-p splitbrain.harness.plugin`.
+Registered as a pytest11 entry point (`splitbrain = splitbrain.harness.plugin`); elsewhere
+`-p splitbrain.harness.plugin`.
 This module is only the pytest wiring (options, markers, fixtures, report hooks): the cluster, the
 fault controller, `eventually` and the checkers are harness.testlib, which works without pytest;
 their names stay importable from here.
