@@ -151,7 +151,7 @@ def campaign_summary(verdicts: list[RunVerdict]) -> dict:
         values = {
             "scenario": [scenario],
             "protocol": [v.meta.get("protocol") or "(unknown)"],
-            "variant": [variant_label(v.meta.get("protocol"), v.meta.get("resync"))],
+            "variant": [variant_label(v.meta.get("protocol"), v.meta.get("variant"))],
             "fault_type": list(v.meta.get("fault_types") or ["(unknown)"]),
         }
         for dim, keys in values.items():

@@ -12,7 +12,7 @@ numbers the events and judges the run with the harness's checks. Spark then writ
     <warehouse>/events/run_id=<run>/       one row per event, with src, file_key, line and seq
     <warehouse>/quarantine/run_id=<run>/   lines that are not events, with the reason
     <warehouse>/runs/                      one row per run: scenario, protocol, seed, backend,
-                                           expect, resync mode, fault types, harness outcome
+                                           expect, protocol variant, fault types, harness outcome
 
 and the driver collects one small result document per run (checks, metric rows, a timeline).
 
@@ -74,7 +74,8 @@ def _default_checks(protocol, membership: str = "static") -> tuple[str, ...]:
 
 
 def _variant(protocol, config: dict) -> str | None:
-    """The protocol variant a run used (UNICAST3: its resync mode), for pass rates per variant."""
+    """The protocol variant a run used (its spec's variant_key: UNICAST3's resync mode, NAKACK2's
+    xmit_interval, MCAST's capacity), for pass rates per variant."""
     try:
         return protocols.get(protocol).variant(config)
     except ValueError:
@@ -367,7 +368,7 @@ def run_metadata(run: RunSource, scenario_text: str | None, verdict_text: str | 
                 protocol=_str(protocol),
                 transport=_str(scen.get("transport")),
                 seed=scen.get("seed") if isinstance(scen.get("seed"), int) else None,
-                resync=_variant(protocol, config),
+                variant=_variant(protocol, config),
                 nodes=[str(n) for n in nodes] if isinstance(nodes, list) else None,
                 fault_types=fault_types(scen.get("schedule") or []),
                 duration=_float(scen.get("duration")),

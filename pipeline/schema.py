@@ -54,7 +54,8 @@ from splitbrain.node import protocols
 # 2: fault links, error events, runs' recovery_bound; 3: runs' origin_t; 4: NAKACK2's origin, digest;
 # 5: runs' resync_bound and xmit_bound
 # 6: run lines (node/events.py RUN_VERSION): last_seqno, last_app
-EVENT_SCHEMA_VERSION = 6
+# 7: runs' variant (the protocol's variant setting, for every protocol; was `resync`)
+EVENT_SCHEMA_VERSION = 7
 EVENT_VERSION = 1  # the "v" of every event of this schema but a run line
 RUN_VERSION = node_events.RUN_VERSION  # the "v" of a run line
 EVENT_VERSIONS = node_events.EVENT_VERSIONS
@@ -131,7 +132,7 @@ RUNS_SCHEMA = T.StructType(
         T.StructField("backend", T.StringType(), True),
         T.StructField("expect", T.StringType(), True),  # "pass" or "fail:<check>"
         T.StructField("checks", T.ArrayType(T.StringType()), True),
-        T.StructField("resync", T.StringType(), True),
+        T.StructField("variant", T.StringType(), True),  # the protocol's variant_key setting (its spec)
         T.StructField("nodes", T.ArrayType(T.StringType()), True),
         T.StructField("fault_types", T.ArrayType(T.StringType()), True),
         T.StructField("duration", T.DoubleType(), True),

@@ -107,7 +107,7 @@ def test_metadata_of_each_run(scenario_runs):
         assert meta["seed"] == scen.seed and meta["backend"] == "sim"
         assert meta["expect"] == ("pass" if scen.expect_fail is None else f"fail:{scen.expect_fail}")
         # The protocol's variant (UNICAST3: its resync mode; NAKACK2: its xmit_interval).
-        assert meta["resync"] == protocols.get(scen.protocol).variant(scen.config)
+        assert meta["variant"] == protocols.get(scen.protocol).variant(scen.config)
         assert meta["fault_types"]
 
 
