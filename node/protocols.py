@@ -76,6 +76,17 @@ def retransmission_sent(ev: Mapping[str, Any]) -> bool:
 
 
 @dataclass(frozen=True, kw_only=True)
+class EventMark:
+    """An event kind a report marks on a timeline, as the protocol that logs it describes it."""
+
+    kind: str
+    # The legend's words for it.
+    label: str
+    # A word written next to the mark (one per burst of marks of a kind); "" for none.
+    text: str = ""
+
+
+@dataclass(frozen=True, kw_only=True)
 class ChaosSet:
     """A protocol's chaos set for the mutant hunt, as data (harness.mutants draws from it per seed).
 
@@ -182,6 +193,17 @@ class ProtocolSpec:
     # Does its node report per-peer windows (`window`, `conn_state`)? Without them windows_synced
     # is not applicable to its runs.
     reports_windows: bool = True
+
+    # What reports mark, in words of no protocol (pipeline/report and pipeline/metrics read these):
+    # messages sent to get a receiver back in step with a sender, drawn on the link's panel;
+    resync_marks: tuple[EventMark, ...] = ()
+    # membership events (suspicions, merges, leaves) drawn on each node's view band;
+    membership_marks: tuple[EventMark, ...] = ()
+    # the kinds logged when a sender blocks on a full send window and when it goes on: (block,
+    # unblock), for the time blocked per sender; None: its senders never block;
+    block_kinds: tuple[str, str] | None = None
+    # kinds whose `low` and `high` give a sender's send window over time (its fill, high - low).
+    send_window_kinds: tuple[str, ...] = ()
 
     def unsafe_settings(self, settings: Mapping[str, Any], transport: str, drops_below: bool) -> list[tuple[str, str]]:
         """What `unsafe` says of these settings (validated here; a bad one raises SettingError)."""
@@ -350,6 +372,36 @@ def overhead_kinds() -> dict[str, str]:
     for spec in _specs().values():
         kinds.update(spec.overhead_kinds)
     return kinds
+
+
+def _marks(attr: str) -> tuple[EventMark, ...]:
+    """Every registered spec's marks of one sort, the first of each kind, in registry order."""
+    marks: dict[str, EventMark] = {}
+    for spec in _specs().values():
+        for mark in getattr(spec, attr):
+            marks.setdefault(mark.kind, mark)
+    return tuple(marks.values())
+
+
+def resync_marks() -> tuple[EventMark, ...]:
+    """The resync messages of every protocol, as reports mark them on a link."""
+    return _marks("resync_marks")
+
+
+def membership_marks() -> tuple[EventMark, ...]:
+    """The membership events of every protocol, as reports mark them on a node's view band."""
+    return _marks("membership_marks")
+
+
+def block_kinds() -> tuple[frozenset[str], frozenset[str]]:
+    """(kinds that block a sender, kinds that unblock it) over every protocol."""
+    pairs = [spec.block_kinds for spec in _specs().values() if spec.block_kinds is not None]
+    return frozenset(b for b, _ in pairs), frozenset(u for _, u in pairs)
+
+
+def send_window_kinds() -> tuple[str, ...]:
+    """The kinds whose low and high give a sender's send window over time, over every protocol."""
+    return tuple(dict.fromkeys(kind for spec in _specs().values() for kind in spec.send_window_kinds))
 
 
 def message_types(name: str | None = None) -> frozenset[str]:

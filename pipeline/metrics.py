@@ -10,7 +10,8 @@
 - heal to sync: for each heal in the harness timeline and each link, the messages sent before the
   heal and not delivered by then (the backlog), and how long after the heal the last of them was
   delivered (never, if one of them was not);
-- time blocked per node (MCAST block/unblock; no rows for UNICAST3, which never blocks);
+- time blocked per node (the block kinds of the protocols' specs: MCAST's block/unblock; no rows
+  for UNICAST3, which never blocks);
 - views installed per run (from the counts by kind).
 
 Counts by kind count what happened: a `drop` event with a `count` (the drops of bad frames,
@@ -110,16 +111,18 @@ def heal_to_sync(heal: DataFrame, msgs: DataFrame) -> DataFrame:
 
 
 def blocked(summ: DataFrame) -> DataFrame:
-    """MCAST: per node, the time between each block and the next unblock (or the end of the run)."""
+    """Per node, the time between each block and the next unblock (or the end of the run), with the
+    kinds the protocols' specs log for them (node.protocols.block_kinds; MCAST's block and unblock)."""
+    blocks, unblocks = protocols.block_kinds()
     per_node = (
-        summ.where(F.col("kind").isin("block", "unblock"))
+        summ.where(F.col("kind").isin(*blocks, *unblocks))
         .groupBy("run_id", "node")
         .agg(F.array_sort(F.flatten(F.collect_list("bu"))).alias("bu"))
     )
     spans = F.transform(
         "bu",
         lambda x, i: F.when(
-            x["kind"] == "block", F.struct(x["t"].alias("t"), F.get(F.col("bu"), i + 1)["t"].alias("next_t"))
+            x["kind"].isin(*blocks), F.struct(x["t"].alias("t"), F.get(F.col("bu"), i + 1)["t"].alias("next_t"))
         ),
     )
     per_node = per_node.select("run_id", "node", F.filter(spans, lambda s: s.isNotNull()).alias("spans"))

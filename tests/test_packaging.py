@@ -49,8 +49,11 @@ def test_the_wheel_installs_only_the_splitbrain_package(wheel, tmp_path):
     """Installed into a fresh venv, the wheel adds splitbrain/ and its dist-info to site-packages, nothing else."""
     uv = _uv()
     assert uv is not None
-    names = {name.split("/")[0] for name in zipfile.ZipFile(wheel).namelist()}
+    members = zipfile.ZipFile(wheel).namelist()
+    names = {name.split("/")[0] for name in members}
     assert names == {"splitbrain", wheel.name.split("-py3")[0] + ".dist-info"}, names
+    # Data files the code reads travel with it: the report's page template.
+    assert "splitbrain/pipeline/report/templates/report.html.j2" in members
     venv = tmp_path / "venv"
     subprocess.run([uv, "venv", "-q", "--python", sys.executable, str(venv)], check=True, timeout=120)
     python = venv / "bin" / "python"

@@ -5,7 +5,7 @@ sit below the reliable protocol (`below`), GMS itself above it."""
 from __future__ import annotations
 
 from ..layer import Layer
-from ..protocols import ProtocolSpec, Rng
+from ..protocols import EventMark, ProtocolSpec, Rng
 from .config import GmsConfig
 from .discovery import Discovery
 from .fd import FdAll3
@@ -46,4 +46,10 @@ SPEC = ProtocolSpec(
     },
     default_checks=(),
     fuzz=fuzz_header,
+    membership_marks=(
+        EventMark(kind="suspect", label="suspects a member (peer)"),
+        EventMark(kind="unsuspect", label="unsuspects a member"),
+        EventMark(kind="merge", label="merge phase"),
+        EventMark(kind="leave_tx", label="leaves"),
+    ),
 )

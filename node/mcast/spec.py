@@ -61,6 +61,10 @@ SPEC = ProtocolSpec(
     chaos_drop_types=("MSG", "MSG", "MCAST_ACK", "MCAST_XMIT_REQ", "MCAST_HIGHEST_SEQNO", "DATA", "ACK"),
     variant_key="capacity",
     xmit_traffic=retransmission_sent,
+    # A sender blocks on a full window (node/events.py's core block and unblock); window_fill and
+    # both of those carry the window's low and high.
+    block_kinds=("block", "unblock"),
+    send_window_kinds=("window_fill", "block", "unblock"),
     chaos=ChaosSet(
         draws={"xmit_interval": (0.1, 0.2, 0.5), "capacity": (64, 256, 1024)},
         lossless_share=0.4,

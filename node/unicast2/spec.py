@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ..layer import Layer
-from ..protocols import ChaosSet, ProtocolSpec, Rng, retransmission_sent
+from ..protocols import ChaosSet, EventMark, ProtocolSpec, Rng, retransmission_sent
 from .config import MUTATIONS, Unicast2Config
 from .fuzz import fuzz_header
 from .header import CODEC, MsgType
@@ -43,6 +43,7 @@ SPEC = ProtocolSpec(
     chaos_drop_types=("DATA", "DATA", "STABLE", "XMIT_REQ", "SEND_FIRST_SEQNO"),
     fuzz=fuzz_header,
     resync_traffic=_resync_traffic,
+    resync_marks=(EventMark(kind="first_seqno_tx", label="SEND_FIRST_SEQNO sent"),),
     xmit_traffic=retransmission_sent,
     # Fairness, as UNICAST3's connection lifetimes: STABLE repeats for an unchanged window until a
     # partition of the chaos set is surely over (JGroups' 5 can all be lost in one, and the sender

@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..layer import Layer
-from ..protocols import ChaosSet, ProtocolSpec, Rng, retransmission_sent
+from ..protocols import ChaosSet, EventMark, ProtocolSpec, Rng, retransmission_sent
 from .config import MUTATION_RESYNC, MUTATIONS, REGRESSIONS, RESYNC_MODES, Unicast3Config
 from .fuzz import fuzz_header
 from .header import CODEC, MsgType
@@ -81,4 +81,8 @@ SPEC = ProtocolSpec(
         admin_sync_mode="sync",
     ),
     regressions=REGRESSIONS,
+    resync_marks=(
+        EventMark(kind="sync_tx", label="resync (SYNC, SYNC-OK, SYNC-ACK sent)", text="sync"),
+        EventMark(kind="first_seqno_tx", label="SEND_FIRST_SEQNO sent"),
+    ),
 )

@@ -209,7 +209,7 @@ def test_a_vacuous_run_is_neither_passed_nor_failed_in_the_report(tmp_path):
 
 def test_big_campaign_matrix_counts_vacuous_checks_apart(tmp_path):
     """Per-scenario cells: a check that judged nothing is not counted as a failure (nor as judged)."""
-    from splitbrain.pipeline.report import plot_matrix
+    from splitbrain.pipeline.report.campaign_figures import plot_matrix
 
     empty = _verdict("r-empty", "steady", "vacuous")
     empty.checks[1] = {
@@ -248,7 +248,7 @@ def test_runs_table_has_the_origin_and_the_timeline_shows_scenario_time():
     import matplotlib.pyplot as plt
 
     from splitbrain.pipeline.ingest import RunSource, run_metadata
-    from splitbrain.pipeline.report import _time_axes
+    from splitbrain.pipeline.report.run_figures import time_axes
 
     run = RunSource(run_id="r", uri="file:/r", event_files=())
     live = json.dumps({"outcome": "passed", "backend": "local", "stats": {"origin_t": 0.35}})
@@ -258,7 +258,7 @@ def test_runs_table_has_the_origin_and_the_timeline_shows_scenario_time():
     assert run_metadata(run, None, None, "now")["origin_t"] is None
     fig, axes = plt.subplots(2, 1, sharex=True)
     axes = list(axes)
-    _time_axes(axes, 0.35)
+    time_axes(axes, 0.35)
     assert axes[-1].get_xlabel() == "run clock (s); scenario time 0 = run clock 0.35 s"
     assert any(getattr(child, "get_xlabel", lambda: "")() == "scenario time (s)" for child in axes[0].child_axes)
     plt.close(fig)
@@ -299,7 +299,7 @@ def _gms_timeline(run_id):
 def test_timeline_shows_each_nodes_view_as_a_band(tmp_path):
     """A run with views: the timeline gets a views panel under its links (taller image) and the page
     a table of who held which view when, with the suspicions and the merge in between."""
-    from splitbrain.pipeline.report import view_bands
+    from splitbrain.pipeline.report.data import view_bands
 
     tl = _gms_timeline("r-gms")
     bands = view_bands(tl.rare, tl.end_t)
@@ -332,7 +332,7 @@ def test_timeline_shows_each_nodes_view_as_a_band(tmp_path):
 def test_timeline_shades_the_time_a_sender_was_blocked(tmp_path):
     """block/unblock events (MCAST's full window) become spans per sender, the last one open to the
     run's end; the timeline of such a run is drawn with them."""
-    from splitbrain.pipeline.report import blocked_spans
+    from splitbrain.pipeline.report.data import blocked_spans
 
     tl = _timeline("r-blocked")
     tl.rare += [
@@ -383,7 +383,7 @@ def test_a_multicast_run_has_a_panel_per_sender_with_window_fill_and_time_blocke
     """A multicast timeline draws one panel per sender (not per link), with the window fill from
     window_fill/block/unblock and the time blocked; the page has the time-blocked table, the
     control messages per delivered message (MCAST's ACK, NAKACK2's STABLE) and latency per receiver."""
-    from splitbrain.pipeline.report import blocked_total, window_fill
+    from splitbrain.pipeline.report.data import blocked_total, window_fill
 
     tl = _multicast_timeline("r-mc")
     assert window_fill(tl.rare, "A") == [(1.0, 40), (2.0, 145), (2.5, 200), (4.2, 110), (5.0, 10)]
@@ -432,3 +432,64 @@ def test_a_run_tasks_timeline_keeps_the_coordinator_of_views_and_merges():
     rare = timeline_of(events)["rare"]
     assert [(e["kind"], e["coord"]) for e in rare] == [("view", "A"), ("merge", "C")]
     assert all(tuple(e) == RARE_FIELDS for e in rare)
+
+
+def test_a_new_protocol_brings_its_own_report_marks(tmp_path):
+    """A protocol registered from outside names its resync, block and membership kinds in its spec,
+    and the report marks them: nothing in pipeline/ knows those kinds."""
+    from dataclasses import replace
+
+    from splitbrain.node import protocols
+    from splitbrain.pipeline.report.data import blocked_spans, membership_marks, views_rows, window_fill
+    from splitbrain.pipeline.report.run_figures import membership_styles, resync_styles
+
+    toy = replace(
+        protocols.get("unicast"),
+        name="toymarks",
+        header=None,
+        event_kinds={"stall": "", "go_on": "", "catch_up_tx": "", "doubt": ""},
+        resync_marks=(protocols.EventMark(kind="catch_up_tx", label="catch-up sent", text="catch"),),
+        membership_marks=(protocols.EventMark(kind="doubt", label="doubts a member"),),
+        block_kinds=("stall", "go_on"),
+        send_window_kinds=("stall",),
+    )
+    protocols.register(toy)
+    try:
+        rare = [
+            {"t": 0.5, "node": "A", "kind": "view", "members": ["A", "B"], "view_id": 1},
+            {"t": 1.0, "node": "A", "kind": "stall", "low": 3, "high": 10},
+            {"t": 1.2, "node": "A", "kind": "doubt", "peer": "B"},
+            {"t": 2.0, "node": "A", "kind": "go_on"},
+            {"t": 2.5, "node": "B", "kind": "catch_up_tx", "peer": "A"},
+        ]
+        assert blocked_spans(rare, "A", 5.0) == [(1.0, 2.0)]
+        assert window_fill(rare, "A") == [(1.0, 7)]
+        assert [e["kind"] for e in membership_marks(rare)] == ["doubt"]
+        assert resync_styles()["catch_up_tx"][3:] == ("catch-up sent", "catch")
+        assert membership_styles()["doubt"][2] == "doubts a member"
+        tl = _timeline("r-toy")
+        tl.rare = sorted(tl.rare + rare, key=lambda e: e["t"])
+        assert any(r["what"] == "doubt B" for r in views_rows(tl))
+        page = write_report(tmp_path, [_verdict("r-toy", "toy")], {}, {"r-toy": tl}, title="toy")
+        assert "catch_up_tx" in page.read_text()  # the timelines' legend names the spec's resync kinds
+    finally:
+        protocols.unregister("toymarks")
+    assert "catch_up_tx" not in resync_styles()
+
+
+def test_the_page_escapes_what_runs_wrote(tmp_path):
+    """Run ids, explanations and quarantined lines are text: markup in them is shown, never run."""
+    verdict = _verdict("r-<b>", "s<i>", "failed", lost=1)
+    verdict.checks[1]["explanation"] = "<script>alert(1)</script> lost"
+    page = write_report(
+        tmp_path,
+        [verdict],
+        {},
+        {},
+        title="<title>",
+        quarantine=[{"run_id": "r-<b>", "src": "x", "line": 1, "reason": "bad", "raw": "<img src=x onerror=1>"}],
+    )
+    text = page.read_text()
+    assert "<script>" not in text and "&lt;script&gt;alert(1)&lt;/script&gt; lost" in text
+    assert "<img src=x" not in text and "&lt;img src=x onerror=1&gt;" in text
+    assert "r-&lt;b&gt;" in text and "<title>&lt;title&gt;</title>" in text

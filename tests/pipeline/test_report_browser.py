@@ -73,7 +73,7 @@ def _run(tmp_path: Path, name: str, text: str, expect_code: int) -> Path:
 def test_timeline_texts_do_not_overlap_or_leave_the_figure(outcome):
     import matplotlib.pyplot as plt
 
-    from splitbrain.pipeline.report import draw_timeline
+    from splitbrain.pipeline.report.run_figures import draw_timeline
     from tests.pipeline.test_pipeline_report import _timeline, _verdict
 
     verdict = _verdict("r-x", "split", outcome, lost=int(outcome == "failed"), stuck=outcome == "failed")
