@@ -16,8 +16,10 @@ with different ids are not the same flow. A pair is in sync when the sender has 
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping, Sized
 from dataclasses import asdict, dataclass
-from typing import Any
+from enum import Enum
+from typing import Any, Protocol, TypeVar
 
 from .events import make_event
 
@@ -55,6 +57,74 @@ class Window:
             state=self.state,
             final=final or None,
         )
+
+
+class SendEntryView(Protocol):
+    """A sender entry of a windowed unicast protocol, as table_windows reads it (HA, HS)."""
+
+    @property
+    def ha(self) -> int: ...
+
+    @property
+    def hs(self) -> int: ...
+
+    @property
+    def state(self) -> Enum: ...
+
+    @property
+    def msgs(self) -> Sized: ...
+
+
+class RecvEntryView(Protocol):
+    """A receiver entry of a windowed unicast protocol, as table_windows reads it."""
+
+    @property
+    def delivered(self) -> int: ...
+
+    @property
+    def highest(self) -> int: ...
+
+    @property
+    def state(self) -> Enum: ...
+
+    @property
+    def msgs(self) -> Sized: ...
+
+
+class _Counted(Protocol):
+    def count(self) -> int: ...
+
+
+R = TypeVar("R", bound=RecvEntryView)
+
+
+def table_windows(
+    send_table: Mapping[str, SendEntryView],
+    recv_table: Mapping[str, R],
+    missing: Callable[[R], _Counted],
+    conn_id: Callable[[Any], int | None],
+) -> list[Window]:
+    """The windows of a protocol that keeps one sender entry and one receiver entry per peer
+    (UNICAST, UNICAST2, UNICAST3): send windows first, then receive windows, each in its table's
+    order; `missing` gives a receiver entry's missing seqnos, `conn_id` an entry's connection id."""
+    out = [
+        Window(peer=p, side="send", conn_id=conn_id(e), low=e.ha, high=e.hs, state=e.state.name, pending=len(e.msgs))
+        for p, e in send_table.items()
+    ]
+    out.extend(
+        Window(
+            peer=p,
+            side="recv",
+            conn_id=conn_id(e),
+            low=e.delivered,
+            high=e.highest,
+            state=e.state.name,
+            pending=len(e.msgs),
+            missing=missing(e).count(),
+        )
+        for p, e in recv_table.items()
+    )
+    return out
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -37,7 +37,7 @@ from ..layer import Action, Command, CountingLayer, Down, Log, SetConfig, SyncPe
 from ..message import Message
 from ..rangeset import RangeSet
 from ..timers import Deadlines, FiredTimers
-from ..views import Window
+from ..views import Window, table_windows
 from .config import UnicastConfig
 from .entries import ReceiverEntry, SenderEntry, next_state
 from .header import PROTO_ID, MsgType, U1Header
@@ -221,24 +221,8 @@ class Unicast(FiredTimers, CountingLayer):
     # ---- introspection ------------------------------------------------------------------------
 
     def windows(self) -> list[Window]:
-        out = [
-            Window(peer=p, side="send", conn_id=None, low=e.ha, high=e.hs, state=e.state.name, pending=len(e.msgs))
-            for p, e in self.send_table.items()
-        ]
-        out.extend(
-            Window(
-                peer=p,
-                side="recv",
-                conn_id=None,
-                low=e.delivered,
-                high=e.highest,
-                state=e.state.name,
-                pending=len(e.msgs),
-                missing=self._missing(e).count(),
-            )
-            for p, e in self.recv_table.items()
-        )
-        return out
+        # The original UNICAST has no connection ids.
+        return table_windows(self.send_table, self.recv_table, self._missing, lambda _entry: None)
 
     @staticmethod
     def _missing(entry: ReceiverEntry) -> RangeSet:

@@ -44,6 +44,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import replace
+from operator import attrgetter
 from typing import Any, ClassVar, Protocol
 
 from ..events import EVENT_VERSION
@@ -51,7 +52,7 @@ from ..layer import Action, Command, CountingLayer, Down, Log, SetConfig, SyncPe
 from ..message import Message
 from ..rangeset import RangeSet
 from ..timers import Deadlines, FiredTimers
-from ..views import Window
+from ..views import Window, table_windows
 from ..xmit import MAX_XMIT_RANGES, serve_xmit_req
 from .config import Unicast2Config
 from .entries import ReceiverEntry, SenderEntry, next_state
@@ -525,24 +526,7 @@ class Unicast2(FiredTimers, CountingLayer):
     # ---- introspection ------------------------------------------------------------------------
 
     def windows(self) -> list[Window]:
-        out = [
-            Window(peer=p, side="send", conn_id=e.conn_id, low=e.ha, high=e.hs, state=e.state.name, pending=len(e.msgs))
-            for p, e in self.send_table.items()
-        ]
-        out.extend(
-            Window(
-                peer=p,
-                side="recv",
-                conn_id=e.conn_id,
-                low=e.delivered,
-                high=e.highest,
-                state=e.state.name,
-                pending=len(e.msgs),
-                missing=self._missing(e).count(),
-            )
-            for p, e in self.recv_table.items()
-        )
-        return out
+        return table_windows(self.send_table, self.recv_table, self._missing, attrgetter("conn_id"))
 
     def unacked(self, peer: str) -> int:
         entry = self.send_table.get(peer)

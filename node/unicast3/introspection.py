@@ -8,10 +8,11 @@ invariant check.
 from __future__ import annotations
 
 from collections.abc import Callable
+from operator import attrgetter
 from typing import TYPE_CHECKING, Any
 
 from ..layer import Command, SyncPeer
-from ..views import Window
+from ..views import Window, table_windows
 
 if TYPE_CHECKING:
     from ..rangeset import RangeSet
@@ -30,24 +31,7 @@ class Unicast3Views:
     _missing: Callable[[ReceiverEntry], RangeSet]
 
     def windows(self) -> list[Window]:
-        out = [
-            Window(peer=p, side="send", conn_id=e.conn_id, low=e.ha, high=e.hs, state=e.state.name, pending=len(e.msgs))
-            for p, e in self.send_table.items()
-        ]
-        out.extend(
-            Window(
-                peer=p,
-                side="recv",
-                conn_id=e.conn_id,
-                low=e.delivered,
-                high=e.highest,
-                state=e.state.name,
-                pending=len(e.msgs),
-                missing=self._missing(e).count(),
-            )
-            for p, e in self.recv_table.items()
-        )
-        return out
+        return table_windows(self.send_table, self.recv_table, self._missing, attrgetter("conn_id"))
 
     def busy(self) -> list[str]:
         out = [f"resyncing with {peer}" for peer in sorted(self._syncs)]
