@@ -54,20 +54,19 @@ from typing import TYPE_CHECKING, Any
 from .. import protocols
 from ..compose import STATIC, build_stack, protocol_layers, split_config
 from ..dropagg import DropAggregator
-from ..errors import SettingError
 from ..events import make_event
-from ..faultlayer import FaultLayer, FaultRule
-from ..layer import Bootstrap, Command, Layer, Leave, SetConfig, SyncPeer, ViewChange
+from ..faultlayer import FaultLayer
+from ..layer import Bootstrap, Layer, Leave
 from ..message import Message
 from ..wire import WireError, decode_frame
 from .bundler import Bundler
 from .config import Address, ConfigError, NodeConfig
-from .errors import RequestError
+from .control import NodeControl
 from .eventlog import EventLog
 from .ipmcast import IpMulticast
 from .streams import StreamSender
 from .transport import TcpTransport, UdpTransport, resolve_peers
-from .workload import SAMPLE_EVERY, Delivered, Stream
+from .workload import Delivered, Stream
 
 if TYPE_CHECKING:
     from prometheus_client import CollectorRegistry
@@ -97,7 +96,7 @@ class RxStats:
         self.stack_errors = 0
 
 
-class Node(StreamSender):
+class Node(StreamSender, NodeControl):
     """One protocol node. `await start()`, then it runs on the loop until `await stop()`."""
 
     def __init__(self, config: NodeConfig):
@@ -497,128 +496,6 @@ class Node(StreamSender):
         self._log(
             make_event(self.now(), self.name, "transport", "drop", peer=dest, reason=f"cannot encode frame: {exc}")
         )
-
-    # ---- commands (admin) ---------------------------------------------------------------------
-
-    def command(self, cmd: Command) -> None:
-        """Give a command to the stack; a local error (ValueError) propagates to the caller."""
-        now = self.now()
-        try:
-            self.stack.command(cmd, now)
-        finally:
-            self._drain(now)
-
-    def install_view(self, members: list[str], view_id: int | None = None) -> int:
-        if view_id is None:
-            view_id = (self.view["view_id"] if self.view else 0) + 1
-        self.command(ViewChange(members=tuple(members), view_id=view_id))
-        self.view = {"members": list(members), "view_id": view_id}
-        return view_id
-
-    def sync(self, peer: str) -> None:
-        if peer not in self.peers:
-            raise RequestError(f"unknown peer {peer!r} (peers: {', '.join(sorted(self.peers)) or 'none'})", "peer")
-        cmd = SyncPeer(peer=peer)
-        refusals = [why for why in (layer.refusal(cmd) for layer in self.protocol_layers) if why]
-        if refusals:
-            raise RequestError("; ".join(refusals), None)
-        self.command(cmd)
-
-    def set_config(self, values: dict[str, Any]) -> dict[str, Any]:
-        """Change settings at run time: the protocol's, and the membership protocol's (GMS) keys
-        split off as the scenario's flat `config:` is (compose.split_config). Every key is
-        validated before anything changes; the answer is every setting, flat."""
-        current = self.settings
-        membership = self.membership_settings
-        known = {**current.as_dict(), **(membership.as_dict() if membership is not None else {})}
-        for key in values:
-            if key not in known:
-                raise RequestError(f"{key}: unknown protocol setting (known: {', '.join(sorted(known))})", key)
-        theirs = membership.as_dict() if membership is not None else {}
-        own = {k: v for k, v in values.items() if k not in theirs}
-        try:
-            updated = current.updated(own) if own else current
-            membership_updated = (
-                membership.updated({k: v for k, v in values.items() if k in theirs}) if membership is not None else None
-            )
-        except SettingError as exc:
-            raise RequestError(str(exc), exc.key) from None
-        self._refuse_unsafe(updated.as_dict(), bool(self._drop_rules()))
-        self.command(SetConfig(values=dict(values)))
-        self.settings = updated
-        self.membership_settings = membership_updated
-        self._follow_lossless()
-        return {**updated.as_dict(), **(membership_updated.as_dict() if membership_updated is not None else {})}
-
-    def _follow_lossless(self) -> None:
-        """A TCP transport never drops while the settings rely on it (the NAKACK2 design: NAKACK2 without
-        retransmission); with them changed back at run time it may drop again."""
-        if isinstance(self.transport, TcpTransport):
-            spec = protocols.get(self.config.protocol)
-            self.transport.lossless = spec.needs_lossless_below(self.settings.as_dict())
-
-    def _drop_rules(self) -> list[int]:
-        return [rid for rid, rule in self.faults.rules().items() if rule.get("action") == "drop"]
-
-    def _refuse_unsafe(self, settings: dict[str, Any], drops_below: bool) -> None:
-        """Settings the protocol calls unsafe here (NAKACK2 without retransmission over UDP or
-        with in-process drops below it) are refused, naming the key (ProtocolSpec.unsafe)."""
-        unsafe = protocols.get(self.config.protocol).unsafe_settings(settings, self.config.transport, drops_below)
-        if unsafe:
-            raise RequestError("; ".join(f"{key}: {why}" for key, why in unsafe), unsafe[0][0])
-
-    def add_fault(self, rule: FaultRule) -> int:
-        if rule.action == "drop":
-            self._refuse_unsafe(self.settings.as_dict(), True)
-        rule_id = self.faults.add_rule(rule)
-        self._log(
-            make_event(self.now(), self.name, "faults", "fault_on", fault=f"rule {rule_id}", detail=rule.describe())
-        )
-        self._rearm()
-        return rule_id
-
-    def remove_fault(self, rule_id: int) -> None:
-        self.faults.remove_rule(rule_id)  # KeyError for an unknown id
-        self._log(make_event(self.now(), self.name, "faults", "fault_off", fault=f"rule {rule_id}"))
-
-    def clear_faults(self) -> None:
-        ids = list(self.faults.rules())
-        self.faults.clear()
-        now = self.now()
-        for rule_id in ids:
-            self._log(make_event(now, self.name, "faults", "fault_off", fault=f"rule {rule_id}"))
-
-    # ---- introspection ------------------------------------------------------------------------
-
-    def state(self) -> dict[str, Any]:
-        membership = self.stack.membership()
-        return {
-            "node": self.name,
-            "incarnation": self.incarnation,
-            "protocol": self.config.protocol,
-            "transport": self.config.transport,
-            "now": self.now(),
-            "view": self.view
-            if membership is None
-            else {"members": list(membership.members), "view_id": membership.view_id},
-            "membership": None if membership is None else membership.to_dict(),
-            # Protocol-neutral: every window and busy reason, each tagged with its layer.
-            "windows": [
-                {"proto": layer.proto, **w.to_dict()} for layer in self.protocol_layers for w in layer.windows()
-            ],
-            "busy": [{"proto": layer.proto, "reason": why} for layer in self.protocol_layers for why in layer.busy()],
-            # Each layer's own detail, under its name (for people; code reads the two above).
-            **{layer.proto: layer.snapshot() for layer in self.stack.layers},
-            "streams": [s.to_dict() for s in self.streams.values()],
-            **({} if self.ipmcast is None else {"ip_multicast": self.ipmcast.snapshot()}),
-        }
-
-    def samples(self) -> dict[str, Any]:
-        return {
-            "every": SAMPLE_EVERY,
-            "sent": {str(s.stream): [list(x) for x in s.samples] for s in self.streams.values()},
-            "delivered": self.delivered.samples(),
-        }
 
 
 def traceback_tail(exc: BaseException, frames: int = 4, limit: int = 1000) -> str:
