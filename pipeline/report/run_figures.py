@@ -258,28 +258,14 @@ def draw_timeline(tl: RunTimeline, verdict: RunVerdict | None) -> Figure:
                 transform=ax.get_xaxis_transform(),
                 label="XMIT-REQ",
             )
-        if s.lost:
-            ax.plot(
-                [m[0] for m in s.lost],
-                [m[1] for m in s.lost],
-                "X",
-                ms=8,
-                color=FAIL,
-                mec="black",
-                mew=0.5,
-                label="sent, never delivered",
-            )
-        if s.again:
-            ax.plot(
-                [m[0] for m in s.again],
-                [m[1] for m in s.again],
-                "D",
-                ms=6,
-                color=WARN,
-                mec="black",
-                mew=0.5,
-                label="delivered again",
-            )
+        # Marked messages: (t, seqno, app id) of sends never delivered and repeated deliveries.
+        for marks, marker, size, color, label in (
+            (s.lost, "X", 8, FAIL, "sent, never delivered"),
+            (s.again, "D", 6, WARN, "delivered again"),
+        ):
+            if marks:
+                ts, seqnos = [m[0] for m in marks], [m[1] for m in marks]
+                ax.plot(ts, seqnos, marker, ms=size, color=color, mec="black", mew=0.5, label=label)
         _mark_rare(ax, tl, src, dst)
         notes = link_notes(verdict, key)
         ax.set_title(
