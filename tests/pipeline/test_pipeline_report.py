@@ -247,8 +247,9 @@ def test_runs_table_has_the_origin_and_the_timeline_shows_scenario_time():
 
     import matplotlib.pyplot as plt
 
-    from splitbrain.pipeline.ingest import RunSource, run_metadata
+    from splitbrain.pipeline.ingest import RunSource
     from splitbrain.pipeline.report.run_figures import time_axes
+    from splitbrain.pipeline.runmeta import run_metadata
 
     run = RunSource(run_id="r", uri="file:/r", event_files=())
     live = json.dumps({"outcome": "passed", "backend": "local", "stats": {"origin_t": 0.35}})
