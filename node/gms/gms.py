@@ -49,6 +49,10 @@ sends it with the VIEW and the JOIN_RSP; a merge leader combines its own with th
 carry (the highest per sender). A joiner's multicast layer starts its tables there. A unicast-only
 stack answers nothing, so its digests stay empty. After its first view a node announces
 BecomeServer (JGroups' BECOME_SERVER): the multicast layer replays what it queued while joining.
+
+Discovery, failure detection and MERGE3 live in their own modules (discovery.py, fd.py, merge.py);
+this one keeps the view state machine (joins, leaves, suspicions, merges, view installation and
+digests) in one piece, since every one of those transitions reads and replaces the same view.
 """
 
 from __future__ import annotations

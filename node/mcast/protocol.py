@@ -63,6 +63,10 @@ its seeded rng: a numbered message is sometimes held back for SCHEDULING_DELAY_S
 overtake it on the wire, and receivers then ask for messages that were never lost.
 
 Unicasts (any other dest) pass through untouched to UNICAST3, stacked above.
+
+One module, one state machine: sending (numbering, blocking on the full window), receiving,
+acks, purging and XMIT-REQ serving share the send window, the ack map and the receive windows, and
+the planted bugs sit in those same branches; no part of it holds state the others do not touch.
 """
 
 from __future__ import annotations

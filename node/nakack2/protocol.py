@@ -48,6 +48,11 @@ Planted bugs (config `mutation`, config.MUTATIONS; `splitbrain mutants --protoco
 control-message paths as `_mutant("<name>")` branches (STABLE, XMIT-REQ, a duplicate XMIT_RSP, the
 digest, the retransmit run), so the per-message path never asks for one; `deliver_in_arrival_order`
 and `skip_range`, which are on that path, are methods swapped for _deliver when the layer is built.
+
+One module, one state machine: the send path, the receive path, STABLE and digests, XMIT-REQ
+serving and the retransmit run all read and write the same per-sender tables, and the per-message
+path builds its events inline for the simulator's speed; a split along those paths would spread one
+table's invariants over several files without removing any shared state.
 """
 
 from __future__ import annotations

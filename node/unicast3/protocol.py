@@ -51,6 +51,11 @@ Under `timestamp` and `first_seqno`, a DATA message with first=true from a sende
 for creates the window (a new connection); under `sync` only SYNC-OK does. Conn-ids combine the
 node's incarnation with a counter, so a restarted node never reuses the conn-ids of its previous
 life on the same address.
+
+What has a seam of its own already lives beside this module (connections.py, entries.py,
+resync.py, introspection.py); what remains is the one state machine of the sender and receiver
+tables (send, receive, ACK, XMIT-REQ, the retransmit task, reaping), whose handlers change the same
+entries and stay together so that each transition reads in one place.
 """
 
 from __future__ import annotations
