@@ -122,3 +122,39 @@ def test_plain_networking_words_are_allowed_in_prose_and_compound_names():
     names, types = _protocol_words()
     source = 'msg = "one unicast per member"\nmcast_group = "239.1.2.3:7600"\n'
     assert protocol_mentions(source, names, types) == []
+
+
+def protocol_event_kinds() -> set[str]:
+    """The event kinds only a protocol logs (its spec's event_kinds), not the core schema's."""
+    from splitbrain.node.events import CORE_EVENT_KINDS
+
+    kinds: set[str] = set()
+    for name in (*protocols.names(), *protocols.membership_names()):
+        kinds |= set(protocols.get(name).event_kinds)
+    return kinds - set(CORE_EVENT_KINDS)
+
+
+def kind_mentions(source: str, kinds: set[str]) -> list[str]:
+    """Every string in `source` (docstrings aside) that is exactly a protocol's own event kind."""
+    tree = ast.parse(source)
+    docs = _docstrings(tree)
+    return [
+        f"line {node.lineno}: event kind {node.value!r}"
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docs
+        if node.value in kinds
+    ]
+
+
+def test_the_pipeline_names_no_protocols_event_kind():
+    """The pipeline learns which kinds mark a resync, a blocked sender or a membership change from
+    the specs (resync_marks, block_kinds, membership_marks), never by naming them."""
+    kinds = protocol_event_kinds()
+    assert {"sync_tx", "first_seqno_tx", "suspect", "window_fill"} <= kinds  # the test judges something
+    assert kind_mentions('x = e["kind"] == "sync_tx"\n', kinds) == ["line 1: event kind 'sync_tx'"]
+    offenders = {
+        str(path.relative_to(ROOT)): found
+        for path in sorted((ROOT / "pipeline").rglob("*.py"))
+        if (found := kind_mentions(path.read_text(encoding="utf-8"), kinds))
+    }
+    assert not offenders, offenders
