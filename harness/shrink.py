@@ -72,19 +72,29 @@ def size(data: dict) -> dict:
     }
 
 
-def target_check(data: dict, seed: int, *, check_invariants: bool = True) -> tuple[str, str]:
+Trial = Callable[[dict, int], Any]  # runs and judges a scenario dict: a harness.mutants.Trial
+
+
+def sim_trial(check_invariants: bool = True) -> Trial:
+    """Candidates run in the simulator (harness.mutants.run_trial)."""
+    return lambda data, seed: run_trial(data, seed, check_invariants=check_invariants)
+
+
+def target_check(
+    data: dict, seed: int, *, check_invariants: bool = True, trial: Trial | None = None
+) -> tuple[str, str]:
     """(the check the input fails, its explanation); NothingToShrink when it fails none."""
-    trial = run_trial(_as_pass(data), seed, check_invariants=check_invariants)
-    if trial.outcome == "crash":
-        raise NothingToShrink(f"the run crashed with seed {seed} ({trial.explanation}); shrink needs a failing check")
+    judged = (trial or sim_trial(check_invariants))(_as_pass(data), seed)
+    if judged.outcome == "crash":
+        raise NothingToShrink(f"the run crashed with seed {seed} ({judged.explanation}); shrink needs a failing check")
     expected = (data.get("expect") or {}).get("fail") if isinstance(data.get("expect"), dict) else None
     if expected is not None:
-        if expected in trial.failed:
-            return expected, trial.explanation
+        if expected in judged.failed:
+            return expected, judged.explanation
         raise NothingToShrink(f"check {expected} (the scenario's expect) does not fail with seed {seed}")
-    if not trial.failed:
+    if not judged.failed:
         raise NothingToShrink(f"every check passes with seed {seed}: nothing to shrink")
-    return trial.failed[0], trial.explanation
+    return judged.failed[0], judged.explanation
 
 
 def _undoes(steps: list[dict], i: int, nodes) -> bool:
@@ -106,7 +116,13 @@ def _undoes(steps: list[dict], i: int, nodes) -> bool:
 
 
 def with_settings(data: dict, settings: Mapping[str, Any]) -> dict:
-    """A copy of a scenario dict with `settings` laid over its config."""
+    """A copy of a scenario dict with `settings` laid over its config (for an external
+    implementation, whose settings are its stack: over its block, `jgroups: {stack, jar}`)."""
+    from splitbrain.node import protocols
+
+    protocol = data.get("protocol")
+    if protocol in protocols.external_names():
+        return {**data, protocol: {**(data.get(protocol) or {}), **settings}}
     return {**data, "config": {**(data.get("config") or {}), **settings}}
 
 
@@ -216,11 +232,14 @@ def shrink_scenario(
     keep_undos: bool = False,
     retry_seeds: int = 0,
     progress: Callable[[str], None] = lambda line: None,
+    trial: Trial | None = None,
 ) -> ShrinkResult:
-    """Shrink a failing scenario dict (see the module docstring). Raises NothingToShrink."""
+    """Shrink a failing scenario dict (see the module docstring). Raises NothingToShrink.
+    `trial` runs a candidate (default: the simulator; the explorer passes a live backend's)."""
     data = copy.deepcopy(data)
     data["seed"] = seed
-    check, explanation = target_check(data, seed, check_invariants=check_invariants)
+    run = trial or sim_trial(check_invariants)
+    check, explanation = target_check(data, seed, trial=run)
     mutated = bool((data.get("config") or {}).get("mutation"))
     before = size(data)
     runs = Budget(budget, spent=1)  # target_check ran once
@@ -243,17 +262,17 @@ def shrink_scenario(
 
     def fails_with(candidate: dict, seed: int) -> bool:
         runs.spent += 1
-        if check not in run_trial(_as_pass(candidate), seed, check_invariants=check_invariants).failed:
+        if check not in run(_as_pass(candidate), seed).failed:
             return False
         if mutated:
             runs.spent += 1
             twin = with_mutation(_as_pass(candidate), None)
-            if run_trial(twin, seed, check_invariants=check_invariants).outcome != "passed":
+            if run(twin, seed).outcome != "passed":
                 return False
         if against is not None:
             runs.spent += 1
             reference = with_settings(_as_pass(candidate), against)
-            if run_trial(reference, seed, check_invariants=check_invariants).killed:
+            if run(reference, seed).killed:
                 return False
         return True
 

@@ -54,7 +54,7 @@ def kinds(vocab: Vocabulary) -> tuple[str, ...]:
 def draw(rng: random.Random, vocab: Vocabulary, duration: float | None = None) -> dict:
     """A fresh plan: a duration, a workload sized to it and 1-6 faults."""
     if duration is None:
-        duration = rng.choice(DURATIONS_S)
+        duration = rng.choice(vocab.durations or DURATIONS_S)
     plan: dict[str, Any] = {"duration": duration, "workload": draw_workload(rng, vocab, duration), "faults": []}
     for _ in range(rng.randint(1, 6)):
         plan["faults"].append(draw_fault(rng, vocab, duration))
@@ -63,11 +63,11 @@ def draw(rng: random.Random, vocab: Vocabulary, duration: float | None = None) -
 
 def draw_workload(rng: random.Random, vocab: Vocabulary, duration: float) -> list[dict]:
     nodes = vocab.nodes
-    if vocab.multicast:
+    every = [(a, b) for a in nodes for b in nodes if a != b]
+    if vocab.multicast and not (vocab.pairs and rng.random() < 0.5):
         senders = rng.sample(nodes, rng.randint(1, len(nodes)))
         pairs = [(s, "all") for s in senders]
     else:
-        every = [(a, b) for a in nodes for b in nodes if a != b]
         pairs = rng.sample(every, rng.randint(1, min(4, len(every))))
     return [draw_stream(rng, src, dst, duration) for src, dst in pairs]
 
