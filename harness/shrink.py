@@ -12,7 +12,9 @@ candidate must likewise pass every check on the reference.
 
 Reductions, greedy, each kept only if the failure stays (a delta-debugging pass in the style of
 ddmin restricted to single deletions, which is what schedules of tens of steps need):
-1. drop schedule steps, latest first, until no single step can go (a heal goes with its fault);
+1. drop schedule steps, latest first, until no single step can go (a heal goes with its fault,
+   and a pause, kill or injected view is tried first together with the resume, restart or full
+   view that ends it);
 2. drop streams (one must stay);
 3. halve each stream's count and duration, and the rate of a stream that runs for a duration
    (fewest messages);
@@ -98,12 +100,20 @@ def target_check(
 
 
 def _undoes(steps: list[dict], i: int, nodes) -> bool:
-    """Is step i a heal, or a view of every node after an injected view at that node (what ends
-    it)? With keep_undos these go only with the fault they end, so a shrunk run still ends with
-    every fault undone."""
+    """Is step i a heal, a resume, a restart after a kill, or a view of every node after an
+    injected view at that node (what ends it)? With keep_undos these go only with the fault they
+    end, so a shrunk run still ends with every fault undone."""
     step = steps[i]
-    if "heal" in step:
+    if "heal" in step or "resume" in step:
         return True
+    if "restart" in step:
+        # A restart ends a kill of that node; a restart of a running node is a fault of its own.
+        for earlier in reversed(steps[:i]):
+            if earlier.get("kill") == step["restart"]:
+                return True
+            if earlier.get("restart") == step["restart"]:
+                return False
+        return False
     view = step.get("view")
     if not isinstance(view, dict) or not isinstance(nodes, list):
         return False
@@ -113,6 +123,29 @@ def _undoes(steps: list[dict], i: int, nodes) -> bool:
         s["view"] for s in steps[:i] if isinstance(s.get("view"), dict) and s["view"].get("at") == view.get("at")
     ]
     return bool(earlier) and sorted(earlier[-1].get("members") or []) != sorted(nodes)
+
+
+def _ends(steps: list[dict], i: int, nodes) -> set[int]:
+    """The steps that end fault i: the next resume after a pause, the next restart after a kill,
+    the next view of every node at a node after an injected view there (heals go with their
+    fault by index already, harness.mutants.remove_steps)."""
+    step = steps[i]
+    kind = next(k for k in step if k != "at")
+    if kind in ("pause", "kill"):
+        undo = "resume" if kind == "pause" else "restart"
+        for j in range(i + 1, len(steps)):
+            if steps[j].get(undo) == step[kind]:
+                return {j}
+            if steps[j].get(kind) == step[kind]:
+                return set()
+    if kind == "view" and isinstance(step["view"], dict) and isinstance(nodes, list):
+        at = step["view"].get("at")
+        if sorted(step["view"].get("members") or []) == sorted(nodes):
+            return set()
+        for j in range(i + 1, len(steps)):
+            if _undoes(steps, j, nodes) and isinstance(steps[j].get("view"), dict) and steps[j]["view"].get("at") == at:
+                return {j}
+    return set()
 
 
 def with_settings(data: dict, settings: Mapping[str, Any]) -> dict:
@@ -188,9 +221,18 @@ def shrink_with(
                 kind = next(k for k in steps[i] if k != "at")
                 if keep_undos and _undoes(steps, i, data["nodes"]):
                     continue
-                if attempt(
-                    f"drop step {i} ({kind} at {steps[i]['at']:g})", {**best, "schedule": remove_steps(steps, {i})}
-                ):
+                partners = _ends(steps, i, data["nodes"])
+                what = f"drop step {i} ({kind} at {steps[i]['at']:g})"
+                if partners:
+                    # A fault goes with what ends it (a resume, a restart, the full view), so that
+                    # a shrunk run still ends with every node up and every view whole.
+                    both = sorted({i, *partners})
+                    if attempt(f"{what} with its end", {**best, "schedule": remove_steps(steps, set(both))}):
+                        changed = True
+                        continue
+                    if keep_undos:
+                        continue
+                if attempt(what, {**best, "schedule": remove_steps(steps, {i})}):
                     changed = True
 
     drop_steps()

@@ -439,3 +439,34 @@ def test_report_on_request_when_nothing_failed(capsys, tmp_path):
     assert rc == 0 and doc["failures"] == []
     text = Path(doc["report"]).read_text(encoding="utf-8")
     assert "None within the budget" in text and "behaviours.png" in text
+
+
+# ---- the shrinker's pairs ---------------------------------------------------------------------
+
+
+def test_shrinker_drops_a_pause_with_its_resume_and_keeps_every_undo():
+    """An irrelevant pause goes together with its resume; the loss that loses the message stays
+    with its heal, so the shrunk run still ends with every fault undone."""
+    from splitbrain.harness.shrink import shrink_scenario
+
+    data = {
+        "name": "pairs",
+        "protocol": "nakack2",
+        "nodes": ["A", "B", "C"],
+        "config": {"xmit_interval": 0, "allow_unsafe": True},
+        "workload": [{"from": "A", "to": "all", "rate": 20, "count": 40, "start": 1.0}],
+        "schedule": [
+            {"at": 0.1, "pause": "C"},
+            {"at": 0.3, "resume": "C"},
+            {"at": 1.5, "loss": {"link": "A->B", "p": 1.0}},
+            {"at": 2.5, "heal": 2},
+            {"at": 2.6, "kill": "C"},
+            {"at": 2.8, "restart": "C"},
+        ],
+        "duration": 4,
+        "settle": 8,
+        "expect": {"fail": "no_loss"},
+    }
+    result = shrink_scenario(data, 1, keep_undos=True, min_settle_s=8)
+    assert result.data["schedule"] == [{"at": 1.5, "loss": {"link": "A->B", "p": 1.0}}, {"at": 2.5, "heal": 0}]
+    assert any("with its end: kept" in line for line in result.log)

@@ -68,6 +68,7 @@ def test_bad_live_input_exits_2_naming_it(capsys, tmp_path, argv, names):
 
 @LOCAL
 @pytest.mark.slow
+@pytest.mark.timeout(900)  # four live runs, a live confirmation of the shrunk file, and its rerun
 def test_local_finds_a_setting_that_loses_messages_and_writes_a_failing_file(capsys, tmp_path):
     """NAKACK2 without retransmission (allow_unsafe) under loss, on real processes: explore finds
     no_loss, writes a scenario whose rerun line names local, and that file fails on local."""
@@ -125,7 +126,7 @@ def test_jgroups_explore_runs_real_jgroups_nodes(capsys, tmp_path):
 @pytest.mark.slow
 @pytest.mark.parametrize(("sig", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)], ids=["SIGINT", "SIGTERM"])
 def test_interrupt_stops_every_cluster(tmp_path, sig, code):
-    """Ctrl-C (or SIGTERM) while two clusters run: exit 130 (143), no node process left."""
+    """Ctrl-C (or SIGTERM) while clusters run: exit 130 (143), no node process left."""
     out = tmp_path / "out"
     proc = subprocess.Popen(
         [
@@ -151,14 +152,13 @@ def test_interrupt_stops_every_cluster(tmp_path, sig, code):
     )
     try:
 
-        def two_clusters_up() -> None:
+        def a_cluster_up() -> None:
             assert proc.poll() is None, proc.communicate()
-            logs = out.glob("runs/*/nodes/*/node.log")
+            logs = list(out.glob("runs/*/nodes/*/node.log"))
             up = {p.parent.parent.parent for p in logs if '"ready": true' in p.read_text()}
-            assert len(up) == 2, up
+            assert up and len(processes_naming(str(out))) >= 3, up
 
-        eventually(two_clusters_up, timeout=DEADLINE_S, interval=0.1, what="two clusters up")
-        assert len(processes_naming(str(out))) >= 6  # three nodes each
+        eventually(a_cluster_up, timeout=DEADLINE_S, interval=0.1, what="a cluster up")
         proc.send_signal(sig)
         _, stderr = proc.communicate(timeout=DEADLINE_S)
     finally:
