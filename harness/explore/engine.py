@@ -322,7 +322,8 @@ def plan_for(strategy: str, vocab: Vocabulary, corpus: Corpus, seed: int, index:
     rng = _run_rng(seed, index)
     run_seed = rng.randrange(1 << 31)
     if strategy == "guided" and corpus.entries and rng.random() >= FRESH_SHARE:
-        return nemesis.mutate(rng, vocab, corpus.pick(rng), edits=rng.choice([1, 2, 3, 4])), run_seed
+        plan, donor = corpus.pick(rng), corpus.pick(rng)
+        return nemesis.mutate(rng, vocab, plan, edits=rng.choice([1, 2, 3, 4]), donor=donor), run_seed
     return nemesis.draw(rng, vocab), run_seed
 
 
