@@ -253,12 +253,7 @@ def _run_live_dict(backend: str, runs_dir: str, data: dict, seed: int):
         notes = " ".join(getattr(exc, "__notes__", ()))
         return "error", (), f"{type(exc).__name__}: {exc} {notes}".strip()[:300], [], [], None
     verdict = out.verdict
-    failed = tuple(c.name for c in verdict.checks if not c.passed and not getattr(c, "vacuous", False))
-    explanation = "; ".join(f"{c.name}: {c.explanation}" for c in verdict.checks if not c.passed)[:300]
-    verdicts = [
-        (c.name, "vacuous" if getattr(c, "vacuous", False) else ("passed" if c.passed else "failed"))
-        for c in verdict.checks
-    ]
+    failed, explanation, verdicts = _judged(verdict)
     return verdict.outcome, failed, explanation, events, verdicts, str(out.run_dir)
 
 
@@ -275,13 +270,19 @@ def _simulate(data: dict, seed: int, invariants: bool):
         return "crash", (type(exc).__name__,), f"{type(exc).__name__}: {exc}"[:300], [], [("crash", type(exc).__name__)]
     events = result.all_events()
     verdict = judge(scenario, events, seed=seed, backend="sim", stats=result.stats)
+    failed, explanation, verdicts = _judged(verdict)
+    return verdict.outcome, failed, explanation, events, verdicts
+
+
+def _judged(verdict) -> tuple[tuple[str, ...], str, list[tuple[str, str]]]:
+    """(the checks that failed, not vacuously; their explanation; every check's verdict)."""
     failed = tuple(c.name for c in verdict.checks if not c.passed and not getattr(c, "vacuous", False))
     explanation = "; ".join(f"{c.name}: {c.explanation}" for c in verdict.checks if not c.passed)[:300]
     verdicts = [
         (c.name, "vacuous" if getattr(c, "vacuous", False) else ("passed" if c.passed else "failed"))
         for c in verdict.checks
     ]
-    return verdict.outcome, failed, explanation, events, verdicts
+    return failed, explanation, verdicts
 
 
 def _evaluate_batch(target: Target, batch: list[tuple[dict, int, int]]) -> list[RunResult]:
