@@ -34,6 +34,11 @@ TARGETS = {
     "sync-bug-a": ("unicast3", {**_SYNC, "mutation": "sync_ok_rekeys_by_prev_only"}, None),
     "sync-bug-b": ("unicast3", {**_SYNC, "mutation": "sync_first_opens_window"}, None),
     "sync-bug-c": ("unicast3", {**_SYNC, "mutation": "sync_ok_ignores_nonce"}, None),
+    # UNICAST2's known bugs (a baseline protocol: its defaults have them). The stale STABLE of
+    # scenarios/bugs/unicast2-stale-stable.yaml on the defaults; the design's scenario #6
+    # (unicast2-lost-first-after-reopen.yaml) against conn-ids on every message.
+    "unicast2-stale-stable": ("unicast2", {}, None),
+    "unicast2-scenario-6": ("unicast2", {"conn_id_in_every_message": False}, {"conn_id_in_every_message": True}),
     "jgrp-1875-first-seqno": (
         "unicast3",
         {"resync": "first_seqno", "conn_close_timeout": 1.0, "xmit_interval": 0.2, "ack_min_interval": 0.0},

@@ -12,7 +12,9 @@ candidate must likewise pass every check on the reference.
 
 Reductions, greedy, each kept only if the failure stays (a delta-debugging pass in the style of
 ddmin restricted to single deletions, which is what schedules of tens of steps need):
-1. drop schedule steps, latest first, until no single step can go (a heal goes with its fault);
+1. drop schedule steps, latest first, until no single step can go (a heal goes with its fault,
+   and a pause, kill or injected view is tried first together with the resume, restart or full
+   view that ends it);
 2. drop streams (one must stay);
 3. halve each stream's count and duration, and the rate of a stream that runs for a duration
    (fewest messages);
@@ -72,28 +74,46 @@ def size(data: dict) -> dict:
     }
 
 
-def target_check(data: dict, seed: int, *, check_invariants: bool = True) -> tuple[str, str]:
+Trial = Callable[[dict, int], Any]  # runs and judges a scenario dict: a harness.mutants.Trial
+
+
+def sim_trial(check_invariants: bool = True) -> Trial:
+    """Candidates run in the simulator (harness.mutants.run_trial)."""
+    return lambda data, seed: run_trial(data, seed, check_invariants=check_invariants)
+
+
+def target_check(
+    data: dict, seed: int, *, check_invariants: bool = True, trial: Trial | None = None
+) -> tuple[str, str]:
     """(the check the input fails, its explanation); NothingToShrink when it fails none."""
-    trial = run_trial(_as_pass(data), seed, check_invariants=check_invariants)
-    if trial.outcome == "crash":
-        raise NothingToShrink(f"the run crashed with seed {seed} ({trial.explanation}); shrink needs a failing check")
+    judged = (trial or sim_trial(check_invariants))(_as_pass(data), seed)
+    if judged.outcome == "crash":
+        raise NothingToShrink(f"the run crashed with seed {seed} ({judged.explanation}); shrink needs a failing check")
     expected = (data.get("expect") or {}).get("fail") if isinstance(data.get("expect"), dict) else None
     if expected is not None:
-        if expected in trial.failed:
-            return expected, trial.explanation
+        if expected in judged.failed:
+            return expected, judged.explanation
         raise NothingToShrink(f"check {expected} (the scenario's expect) does not fail with seed {seed}")
-    if not trial.failed:
+    if not judged.failed:
         raise NothingToShrink(f"every check passes with seed {seed}: nothing to shrink")
-    return trial.failed[0], trial.explanation
+    return judged.failed[0], judged.explanation
 
 
 def _undoes(steps: list[dict], i: int, nodes) -> bool:
-    """Is step i a heal, or a view of every node after an injected view at that node (what ends
-    it)? With keep_undos these go only with the fault they end, so a shrunk run still ends with
-    every fault undone."""
+    """Is step i a heal, a resume, a restart after a kill, or a view of every node after an
+    injected view at that node (what ends it)? With keep_undos these go only with the fault they
+    end, so a shrunk run still ends with every fault undone."""
     step = steps[i]
-    if "heal" in step:
+    if "heal" in step or "resume" in step:
         return True
+    if "restart" in step:
+        # A restart ends a kill of that node; a restart of a running node is a fault of its own.
+        for earlier in reversed(steps[:i]):
+            if earlier.get("kill") == step["restart"]:
+                return True
+            if earlier.get("restart") == step["restart"]:
+                return False
+        return False
     view = step.get("view")
     if not isinstance(view, dict) or not isinstance(nodes, list):
         return False
@@ -105,8 +125,37 @@ def _undoes(steps: list[dict], i: int, nodes) -> bool:
     return bool(earlier) and sorted(earlier[-1].get("members") or []) != sorted(nodes)
 
 
+def _ends(steps: list[dict], i: int, nodes) -> set[int]:
+    """The steps that end fault i: the next resume after a pause, the next restart after a kill,
+    the next view of every node at a node after an injected view there (heals go with their
+    fault by index already, harness.mutants.remove_steps)."""
+    step = steps[i]
+    kind = next(k for k in step if k != "at")
+    if kind in ("pause", "kill"):
+        undo = "resume" if kind == "pause" else "restart"
+        for j in range(i + 1, len(steps)):
+            if steps[j].get(undo) == step[kind]:
+                return {j}
+            if steps[j].get(kind) == step[kind]:
+                return set()
+    if kind == "view" and isinstance(step["view"], dict) and isinstance(nodes, list):
+        at = step["view"].get("at")
+        if sorted(step["view"].get("members") or []) == sorted(nodes):
+            return set()
+        for j in range(i + 1, len(steps)):
+            if _undoes(steps, j, nodes) and isinstance(steps[j].get("view"), dict) and steps[j]["view"].get("at") == at:
+                return {j}
+    return set()
+
+
 def with_settings(data: dict, settings: Mapping[str, Any]) -> dict:
-    """A copy of a scenario dict with `settings` laid over its config."""
+    """A copy of a scenario dict with `settings` laid over its config (for an external
+    implementation, whose settings are its stack: over its block, `jgroups: {stack, jar}`)."""
+    from splitbrain.node import protocols
+
+    protocol = data.get("protocol")
+    if protocol in protocols.external_names():
+        return {**data, protocol: {**(data.get(protocol) or {}), **settings}}
     return {**data, "config": {**(data.get("config") or {}), **settings}}
 
 
@@ -172,9 +221,18 @@ def shrink_with(
                 kind = next(k for k in steps[i] if k != "at")
                 if keep_undos and _undoes(steps, i, data["nodes"]):
                     continue
-                if attempt(
-                    f"drop step {i} ({kind} at {steps[i]['at']:g})", {**best, "schedule": remove_steps(steps, {i})}
-                ):
+                partners = _ends(steps, i, data["nodes"])
+                what = f"drop step {i} ({kind} at {steps[i]['at']:g})"
+                if partners:
+                    # A fault goes with what ends it (a resume, a restart, the full view), so that
+                    # a shrunk run still ends with every node up and every view whole.
+                    both = sorted({i, *partners})
+                    if attempt(f"{what} with its end", {**best, "schedule": remove_steps(steps, set(both))}):
+                        changed = True
+                        continue
+                    if keep_undos:
+                        continue
+                if attempt(what, {**best, "schedule": remove_steps(steps, {i})}):
                     changed = True
 
     drop_steps()
@@ -216,11 +274,14 @@ def shrink_scenario(
     keep_undos: bool = False,
     retry_seeds: int = 0,
     progress: Callable[[str], None] = lambda line: None,
+    trial: Trial | None = None,
 ) -> ShrinkResult:
-    """Shrink a failing scenario dict (see the module docstring). Raises NothingToShrink."""
+    """Shrink a failing scenario dict (see the module docstring). Raises NothingToShrink.
+    `trial` runs a candidate (default: the simulator; the explorer passes a live backend's)."""
     data = copy.deepcopy(data)
     data["seed"] = seed
-    check, explanation = target_check(data, seed, check_invariants=check_invariants)
+    run = trial or sim_trial(check_invariants)
+    check, explanation = target_check(data, seed, trial=run)
     mutated = bool((data.get("config") or {}).get("mutation"))
     before = size(data)
     runs = Budget(budget, spent=1)  # target_check ran once
@@ -243,17 +304,17 @@ def shrink_scenario(
 
     def fails_with(candidate: dict, seed: int) -> bool:
         runs.spent += 1
-        if check not in run_trial(_as_pass(candidate), seed, check_invariants=check_invariants).failed:
+        if check not in run(_as_pass(candidate), seed).failed:
             return False
         if mutated:
             runs.spent += 1
             twin = with_mutation(_as_pass(candidate), None)
-            if run_trial(twin, seed, check_invariants=check_invariants).outcome != "passed":
+            if run(twin, seed).outcome != "passed":
                 return False
         if against is not None:
             runs.spent += 1
             reference = with_settings(_as_pass(candidate), against)
-            if run_trial(reference, seed, check_invariants=check_invariants).killed:
+            if run(reference, seed).killed:
                 return False
         return True
 

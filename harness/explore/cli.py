@@ -54,7 +54,11 @@ def add_command(subparsers) -> None:
     )
     p.add_argument("--nodes", type=positive_int, default=3, metavar="N", help="nodes per run (default 3)")
     p.add_argument(
-        "--backend", choices=BACKENDS, default="sim", help="where runs go: sim (default; local and docker: not yet)"
+        "--backend",
+        choices=BACKENDS,
+        default="sim",
+        help="where runs go: sim (default), local (real processes, seconds a run; JGroups nodes run only "
+        "there); docker: not yet",
     )
     budget = p.add_mutually_exclusive_group()
     budget.add_argument("--runs", type=positive_int, default=None, metavar="N", help=f"runs (default {DEFAULT_RUNS})")
@@ -63,7 +67,13 @@ def add_command(subparsers) -> None:
         "--strategy", choices=("random", "guided"), default="guided", help="search strategy (default guided)"
     )
     p.add_argument("--seed", type=non_negative_int, default=0, metavar="S", help="explorer seed (default 0)")
-    p.add_argument("--jobs", type=positive_int, default=1, metavar="J", help="worker processes (default 1)")
+    p.add_argument(
+        "--jobs",
+        type=positive_int,
+        default=1,
+        metavar="J",
+        help="worker processes (default 1); on a live backend also the most clusters up at a time",
+    )
     p.add_argument(
         "--master",
         default=None,
@@ -84,7 +94,25 @@ def add_command(subparsers) -> None:
         "--max-failures", type=positive_int, default=None, metavar="N", help="stop after N distinct failures"
     )
     p.add_argument("--no-shrink", action="store_true", help="write failures as found, unshrunk")
+    p.add_argument(
+        "--shrink-budget",
+        type=positive_int,
+        default=None,
+        metavar="N",
+        help="runs one shrink may spend (default 300 simulated; 8 live for a real implementation)",
+    )
     p.add_argument("--no-invariants", action="store_true", help="skip the simulator's invariant checks (faster)")
+    p.add_argument(
+        "--report",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="write the session's HTML report to DIR/report/ (default: when something failed)",
+    )
+    p.add_argument(
+        "--compare-random",
+        action="store_true",
+        help="also run random search with the same budget (no shrinking): the report draws both behaviour curves",
+    )
     p.add_argument("--json", action="store_true", help="print the result as JSON on stdout")
     p.add_argument("--quiet", action="store_true", help="no progress line")
     p.set_defaults(func=cmd_explore)
@@ -126,13 +154,18 @@ def cmd_explore(args: argparse.Namespace) -> int:
         budget_s = parse_budget(args.budget) if args.budget is not None else None
     except ValueError as exc:
         return bad(str(exc))
-    if args.backend != "sim":
-        return bad(f"--backend {args.backend}: not supported yet (the explorer runs on the simulator: --backend sim)")
+    if args.backend == "docker":
+        return bad(
+            "--backend docker: not supported yet (explore runs on sim, or on local: real processes, "
+            "JGroups nodes included)"
+        )
     if args.nodes < 2:
         return bad("--nodes: at least 2 nodes")
+    live = args.backend != "sim"
     try:
-        vocab = vocabulary(args.protocol, config, args.nodes)
-        if against is not None:
+        external, recovery_bound = _external(args.protocol, config, against, live)
+        vocab = vocabulary(args.protocol, config, args.nodes, live=live, recovery_bound_s=recovery_bound)
+        if against is not None and external is None:
             vocabulary(args.protocol, {**config, **against}, args.nodes)
     except SettingError as exc:
         which = "--against" if against is not None and exc.key in against else "--set"
@@ -153,11 +186,25 @@ def cmd_explore(args: argparse.Namespace) -> int:
 
         if not kinds(vocab):
             return bad(f"--faults: {args.protocol} with these settings allows none of {', '.join(sorted(only))}")
-    problem = _unsafe(args.protocol, config) or (against is not None and _unsafe(args.protocol, {**config, **against}))
+    problem = external is None and (
+        _unsafe(args.protocol, config) or (against is not None and _unsafe(args.protocol, {**config, **against}))
+    )
     if problem:
         return bad(problem)
+    if live:
+        problem = _live_problem(args.protocol, args.backend, external)
+        if problem:
+            return bad(problem)
     target = Target(
-        protocol=args.protocol, config=config, vocab=vocab, against=against, invariants=not args.no_invariants
+        protocol=args.protocol,
+        config={} if external is not None else config,
+        vocab=vocab,
+        against=against,
+        invariants=not args.no_invariants,
+        backend=args.backend,
+        external=external,
+        recovery_bound=recovery_bound,
+        runs_dir=str(Path(args.out) / "runs"),
     )
     runs = args.runs if args.runs is not None or budget_s is not None else DEFAULT_RUNS
     executor = None
@@ -170,28 +217,138 @@ def cmd_explore(args: argparse.Namespace) -> int:
             executor = spark_executor(args.master)
         except Exception as exc:  # no pyspark, no Java, a master that cannot be reached
             return bad(f"--master {args.master}: cannot start a Spark session: {type(exc).__name__}: {exc}")
-    line = _ProgressLine(args.quiet, args.strategy)
-    session = explore(
-        target,
-        strategy=args.strategy,
-        seed=args.seed,
-        runs=runs,
-        budget_s=budget_s,
-        jobs=args.jobs,
-        max_findings=args.max_failures,
-        shrink=not args.no_shrink,
-        progress=line.update,
-        executor=executor,
-    )
+    from splitbrain.harness.runner import interrupt_handlers
+
+    line = _ProgressLine(args.quiet, args.strategy, args.backend)
+    with interrupt_handlers():  # SIGTERM stops the session as Ctrl-C does
+        session = explore(
+            target,
+            strategy=args.strategy,
+            seed=args.seed,
+            runs=runs,
+            budget_s=budget_s,
+            jobs=args.jobs,
+            max_findings=args.max_failures,
+            shrink=not args.no_shrink,
+            shrink_budget=args.shrink_budget,
+            progress=line.update,
+            executor=executor,
+        )
+        compare = None
+        if args.compare_random and args.strategy == "guided" and not session.interrupted:
+            line.strategy = "random"
+            compare = explore(
+                target,
+                strategy="random",
+                seed=args.seed,
+                runs=session.runs,
+                jobs=args.jobs,
+                shrink=False,
+                progress=line.update,
+                executor=executor,
+            )
+            _forget_runs(compare)
     line.close()
     written = _write(session, args)
     if written is None:
         return EXIT_BAD_INPUT
+    report = None
+    if args.report or (args.report is None and session.findings):
+        from splitbrain.harness.explore.report import write_report
+
+        title = f"splitbrain explore {args.protocol} on {args.backend} ({args.strategy}, seed {args.seed})"
+        report = write_report(
+            session, Path(args.out), title=title, backend=args.backend, strategy=args.strategy, compare=compare
+        )
     if args.json:
-        print(json.dumps(_document(session, args, config, against), indent=2))
+        doc = _document(session, args, config, against)
+        doc["report"] = None if report is None else str(report)
+        if compare is not None:
+            doc["compare_random"] = {"runs": compare.runs, "behaviours": len(compare.seen), "curve": compare.curve}
+        print(json.dumps(doc, indent=2))
     else:
         _print(session, args)
+        if compare is not None:
+            print(f"  random search, same budget: {len(compare.seen)} behaviours after {compare.runs} runs")
+        if report is not None:
+            print(f"  report: {report}")
+    if session.interrupted:
+        from splitbrain.harness.commands.common import EXIT_INTERRUPTED, EXIT_TERMINATED
+
+        print(
+            f"splitbrain: explore: {session.interrupted}; every cluster stopped, what was found is written",
+            file=sys.stderr,
+        )
+        return EXIT_TERMINATED if session.interrupted == "terminated" else EXIT_INTERRUPTED
     return EXIT_FAILED if session.findings else EXIT_OK
+
+
+# A real implementation's scenario block (protocol jgroups: `jgroups: {stack, jar}`) takes these
+# `--set` / `--against` keys; `recovery_bound` is the bound its scenarios must state.
+EXTERNAL_KEYS = ("stack", "jar")
+DEFAULT_EXTERNAL_BOUND_S = 8.0
+
+
+def _external(protocol: str, config: dict, against: dict | None, live: bool) -> tuple[dict | None, float | None]:
+    """For a real implementation (an external protocol): its scenario block from `--set` and
+    its recovery bound; (None, None) for splitbrain's own protocols. SettingError names a key
+    it does not take; ValueError when the backend cannot run it."""
+    from splitbrain.node import protocols
+    from splitbrain.node.errors import SettingError
+
+    if protocol not in protocols.external_names():
+        return None, None
+    if not live:
+        raise ValueError(f"{protocol!r} runs as real nodes only: use --backend local")
+    block: dict[str, Any] = {}
+    bound = DEFAULT_EXTERNAL_BOUND_S
+    for key, value in config.items():
+        if key == "recovery_bound":
+            if not isinstance(value, (int, float)) or isinstance(value, bool) or value <= 0:
+                raise SettingError(key, f"seconds, a positive number (got {value!r})")
+            bound = float(value)
+        elif key in EXTERNAL_KEYS:
+            block[key] = _path_or_text(value) if key == "stack" else value
+        else:
+            raise SettingError(key, f"{protocol} takes only {', '.join((*EXTERNAL_KEYS, 'recovery_bound'))}")
+    for key in against or {}:
+        if key not in EXTERNAL_KEYS:
+            raise SettingError(key, f"a {protocol} reference differs in {' or '.join(EXTERNAL_KEYS)} only")
+    return block, bound
+
+
+def _path_or_text(value: Any) -> Any:
+    """A stack given as a file is kept as its absolute path, so the written scenario runs from anywhere."""
+    path = Path(str(value))
+    return str(path.resolve()) if path.is_file() else value
+
+
+def _live_problem(protocol: str, backend: str, external: dict | None) -> str | None:
+    """Why this host cannot run the explored nodes on `backend` (a message naming the flag), or None."""
+    from splitbrain.harness.backends import get_backend
+
+    try:
+        ok, why = get_backend(backend).check()
+    except Exception as exc:  # a backend that cannot even be made here
+        ok, why = False, f"{type(exc).__name__}: {exc}"
+    if not ok:
+        return f"--backend {backend}: {why}"
+    if external is not None:
+        from splitbrain.node.jgroups.launch import runtime_problem
+
+        missing = runtime_problem(external.get("jar"))
+        if missing:
+            return f"--protocol {protocol}: {missing}"
+    return None
+
+
+def _forget_runs(session) -> None:
+    """The comparison's failing live runs are not findings: their run directories go."""
+    import shutil
+
+    for f in session.findings:
+        if f.run_dir:
+            shutil.rmtree(f.run_dir, ignore_errors=True)
 
 
 def _unsafe(protocol: str, config: dict) -> str | None:
@@ -226,9 +383,10 @@ def _write(session, args) -> list[str] | None:
         )
         head = (
             f"# Found by `splitbrain explore --protocol {args.protocol}{sets}{against}{shape} "
-            f"--strategy {args.strategy} --seed {args.seed}` (run {f.run}, simulator seed {f.seed}),\n"
-            f"# shrunk from {f.steps_before} to {f.steps_after} steps ({f.shrink_runs} simulator runs). It fails "
-            f"{f.check} when run:\n#   {_rerun(path)}\n"
+            f"{' --backend ' + args.backend if args.backend != 'sim' else ''} "
+            f"--strategy {args.strategy} --seed {args.seed}` (run {f.run}, seed {f.seed}),\n"
+            f"# shrunk from {f.steps_before} to {f.steps_after} steps ({f.shrink_runs} runs). It fails "
+            f"{f.check} when run:\n#   {_rerun(path, args.backend)}\n"
         )
         if f.explanation:
             head += f"# As found: {f.explanation[:300]}\n"
@@ -239,10 +397,10 @@ def _write(session, args) -> list[str] | None:
     return paths
 
 
-def _rerun(path: Path) -> str:
+def _rerun(path: Path, backend: str) -> str:
     from splitbrain.harness.explore.engine import rerun_command
 
-    return rerun_command(str(path))
+    return rerun_command(str(path), backend)
 
 
 def _document(session, args, config, against) -> dict:
@@ -252,6 +410,7 @@ def _document(session, args, config, against) -> dict:
         "against": against,
         "faults": sorted(args.faults.split(",")) if args.faults else None,
         "nodes": args.nodes,
+        "backend": args.backend,
         "strategy": args.strategy,
         "seed": args.seed,
         "runs": session.runs,
@@ -264,6 +423,9 @@ def _document(session, args, config, against) -> dict:
         if session.first_failure is None
         else {"runs": session.first_failure[0], "wall_s": round(session.first_failure[1], 3)},
         "duplicates": session.duplicates,
+        "errors": session.errors,
+        "interrupted": session.interrupted,
+        "seconds_per_run": round(session.run_wall_s / max(session.runs, 1), 3),
         "failures": [f.to_dict() for f in session.findings],
         "curve": session.curve,
     }
@@ -278,14 +440,14 @@ def _print(session, args) -> None:
     )
     for f in session.findings:
         print(f"  {f.check} [{f.signature}] run {f.run}: {f.steps_before} -> {f.steps_after} steps: {f.path}")
-        print(f"    rerun: {_rerun(Path(f.path or ''))}")
+        print(f"    rerun: {_rerun(Path(f.path or ''), args.backend)}")
 
 
 class _ProgressLine:
     """One line on stderr, rewritten in place on a terminal, every few seconds otherwise."""
 
-    def __init__(self, quiet: bool, strategy: str) -> None:
-        self.quiet, self.strategy = quiet, strategy
+    def __init__(self, quiet: bool, strategy: str, backend: str = "sim") -> None:
+        self.quiet, self.strategy, self.backend = quiet, strategy, backend
         self.tty = sys.stderr.isatty()
         self.last = 0.0
         self.shown = False
@@ -294,12 +456,20 @@ class _ProgressLine:
         if self.quiet:
             return
         now = time.monotonic()
-        if not self.tty and now - self.last < 5.0:
+        if now - self.last < (5.0 if not self.tty else 0.0 if self.backend == "sim" else 0.5):
             return
         self.last = now
+        if self.backend == "sim":
+            pace = f"{rate:.1f} runs/s"
+        else:
+            # Live runs take seconds each: say how many clusters are up and what a run costs.
+            per_run = f"{session.run_wall_s / session.runs:.1f} s/run" if session.runs else "first runs"
+            pace = f"{session.running} running, {per_run}, {session.wall_s:.0f} s"
+            if session.errors:
+                pace += f", {session.errors} not judged"
         text = (
-            f"explore {self.strategy}: {session.runs} runs, {rate:.1f} runs/s, {len(session.findings)} failure(s), "
-            f"{len(session.seen)} behaviours"
+            f"explore {self.strategy} on {self.backend}: {session.runs + session.finishing} runs, {pace}, "
+            f"{len(session.findings)} failure(s), {len(session.seen)} behaviours"
         )
         sys.stderr.write(f"\r{text}\x1b[K" if self.tty else text + "\n")
         sys.stderr.flush()

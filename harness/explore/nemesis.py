@@ -54,7 +54,7 @@ def kinds(vocab: Vocabulary) -> tuple[str, ...]:
 def draw(rng: random.Random, vocab: Vocabulary, duration: float | None = None) -> dict:
     """A fresh plan: a duration, a workload sized to it and 1-6 faults."""
     if duration is None:
-        duration = rng.choice(DURATIONS_S)
+        duration = rng.choice(vocab.durations or DURATIONS_S)
     plan: dict[str, Any] = {"duration": duration, "workload": draw_workload(rng, vocab, duration), "faults": []}
     for _ in range(rng.randint(1, 6)):
         plan["faults"].append(draw_fault(rng, vocab, duration))
@@ -63,11 +63,11 @@ def draw(rng: random.Random, vocab: Vocabulary, duration: float | None = None) -
 
 def draw_workload(rng: random.Random, vocab: Vocabulary, duration: float) -> list[dict]:
     nodes = vocab.nodes
-    if vocab.multicast:
+    every = [(a, b) for a in nodes for b in nodes if a != b]
+    if vocab.multicast and not (vocab.pairs and rng.random() < 0.5):
         senders = rng.sample(nodes, rng.randint(1, len(nodes)))
         pairs = [(s, "all") for s in senders]
     else:
-        every = [(a, b) for a in nodes for b in nodes if a != b]
         pairs = rng.sample(every, rng.randint(1, min(4, len(every))))
     return [draw_stream(rng, src, dst, duration) for src, dst in pairs]
 
@@ -255,23 +255,58 @@ def to_scenario(plan: dict, vocab: Vocabulary, *, name: str, protocol: str, conf
 
 # ---- mutation ---------------------------------------------------------------------------------
 
-MUTATIONS = ("add", "remove", "shift", "stretch", "retarget", "workload")
+MUTATIONS = ("add", "remove", "shift", "stretch", "retarget", "workload", "align", "splice")
 
 
-def mutate(rng: random.Random, vocab: Vocabulary, plan: dict, edits: int = 1) -> dict:
-    """A copy of `plan` changed by `edits` small edits (module docstring)."""
+def mutate(rng: random.Random, vocab: Vocabulary, plan: dict, edits: int = 1, donor: dict | None = None) -> dict:
+    """A copy of `plan` changed by `edits` small edits (module docstring); `donor`, another plan,
+    lends a fault to a splice."""
     out = copy.deepcopy(plan)
     for _ in range(edits):
-        _edit(rng, vocab, out)
+        _edit(rng, vocab, out, donor)
     return out
 
 
-def _edit(rng: random.Random, vocab: Vocabulary, plan: dict) -> None:
+def _edges(plan: dict) -> list[float]:
+    """The instants where the workload changes: each stream's first and last message, and the
+    start and end of every fault. Delivery protocols are most fragile at these edges (the last
+    message of a stream has no successor to reveal its loss; a fault that begins or ends as a
+    stream does cuts it at its most exposed message)."""
+    out = []
+    for s in plan["workload"]:
+        start = float(s.get("start", 0.0))
+        rate = float(s.get("rate", 1)) or 1.0
+        span = float(s["duration"]) if "duration" in s else (float(s.get("count", 1)) - 1) / rate
+        out += [start, start + span]
+    for f in plan["faults"]:
+        out.append(float(f["at"]))
+        if f["length"] is not None:
+            out.append(float(f["at"]) + float(f["length"]))
+    return out
+
+
+def _edit(rng: random.Random, vocab: Vocabulary, plan: dict, donor: dict | None = None) -> None:
     faults = plan["faults"]
     duration = float(plan["duration"])
     last = duration - HEAL_MARGIN_S
     what = rng.choice(MUTATIONS)
-    if what == "add" or not faults:
+    if what == "splice" and donor is not None and donor["faults"] and len(faults) < MAX_FAULTS:
+        # Another corpus plan lends one of its faults, at its own time: two runs that each
+        # reached something new may reach more together.
+        lent = copy.deepcopy(rng.choice(donor["faults"]))
+        lent["at"] = round(min(last - 0.1, float(lent["at"])), 2)
+        faults.append(lent)
+        return
+    if what == "align" and faults:
+        # A fault starts (or ends) just before or after an edge of the workload or of another fault.
+        f = rng.choice(faults)
+        edge = rng.choice(_edges(plan)) + rng.choice([-0.2, -0.05, 0.0, 0.05, 0.2])
+        if f["length"] is not None and rng.random() < 0.5:
+            f["length"] = round(max(0.05, min(last, edge) - float(f["at"])), 2)
+        else:
+            f["at"] = round(min(last - 0.1, max(0.0, edge)), 2)
+        return
+    if what in ("add", "splice", "align") or not faults:
         if len(faults) < MAX_FAULTS:
             new = draw_fault(rng, vocab, duration)
             if faults and rng.random() < 0.5:

@@ -30,6 +30,11 @@ class Vocabulary:
     settle_s: float = 8.0
     # The fault kinds a user restricted the nemesis to (`--faults`); None: every kind above allows.
     only: frozenset[str] | None = None
+    # Streams between two nodes may be drawn beside multicast ones (a multicast protocol whose
+    # nodes also send point-to-point, as an external implementation's stack does).
+    pairs: bool = False
+    # Run lengths to draw from (None: the nemesis's own); live runs take wall time, so shorter.
+    durations: tuple[float, ...] | None = None
 
 
 def node_names(n: int) -> tuple[str, ...]:
@@ -37,16 +42,43 @@ def node_names(n: int) -> tuple[str, ...]:
     return tuple(chr(65 + i) if i < 26 else chr(65 + i // 26 - 1) + chr(65 + i % 26) for i in range(n))
 
 
-def vocabulary(protocol: str, config: Mapping[str, Any], nodes: int) -> Vocabulary:
+# Live runs (real processes, wall time) draw from these run lengths.
+LIVE_DURATIONS_S = (4.0, 6.0, 8.0)
+
+
+def vocabulary(
+    protocol: str,
+    config: Mapping[str, Any],
+    nodes: int,
+    *,
+    live: bool = False,
+    recovery_bound_s: float | None = None,
+) -> Vocabulary:
     """The vocabulary of `protocol` with `config` over `nodes` nodes (ValueError: unknown protocol,
-    node.errors.SettingError: a bad setting, its key named)."""
+    node.errors.SettingError: a bad setting, its key named). `live`: runs go to real processes.
+    An external implementation (a real JGroups stack) has no settings of splitbrain's: its
+    `recovery_bound_s` is the user's, and its message types and multicast come from its spec."""
     from splitbrain.node import protocols
 
     spec = protocols.get(protocol)
     if spec.membership:
         raise ValueError(f"protocol: {protocol!r} is a membership protocol, not a reliable-delivery one")
+    durations = LIVE_DURATIONS_S if live else None
+    if spec.external:
+        bound = recovery_bound_s if recovery_bound_s is not None else 8.0
+        return Vocabulary(
+            nodes=node_names(nodes),
+            message_types=tuple(spec.message_types),
+            multicast=spec.multicast,
+            views=False,  # its own GMS makes the views
+            restarts=True,  # a restarted JVM is a new member, which its GMS admits
+            admin_sync=False,  # it takes no admin SYNC
+            settle_s=max(MIN_SETTLE_S, bound + 1.0),
+            pairs=True,  # its stack carries unicasts beside multicasts
+            durations=durations,
+        )
     spec.config(config)
-    from splitbrain.node.compose import recovery_bound_s
+    from splitbrain.node.compose import recovery_bound_s as bound_of
 
     return Vocabulary(
         nodes=node_names(nodes),
@@ -58,7 +90,8 @@ def vocabulary(protocol: str, config: Mapping[str, Any], nodes: int) -> Vocabula
         # A protocol whose spec says restarts need a membership protocol is not restarted.
         restarts=spec.chaos.restarts if spec.chaos is not None else True,
         admin_sync=_sync_accepted(protocol, config),
-        settle_s=max(MIN_SETTLE_S, round(recovery_bound_s(protocol, dict(config), "static") + 1.0, 2)),
+        settle_s=max(MIN_SETTLE_S, round(bound_of(protocol, dict(config), "static") + 1.0, 2)),
+        durations=durations,
     )
 
 

@@ -390,3 +390,83 @@ def test_spark_tasks_give_the_same_session_as_a_local_run():
         (f.check, f.run, f.signature) for f in local.findings
     ]
     assert local.findings  # the comparison judged failures too
+
+
+# ---- the report -------------------------------------------------------------------------------
+
+
+def test_report_names_each_failure_and_its_images_load(capsys, tmp_path):
+    """The HTML page of a session with failures: the behaviour curves (guided and random), each
+    failure with its shrunk schedule, and a timeline picture per failure, every image loadable."""
+    import re
+
+    from matplotlib import image
+
+    rc, doc = _run_cli(
+        capsys,
+        tmp_path,
+        "--protocol",
+        "nakack2",
+        "--set",
+        "xmit_interval=0",
+        "--set",
+        "allow_unsafe=true",
+        "--runs",
+        "8",
+        "--max-failures",
+        "2",
+        "--compare-random",
+    )
+    assert rc == 1 and doc["failures"]
+    page = Path(doc["report"])
+    assert page == tmp_path / "out" / "report" / "index.html"
+    text = page.read_text(encoding="utf-8")
+    assert "random" in text and "guided" in text
+    for k, f in enumerate(doc["failures"], 1):
+        assert f'id="failure-{k}"' in text
+        assert f"{f['check']} [{f['signature']}]" in text
+        assert Path(f["path"]).name in text
+        assert f'timeline-{k}.png"' in text
+    images = re.findall(r'<img src="([^"]+)"', text)
+    assert len(images) == 1 + len(doc["failures"])
+    for name in images:
+        pixels = image.imread(page.parent / name)
+        assert pixels.shape[0] > 100 and pixels.shape[1] > 100
+
+
+def test_report_on_request_when_nothing_failed(capsys, tmp_path):
+    rc, doc = _run_cli(capsys, tmp_path, "--protocol", "unicast3", "--runs", "8", "--report")
+    assert rc == 0 and doc["failures"] == []
+    text = Path(doc["report"]).read_text(encoding="utf-8")
+    assert "None within the budget" in text and "behaviours.png" in text
+
+
+# ---- the shrinker's pairs ---------------------------------------------------------------------
+
+
+def test_shrinker_drops_a_pause_with_its_resume_and_keeps_every_undo():
+    """An irrelevant pause goes together with its resume; the loss that loses the message stays
+    with its heal, so the shrunk run still ends with every fault undone."""
+    from splitbrain.harness.shrink import shrink_scenario
+
+    data = {
+        "name": "pairs",
+        "protocol": "nakack2",
+        "nodes": ["A", "B", "C"],
+        "config": {"xmit_interval": 0, "allow_unsafe": True},
+        "workload": [{"from": "A", "to": "all", "rate": 20, "count": 40, "start": 1.0}],
+        "schedule": [
+            {"at": 0.1, "pause": "C"},
+            {"at": 0.3, "resume": "C"},
+            {"at": 1.5, "loss": {"link": "A->B", "p": 1.0}},
+            {"at": 2.5, "heal": 2},
+            {"at": 2.6, "kill": "C"},
+            {"at": 2.8, "restart": "C"},
+        ],
+        "duration": 4,
+        "settle": 8,
+        "expect": {"fail": "no_loss"},
+    }
+    result = shrink_scenario(data, 1, keep_undos=True, min_settle_s=8)
+    assert result.data["schedule"] == [{"at": 1.5, "loss": {"link": "A->B", "p": 1.0}}, {"at": 2.5, "heal": 0}]
+    assert any("with its end: kept" in line for line in result.log)
