@@ -148,7 +148,7 @@ class _Run:
         self.strings = _Strings()
         self.node = self.strings.codes(col("node"))
         self.peer = self.strings.codes(col("peer"))
-        self.harness = (self.node == self.strings.index.get(H._HARNESS, -2)) | equals(col("proto"), H._HARNESS)
+        self.harness = (self.node == self.strings.index.get(H.HARNESS, -2)) | equals(col("proto"), H.HARNESS)
         self.apps = apps
         self.app = apps.code if take is None else apps.code[order]
         self.has_app = self.app >= 0
@@ -181,11 +181,11 @@ class _Run:
         return out
 
     def incarnation_at(self, node: str, pos: int) -> int:
-        lives = H._Lives()
+        lives = H.Lives()
         for p, ev in self.rare_events:
             if p >= pos:
                 break
-            if ev["kind"] in H._LIFECYCLE:
+            if ev["kind"] in H.LIFECYCLE:
                 lives.observe(ev)
         return lives.incarnation_of(node)
 
@@ -296,11 +296,7 @@ class _Deliveries:
         discards = [
             (p, run.strings.code(ev["node"]), run.strings.code(ev["peer"]))
             for p, ev in run.rare_events
-            if ev["kind"] == "conn_state"
-            and "peer" in ev
-            and ev.get("side") == "recv"
-            and ev.get("state") == H._CLOSED
-            and ev.get("reason") in H.DISCARD_REASONS
+            if ev["kind"] == "conn_state" and "peer" in ev and H.discards_window(ev)
         ]
         ns = len(run.strings.names)
         starts = run.starts_before(self.receiver, idx) * (len(discards) + 1)
@@ -404,8 +400,8 @@ def _walk_redeliveries(run: _Run, d: _Deliveries, rows: np.ndarray) -> tuple[int
     acks = np.flatnonzero(run.is_kind("ack_rx") & np.isin(run.node * ns + run.peer, links) & (run.peer >= 0))
     positions = np.concatenate([d.idx[rows], sends, acks])
     kinds = np.concatenate([np.zeros(len(rows)), np.ones(len(sends)), np.full(len(acks), 2)])
-    walk = H._Redeliveries()
-    dups = H._NoDuplicates(walk)
+    dups = H.NoDuplicates(H.CheckContext())
+    walk = dups.walk
     picked = np.argsort(positions, kind="stable")
     events = dict(zip(positions[picked].tolist(), run.events_at(positions[picked])))
     hot = sorted(zip(positions.tolist(), kinds.tolist()))
@@ -419,7 +415,7 @@ def _walk_redeliveries(run: _Run, d: _Deliveries, rows: np.ndarray) -> tuple[int
         ev = events[p]
         if what == 0:
             before = dups.count
-            dups.see(ev)
+            dups.see_deliver(ev)
             if dups.count > before and len(found) < H.FIRST_FEW:
                 found.append((p, dups.duplicates[-1]))
         elif what == 1:
@@ -430,12 +426,12 @@ def _walk_redeliveries(run: _Run, d: _Deliveries, rows: np.ndarray) -> tuple[int
 
 
 def _no_loss(run: _Run, d: _Deliveries, bound_s: float) -> H.CheckResult:
-    loss = H._NoLoss(bound_s)
+    loss = H.NoLoss(H.CheckContext(recovery_bound_s=bound_s))
     for _p, ev in run.rare_events:
         loss.see_other(ev)
     conn = loss.conn
     # Every other event names a node that was up (Connectivity.observe, _NoLoss.see_send/see_deliver).
-    others = ~run.rare & (run.node != run.strings.index.get(H._HARNESS, -2))
+    others = ~run.rare & (run.node != run.strings.index.get(H.HARNESS, -2))
     conn.nodes.update(run.strings.names[c] for c in np.unique(run.node[others]))
     conn.close()
     ns = len(run.strings.names)
@@ -469,7 +465,7 @@ def _no_loss(run: _Run, d: _Deliveries, bound_s: float) -> H.CheckResult:
             on_link = np.flatnonzero(lost_mask & (link == lk))
             delivered_on_link = np.flatnonzero(dlink == lk)
             x, y = divmod(lk, ns)
-            lost[H._link(run.strings.names[x], run.strings.names[y])] = {
+            lost[H.link_name(run.strings.names[x], run.strings.names[y])] = {
                 "count": len(on_link),
                 "first": [run.value("app", int(s[i])) for i in on_link[: H.LOST_IDS_SHOWN]],
                 "last_deliver_t": float(run.t[d.idx[delivered_on_link[-1]]]) if len(delivered_on_link) else None,
@@ -479,7 +475,7 @@ def _no_loss(run: _Run, d: _Deliveries, bound_s: float) -> H.CheckResult:
 
 
 def _windows_synced(run: _Run, ack_bounds: dict | None = None) -> H.CheckResult:
-    ws = H._WindowsSynced(ack_bounds)
+    ws = H.WindowsSynced(H.CheckContext(ack_bounds=ack_bounds or {}))
     for _p, ev in run.rare_events:
         ws.see_other(ev)
     names, ns = run.strings.names, len(run.strings.names)
@@ -523,7 +519,7 @@ def _views_agree(run: _Run) -> H.CheckResult:
 
 
 def _no_errors(run: _Run) -> H.CheckResult:
-    errors = H._NoErrors()
+    errors = H.NoErrors(H.CheckContext())
     for _p, ev in run.rare_events:
         errors.see_other(ev)
     errors.judged += int((~run.rare & ~run.harness).sum())

@@ -81,4 +81,6 @@ SPEC = ProtocolSpec(
         admin_sync_mode="sync",
     ),
     regressions=REGRESSIONS,
+    # CLOSED by a CLOSE from the sender, or reaped conn_close_timeout after leaving the view or expiring.
+    discard_reasons=frozenset(("close_rx", "close_timeout")),
 )
