@@ -9,7 +9,7 @@ only loopback deliveries (a sender's own multicasts) judged nothing.
 from __future__ import annotations
 
 from .checker import Check, CheckContext
-from .events import parse_app
+from .events import parse_app, run_span
 from .redeliveries import Redeliveries
 from .results import FIRST_FEW, CheckResult, fmt_t, only_loopback, vacuous_result
 
@@ -29,6 +29,47 @@ class Fifo(Check):
 
     def result(self) -> CheckResult:
         return fifo_result(self.delivered, self.count, self.violations, self.loopback)
+
+    def see_deliver_run(self, run: dict) -> None:
+        """see_deliver for each message of a deliver run line (node/events.py), at once: its app n
+        rise by one, so only what it starts at or below the stream's highest n can be out of order."""
+        prefix, n0, n1 = run_span(run)
+        origin, sep, raw_stream = prefix.rpartition(":")
+        if not sep or not raw_stream.lstrip("-").isdigit():
+            super().see_deliver_run(run)  # message by message, which names the malformed id
+            return
+        stream = int(raw_stream)
+        walk, highest, violations = self.walk, self.highest, self.violations
+        self.delivered += run["count"]
+        receiver, sender = run["node"], run.get("peer", origin)
+        if receiver == sender:
+            self.loopback += run["count"]
+        epoch = walk.epoch(receiver, sender)
+        key = (receiver, sender, origin, stream)
+        prev = highest.get(key)
+        if prev is None or prev[0] != epoch or n0 > prev[1]:
+            highest[key] = (epoch, n1)
+            return
+        top = prev[1]
+        if n0 < top:
+            # Each of n0 .. top-1 comes after top: out of order, as it would be one line at a time.
+            below = min(n1, top - 1) - n0 + 1
+            self.count += below
+            for n in range(n0, n0 + min(below, FIRST_FEW - len(violations))):
+                violations.append(
+                    {
+                        "receiver": receiver,
+                        "incarnation": walk.lives.incarnation_of(receiver),
+                        "sender": sender,
+                        "conn_id": run.get("conn_id"),
+                        "stream": stream,
+                        "app": f"{prefix}:{n}",
+                        "after": f"{origin}:{stream}:{top}",
+                        "t": run["t"],
+                    }
+                )
+        if n1 > top:
+            highest[key] = (epoch, n1)
 
     def see_deliver(self, ev: dict) -> None:
         if "app" not in ev:

@@ -20,11 +20,16 @@ one): that one S addressed to it, whatever a digest says.
 
 from __future__ import annotations
 
+from array import array
 from bisect import bisect_left, bisect_right
 from collections import defaultdict
+from collections.abc import Iterable, Iterator
+from itertools import islice
+
+from splitbrain.node.rangeset import RangeSet
 
 from .checker import Check, CheckContext, default_recovery_bound_s
-from .events import HARNESS, digest_entries, parse_app
+from .events import HARNESS, digest_entries, parse_app, run_span
 from .results import FIRST_FEW, LOST_IDS_SHOWN, CheckResult, fmt_t, link_name, vacuous_result
 from .timeline import OPEN, Connectivity
 
@@ -45,6 +50,72 @@ _EXCUSE_TEXT = {
 MULTICAST_EXCUSES = ("loopback", "left_view", "join_digest")
 
 
+def _split(app: str) -> tuple[str | None, int]:
+    """("origin:stream", n) of an application id in the nodes' form with a canonical n, which a
+    range of n stands for exactly; (None, 0) for any other id (kept as it is)."""
+    prefix, sep, raw = app.rpartition(":")
+    if sep and raw.isascii() and raw.isdigit() and (raw == "0" or raw[0] != "0"):
+        return prefix, int(raw)
+    return None, 0
+
+
+class _Sends:
+    """Messages a link carried in one life of the sender with consecutive app n from `n0` (one
+    stream's, in send order), sent in steps (a run line, or single sends) at `times`, the step
+    ending at message `ends[i]` (a count). An app id not in the nodes' form is a run of one,
+    kept as `odd`. What a long run costs is a few numbers per step, not an entry per message."""
+
+    __slots__ = ("count", "ends", "life", "n0", "odd", "prefix", "times")
+
+    def __init__(self, prefix: str | None, n0: int, life: int, t: float, count: int, odd: str | None) -> None:
+        self.prefix, self.n0, self.life, self.count, self.odd = prefix, n0, life, count, odd
+        self.times = array("d", (t,))
+        self.ends = array("q", (count,))
+
+    def add(self, t: float, count: int) -> None:
+        self.count += count
+        if self.times[-1] == t:
+            self.ends[-1] = self.count
+        else:
+            self.times.append(t)
+            self.ends.append(self.count)
+
+    def sent_by(self, until: float) -> int:
+        """How many of these messages were sent at or before `until`."""
+        i = bisect_right(self.times, until)
+        return self.ends[i - 1] if i else 0
+
+    def app(self, i: int) -> str:
+        return self.odd if self.odd is not None else f"{self.prefix}:{self.n0 + i}"
+
+    def messages(self) -> Iterator[tuple[str, float]]:
+        """(app id, time sent) of each message, in order."""
+        i = 0
+        for t, end in zip(self.times, self.ends):
+            while i < end:
+                yield self.app(i), t
+                i += 1
+
+    def arrived(self, app: str, arrived: RangeSet | None, odd: set[str]) -> bool:
+        if self.odd is not None:
+            return app in odd
+        return arrived is not None and _split(app)[1] in arrived
+
+    def missing(self, owed: int, arrived: RangeSet | None, odd: set[str]) -> list[tuple[int, int]]:
+        """The ranges of the first `owed` messages (as offsets from n0) that never arrived."""
+        if self.odd is not None:
+            return [] if self.odd in odd else [(0, 0)]
+        n0 = self.n0
+        if arrived is None:
+            return [(0, owed - 1)]
+        return [(lo - n0, hi - n0) for lo, hi in arrived.missing(n0, n0 + owed - 1)]
+
+    def apps(self, ranges: list[tuple[int, int]]) -> Iterator[str]:
+        for lo, hi in ranges:
+            for i in range(lo, hi + 1):
+                yield self.app(i)
+
+
 class NoLoss(Check):
     """Every message owed (see the module docstring) is delivered at its receiver."""
 
@@ -55,9 +126,12 @@ class NoLoss(Check):
         super().__init__(ctx)
         self.bound = default_recovery_bound_s() if ctx.recovery_bound_s is None else ctx.recovery_bound_s
         self.conn = Connectivity()
-        # (sender, receiver) -> [(app, t_sent, sender's life)], in send order.
-        self.sent: dict[tuple[str, str], list[tuple[str, float, int]]] = defaultdict(list)
-        self.delivered: dict[tuple[str, str], set[str]] = {}  # (sender, receiver) -> app ids
+        # (sender, receiver) -> its sends as runs of consecutive app ids, in send order (_Sends).
+        self.sent: dict[tuple[str, str], list[_Sends]] = {}
+        # What arrived: (sender, receiver, "origin:stream") -> the app n delivered, as ranges; app
+        # ids not in that form, (sender, receiver) -> the ids themselves.
+        self.delivered: dict[tuple[str, str, str], RangeSet] = {}
+        self.delivered_odd: dict[tuple[str, str], set[str]] = {}
         self.last_deliver_link: dict[tuple[str, str], float] = {}
         self.last_deliver: float | None = None
         self.starts: dict[str, int] = {}  # a node's life is the number of its starts so far
@@ -83,7 +157,7 @@ class NoLoss(Check):
         if "app" not in ev:
             return
         if "peer" in ev:
-            self.sent[(node, ev["peer"])].append((ev["app"], ev["t"], self.starts.get(node, 0)))
+            self._sent((node, ev["peer"]), ev["app"], ev["t"], self.starts.get(node, 0), 1)
         elif "members" in ev:
             # A multicast: owed to each other member of the sender's view when it was sent, by the
             # same rule as a unicast to that member; the sender's own (loopback) delivery is not owed.
@@ -92,7 +166,7 @@ class NoLoss(Check):
                 if member == node:
                     self.loopback += 1
                     continue
-                self.sent[(node, member)].append((ev["app"], ev["t"], life))
+                self._sent((node, member), ev["app"], ev["t"], life, 1)
                 self.multicasts[(node, member)].append((ev["app"], ev["t"], self._view_time(node, ev["t"])))
                 if "seqno" in ev:
                     self.mseq[(node, member)].append((ev["t"], ev["seqno"], ev["app"]))
@@ -108,11 +182,54 @@ class NoLoss(Check):
             self.conn.nodes.add(node)
         if "app" in ev:
             link = (ev.get("peer") or parse_app(ev)[0], node)
-            delivered = self.delivered.get(link)
-            if delivered is None:
-                delivered = self.delivered[link] = set()
-            delivered.add(ev["app"])
+            app = ev["app"]
+            prefix, n = _split(app)
+            if prefix is None:
+                self.delivered_odd.setdefault(link, set()).add(app)
+            else:
+                self._arrived(link, prefix, n, n)
             self.last_deliver_link[link] = self.last_deliver = ev["t"]
+
+    def _arrived(self, link: tuple[str, str], prefix: str, n0: int, n1: int) -> None:
+        key = (link[0], link[1], prefix)
+        ranges = self.delivered.get(key)
+        if ranges is None:
+            ranges = self.delivered[key] = RangeSet()
+        ranges.add(n0, n1)
+
+    def _sent(self, link: tuple[str, str], app: str, t: float, life: int, count: int) -> None:
+        """Count messages sent on a link at t from `app` on (consecutive app n, a run line's)."""
+        prefix, n = _split(app)
+        runs = self.sent.get(link)
+        if runs is None:
+            runs = self.sent[link] = []
+        elif prefix is not None:
+            last = runs[-1]
+            if last.prefix == prefix and last.life == life and last.n0 + last.count == n:
+                last.add(t, count)
+                return
+        runs.append(_Sends(prefix, n, life, t, count, app if prefix is None else None))
+
+    def see_send_run(self, run: dict) -> None:
+        """A run line of sends: one more step of a run of sends (a multicast run, message by message)."""
+        if "peer" not in run:
+            super().see_send_run(run)
+            return
+        node = run["node"]
+        if node != HARNESS:
+            self.conn.nodes.add(node)
+        prefix, n0, _n1 = run_span(run)
+        self._sent((node, run["peer"]), f"{prefix}:{n0}", run["t"], self.starts.get(node, 0), run["count"])
+
+    def see_deliver_run(self, run: dict) -> None:
+        """A run line of deliveries: one range of app n arrived."""
+        node = run["node"]
+        if node != HARNESS:
+            self.conn.nodes.add(node)
+        prefix, n0, n1 = run_span(run)
+        link = (run.get("peer") or parse_app(run)[0], node)
+        self._arrived(link, prefix, n0, n1)
+        self.last_deliver_link[link] = self.last_deliver = run["t"]
 
     def see_other(self, ev: dict) -> None:
         self.conn.observe(ev)
@@ -153,21 +270,42 @@ class NoLoss(Check):
             if why in MULTICAST_EXCUSES and len(excused_first[why]) < FIRST_FEW:
                 excused_first[why].append(f"{link_name(sender, receiver)} {app}")
 
-        for (sender, receiver), msgs in sent.items():
-            total += len(msgs)
+        def lose(link: tuple[str, str], first: Iterable[str], count: int) -> None:
+            lost_count[link] += count
+            shown = lost_first[link]
+            shown.extend(islice(first, LOST_IDS_SHOWN - len(shown)))
+
+        # The links with a multicast excuse are judged message by message; the others a run of
+        # sends at a time: its owed messages are those sent up to the owed time (a prefix of it,
+        # sends being in time order), and what of them is missing is what the ranges lack.
+        by_message = {(s, r) for s, r, _app in left} | {(s, r) for s, r, _app in before_join}
+        for link, runs in sent.items():
+            sender, receiver = link
             owed_until = conn.owed_until(sender, receiver, recovery_bound_s)
-            arrived = delivered.get((sender, receiver), ())
-            for app, t, life in msgs:
-                if left and (sender, receiver, app) in left:
-                    excuse("left_view", sender, receiver, app)
-                elif before_join and (sender, receiver, app) in before_join:
-                    excuse("join_digest", sender, receiver, app)
-                elif t > owed_until.get(life, float("-inf")):
-                    excused[conn.excuse(sender, receiver, life)] += 1
-                elif app not in arrived:
-                    lost_count[(sender, receiver)] += 1
-                    if len(lost_first[(sender, receiver)]) < LOST_IDS_SHOWN:
-                        lost_first[(sender, receiver)].append(app)
+            odd = self.delivered_odd.get(link, set())
+            for sends in runs:
+                total += sends.count
+                until = owed_until.get(sends.life, float("-inf"))
+                arrived = delivered.get((sender, receiver, sends.prefix)) if sends.prefix is not None else None
+                if link in by_message:
+                    for app, t in sends.messages():
+                        if (sender, receiver, app) in left:
+                            excuse("left_view", sender, receiver, app)
+                        elif (sender, receiver, app) in before_join:
+                            excuse("join_digest", sender, receiver, app)
+                        elif t > until:
+                            excused[conn.excuse(sender, receiver, sends.life)] += 1
+                        elif not sends.arrived(app, arrived, odd):
+                            lose(link, (app,), 1)
+                    continue
+                owed = sends.sent_by(until)
+                if owed < sends.count:
+                    excused[conn.excuse(sender, receiver, sends.life)] += sends.count - owed
+                if owed:
+                    missing = sends.missing(owed, arrived, odd)
+                    count = sum(hi - lo + 1 for lo, hi in missing)
+                    if count:
+                        lose(link, sends.apps(missing), count)
 
         lost = {
             link_name(*link): {
