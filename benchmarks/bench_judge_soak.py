@@ -93,19 +93,19 @@ def write_soak(root: Path, messages: int, batch: int) -> tuple[int, int]:
             }
             a.write(_line({**run, "kind": "send"}))
             deliver = {**run, "kind": "deliver", "node": "B", "peer": "A", "t": t + 0.001}
-            cut = next(((on, off) for on, off in cuts if on <= t < off), None)
-            if cut is not None:
-                held.append({**deliver, "t": cut[1] + 0.01})
+            if any(on <= t < off for on, off in cuts):
+                held.append(deliver)
             else:
+                # After the heal, what the cut held back comes first, in order (a catch-up).
                 for late in held:
-                    b.write(_line(late))
+                    b.write(_line({**late, "t": t + 0.0005}))
                     lines += 1
                 held = []
                 b.write(_line(deliver))
             lines += 2
             n += count
         for late in held:
-            b.write(_line(late))
+            b.write(_line({**late, "t": messages / RATE + 0.0005}))
             lines += 1
     with open(root / "timeline.jsonl", "w") as tl:
         for ev in sorted(timeline, key=lambda ev: ev["t"]):

@@ -9,12 +9,12 @@ stream and epoch and compare each app n with the running maximum (fifo), find re
 the last position per node or link (windows_synced), count (no_errors). That part is numpy over
 dictionary codes of the string columns. The events that change a check's state in intricate ways
 are few (lifecycles, conn_state, final windows, views, faults, errors: RARE_KINDS); they become
-dicts and go through harness.checks' own classes (_NoLoss's connectivity, _WindowsSynced,
-_NoErrors, _Lives) in log order, and the results are formed by harness.checks' own *_result
+dicts and go through harness.checks' own classes (NoLoss's connectivity, WindowsSynced,
+NoErrors, Lives) in log order, and the results are formed by harness.checks' own *_result
 functions, so explanations and details are the harness's text by construction.
 
 The run is walked in run_checks' order: the stored `seq` order, stably re-sorted by t when t is
-not monotonic in it (harness.checks._ordered). Where a rule needs what the kernel does not
+not monotonic in it (harness.checks.events.ordered). Where a rule needs what the kernel does not
 compute, `judge_table` says why and returns no results, and the caller judges that run with the
 exact per-event path (pipeline.tasks): the bounded checks (resync_traffic, xmit_traffic),
 run lines (one row for a run of messages, node/events.py: the exact path's checks read them as
@@ -292,7 +292,7 @@ class _Deliveries:
         self.fifo_sender = np.where(peer >= 0, peer, self.origin)
         self.sender = np.where((peer >= 0) & (peer != empty), peer, self.origin)
         # The receiver's window for the sender is discarded by a (re)start of the receiver or a
-        # receive window CLOSED for real: the epoch counts both (harness.checks._Redeliveries).
+        # receive window CLOSED for real: the epoch counts both (harness.checks.Redeliveries).
         discards = [
             (p, run.strings.code(ev["node"]), run.strings.code(ev["peer"]))
             for p, ev in run.rare_events
@@ -389,7 +389,7 @@ def _no_duplicates(run: _Run, d: _Deliveries) -> H.CheckResult:
 
 def _walk_redeliveries(run: _Run, d: _Deliveries, rows: np.ndarray) -> tuple[int, list, dict]:
     """no_duplicates over the deliveries `rows` (indexes into d: every delivery of the keys that
-    came again after a discard), walked by harness.checks' _Redeliveries and _NoDuplicates with
+    came again after a discard), walked by harness.checks' Redeliveries and NoDuplicates with
     what they read: the rare events, the sends of those keys and the acks of their links.
     Returns the duplicates' count, (position, record) of the first few, and the excused causes."""
     ns = len(run.strings.names)
@@ -430,7 +430,7 @@ def _no_loss(run: _Run, d: _Deliveries, bound_s: float) -> H.CheckResult:
     for _p, ev in run.rare_events:
         loss.see_other(ev)
     conn = loss.conn
-    # Every other event names a node that was up (Connectivity.observe, _NoLoss.see_send/see_deliver).
+    # Every other event names a node that was up (Connectivity.observe, NoLoss.see_send/see_deliver).
     others = ~run.rare & (run.node != run.strings.index.get(H.HARNESS, -2))
     conn.nodes.update(run.strings.names[c] for c in np.unique(run.node[others]))
     conn.close()
@@ -479,7 +479,7 @@ def _windows_synced(run: _Run, ack_bounds: dict | None = None) -> H.CheckResult:
     for _p, ev in run.rare_events:
         ws.see_other(ev)
     names, ns = run.strings.names, len(run.strings.names)
-    # What the sends, deliveries and acks add, as _WindowsSynced's see_send, see_deliver and
+    # What the sends, deliveries and acks add, as WindowsSynced's see_send, see_deliver and
     # see_other would: traffic and sends count only after the node's last start.
     after_start = run.pos > run.last_start()[run.node]
     traffic = run.is_kind(*_TRAFFIC) & ~run.rare & after_start
