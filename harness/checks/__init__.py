@@ -23,7 +23,9 @@ can never pass on an empty log. Every result carries `judged`, the number of thi
 
 Every check is a single pass over the log with dicts keyed by tuples, so it stays linear on logs of
 millions of events. A run line (one line for a run of sends or deliveries, node/events.py) is read
-as it is: its messages are made one at a time as the walk reaches it (_see_run), never kept.
+as it is: fifo, no_duplicates, no_loss and the counting checks take it whole (no_loss keeps runs of
+sends and ranges of deliveries per link and stream, so its memory grows with the runs, not the
+messages); a checker that reads only single messages gets its messages made one at a time.
 """
 
 from __future__ import annotations

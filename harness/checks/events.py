@@ -60,11 +60,6 @@ def digest_entries(digest: list) -> Iterable[tuple[str, int]]:
             continue
 
 
-def is_run(ev: dict) -> bool:
-    """Is this a run line (a run of sends or deliveries in one line)?"""
-    return ev.get("v") == RUN_VERSION
-
-
 def run_message_count(ev: dict) -> int:
     """How many messages an event stands for: a run line's count, else 1."""
     return ev["count"] if ev.get("v") == RUN_VERSION else 1
