@@ -102,7 +102,8 @@ def write_soak(root: Path, messages: int, batch: int) -> tuple[int, int]:
                     lines += 1
                 held = []
                 b.write(_line(deliver))
-            lines += 2
+                lines += 1
+            lines += 1  # the send
             n += count
         for late in held:
             b.write(_line({**late, "t": messages / RATE + 0.0005}))
