@@ -193,6 +193,12 @@ class ProtocolSpec:
     # Does its node report per-peer windows (`window`, `conn_state`)? Without them windows_synced
     # is not applicable to its runs.
     reports_windows: bool = True
+    # The reasons of a receive window's move to CLOSED (`conn_state`) that discard the window for
+    # real, so that what comes next from that sender starts afresh (a CLOSE received, a window
+    # reaped after leaving the view or idling). The checks fifo and no_duplicates let a sequence
+    # start again, or a message come again, only after such a discard; a window the protocol
+    # replaced by itself (a resync) is not one.
+    discard_reasons: frozenset[str] = frozenset()
 
     # What reports mark, in words of no protocol (pipeline/report and pipeline/metrics read these):
     # messages sent to get a receiver back in step with a sender, drawn on the link's panel;

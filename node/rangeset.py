@@ -68,6 +68,20 @@ class RangeSet:
         i = bisect_left(self._ranges, (value + 1,)) - 1
         return i >= 0 and self._ranges[i][0] <= value <= self._ranges[i][1]
 
+    def missing(self, lo: int, hi: int) -> Iterator[tuple[int, int]]:
+        """The inclusive ranges of lo..hi that are not in this set, in order."""
+        ranges = self._ranges
+        i = max(0, bisect_left(ranges, (lo + 1,)) - 1)
+        while lo <= hi:
+            if i >= len(ranges) or ranges[i][0] > hi:
+                yield lo, hi
+                return
+            a, b = ranges[i]
+            if a > lo:
+                yield lo, a - 1
+            lo = max(lo, b + 1)
+            i += 1
+
     def __iter__(self) -> Iterator[int]:
         for lo, hi in self._ranges:
             yield from range(lo, hi + 1)

@@ -55,7 +55,7 @@ def ordkey() -> Column:
 
 
 def is_heal() -> Column:
-    """harness.checks._is_heal: a harness timeline fault_off, or fault_on of the "heal" fault."""
+    """harness.checks.is_heal: a harness timeline fault_off, or fault_on of the "heal" fault."""
     from_harness = (F.col("node") == HARNESS) | (F.col("proto") == HARNESS)
     return from_harness & (
         (F.col("kind") == "fault_off") | ((F.col("kind") == "fault_on") & (F.col("fault") == "heal"))
@@ -193,7 +193,7 @@ def _last_window(fw: Column, side: str) -> Column:
 
 def _incarnations(starts: Column) -> Column:
     """The incarnation each node_start opens: its own field, else the previous one + 1 (-1 before
-    any), exactly as harness.checks._Lives.observe; a fold over the sorted starts."""
+    any), exactly as harness.checks.Lives.observe; a fold over the sorted starts."""
     zero = F.struct(
         F.lit(-1).cast("long").alias("prev"),
         F.array()

@@ -9,12 +9,12 @@ stream and epoch and compare each app n with the running maximum (fifo), find re
 the last position per node or link (windows_synced), count (no_errors). That part is numpy over
 dictionary codes of the string columns. The events that change a check's state in intricate ways
 are few (lifecycles, conn_state, final windows, views, faults, errors: RARE_KINDS); they become
-dicts and go through harness.checks' own classes (_NoLoss's connectivity, _WindowsSynced,
-_NoErrors, _Lives) in log order, and the results are formed by harness.checks' own *_result
+dicts and go through harness.checks' own classes (NoLoss's connectivity, WindowsSynced,
+NoErrors, Lives) in log order, and the results are formed by harness.checks' own *_result
 functions, so explanations and details are the harness's text by construction.
 
 The run is walked in run_checks' order: the stored `seq` order, stably re-sorted by t when t is
-not monotonic in it (harness.checks._ordered). Where a rule needs what the kernel does not
+not monotonic in it (harness.checks.events.ordered). Where a rule needs what the kernel does not
 compute, `judge_table` says why and returns no results, and the caller judges that run with the
 exact per-event path (pipeline.tasks): the bounded checks (resync_traffic, xmit_traffic),
 run lines (one row for a run of messages, node/events.py: the exact path's checks read them as
@@ -148,7 +148,7 @@ class _Run:
         self.strings = _Strings()
         self.node = self.strings.codes(col("node"))
         self.peer = self.strings.codes(col("peer"))
-        self.harness = (self.node == self.strings.index.get(H._HARNESS, -2)) | equals(col("proto"), H._HARNESS)
+        self.harness = (self.node == self.strings.index.get(H.HARNESS, -2)) | equals(col("proto"), H.HARNESS)
         self.apps = apps
         self.app = apps.code if take is None else apps.code[order]
         self.has_app = self.app >= 0
@@ -181,11 +181,11 @@ class _Run:
         return out
 
     def incarnation_at(self, node: str, pos: int) -> int:
-        lives = H._Lives()
+        lives = H.Lives()
         for p, ev in self.rare_events:
             if p >= pos:
                 break
-            if ev["kind"] in H._LIFECYCLE:
+            if ev["kind"] in H.LIFECYCLE:
                 lives.observe(ev)
         return lives.incarnation_of(node)
 
@@ -292,15 +292,11 @@ class _Deliveries:
         self.fifo_sender = np.where(peer >= 0, peer, self.origin)
         self.sender = np.where((peer >= 0) & (peer != empty), peer, self.origin)
         # The receiver's window for the sender is discarded by a (re)start of the receiver or a
-        # receive window CLOSED for real: the epoch counts both (harness.checks._Redeliveries).
+        # receive window CLOSED for real: the epoch counts both (harness.checks.Redeliveries).
         discards = [
             (p, run.strings.code(ev["node"]), run.strings.code(ev["peer"]))
             for p, ev in run.rare_events
-            if ev["kind"] == "conn_state"
-            and "peer" in ev
-            and ev.get("side") == "recv"
-            and ev.get("state") == H._CLOSED
-            and ev.get("reason") in H.DISCARD_REASONS
+            if ev["kind"] == "conn_state" and "peer" in ev and H.discards_window(ev)
         ]
         ns = len(run.strings.names)
         starts = run.starts_before(self.receiver, idx) * (len(discards) + 1)
@@ -393,7 +389,7 @@ def _no_duplicates(run: _Run, d: _Deliveries) -> H.CheckResult:
 
 def _walk_redeliveries(run: _Run, d: _Deliveries, rows: np.ndarray) -> tuple[int, list, dict]:
     """no_duplicates over the deliveries `rows` (indexes into d: every delivery of the keys that
-    came again after a discard), walked by harness.checks' _Redeliveries and _NoDuplicates with
+    came again after a discard), walked by harness.checks' Redeliveries and NoDuplicates with
     what they read: the rare events, the sends of those keys and the acks of their links.
     Returns the duplicates' count, (position, record) of the first few, and the excused causes."""
     ns = len(run.strings.names)
@@ -404,8 +400,8 @@ def _walk_redeliveries(run: _Run, d: _Deliveries, rows: np.ndarray) -> tuple[int
     acks = np.flatnonzero(run.is_kind("ack_rx") & np.isin(run.node * ns + run.peer, links) & (run.peer >= 0))
     positions = np.concatenate([d.idx[rows], sends, acks])
     kinds = np.concatenate([np.zeros(len(rows)), np.ones(len(sends)), np.full(len(acks), 2)])
-    walk = H._Redeliveries()
-    dups = H._NoDuplicates(walk)
+    dups = H.NoDuplicates(H.CheckContext())
+    walk = dups.walk
     picked = np.argsort(positions, kind="stable")
     events = dict(zip(positions[picked].tolist(), run.events_at(positions[picked])))
     hot = sorted(zip(positions.tolist(), kinds.tolist()))
@@ -419,7 +415,7 @@ def _walk_redeliveries(run: _Run, d: _Deliveries, rows: np.ndarray) -> tuple[int
         ev = events[p]
         if what == 0:
             before = dups.count
-            dups.see(ev)
+            dups.see_deliver(ev)
             if dups.count > before and len(found) < H.FIRST_FEW:
                 found.append((p, dups.duplicates[-1]))
         elif what == 1:
@@ -430,12 +426,12 @@ def _walk_redeliveries(run: _Run, d: _Deliveries, rows: np.ndarray) -> tuple[int
 
 
 def _no_loss(run: _Run, d: _Deliveries, bound_s: float) -> H.CheckResult:
-    loss = H._NoLoss(bound_s)
+    loss = H.NoLoss(H.CheckContext(recovery_bound_s=bound_s))
     for _p, ev in run.rare_events:
         loss.see_other(ev)
     conn = loss.conn
-    # Every other event names a node that was up (Connectivity.observe, _NoLoss.see_send/see_deliver).
-    others = ~run.rare & (run.node != run.strings.index.get(H._HARNESS, -2))
+    # Every other event names a node that was up (Connectivity.observe, NoLoss.see_send/see_deliver).
+    others = ~run.rare & (run.node != run.strings.index.get(H.HARNESS, -2))
     conn.nodes.update(run.strings.names[c] for c in np.unique(run.node[others]))
     conn.close()
     ns = len(run.strings.names)
@@ -469,7 +465,7 @@ def _no_loss(run: _Run, d: _Deliveries, bound_s: float) -> H.CheckResult:
             on_link = np.flatnonzero(lost_mask & (link == lk))
             delivered_on_link = np.flatnonzero(dlink == lk)
             x, y = divmod(lk, ns)
-            lost[H._link(run.strings.names[x], run.strings.names[y])] = {
+            lost[H.link_name(run.strings.names[x], run.strings.names[y])] = {
                 "count": len(on_link),
                 "first": [run.value("app", int(s[i])) for i in on_link[: H.LOST_IDS_SHOWN]],
                 "last_deliver_t": float(run.t[d.idx[delivered_on_link[-1]]]) if len(delivered_on_link) else None,
@@ -479,11 +475,11 @@ def _no_loss(run: _Run, d: _Deliveries, bound_s: float) -> H.CheckResult:
 
 
 def _windows_synced(run: _Run, ack_bounds: dict | None = None) -> H.CheckResult:
-    ws = H._WindowsSynced(ack_bounds)
+    ws = H.WindowsSynced(H.CheckContext(ack_bounds=ack_bounds or {}))
     for _p, ev in run.rare_events:
         ws.see_other(ev)
     names, ns = run.strings.names, len(run.strings.names)
-    # What the sends, deliveries and acks add, as _WindowsSynced's see_send, see_deliver and
+    # What the sends, deliveries and acks add, as WindowsSynced's see_send, see_deliver and
     # see_other would: traffic and sends count only after the node's last start.
     after_start = run.pos > run.last_start()[run.node]
     traffic = run.is_kind(*_TRAFFIC) & ~run.rare & after_start
@@ -523,7 +519,7 @@ def _views_agree(run: _Run) -> H.CheckResult:
 
 
 def _no_errors(run: _Run) -> H.CheckResult:
-    errors = H._NoErrors()
+    errors = H.NoErrors(H.CheckContext())
     for _p, ev in run.rare_events:
         errors.see_other(ev)
     errors.judged += int((~run.rare & ~run.harness).sum())

@@ -20,7 +20,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from splitbrain.harness.checks import GRACEFUL_STOP
+from splitbrain.harness.checks import GRACEFUL_STOP, HARNESS
 
 from . import runwise as R
 from . import schema as S
@@ -138,7 +138,7 @@ def parts_of_table(table: pa.Table, apps: AppIds | None = None) -> dict[str, lis
     ]
 
     # Heal to sync.
-    is_h = (node == strings.index.get(R._HARNESS, -2)) | equals(col("proto"), R._HARNESS)
+    is_h = (node == strings.index.get(HARNESS, -2)) | equals(col("proto"), HARNESS)
     fault = col("fault")
     heal = is_h & (is_kind("fault_off") | (is_kind("fault_on") & equals(fault, "heal")))
     heals = sorted(set(t[heal].tolist()))

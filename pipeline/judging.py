@@ -1,6 +1,6 @@
 """The harness's own checks, run by Spark: one task judges one run's whole log.
 
-Theory of operation. The checks of harness/checks.py walk a run's merged log once, in order, with
+Theory of operation. The checks of harness/checks/ walk a run's merged log once, in order, with
 state keyed by node and link (lifecycles, the fault timeline's cut links, acks per send window,
 window discards). Rather than a second implementation of every rule as DataFrame operations,
 which has to be kept equal to the first one by tests, the events table is grouped by run, each

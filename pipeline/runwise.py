@@ -29,7 +29,7 @@ import re
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
-from splitbrain.harness.checks import GRACEFUL_STOP, run_checks
+from splitbrain.harness.checks import GRACEFUL_STOP, is_heal, run_checks
 from splitbrain.node import events as node_events
 from splitbrain.node import protocols
 
@@ -310,13 +310,6 @@ STUCK_MIN_SECONDS = 2.0
 PERCENTILES = (0.5, 0.9, 0.99)
 LAT_BINS_PER_DECADE = 10
 LAT_MIN_S = 1e-5
-_HARNESS = "harness"
-
-
-def _is_heal(ev: dict) -> bool:
-    if ev["node"] != _HARNESS and ev["proto"] != _HARNESS:
-        return False
-    return ev["kind"] == "fault_off" or (ev["kind"] == "fault_on" and ev.get("fault") == "heal")
 
 
 def _origin(app: str) -> str:
@@ -470,7 +463,7 @@ def result_parts(events: list[dict]) -> dict[str, list[dict]]:
             lifecycle.setdefault(node, []).append((o, kind, ev.get("incarnation"), ev.get("reason")))
         elif kind in ("block", "unblock"):
             bu.setdefault(node, []).append((o, kind, t))
-        if kind in ("fault_on", "fault_off") and _is_heal(ev):
+        if kind in ("fault_on", "fault_off") and is_heal(ev):
             heal_ts.append(t)
 
     # Lives: starts per node (incarnation fold), dead at the end.

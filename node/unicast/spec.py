@@ -26,4 +26,6 @@ SPEC = ProtocolSpec(
     message_types=tuple(t.name for t in MsgType),
     chaos_drop_types=("DATA", "DATA", "ACK"),
     fuzz=fuzz_header,
+    # Removed at once when the sender leaves the view.
+    discard_reasons=frozenset(("left_view",)),
 )

@@ -56,4 +56,6 @@ SPEC = ProtocolSpec(
         restarts=False,
         first_loss_type="DATA",
     ),
+    # Removed at once (no CLOSING) when the sender leaves the view or the connection expires.
+    discard_reasons=frozenset(("left_view", "expired")),
 )

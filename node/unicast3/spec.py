@@ -85,4 +85,6 @@ SPEC = ProtocolSpec(
         EventMark(kind="sync_tx", label="resync (SYNC, SYNC-OK, SYNC-ACK sent)", text="sync"),
         EventMark(kind="first_seqno_tx", label="SEND_FIRST_SEQNO sent"),
     ),
+    # CLOSED by a CLOSE from the sender, or reaped conn_close_timeout after leaving the view or expiring.
+    discard_reasons=frozenset(("close_rx", "close_timeout")),
 )

@@ -184,6 +184,53 @@ def test_a_run_that_overlaps_another_is_a_duplicate_and_out_of_order():
     assert not by_name["fifo"]["passed"] and by_name["fifo"]["details"]["violations"] == 9
 
 
+def test_runs_overlapping_a_lost_stretch_name_the_first_lost_ids():
+    """Deliveries 0..99, 150..199 and 120..169 (overlapping the one before): 100..119 lost and
+    named in order, 150..169 twice, 120..149 below 199 out of order."""
+    verdicts = _both(
+        _log(
+            [
+                _run(1.01, "deliver", "A", "B", 0, 100),
+                _run(1.11, "deliver", "A", "B", 150, 50),
+                _run(1.15, "deliver", "A", "B", 120, 50),
+                _run(1.21, "deliver", "A", "B", 200, 100),
+            ]
+        )
+    )
+    by_name = {v["name"]: v for v in verdicts}
+    lost = by_name["no_loss"]["details"]["lost"]["A->B"]
+    assert lost["count"] == 20 and lost["first"] == [f"A:0:{n}" for n in range(100, 110)]
+    assert "A->B: 20 never delivered (first A:0:100 A:0:101" in by_name["no_loss"]["explanation"]
+    assert by_name["no_duplicates"]["details"]["duplicates"] == 20
+    assert by_name["fifo"]["details"]["violations"] == 50
+    assert by_name["fifo"]["details"]["first"][0]["app"] == "A:0:120"
+
+
+@pytest.mark.parametrize("runs", [10, 1000])
+def test_no_loss_keeps_a_few_numbers_per_run_not_an_entry_per_message(runs):
+    """A transfer of `runs` run lines of 100 messages each way: no_loss holds one step per run
+    line sent and one range per stretch delivered, however many messages they stand for."""
+    from splitbrain.harness.checks import CheckContext, NoLoss
+    from splitbrain.harness.checks.run import walk
+
+    sends = [_run(1.0 + i * 0.001, "send", "A", "B", 100 * i, 100) for i in range(runs)]
+    delivers = [_run(1.0005 + i * 0.001, "deliver", "A", "B", 100 * i, 100) for i in range(runs) if i != runs // 2]
+    events = sorted(
+        [make_event(0.0, "A", "node", "node_start"), make_event(0.0, "B", "node", "node_start")] + sends + delivers,
+        key=lambda ev: ev["t"],
+    )
+    checker = NoLoss(CheckContext())
+    walk(events, [checker])
+    steps = [len(s.times) for segments in checker.sent.values() for s in segments]
+    assert sum(steps) == runs and len(steps) == 1
+    assert [r.ranges() for r in checker.delivered.values()] == [
+        ((0, 100 * (runs // 2) - 1), (100 * (runs // 2 + 1), 100 * runs - 1))
+    ]
+    result = checker.result()
+    assert result.details["lost"]["A->B"]["count"] == 100
+    assert result.details["lost"]["A->B"]["first"][0] == f"A:0:{100 * (runs // 2)}"
+
+
 def test_an_old_log_and_its_runs_give_one_verdict_from_a_run_directory(tmp_path):
     """A simulated run whose frames carry several messages (a receiver catching up after a
     pause), written with runs, judges as its in-memory log of one event per message."""
