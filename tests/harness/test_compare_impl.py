@@ -51,7 +51,7 @@ def test_the_jgroups_column_leaves_out_what_a_jgroups_scenario_refuses_and_says_
 
 
 def test_the_python_column_counts_deliveries_and_failing_checks():
-    """Seed 001's #3 on splitbrain's UNICAST2: the two messages sent into the split are lost by
+    """The UNICAST2 design's #3 on splitbrain's UNICAST2: the two messages sent into the split are lost by
     design (6 of 8 delivered, no_loss fails); #1 delivers all 5."""
     files = [(n, _data(n)) for n in ("1-new-connection", "3-both-close-on-a-view-change")]
     vs, table = compare(files, range(1, 3), columns=implementations(["python"]))
