@@ -7,13 +7,14 @@
 - launch: 3 JGroups nodes on the local backend, from `start()` to every node's view listing all
   three (what the harness waits for before a scenario's time 0), classes already built.
 
-Run: .venv/bin/python benchmarks/bench_jgroups.py [--messages 200000] [--runs 3] [--parts throughput,launch]
+Run: .venv/bin/python benchmarks/bench_jgroups.py [--messages 200000] [--runs 3] [--parts bare,throughput,launch]
+     [--json benchmarks/results/bench_jgroups.json]
+Goal: the event log costs at most 20 % of the bare rate (node with its log on >= 0.8 x bare).
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import random
 import statistics
 import subprocess
@@ -22,6 +23,7 @@ import time
 from pathlib import Path
 
 import requests
+from benchresults import Results, add_json_option
 from tenacity import Retrying, retry_if_result, stop_after_delay, wait_fixed
 
 from splitbrain.harness.conformance import Pair, jgroups_node
@@ -101,24 +103,55 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--messages", type=int, default=200_000)
     ap.add_argument("--runs", type=int, default=3)
-    ap.add_argument("--parts", default="throughput,launch", help="throughput, launch, bare (the baseline)")
-    ap.add_argument("--json")
+    ap.add_argument("--parts", default="bare,throughput,launch", help="bare (the baseline), throughput, launch")
+    add_json_option(ap)
     args = ap.parse_args()
+    results = Results("bench_jgroups")
     launch.ensure_built()
     out: dict[str, list[float]] = {}
     parts = args.parts.split(",")
+    # Interleaved, so a change of the machine's load touches every configuration alike.
     for _ in range(args.runs):
         if "bare" in parts:
-            out.setdefault("bare msgs/s", []).append(bare(args.messages))
+            out.setdefault("bare JGroups (Bare.java)", []).append(bare(args.messages))
         if "throughput" in parts:
-            out.setdefault("node, log off msgs/s", []).append(node(args.messages, False))
-            out.setdefault("node, log on msgs/s", []).append(node(args.messages, True))
+            out.setdefault("JGroups node, event log off", []).append(node(args.messages, False))
+            out.setdefault("JGroups node, event log on", []).append(node(args.messages, True))
         if "launch" in parts:
             out.setdefault("launch to full view, 3 nodes (s)", []).append(launch_3())
-    for key, values in out.items():
-        print(f"{key}: median {statistics.median(values):.2f} of {', '.join(f'{v:.2f}' for v in values)}")
-    if args.json:
-        Path(args.json).write_text(json.dumps(out, indent=2) + "\n")
+    rates = {k: v for k, v in out.items() if not k.startswith("launch")}
+    base = statistics.median(rates["bare JGroups (Bare.java)"]) if "bare JGroups (Bare.java)" in rates else None
+    rows = []
+    for key, values in rates.items():
+        med = statistics.median(values)
+        rows.append([key, round(med), ", ".join(f"{v:.0f}" for v in values), round(med / base, 2) if base else "-"])
+    headers = ["configuration", "msgs/s (median)", "runs", "x bare"]
+    print("# JGroups 2.12.2 throughput, 2 nodes, 100 B unicasts over UDP (UNICAST2), one sender\n")
+    print("| " + " | ".join(headers) + " |")
+    print("|" + " --- |" * len(headers))
+    for row in rows:
+        print("| " + " | ".join(str(c) for c in row) + " |")
+    if rows:
+        results.table(
+            "JGroups 2.12.2 throughput, 2 nodes, 100 B unicasts over UDP (UNICAST2), one sender",
+            headers,
+            rows,
+            goal="the event log costs at most 20 % of the bare rate (log on >= 0.8 x bare)",
+            note=f"{args.messages} messages per run, {args.runs} runs of each, interleaved",
+        )
+    if "launch to full view, 3 nodes (s)" in out:
+        values = out["launch to full view, 3 nodes (s)"]
+        print(
+            f"\nlaunch to full view, 3 nodes: median {statistics.median(values):.2f} s of "
+            f"{', '.join(f'{v:.2f}' for v in values)}"
+        )
+        results.table(
+            "JGroups 2.12.2 launch to full view, 3 nodes, local backend",
+            ["seconds (median)", "runs"],
+            [[round(statistics.median(values), 2), ", ".join(f"{v:.2f}" for v in values)]],
+            goal="<= 3 s",
+        )
+    results.write(args.json)
 
 
 if __name__ == "__main__":

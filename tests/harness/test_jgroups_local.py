@@ -8,9 +8,10 @@ import json
 from pathlib import Path
 
 import pytest
+import yaml
 
 from splitbrain.harness.rundir import run_scenario
-from splitbrain.harness.scenario import load_scenario
+from splitbrain.harness.scenario import load_scenario, parse_scenario
 from splitbrain.node.jgroups.launch import runtime_problem
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -97,4 +98,22 @@ def test_a_museum_piece_reproduces_and_its_twin_passes(tmp_path):
     loss = _checks(piece)["no_loss"]
     assert not loss.passed and "A->B" in loss.explanation and "A:0:20" in loss.explanation
     twin = run_scenario(load_scenario(SCENARIOS / "museum" / "last-multicast-lost-twin.yaml"), out=tmp_path)
+    assert twin.verdict.passed, twin.verdict.summary()
+
+
+@pytest.mark.slow
+def test_the_stale_stable_piece_fails_only_because_of_the_late_stable(tmp_path):
+    """UNICAST2 of 2.12.2 applies a STABLE of the old connection to the new one: no_loss fails
+    naming A:1:2; the same schedule without the late STABLE delivers everything, and the twin on
+    UNICAST3 + SYNC passes on the simulator."""
+    piece = _run("museum/stale-stable.yaml", tmp_path / "piece")
+    assert piece.verdict.passed, piece.verdict.summary()  # expect: {fail: no_loss}
+    loss = _checks(piece)["no_loss"]
+    assert not loss.passed and "A:1:2" in loss.explanation
+    data = yaml.safe_load((SCENARIOS / "museum" / "stale-stable.yaml").read_text())
+    data["schedule"] = [step for step in data["schedule"] if step.get("drop", {}).get("type") != "STABLE"]
+    assert len(data["schedule"]) == 3
+    control = run_scenario(parse_scenario({**data, "expect": "pass"}), backend="local", out=tmp_path / "control")
+    assert control.verdict.passed, control.verdict.summary()
+    twin = run_scenario(load_scenario(SCENARIOS / "museum" / "stale-stable-twin.yaml"), out=tmp_path / "twin")
     assert twin.verdict.passed, twin.verdict.summary()

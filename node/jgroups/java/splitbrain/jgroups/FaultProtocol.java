@@ -236,7 +236,8 @@ public final class FaultProtocol extends Protocol {
         return "APP";
     }
 
-    private Long seqnoOf(Message msg) {
+    /** The reliability seqno of a message: UNICAST2's, else pbcast.NAKACK's, else null. */
+    Long seqnoOf(Message msg) {
         Header h = msg.getHeader(unicast2Id);
         if (h != null) return l(u2Seqno, h);
         h = msg.getHeader(nakackId);

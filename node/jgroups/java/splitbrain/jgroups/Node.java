@@ -219,7 +219,7 @@ public final class Node {
             int n = buf[off + 2] & 0xff;
             if (3 + n <= len) app = new String(buf, off + 3, n, StandardCharsets.US_ASCII);
         }
-        events.log(t, "jgroups", "deliver", "peer", sender, "bytes", len, "app", app);
+        events.app(t, "jgroups", "deliver", sender, null, faults.seqnoOf(m), len, app);
         if (app != null) {
             int b = app.lastIndexOf(':');
             int a = b > 0 ? app.lastIndexOf(':', b - 1) : -1;
@@ -294,10 +294,10 @@ public final class Node {
             }
             sentTotal++;
             if (addr == null) {
-                events.log(t, "jgroups", "send", "members", v == null ? null : names(v.getMembers()), "seqno", seqno,
-                    "bytes", payload.length, "app", app);
+                events.app(t, "jgroups", "send", null, v == null ? null : names(v.getMembers()), seqno, payload.length,
+                    app);
             } else {
-                events.log(t, "jgroups", "send", "peer", dest, "seqno", seqno, "bytes", payload.length, "app", app);
+                events.app(t, "jgroups", "send", dest, null, seqno, payload.length, app);
             }
         }
         return true;
