@@ -47,8 +47,8 @@ from splitbrain.harness.scenario import (
     Scenario,
     ScenarioError,
     Stream,
-    _step_params,
     parse_scenario,
+    step_params,
 )
 from splitbrain.node.errors import RunFailed
 from splitbrain.node.protocols import DEFAULT_PROTOCOL
@@ -598,7 +598,7 @@ class FaultController:
         index = self._next
         at = max(0.0, self.sc.now())
         try:
-            params = _step_params(kind, body, f"faults.{kind}", self.sc.names, at, raw_len=index + 1)
+            params = step_params(kind, body, f"faults.{kind}", self.sc.names, at, raw_len=index + 1)
         except ScenarioError as exc:
             raise ValueError(str(exc)) from None
         self._next += 1
