@@ -40,7 +40,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 from bench_node import delivered_count, latencies_ms, percentile  # noqa: E402
 
 from splitbrain.harness.backends import ClusterOptions, get_backend  # noqa: E402
-from splitbrain.harness.rundir import run_scenario  # noqa: E402
+from splitbrain.harness.run import run_scenario  # noqa: E402
 from splitbrain.harness.scenario import load_scenario  # noqa: E402
 from splitbrain.harness.testlib import cluster_scenario, eventually  # noqa: E402
 

@@ -8,7 +8,7 @@ while the unmutated protocol passes every schedule (no false failures).
 The chaos set of a protocol (`chaos_scenario(seed, protocol)`) is harness/chaos.py's.
 
 A run is judged exactly like `splitbrain run --backend sim`: the simulator with invariant checks,
-then harness.rundir.judge with the scenario's checks and bounds. A mutant is killed by a
+then harness.verdict.judge with the scenario's checks and bounds. A mutant is killed by a
 seed when the verdict is "failed" (a check failed, not merely vacuous); a simulator exception
 (an invariant assertion, a crash inside a layer) also kills it but is reported as a crash. The
 unmutated protocol runs as the baseline over the same seeds, in every mode a mutant used.
@@ -77,9 +77,9 @@ def with_mutation(data: dict, mutation: str | None, mode: str | None = None) -> 
 
 def run_trial(data: dict, seed: int, *, check_invariants: bool = True, source: str = "generated") -> Trial:
     """Simulate a scenario dict with `seed` and judge it as `splitbrain run --backend sim` does."""
-    from splitbrain.harness.rundir import judge
     from splitbrain.harness.scenario import parse_scenario
     from splitbrain.harness.sim import Simulation
+    from splitbrain.harness.verdict import judge
 
     scenario = parse_scenario({**data, "seed": seed})
     try:

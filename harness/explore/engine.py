@@ -150,9 +150,9 @@ def evaluate(target: Target, plan: dict, seed: int, index: int) -> RunResult:
 
 def _simulate(data: dict, seed: int, invariants: bool):
     """(outcome, failed checks, explanation, events, verdicts) as harness.mutants.run_trial judges."""
-    from splitbrain.harness.rundir import judge
     from splitbrain.harness.scenario import parse_scenario
     from splitbrain.harness.sim import Simulation
+    from splitbrain.harness.verdict import judge
 
     scenario = parse_scenario(data)
     try:
