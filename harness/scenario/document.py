@@ -3,6 +3,7 @@ what earlier ones resolved (the protocol, the node names, the config, the checks
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Annotated, Any, Literal, Union
 
@@ -15,10 +16,7 @@ from pydantic import (
 )
 
 from splitbrain.harness.names import INJECTORS
-from splitbrain.harness.scenario.model import (
-    FaultStep,
-    Stream,
-)
+from splitbrain.harness.scenario.model import FaultStep, Scenario, Stream
 from splitbrain.harness.scenario.refs import CHECK_RE, NodeNames
 from splitbrain.harness.scenario.refusals import injector_problem
 from splitbrain.harness.scenario.steps import StepSpec, resolve_schedule
@@ -213,6 +211,9 @@ class ScenarioFile(InputModel):
     """A scenario file. Fields are validated in this order; later ones use what earlier ones
     resolved (the node names, the duration, the checks)."""
 
+    # Each field is named as the Scenario field it resolves to (the file's key is its alias where
+    # they differ), so the validated model builds the frozen Scenario field by field (scenario()).
+
     name: Annotated[
         str,
         Field(min_length=1, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$"),
@@ -231,7 +232,9 @@ class ScenarioFile(InputModel):
     )
     duration: Annotated[float, Field(gt=0), remember("duration")] = Field(description="the workload's time budget (s)")
     settle: NonNegative = Field(DEFAULT_SETTLE_S, description="seconds after the last step for the eventual checks")
-    workload: Annotated[tuple[Stream, ...], PlainValidator(resolve_workload, json_schema_input_type=list[StreamSpec])]
+    streams: Annotated[
+        tuple[Stream, ...], PlainValidator(resolve_workload, json_schema_input_type=list[StreamSpec])
+    ] = Field(alias="workload")
     schedule: Annotated[
         tuple[FaultStep, ...], PlainValidator(resolve_schedule, json_schema_input_type=list[StepSpec] | None)
     ] = ()
@@ -272,15 +275,19 @@ class ScenarioFile(InputModel):
         "objects (slower; the same seed gives the same run)",
     )
 
-    jgroups: JGroupsBlock | None = Field(
-        None, description="protocol jgroups: the JGroups stack and jar its nodes run (docs/jgroups.md)"
-    )
+    jgroups: Annotated[
+        JGroupsBlock | None, AfterValidator(lambda block: None if block is None else block.resolved())
+    ] = Field(None, description="protocol jgroups: the JGroups stack and jar its nodes run (docs/jgroups.md)")
 
     ip_multicast: bool = Field(
         False,
         description="live backends over UDP: each multicast is one IP multicast datagram to a group "
         "instead of one unicast per member (the simulator's links model either the same way)",
     )
+
+    def scenario(self) -> Scenario:
+        """The frozen Scenario the runners execute, built from the validated fields."""
+        return Scenario(**{f.name: getattr(self, f.name) for f in dataclasses.fields(Scenario)})
 
     @model_validator(mode="after")
     def _ip_multicast_fits(self) -> ScenarioFile:

@@ -67,28 +67,7 @@ def parse_scenario(data: Any, base_dir: str | os.PathLike[str] | None = None) ->
     except ValidationError as exc:
         problems = problems_of(exc)
         raise ScenarioError(*problems[0], problems=problems) from None
-    return Scenario(
-        name=f.name,
-        protocol=f.protocol,
-        transport=f.transport,
-        nodes=f.nodes,
-        config=f.config or {},
-        streams=f.workload,
-        schedule=f.schedule,
-        duration=f.duration,
-        settle=f.settle,
-        checks=tuple(f.checks or ()),
-        expect_fail=f.expect_fail,
-        seed=f.seed,
-        injector=f.injector,
-        membership=f.membership,
-        recovery_bound=f.recovery_bound,
-        resync_bound=f.resync_bound,
-        xmit_bound=f.xmit_bound,
-        wire=f.wire,
-        ip_multicast=f.ip_multicast,
-        jgroups=None if f.jgroups is None else f.jgroups.resolved(),
-    )
+    return f.scenario()
 
 
 def json_schema() -> dict:
