@@ -40,17 +40,13 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 from bench_node import delivered_count, latencies_ms, percentile  # noqa: E402
 
 from splitbrain.harness.backends import ClusterOptions, get_backend  # noqa: E402
-from splitbrain.harness.rundir import run_scenario  # noqa: E402
+from splitbrain.harness.run import run_scenario  # noqa: E402
 from splitbrain.harness.scenario import load_scenario  # noqa: E402
-from splitbrain.harness.testlib import cluster_scenario  # noqa: E402
+from splitbrain.harness.testlib import cluster_scenario, eventually  # noqa: E402
 
 
 def wait_for(predicate, timeout_s: float, what: str, every_s: float = 0.02):
-    deadline = time.monotonic() + timeout_s
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"timed out after {timeout_s:g}s waiting for {what}")
-        time.sleep(every_s)
+    return eventually(predicate, timeout=timeout_s, interval=every_s, what=what)
 
 
 def med(values):

@@ -253,7 +253,7 @@ def merge_sim(seeds: int) -> dict:
 
 
 def merge_local(runs: int, tmp: Path, backend: str = "local") -> dict:
-    from splitbrain.harness.rundir import run_scenario
+    from splitbrain.harness.run import run_scenario
 
     base = split_idle_after_heal()
     heal, sync, passed = [], [], 0

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from benchresults import Results, add_json_option
 
-from splitbrain.harness.rundir import run_scenario
+from splitbrain.harness.run import run_scenario
 from splitbrain.harness.scenario import load_scenario
 
 MUSEUM = Path(__file__).resolve().parents[1] / "scenarios" / "jgroups" / "museum"

@@ -8,7 +8,7 @@ whatever the machine's load. Sections:
    10 % loss, 60 s + 5 s settle; 120 k messages, 258 k events):
    - the whole `splitbrain run --backend sim` command, in a fresh process (wall);
    - its parts in this process: the simulation loop (Simulation.run, invariants on as the CLI
-     runs it, and off), writing the event logs, the checks (harness.rundir.judge), and the wall
+     runs it, and off), writing the event logs, the checks (harness.verdict.judge), and the wall
      time of merging, writing and judging on two processes as the CLI does (harness.afterrun);
    - the ceiling loop: the same links, loss draws, heap-driven virtual time, dict windows,
      in-order delivery, ACK (ack_min_interval 0.5 s) and XMIT-REQ/resend-highest rounds every
@@ -53,10 +53,10 @@ TREE = Path(os.environ.get("BENCH_TREE", ROOT)).resolve()
 sys.path.insert(0, str(TREE))
 
 from splitbrain.harness.eventlog import write_events  # noqa: E402
-from splitbrain.harness.rundir import judge  # noqa: E402
 from splitbrain.harness.scenario import Scenario, load_scenario  # noqa: E402
 from splitbrain.harness.sim import Simulation  # noqa: E402
 from splitbrain.harness.slots import planned_count  # noqa: E402
+from splitbrain.harness.verdict import judge  # noqa: E402
 from splitbrain.node import wire  # noqa: E402
 from splitbrain.node.compose import build_stack  # noqa: E402
 from splitbrain.node.layer import ViewChange  # noqa: E402

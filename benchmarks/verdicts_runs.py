@@ -19,9 +19,10 @@ from pathlib import Path
 
 from splitbrain.harness import mutants
 from splitbrain.harness.eventlog import read_run
-from splitbrain.harness.rundir import judge, write_events
+from splitbrain.harness.rundir import write_events
 from splitbrain.harness.scenario import load_scenario, parse_scenario
 from splitbrain.harness.sim import Simulation
+from splitbrain.harness.verdict import judge
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -196,7 +196,8 @@ def measure(data: dict, seed: int, backend: str = "sim") -> dict:
     scratch run directory): outcome and numbers."""
     from splitbrain.harness.checks import check_resync_traffic, run_checks, run_message_count, run_scenario_checks
     from splitbrain.harness.eventlog import read_run
-    from splitbrain.harness.rundir import count_messages, run_scenario
+    from splitbrain.harness.collect import count_messages
+    from splitbrain.harness.run import run_scenario
     from splitbrain.harness.scenario import parse_scenario
     from splitbrain.harness.sim import Simulation
 

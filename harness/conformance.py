@@ -31,15 +31,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import requests
-from tenacity import RetryError, Retrying, retry_if_exception_type, retry_if_result, stop_after_delay, wait_fixed
-
+from splitbrain.harness.backends.admin import AdminClient, AdminError
+from splitbrain.harness.poll import EventuallyTimeout, eventually
 from splitbrain.node.contract import EVENTS_SCHEMA, load_openapi
 from splitbrain.node.errors import BadInput
 from splitbrain.node.events import expand_runs, is_run, run_problem
 from splitbrain.node.protocols import DEFAULT_PROTOCOL
 
-TOKEN_HEADER = "X-Splitbrain-Token"
 TOKEN = "conformance-token"
 KILL_LOSS_S = 0.1  # the contract: a kill -9 loses at most this much of the log
 # Scheduling slack on a busy machine between the kill and the last flush it could have made.
@@ -200,8 +198,7 @@ class Pair:
         self.incarnation = {"A": 1, "B": 1}
         self.bind = {n: f"{impl.host}:{free_port(socket.SOCK_DGRAM)}" for n in ("A", "B")}
         self.admin = {n: f"127.0.0.1:{free_port()}" for n in ("A", "B")}
-        self.session = requests.Session()
-        self.session.trust_env = False
+        self.clients = {n: AdminClient(f"http://{self.admin[n]}", TOKEN, node=n) for n in ("A", "B")}
 
     def url(self, node: str, path: str) -> str:
         return f"http://{self.admin[node]}{path}"
@@ -237,18 +234,17 @@ class Pair:
         log.close()
 
     def wait_healthy(self, node: str) -> dict:
-        def probe() -> dict:
+        def probe() -> dict | None:
             if self.procs[node].poll() is not None:
                 raise StartError(f"node {node} exited with {self.procs[node].returncode}:\n{self.output(node)}")
-            return self.session.get(self.url(node, "/health"), timeout=2).json()
+            try:
+                return self.clients[node].exchange("GET", "/health", timeout_s=2).json()
+            except (AdminError, ValueError):  # not listening yet, or not answering JSON yet
+                return None
 
         try:
-            return Retrying(
-                stop=stop_after_delay(START_TIMEOUT_S),
-                wait=wait_fixed(0.05),
-                retry=retry_if_exception_type(requests.RequestException),
-            )(probe)
-        except RetryError:
+            return eventually(probe, timeout=START_TIMEOUT_S, interval=0.05)
+        except EventuallyTimeout:
             raise StartError(
                 f"node {node} did not answer /health within {START_TIMEOUT_S:g}s:\n{self.output(node)}"
             ) from None
@@ -284,7 +280,8 @@ class Pair:
                 except ProcessLookupError:
                     pass
                 proc.wait(10)
-        self.session.close()
+        for client in self.clients.values():
+            client.close()
 
 
 # ---- the suite ----------------------------------------------------------------------------------
@@ -318,11 +315,7 @@ def run_suite(impl: Implementation, workdir: Path | None = None) -> Report:
 
 
 def _call(pair: Pair, node: str, method: str, path: str, body: Any = None, token: str | None = TOKEN, raw=None):
-    headers = {} if token is None else {TOKEN_HEADER: token}
-    data = raw if raw is not None else (None if body is None else json.dumps(body))
-    if data is not None:
-        headers["Content-Type"] = "application/json"
-    return pair.session.request(method, pair.url(node, path), data=data, headers=headers, timeout=5)
+    return pair.clients[node].exchange(method, path, body, raw=raw, token=token, timeout_s=5)
 
 
 def _check(report: Report, schemas: Schemas, name: str, resp, status: int, template: str, method: str) -> Any:
@@ -416,20 +409,20 @@ def _workload_rules(pair: Pair, report: Report) -> None:
     report.rules.append(Rule("a stream id used twice is 409", resp.status_code == 409, f"got {resp.status_code}"))
 
     def counted() -> dict:
-        return pair.session.get(pair.url("B", "/delivered"), timeout=5).json().get("delivered", {}).get("A", {})
+        return _call(pair, "B", "GET", "/delivered").json().get("delivered", {}).get("A", {})
 
     try:
-        got = Retrying(
-            stop=stop_after_delay(DELIVERY_TIMEOUT_S),
-            wait=wait_fixed(0.1),
-            retry=retry_if_result(lambda d: (d.get("3") or {}).get("count", 0) < 50),
-        )(counted)
+        got = eventually(
+            lambda: (d := counted()) and (d.get("3") or {}).get("count", 0) >= 50 and d,
+            timeout=DELIVERY_TIMEOUT_S,
+            interval=0.1,
+        )
         stream = got["3"]
         ok = stream["count"] == 50 and stream["first"] == 1 and stream["last"] == 50 and stream["duplicates"] == 0
         report.rules.append(Rule("GET /delivered counts the stream at the peer", ok, "" if ok else f"got {stream}"))
-    except RetryError:
+    except EventuallyTimeout:
         report.rules.append(Rule("GET /delivered counts the stream at the peer", False, f"got {counted()}"))
-    streams = pair.session.get(pair.url("A", "/streams"), timeout=5).json().get("streams", [])
+    streams = _call(pair, "A", "GET", "/streams").json().get("streams", [])
     mine = [s for s in streams if s.get("stream") == 3]
     ok = bool(mine) and mine[0].get("sent") == 50 and mine[0].get("done") is True
     report.rules.append(Rule("GET /streams says the stream is done", ok, "" if ok else f"got {mine}"))

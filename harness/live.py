@@ -24,10 +24,9 @@ import time
 from collections.abc import Set
 from dataclasses import dataclass, field
 
-from tenacity import RetryError, Retrying, retry_if_result, wait_fixed
-
 from splitbrain.harness.backends.admin import AdminError
 from splitbrain.harness.backends.base import NodeState
+from splitbrain.harness.poll import EventuallyTimeout, eventually
 from splitbrain.harness.scenario import Scenario
 from splitbrain.node.views import pair_problem
 
@@ -164,7 +163,7 @@ def wait_settled(
     on_poll=None,
     sleep=time.sleep,
 ) -> SettleResult:
-    """Poll (tenacity) until `observe` finds nothing missing or `bound_s` has passed.
+    """Poll (harness.poll.eventually) until `observe` finds nothing missing or `bound_s` has passed.
 
     The bound is measured on the cluster's clock, so a test with a fake clock stays exact."""
     start = cluster.now()
@@ -178,16 +177,12 @@ def wait_settled(
         seen.append(obs)
         return obs
 
-    def out_of_time(retry_state) -> bool:
-        return cluster.now() - start >= bound_s
-
-    retrying = Retrying(
-        stop=out_of_time, wait=wait_fixed(poll_s), retry=retry_if_result(lambda obs: not obs.ok), sleep=sleep
-    )
     obs: Observation | None
     try:
-        obs = retrying(poll)
-    except RetryError:
+        obs = eventually(
+            lambda: (o := poll()).ok and o, timeout=bound_s, interval=poll_s, clock=cluster.now, sleep=sleep
+        )
+    except EventuallyTimeout:
         obs = seen[-1] if seen else None
     elapsed = cluster.now() - start
     if obs is not None and obs.ok:

@@ -48,7 +48,7 @@ Fixtures:
 - `splitbrain_checks`: the event-log checkers (fifo, no_duplicates, no_loss, windows_synced) over
   a cluster or a list of events.
 - `splitbrain_run(scenario, **kw)`: run a whole scenario file on the test's backend
-  (harness.rundir.run_scenario); returns its RunOutcome.
+  (harness.run.run_scenario); returns its RunOutcome.
 - `splitbrain_explore(protocol, runs=N, config=, against=, strategy=, seed=, nodes=, jobs=,
   expect_clean=True)`: explore on the simulator for N runs (harness.explore, docs/explore.md);
   each distinct failure is shrunk and written under the test's run directory, and with
@@ -405,7 +405,7 @@ def eventually_fixture(request):
 def splitbrain_run(request, splitbrain_backend, splitbrain_backend_name):
     """Run a scenario (a path or a Scenario) on the test's backend; returns the RunOutcome."""
     from splitbrain.harness.backends import ClusterOptions
-    from splitbrain.harness.rundir import run_scenario
+    from splitbrain.harness.run import run_scenario
     from splitbrain.harness.scenario import Scenario, load_scenario
 
     runs: list = []

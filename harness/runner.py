@@ -14,6 +14,9 @@ restart, and each node's admin API for everything else. The order of a run:
 The cluster is torn down in `finally`, so an error or a Ctrl-C still stops every node and
 collects what they wrote.
 
+The workload is harness/livestreams.py's (POST /send, deferred while a sender is paused, picked up
+after a restart) and the progress display's numbers harness/progress.py's.
+
 What a step means is harness.nemesis's to say, the same as in the simulator; harness.livefaults
 carries it out here: network faults as in-process rules at the receiving nodes or through the
 cluster's packet-level injectors (docker: iptables, Toxiproxy), drop steps as rules, views and
@@ -33,7 +36,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from splitbrain.harness.backends.admin import AdminError
-from splitbrain.harness.backends.base import BackendError, Cluster, NodeState
+from splitbrain.harness.backends.base import BackendError, Cluster
 
 # FaultBook, Rule, drop_rule and network_rules lived here first: re-exported by their old path.
 from splitbrain.harness.livefaults import FaultBook as FaultBook
@@ -41,9 +44,12 @@ from splitbrain.harness.livefaults import LiveFaults
 from splitbrain.harness.livefaults import Rule as Rule
 from splitbrain.harness.livefaults import drop_rule as drop_rule
 from splitbrain.harness.livefaults import network_rules as network_rules
+from splitbrain.harness.livestreams import LiveStreams, RunError
+from splitbrain.harness.progress import Progress, ProgressReporter
 from splitbrain.harness.scenario import FaultStep, Scenario, Stream
-from splitbrain.harness.slots import planned_count, slots_before
-from splitbrain.node.errors import RunFailed
+
+# Re-exported: they lived here first.
+__all__ = ["LiveResult", "LiveRun", "Progress", "RunError", "Terminated", "interrupt_handlers"]
 
 if TYPE_CHECKING:
     from splitbrain.harness.live import SettleResult
@@ -52,31 +58,10 @@ PROGRESS_INTERVAL_S = 0.5
 POLL_S = 0.05
 
 
-class RunError(RunFailed, RuntimeError):
-    """A live run could not go on (a node crashed, an admin request failed)."""
-
-
 class Terminated(KeyboardInterrupt):
     """SIGTERM reached the harness: treated like Ctrl-C (tear down, write what exists)."""
 
     signum = signal.SIGTERM
-
-
-# ---- progress ---------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Progress:
-    """What a progress display shows while a live run goes."""
-
-    t: float  # scenario time (s since the origin); negative while nodes start
-    end: float  # scenario time the workload and schedule end
-    phase: str  # starting | running | settling | stopping
-    sent: int
-    delivered: int
-    faults: tuple[str, ...]  # active faults, described
-    nodes: dict  # name -> state value ("running", "paused", "dead")
-    note: str = ""  # the step just applied, if any
 
 
 # ---- the run ----------------------------------------------------------------------------------
@@ -113,22 +98,18 @@ class LiveRun:
         that advances a fake cluster clock)."""
         self.scenario = scenario
         self.cluster = cluster
-        self.progress = progress
-        self.progress_interval_s = progress_interval_s
         self.poll_s = poll_s
-        self.faults = LiveFaults(cluster, scenario.nodes, scenario.schedule, restarted=self._restart_streams)
+        self.faults = LiveFaults(
+            cluster, scenario.nodes, scenario.schedule, restarted=lambda n: self.streams.restart(n)
+        )
+        self.streams = LiveStreams(cluster, scenario, self.faults.book, self.scenario_time)
+        self.reporter = ProgressReporter(cluster, progress, progress_interval_s)
         self.timeline: list[dict] = []
         self.origin: float | None = None
         self.phase = "starting"
         self.settle: SettleResult | None = None
         self._cancel = threading.Event()
         self._sleep = sleep if sleep is not None else self._interruptible_sleep
-        self._limits = {s.index: planned_count(s, scenario.duration) for s in scenario.streams}
-        self._started_streams: set[int] = set()
-        self._posted: dict[int, int] = {}  # stream index -> messages asked for, all incarnations
-        self._last_progress = 0.0
-        self._last_counts = (0, 0)
-        self._node_counts: dict[tuple[str, int], tuple[int, int]] = {}  # (node, incarnation) ->
         self._steps_applied = 0
         self._wall0 = time.monotonic()
         self._wall_s = 0.0
@@ -174,7 +155,7 @@ class LiveRun:
                 if kind == "step":
                     self._apply_step(item)
                 else:
-                    self._start_stream(item)
+                    self.streams.start(item)
                 self._report(force=True, note=self._note(kind, item))
             self._wait_until(self.workload_end)
             self.phase = "settling"
@@ -232,7 +213,7 @@ class LiveRun:
             "workload_end_s": self.workload_end,
             "steps_applied": self._steps_applied,
             "fault_requests": self.faults.book.requests,
-            "streams_posted": dict(self._posted),
+            "streams_posted": dict(self.streams.posted),
             "settle": None if self.settle is None else self.settle.to_dict(),
             "nodes": nodes,
             "bad_event_lines": getattr(self.cluster, "bad_event_lines", 0),
@@ -259,7 +240,7 @@ class LiveRun:
             plan.append((step.at, 0, seq, "step", step))
             seq += 1
         for stream in self.scenario.streams:
-            if self._limits[stream.index]:
+            if self.streams.limits[stream.index]:
                 plan.append((stream.start, 1, seq, "stream", stream))
                 seq += 1
         plan.sort(key=lambda e: (e[0], e[1], e[2]))
@@ -321,91 +302,18 @@ class LiveRun:
         if problems:
             self._stop_problems.append("could not remove every injected fault: " + "; ".join(problems))
 
-    # ---- streams ------------------------------------------------------------------------------
-
-    def _start_stream(self, stream: Stream) -> None:
-        self._started_streams.add(stream.index)
-        handle = self.cluster.node(stream.src)
-        if handle.state is NodeState.RUNNING:
-            self._post_stream(stream, self._limits[stream.index])
-        elif handle.state is NodeState.PAUSED:
-            # A paused application sends nothing; what is left of its slots starts at resume.
-            self.faults.book.defer(stream.src, lambda: self._post_remaining(stream))
-        # A dead sender's slots pass unsent; a restart picks the stream up (_restart_streams).
-
-    def _post_remaining(self, stream: Stream) -> None:
-        missed = slots_before(stream, self.scenario_time())
-        remaining = self._limits[stream.index] - missed
-        if remaining > 0:
-            # Numbered after every slot that passed, so no app id of the old process comes again.
-            self._post_stream(stream, remaining, first_n=missed + 1)
-
-    def _post_stream(self, stream: Stream, count: int, first_n: int = 1) -> None:
-        try:
-            self.cluster.admin(stream.src).send(
-                stream.dest, rate=stream.rate, count=count, size=stream.size, stream=stream.index, first_n=first_n
-            )
-        except AdminError as exc:
-            raise RunError(f"stream {stream.index} {stream.src}->{stream.dest}: {exc}") from exc
-        self._posted[stream.index] = self._posted.get(stream.index, 0) + count
-
-    def _restart_streams(self, node: str) -> None:
-        """A restarted sender lost its streams with its process: what is left of them goes on."""
-        for stream in self.scenario.streams:
-            if stream.src == node and stream.index in self._started_streams:
-                self._post_remaining(stream)
-
     def _restarted(self) -> set[str]:
         return {name for name, h in self.cluster.nodes.items() if h.incarnation > 1}
 
-    # ---- progress -----------------------------------------------------------------------------
-
     def _report(self, force: bool = False, note: str = "") -> None:
-        if self.progress is None:
-            return
-        now = time.monotonic()
-        due = now - self._last_progress >= self.progress_interval_s
-        if not force and not due:
-            return
-        if due and self.origin is not None:
-            # Polling the nodes costs requests: at most once per interval, however many steps
-            # are reported in between (six streams starting at t=0 must not wait for it).
-            self._last_progress = now
-            self._last_counts = self._counts()
-        sent, delivered = self._last_counts
-        faults = tuple(self.scenario.schedule[i].describe() for i in self.faults.active)
-        nodes = {name: h.state.value for name, h in self.cluster.nodes.items()}
-        t = self.scenario_time() if self.origin is not None else 0.0
-        self.progress(
-            Progress(
-                t=t,
-                end=self.workload_end,
-                phase=self.phase,
-                sent=sent,
-                delivered=delivered,
-                faults=faults,
-                nodes=nodes,
-                note=note,
-            )
+        self.reporter.report(
+            t=self.scenario_time() if self.origin is not None else None,
+            end=self.workload_end,
+            phase=self.phase,
+            faults=tuple(self.scenario.schedule[i].describe() for i in self.faults.active),
+            force=force,
+            note=note,
         )
-
-    def _counts(self) -> tuple[int, int]:
-        """Messages sent and delivered so far, summed over nodes (a paused or dead node counts
-        with what it last said)."""
-        for name, handle in self.cluster.nodes.items():
-            if handle.state is not NodeState.RUNNING:
-                continue
-            try:
-                admin = self.cluster.admin(name)
-                sent = sum(int(s.get("sent", 0)) for s in admin.streams())
-                delivered = int(admin.delivered().get("total", 0))
-            except (AdminError, AttributeError, TypeError, ValueError):
-                continue
-            key = (name, handle.incarnation)
-            self._node_counts[key] = (sent, delivered)
-        sent = sum(c[0] for c in self._node_counts.values())
-        delivered = sum(c[1] for c in self._node_counts.values())
-        return sent, delivered
 
 
 # ---- signals ----------------------------------------------------------------------------------

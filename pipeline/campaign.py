@@ -4,7 +4,7 @@ the warehouse, and the analysis follows in the same session.
 Theory of operation. `splitbrain campaign SCENARIO --runs N --backend sim --master URL` hands the
 seeds S..S+N-1 to Spark (`spark.range` in a few partitions per core) and `mapInArrow` runs, for
 each seed of a partition, what `splitbrain run --backend sim` runs: harness.sim's Simulation on
-the scenario with that seed, the harness's own verdict (harness.rundir.judge), the node logs and
+the scenario with that seed, the harness's own verdict (harness.verdict.judge), the node logs and
 the timeline serialized exactly as harness.eventlog writes them. The task then treats those texts
 as the files of a run directory (pipeline.runwise: classify, order, judge, metric rows). The
 result documents come to the driver through an accumulator (pipeline.tasks.Results), and the
@@ -76,8 +76,9 @@ def judged_seed(scenario, seed: int, stamp: str, sim_options: dict, want_timelin
     """One seed simulated and judged: its run id, runwise events, quarantined lines and result
     document (JSON, with the runs row as `meta`). The timeline is computed when `want_timeline`
     or the run did not pass."""
-    from splitbrain.harness.rundir import _json_default, error_verdict, judge
+    from splitbrain.harness.rundir import _json_default
     from splitbrain.harness.sim import Simulation
+    from splitbrain.harness.verdict import error_verdict, judge
 
     from . import runwise as R
 

@@ -133,7 +133,7 @@ def build(force: bool = False) -> str:
 
 def _analyze_sample(work: Path, options: str) -> None:
     """Analyze one short simulated run, then stop the JVM and wait for it to write the archive."""
-    from splitbrain.harness.rundir import run_scenario
+    from splitbrain.harness.run import run_scenario
     from splitbrain.harness.scenario import load_scenario
 
     from . import analysis as A

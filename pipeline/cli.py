@@ -326,7 +326,7 @@ def _run_seeds(scenario, seeds: range, backend: str, runs_dir: Path, sim_options
         TimeRemainingColumn,
     )
 
-    from splitbrain.harness.rundir import run_scenario
+    from splitbrain.harness.run import run_scenario
     from splitbrain.harness.scenario import ScenarioError
 
     counts = {"passed": 0, "failed": 0, "error": 0}

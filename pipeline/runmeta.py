@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 import yaml
 
 from splitbrain.harness.checks import GENERAL_CHECKS
-from splitbrain.harness.scenario import ALWAYS_CHECKS, DEFAULT_CHECKS, default_checks
+from splitbrain.harness.scenario import FaultStep, Partition, ScenarioError, parse_scenario
 from splitbrain.node import protocols
 
 from . import schema as S
@@ -23,17 +23,6 @@ if TYPE_CHECKING:
 
 # Checks a run without scenario.yaml is judged by (every check the harness knows).
 ALL_CHECKS = GENERAL_CHECKS
-# What a scenario file without `checks:` is judged by when its protocol is unknown here.
-SCENARIO_DEFAULT_CHECKS = DEFAULT_CHECKS
-
-
-def _default_checks(protocol, membership: str = "static") -> tuple[str, ...]:
-    try:
-        return default_checks(protocol, membership)
-    except ValueError:
-        return SCENARIO_DEFAULT_CHECKS
-
-
 def _variant(protocol, config: dict) -> str | None:
     """The protocol variant a run used (its spec's variant_key: UNICAST3's resync mode, NAKACK2's
     xmit_interval, MCAST's capacity), for pass rates per variant."""
@@ -62,35 +51,28 @@ def run_metadata(run: RunSource, scenario_text: str | None, verdict_text: str | 
     expect = "pass"
     if scenario_text is not None:
         try:
-            scen = yaml.safe_load(scenario_text)
-            if not isinstance(scen, dict):
-                raise ValueError("not a mapping")
-            config = scen.get("config") or {}
-            protocol = scen.get("protocol")
-            checks = list(scen.get("checks") or _default_checks(protocol, scen.get("membership") or "static"))
-            checks += [c for c in ALWAYS_CHECKS if c not in checks]
-            raw_expect = scen.get("expect", "pass")
-            expect = f"fail:{raw_expect['fail']}" if isinstance(raw_expect, dict) else str(raw_expect)
-            nodes = scen.get("nodes")
-            if isinstance(nodes, int):
-                nodes = [_letters(i) for i in range(nodes)]
+            # The harness's own loader: the row says what the run ran, resolved as the run resolved it.
+            scen = parse_scenario(yaml.safe_load(scenario_text))
+            checks = list(scen.checks)
+            expect = "pass" if scen.expect_fail is None else f"fail:{scen.expect_fail}"
             row.update(
-                scenario=_str(scen.get("name")),
-                protocol=_str(protocol),
-                transport=_str(scen.get("transport")),
-                seed=scen.get("seed") if isinstance(scen.get("seed"), int) else None,
-                variant=_variant(protocol, config),
-                nodes=[str(n) for n in nodes] if isinstance(nodes, list) else None,
-                fault_types=fault_types(scen.get("schedule") or []),
-                duration=_float(scen.get("duration")),
-                settle=_float(scen.get("settle")),
-                recovery_bound=_float(scen.get("recovery_bound")),
-                resync_bound=_int(scen.get("resync_bound")),
-                xmit_bound=_int(scen.get("xmit_bound")),
-                config_json=json.dumps(config, sort_keys=True),
+                scenario=scen.name,
+                protocol=scen.protocol,
+                transport=scen.transport,
+                seed=scen.seed,
+                variant=_variant(scen.protocol, scen.config),
+                nodes=list(scen.nodes),
+                fault_types=fault_types(scen.schedule),
+                duration=scen.duration,
+                settle=scen.settle,
+                recovery_bound=scen.recovery_bound,
+                resync_bound=scen.resync_bound,
+                xmit_bound=scen.xmit_bound,
+                config_json=json.dumps(scen.config, sort_keys=True),
             )
-        except Exception as exc:  # a broken scenario.yaml is reported, the events still count
-            problems.append(f"scenario.yaml: {type(exc).__name__}: {exc}")
+        except (ScenarioError, yaml.YAMLError) as exc:  # a broken scenario.yaml is reported, the events still count
+            why = str(exc).replace("\n", "; ")
+            problems.append(f"scenario.yaml: {type(exc).__name__}: {why}")
     else:
         problems.append("no scenario.yaml (judged by every check, expect pass)")
     if verdict_text is not None:
@@ -113,32 +95,22 @@ def run_metadata(run: RunSource, scenario_text: str | None, verdict_text: str | 
     return row
 
 
-def fault_types(schedule: list) -> list[str]:
+def fault_types(schedule: tuple[FaultStep, ...]) -> list[str]:
     """The kinds of fault a schedule applies ("partition-one-way", "loss", "kill", ...), or ["none"]."""
     kinds = []
     for step in schedule:
-        if not isinstance(step, dict):
+        key = step.kind
+        if key in _NOT_FAULTS:
             continue
-        for key, body in step.items():
-            if key == "at" or key in _NOT_FAULTS:
-                continue
-            if key == "partition":
-                key = "partition-two-way" if isinstance(body, list) else "partition-one-way"
-            if key not in kinds:
-                kinds.append(key)
+        if isinstance(step.params, Partition):
+            key = "partition-one-way" if step.params.one_way else "partition-two-way"
+        if key not in kinds:
+            kinds.append(key)
     return kinds or ["none"]
-
-
-def _letters(i: int) -> str:
-    return chr(ord("A") + i) if i < 26 else chr(ord("A") + i // 26 - 1) + chr(ord("A") + i % 26)
 
 
 def _str(value) -> str | None:
     return None if value is None else str(value)
-
-
-def _int(value) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 def _float(value) -> float | None:

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from splitbrain.harness import checks as H
-from splitbrain.harness.rundir import outcome_of
+from splitbrain.harness.verdict import outcome_of
 
 from .checks import ADVISORY_CHECKS, STUCK_MIN_RETRANSMITS, STUCK_MIN_SECONDS
 
@@ -104,7 +104,7 @@ class RunVerdict:
 
     @property
     def deciding(self) -> list[dict]:
-        """The checks that decided a failed or vacuous outcome (as harness.rundir.Verdict.failures)."""
+        """The checks that decided a failed or vacuous outcome (as harness.verdict.Verdict.failures)."""
         if self.outcome not in ("failed", "vacuous"):
             return []
         if self.expect.startswith("fail:"):
@@ -135,7 +135,7 @@ class RunVerdict:
 
 
 def judge(run_id: str, meta: dict, parts: dict, results: list[dict], quarantined: int = 0) -> RunVerdict:
-    """Decide a run's outcome the way harness.rundir.judge does, from its check results (in the
+    """Decide a run's outcome the way harness.verdict.judge does, from its check results (in the
     scenario's order): passed, failed, or vacuous when only checks that judged nothing did not pass."""
     expect = meta.get("expect") or "pass"
     names = list(meta.get("checks") or H.GENERAL_CHECKS)

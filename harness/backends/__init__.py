@@ -43,7 +43,7 @@ def _docker(**kwargs) -> Backend:
 
 
 # The registry of live backends: name -> factory (imported only when asked for). A new backend
-# is one entry here; the command line, the pytest plugin and harness.rundir read these names.
+# is one entry here; the command line, the pytest plugin and harness.run read these names.
 LIVE = {"local": _local, "docker": _docker}
 LIVE_BACKENDS = tuple(LIVE)
 # Every backend a run may name: the simulator (virtual time, harness.sim) and the live ones.

@@ -41,6 +41,41 @@ class AdminClient:
 
     # ---- plumbing -----------------------------------------------------------------------------
 
+    def exchange(
+        self,
+        method: str,
+        path: str,
+        body: Any = None,
+        *,
+        raw: str | bytes | None = None,
+        token: str | bool | None = True,
+        timeout_s: float | None = None,
+    ) -> requests.Response:
+        """One round trip, whatever the status (the conformance suite checks statuses itself).
+        `token` True sends the client's token on writes; a string sends that token on any method;
+        None sends none. `raw` is a body sent as it is, as JSON. A connection error or a timeout
+        raises AdminError."""
+        headers = {}
+        given = (self.token if method in ("POST", "DELETE", "PUT") else None) if token is True else token
+        if given:
+            headers[TOKEN_HEADER] = given
+        if raw is not None:
+            headers["Content-Type"] = "application/json"
+        timeout = timeout_s or self.timeout_s
+        try:
+            return self._session.request(
+                method,
+                self.base_url + path,
+                json=body if raw is None else None,
+                data=raw,
+                headers=headers,
+                timeout=timeout,
+            )
+        except requests.Timeout:
+            raise AdminError(self.node, method, path, f"no answer within {timeout:g}s") from None
+        except requests.ConnectionError as exc:
+            raise AdminError(self.node, method, path, f"cannot connect to {self.base_url} ({_short(exc)})") from None
+
     def request(
         self,
         method: str,
@@ -50,17 +85,8 @@ class AdminClient:
         expect: tuple[int, ...] = (200,),
         timeout_s: float | None = None,
     ) -> Any:
-        headers = {}
-        if method in ("POST", "DELETE", "PUT") and self.token:
-            headers[TOKEN_HEADER] = self.token
-        try:
-            resp = self._session.request(
-                method, self.base_url + path, json=body, headers=headers, timeout=timeout_s or self.timeout_s
-            )
-        except requests.Timeout:
-            raise AdminError(self.node, method, path, f"no answer within {timeout_s or self.timeout_s:g}s") from None
-        except requests.ConnectionError as exc:
-            raise AdminError(self.node, method, path, f"cannot connect to {self.base_url} ({_short(exc)})") from None
+        """The decoded JSON body (text when not JSON, None when empty); AdminError on any other status."""
+        resp = self.exchange(method, path, body, timeout_s=timeout_s)
         if resp.status_code not in expect:
             raise AdminError(
                 self.node, method, path, f"HTTP {resp.status_code}: {resp.text.strip()[:300]}", resp.status_code

@@ -22,8 +22,7 @@ import random
 import socket
 from pathlib import Path
 
-from tenacity import RetryError, Retrying, retry_if_result, stop_after_delay, wait_fixed
-
+from splitbrain.harness.poll import EventuallyTimeout, eventually
 from splitbrain.node.jgroups import launch
 
 from .admin import AdminError
@@ -109,12 +108,8 @@ class JGroupsLocalCluster(LocalCluster):
             return full
 
         try:
-            Retrying(
-                stop=stop_after_delay(self.options.start_timeout_s),
-                wait=wait_fixed(VIEW_POLL_S),
-                retry=retry_if_result(lambda ok: not ok),
-            )(views)
-        except RetryError:
+            eventually(views, timeout=self.options.start_timeout_s, interval=VIEW_POLL_S)
+        except EventuallyTimeout:
             seen = "; ".join(f"{n}: {v}" for n, v in last.items())
             raise NodeStartError(
                 f"the JGroups nodes did not form one view of {', '.join(everyone)} within "

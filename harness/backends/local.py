@@ -38,8 +38,8 @@ from collections.abc import Set
 from pathlib import Path
 
 import yaml
-from tenacity import RetryError, Retrying, retry_if_exception_type, stop_after_delay, wait_fixed
 
+from splitbrain.harness.poll import EventuallyTimeout, eventually
 from splitbrain.harness.scenario import Scenario
 from splitbrain.node import protocols
 from splitbrain.node.protocols import ENV_PROTOCOLS
@@ -317,31 +317,25 @@ class LocalCluster(Cluster):
         timeout = self.options.start_timeout_s
         last: list[str] = ["no answer yet"]
 
-        def probe() -> None:
+        def healthy() -> bool:
             if proc.poll() is not None:
                 raise _Exited(proc.returncode)
             try:
                 reply = client.health(timeout_s=2.0)
             except AdminError as exc:
                 last[0] = str(exc)
-                raise
+                return False
             if (
                 not isinstance(reply, dict)
                 or reply.get("status") != "ok"
                 or reply.get("incarnation") != handle.incarnation
             ):
                 last[0] = f"GET /health answered {reply!r}"
-                raise AdminError(name, "GET", "/health", last[0])
+                return False
+            return True
 
         try:
-            for attempt in Retrying(
-                stop=stop_after_delay(timeout),
-                wait=wait_fixed(HEALTH_POLL_S),
-                retry=retry_if_exception_type(AdminError),
-                reraise=False,
-            ):
-                with attempt:
-                    probe()
+            eventually(healthy, timeout=timeout, interval=HEALTH_POLL_S)
         except _Exited as exc:
             handle.state = NodeState.DEAD
             tail = self.log_tail(name)
@@ -351,7 +345,7 @@ class LocalCluster(Cluster):
                 f"while starting on {handle.address}; tail of {self._node_dir(name) / 'node.log'}:\n"
                 f"{tail}"
             ) from None
-        except RetryError:
+        except EventuallyTimeout:
             raise NodeStartError(
                 f"node {name} (incarnation {handle.incarnation}) did not answer GET {handle.admin_url}/health "
                 f"within {timeout:g}s (expected status ok and incarnation {handle.incarnation}; last seen: "

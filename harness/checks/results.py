@@ -23,7 +23,7 @@ class CheckResult:
     judged: int = 0
     vacuous: bool = False
     # False: the check cannot judge this run's nodes at all (windows_synced of nodes that report no
-    # windows): neither passed nor failed, and left out of the outcome (harness.rundir.outcome_of).
+    # windows): neither passed nor failed, and left out of the outcome (harness.verdict.outcome_of).
     applicable: bool = True
 
     def to_dict(self) -> dict:

@@ -115,7 +115,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def _run_sim(args, path: Path, scenario, seed: int) -> int:
-    from splitbrain.harness.rundir import run_scenario
+    from splitbrain.harness.run import run_scenario
 
     # On two cores the logs are written while the run is judged (harness.afterrun).
     options: dict[str, Any] = {"check_invariants": not args.no_invariants, "workers": min(2, os.cpu_count() or 1)}
@@ -148,7 +148,7 @@ def _run_sim(args, path: Path, scenario, seed: int) -> int:
 
 
 def _run_live(args, path: Path, scenario, seed: int) -> int:
-    from splitbrain.harness.rundir import run_scenario
+    from splitbrain.harness.run import run_scenario
 
     config_error = _protocol_config_error(scenario)
     if config_error is not None:

@@ -17,7 +17,7 @@ shrunk by harness.shrink (with the same reference), and kept unless a failure wi
 and signature (the kinds and message types of the shrunk schedule's steps) was kept before.
 
 On a live backend (`local`) a run is a real cluster, started, faulted, judged and torn down by
-harness.rundir.run_scenario in a worker process: `jobs` workers, so at most `jobs` clusters at a
+harness.run.run_scenario in a worker process: `jobs` workers, so at most `jobs` clusters at a
 time (each draws its own loopback addresses and ports). A failing run's directory is kept under
 `runs_dir` (the report shows its timeline); a passing one is removed. A Ctrl-C or SIGTERM stops the
 workers, each of which tears its cluster down, and the session so far is returned. A failure of
@@ -242,7 +242,7 @@ def _run_live_dict(backend: str, runs_dir: str, data: dict, seed: int):
     """(outcome, failed checks, explanation, events, verdicts, run directory) of one live run;
     outcome "error" when the cluster could not run it (the explanation says why)."""
     from splitbrain.harness.eventlog import read_run
-    from splitbrain.harness.rundir import run_scenario
+    from splitbrain.harness.run import run_scenario
     from splitbrain.harness.scenario import parse_scenario
 
     scenario = parse_scenario({**data, "expect": "pass"})
@@ -259,9 +259,9 @@ def _run_live_dict(backend: str, runs_dir: str, data: dict, seed: int):
 
 def _simulate(data: dict, seed: int, invariants: bool):
     """(outcome, failed checks, explanation, events, verdicts) as harness.mutants.run_trial judges."""
-    from splitbrain.harness.rundir import judge
     from splitbrain.harness.scenario import parse_scenario
     from splitbrain.harness.sim import Simulation
+    from splitbrain.harness.verdict import judge
 
     scenario = parse_scenario(data)
     try:

@@ -25,6 +25,11 @@ Randomness: one `random.Random(seed)` is the master; links (in node order, then 
 then nodes each get `random.Random(master.getrandbits(64))`, and each incarnation of a node gets
 its stack RNG from its node's generator. Nothing else draws randomness, so a seed replays
 bit-for-bit, and wall-clock time never enters the simulation.
+
+This module stays one piece (over 600 lines) because `Simulation` is one event loop: its handlers
+share the queue, the virtual clock, the link models and every node's state, and the order in which
+they read and write that state is what makes a seed replay exactly; its codecs, network model and
+driver already live in codec.py, network.py and driver.py.
 """
 
 from __future__ import annotations

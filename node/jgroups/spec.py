@@ -51,7 +51,7 @@ class JGroupsConfig:
 
     @property
     def recovery_bound_s(self) -> float:
-        # Never used: a JGroups scenario must state its recovery_bound (harness/scenario.py).
+        # Never used: a JGroups scenario must state its recovery_bound (harness/scenario/document.py).
         return 0.0
 
 

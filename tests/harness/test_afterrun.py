@@ -18,7 +18,8 @@ from splitbrain.harness import afterrun
 from splitbrain.harness.afterrun import ChildFailed, write_and_check
 from splitbrain.harness.checks import run_checks
 from splitbrain.harness.cli import main
-from splitbrain.harness.rundir import run_scenario, write_events
+from splitbrain.harness.run import run_scenario
+from splitbrain.harness.rundir import write_events
 from splitbrain.harness.scenario import load_scenario
 from splitbrain.harness.sim import Simulation
 

@@ -1,16 +1,16 @@
 """The checkers' weaknesses, reproduced in the simulator: each run here used to pass.
 
 Every test runs a whole scenario in virtual time and judges it exactly as `splitbrain run` does
-(harness.rundir.judge), so what is asserted is what a user would see.
+(harness.verdict.judge), so what is asserted is what a user would see.
 """
 
 from __future__ import annotations
 
 import pytest
 
-from splitbrain.harness.rundir import judge
 from splitbrain.harness.scenario import parse_scenario
 from splitbrain.harness.sim import simulate
+from splitbrain.harness.verdict import judge
 
 
 def run(

@@ -168,7 +168,7 @@ def test_cluster_lifecycle_names_labels_addresses_and_files(docker_backend, tmp_
 def test_remote_style_options_archive_published_exec(docker_backend, tmp_path):
     """No host-path assumption: config in and events out by put/get_archive, admin API through
     published ports, iptables through `docker exec -u root`; the smoke scenario passes."""
-    from splitbrain.harness.rundir import run_scenario
+    from splitbrain.harness.run import run_scenario
 
     outcome = run_scenario(
         load_scenario(ROOT / "scenarios" / "smoke.yaml"),

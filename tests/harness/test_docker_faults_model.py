@@ -115,7 +115,7 @@ def test_check_backend_refuses_what_a_backend_cannot_do():
 
 
 def test_run_scenario_and_cli_refuse_toxics_off_docker(tmp_path):
-    from splitbrain.harness.rundir import run_scenario
+    from splitbrain.harness.run import run_scenario
 
     toxic = scenario(schedule=[{"at": 1, "toxic": {"link": "A->B", "type": "down"}}])
     for backend in ("sim", "local"):

@@ -29,7 +29,7 @@ pytest.importorskip("docker")
 
 from splitbrain.harness.backends.docker import DockerBackend, leftovers, owner_label
 from splitbrain.harness.eventlog import read_events
-from splitbrain.harness.rundir import run_scenario
+from splitbrain.harness.run import run_scenario
 from splitbrain.harness.scenario import load_scenario
 from splitbrain.node.events import expand_runs
 from tests.leaks import processes_naming

@@ -13,8 +13,8 @@ import json
 import pytest
 
 from splitbrain.harness.checks import run_checks
+from splitbrain.harness.collect import count_messages
 from splitbrain.harness.eventlog import EventLogError, read_events, read_run, write_events
-from splitbrain.harness.rundir import count_messages
 from splitbrain.harness.rundir import write_events as write_run_events
 from splitbrain.harness.scenario import load_scenario
 from splitbrain.harness.sim import Simulation

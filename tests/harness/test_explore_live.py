@@ -17,7 +17,7 @@ from splitbrain.harness.backends.local import LocalBackend
 from splitbrain.harness.cli import main
 from splitbrain.harness.explore import nemesis
 from splitbrain.harness.explore.vocab import LIVE_DURATIONS_S, vocabulary
-from splitbrain.harness.rundir import run_scenario
+from splitbrain.harness.run import run_scenario
 from splitbrain.harness.scenario import load_scenario
 from splitbrain.harness.testlib import eventually
 from tests.leaks import processes_naming

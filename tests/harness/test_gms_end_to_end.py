@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 
 from splitbrain.harness.checks import run_checks
 from splitbrain.harness.eventlog import read_events, read_run
-from splitbrain.harness.rundir import run_scenario
+from splitbrain.harness.run import run_scenario
 from splitbrain.harness.scenario import load_scenario, parse_scenario
 from splitbrain.harness.sim import Simulation
 

@@ -14,7 +14,7 @@ import pytest
 from splitbrain.harness.backends.local import LocalBackend
 from splitbrain.harness.cli import main
 from splitbrain.harness.mcastprobe import loopback_status
-from splitbrain.harness.rundir import run_scenario
+from splitbrain.harness.run import run_scenario
 from splitbrain.harness.scenario import ScenarioError, check_backend, load_scenario, parse_scenario
 from splitbrain.node.message import MCAST_DEST, Message
 from splitbrain.node.runtime.config import ConfigError, NodeConfig

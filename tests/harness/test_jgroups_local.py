@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from splitbrain.harness.rundir import run_scenario
+from splitbrain.harness.run import run_scenario
 from splitbrain.harness.scenario import load_scenario, parse_scenario
 from splitbrain.node.jgroups.launch import runtime_problem
 

@@ -11,8 +11,8 @@ import yaml
 
 from splitbrain.harness.checks import run_checks
 from splitbrain.harness.cli import main
-from splitbrain.harness.rundir import outcome_of
 from splitbrain.harness.scenario import ScenarioError, check_backend, json_schema, load_scenario, parse_scenario
+from splitbrain.harness.verdict import outcome_of
 from splitbrain.node.events import make_event
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -152,7 +152,7 @@ def test_a_protocol_that_reports_windows_still_fails_without_them():
 
 
 def test_the_verdict_says_not_applicable(tmp_path):
-    from splitbrain.harness.rundir import verdict_of
+    from splitbrain.harness.verdict import verdict_of
 
     s = parse_scenario(_data(checks=["fifo", "windows_synced"]))
     verdict = verdict_of(s, run_checks(_log("jgroups"), list(s.checks)), seed=0, backend="local", stats={})

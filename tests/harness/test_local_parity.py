@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from splitbrain.harness.backends.local import LocalBackend
-from splitbrain.harness.rundir import run_scenario
+from splitbrain.harness.run import run_scenario
 from splitbrain.harness.scenario import load_scenario
 
 pytestmark = pytest.mark.skipif(not LocalBackend().check()[0], reason="local backend unavailable here")

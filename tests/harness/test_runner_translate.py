@@ -12,10 +12,11 @@ import pytest
 
 from splitbrain.harness.backends.admin import AdminError
 from splitbrain.harness.backends.base import NodeHandle, NodeState
-from splitbrain.harness.runner import FaultBook, LiveRun, drop_rule, network_rules, planned_count, slots_before
+from splitbrain.harness.runner import FaultBook, LiveRun, drop_rule, network_rules
 from splitbrain.harness.scenario import load_scenario, parse_scenario
 from splitbrain.harness.sim import Simulation
 from splitbrain.harness.sim.simulator import _StreamState
+from splitbrain.harness.slots import planned_count, slots_before
 
 SCENARIOS = Path(__file__).resolve().parents[2] / "scenarios"
 

@@ -10,9 +10,11 @@ import pytest
 import yaml
 
 from splitbrain.harness.cli import main
-from splitbrain.harness.rundir import judge, make_run_dir, run_scenario
+from splitbrain.harness.run import run_scenario
+from splitbrain.harness.rundir import make_run_dir
 from splitbrain.harness.scenario import ScenarioError, cut_links, load_scenario, parse_scenario
 from splitbrain.harness.sim import IdentityCodec, SimulationError, simulate
+from splitbrain.harness.verdict import judge
 from splitbrain.node.events import make_event
 from splitbrain.node.layer import Layer
 from splitbrain.node.stack import Stack

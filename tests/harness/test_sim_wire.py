@@ -15,7 +15,7 @@ import pytest
 
 from splitbrain.harness.cli import main
 from splitbrain.harness.eventlog import encode_lines, read_run, write_events
-from splitbrain.harness.rundir import run_scenario
+from splitbrain.harness.run import run_scenario
 from splitbrain.harness.scenario import load_scenario, parse_scenario
 from splitbrain.harness.sim import Simulation
 from splitbrain.harness.sim.codec import ObjectCodec

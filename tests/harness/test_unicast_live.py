@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from splitbrain.harness.rundir import run_scenario
+from splitbrain.harness.run import run_scenario
 from splitbrain.harness.scenario import load_scenario
 
 BUGS = Path(__file__).resolve().parents[2] / "scenarios" / "bugs"

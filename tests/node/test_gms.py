@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from splitbrain.harness.rundir import run_scenario
+from splitbrain.harness.run import run_scenario
 from splitbrain.harness.scenario import parse_scenario
 from splitbrain.harness.sim.simulator import Simulation
 from splitbrain.node.gms.config import GmsConfig

@@ -9,7 +9,7 @@ from importlib import import_module
 import pytest
 
 from splitbrain.harness.backends.local import LocalBackend
-from splitbrain.harness.rundir import run_scenario
+from splitbrain.harness.run import run_scenario
 from splitbrain.harness.scenario import ScenarioError, parse_scenario
 from splitbrain.node import protocols
 from splitbrain.node.events import validate_event

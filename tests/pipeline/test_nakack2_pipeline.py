@@ -3,7 +3,7 @@ without a peer), and its verdicts are the harness's, a LastMessageDropped failur
 
 from __future__ import annotations
 
-from splitbrain.harness.rundir import run_scenario
+from splitbrain.harness.run import run_scenario
 from splitbrain.harness.scenario import parse_scenario
 
 

@@ -8,7 +8,7 @@ import dataclasses
 import json
 
 from splitbrain.harness.cli import main
-from splitbrain.harness.rundir import run_scenario
+from splitbrain.harness.run import run_scenario
 from splitbrain.harness.scenario import parse_scenario
 from splitbrain.pipeline import tasks as TK
 from splitbrain.pipeline.cli import EXIT_OK

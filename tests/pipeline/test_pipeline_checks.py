@@ -179,6 +179,8 @@ def reaped():
 BOUND_SCENARIO = """name: bound-from-scenario
 protocol: unicast3
 nodes: [A, B]
+duration: 10
+workload: [{from: A, to: B, rate: 1, count: 1}]
 checks: [fifo, no_loss]
 recovery_bound: 1.0
 expect: pass
@@ -300,6 +302,8 @@ GMS_SCENARIO = """name: gms-views
 protocol: unicast3
 membership: gms
 nodes: [A, B, C]
+duration: 10
+workload: [{from: A, to: B, rate: 1, count: 1}]
 checks: [views_agree, no_errors]
 expect: pass
 """

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from splitbrain.harness.rundir import run_scenario
+from splitbrain.harness.run import run_scenario
 from splitbrain.harness.scenario import load_scenario
 from splitbrain.pipeline.standalone import standalone_cluster as start_standalone
 

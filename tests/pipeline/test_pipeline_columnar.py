@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 from splitbrain.harness.checks import DEFAULT_RECOVERY_BOUND_S, GENERAL_CHECKS
 from splitbrain.harness.eventlog import encode_lines
-from splitbrain.harness.rundir import run_scenario
+from splitbrain.harness.run import run_scenario
 from splitbrain.harness.scenario import load_scenario
 from splitbrain.pipeline import columnar as K
 from splitbrain.pipeline import columnar_parts as P

@@ -7,6 +7,7 @@ import json
 import random
 
 import pytest
+import yaml
 
 from splitbrain.node import events as node_events
 from splitbrain.pipeline import schema as S
@@ -330,3 +331,37 @@ def test_event_columns_equal_the_column_by_column_conversion(monkeypatch):
     by_line = {line: i for i, line in enumerate(fast.column("line").to_pylist()) if line is not None}
     assert fast.column("peer")[by_line[6]].as_py() == "\ufffd"
     assert fast.column("t")[by_line[7]].as_py() == float(2**70)
+
+
+# ---- a run's scenario.yaml, read by the harness's own loader ------------------------------------
+
+
+def test_run_metadata_reads_scenario_yaml_as_the_harness_does():
+    """The runs-table row of a run is its scenario resolved by harness.scenario.parse_scenario
+    (node count expanded, the protocol's default checks and recovery bound), and a scenario.yaml
+    the harness would refuse is the run's metadata error naming the field, judged by every check."""
+    from splitbrain.harness.scenario import parse_scenario
+    from splitbrain.pipeline.ingest import ALL_CHECKS, RunSource, run_metadata
+
+    run = RunSource(run_id="r", uri="file:/r", event_files=(("nodes/A/events.jsonl", "A"),))
+    text = """name: meta
+protocol: unicast3
+nodes: 3
+duration: 5
+workload: [{from: A, to: B, rate: 10, count: 5}]
+schedule:
+  - {at: 2, partition: {from: A, to: B}}
+  - {at: 1, loss: {link: "A<->C", p: 0.5}}
+  - {at: 3, heal: 0}
+"""
+    row = run_metadata(run, text, None, "now")
+    resolved = parse_scenario(yaml.safe_load(text))
+    assert row["metadata_error"] is None
+    assert row["nodes"] == ["A", "B", "C"]
+    assert row["checks"] == list(resolved.checks) and row["recovery_bound"] == resolved.recovery_bound
+    assert row["fault_types"] == ["loss", "partition-one-way"]  # in time order; a heal is no fault
+
+    bad = text.replace("p: 0.5", "p: 2")
+    row = run_metadata(run, bad, None, "now")
+    assert "schedule[1].loss.p: must be between 0 and 1" in row["metadata_error"]
+    assert row["checks"] == list(ALL_CHECKS) and row["scenario"] is None

@@ -10,7 +10,7 @@ import math
 import pytest
 
 from splitbrain.harness.eventlog import read_run
-from splitbrain.harness.rundir import run_scenario
+from splitbrain.harness.run import run_scenario
 from splitbrain.harness.scenario import parse_scenario
 from splitbrain.node.events import expand_runs
 

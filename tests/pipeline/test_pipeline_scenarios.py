@@ -11,7 +11,7 @@ import pytest
 
 from splitbrain.harness.checks import run_checks
 from splitbrain.harness.eventlog import read_run
-from splitbrain.harness.rundir import run_scenario
+from splitbrain.harness.run import run_scenario
 from splitbrain.harness.scenario import load_scenario
 from splitbrain.node import protocols
 from splitbrain.node.events import expand_runs
@@ -51,7 +51,7 @@ def test_every_scenario_is_found():
 
 
 def test_spark_verdicts_equal_the_harness_verdicts(scenario_runs):
-    """For every scenario: same checks, same results dicts, same outcome as harness.rundir.judge."""
+    """For every scenario: same checks, same results dicts, same outcome as harness.verdict.judge."""
     outcomes, verdicts = scenario_runs
     assert set(verdicts) == set(outcomes)
     for run_id, outcome in outcomes.items():

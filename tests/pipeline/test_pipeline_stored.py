@@ -12,7 +12,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from splitbrain.harness.rundir import run_scenario
+from splitbrain.harness.run import run_scenario
 from splitbrain.harness.scenario import load_scenario
 from splitbrain.pipeline import stored as ST
 from splitbrain.pipeline import tasks as TK

@@ -12,7 +12,7 @@ import yaml
 from splitbrain.harness.checks import check_resync_traffic, run_checks
 from splitbrain.harness.cli import main
 from splitbrain.harness.compare import applies, compare, markdown, on_variant, variants
-from splitbrain.harness.rundir import run_scenario
+from splitbrain.harness.run import run_scenario
 from splitbrain.harness.scenario import ScenarioError, load_scenario, parse_scenario
 from splitbrain.harness.shrink import NothingToShrink, shrink_scenario
 from splitbrain.harness.sim import Simulation

@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from splitbrain.harness.mutants import run_trial
-from splitbrain.harness.rundir import run_scenario
+from splitbrain.harness.run import run_scenario
 from splitbrain.harness.scenario import load_scenario, parse_scenario
 from splitbrain.node.layer import ViewChange
 from splitbrain.node.message import Message, app_payload

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from splitbrain.harness.rundir import run_scenario
+from splitbrain.harness.run import run_scenario
 from splitbrain.harness.scenario import parse_scenario
 from splitbrain.node.errors import SettingError
 from splitbrain.node.layer import SyncPeer, ViewChange

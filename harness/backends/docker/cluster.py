@@ -21,6 +21,10 @@ No leftovers: teardown (from `finally`, `with`, and an atexit hook as a last res
 nodes, removes every container labelled with the cluster id (found by label, so even one whose
 bookkeeping an interrupt cut short) and then the network. `keep=True` (`--splitbrain-keep`) leaves
 containers and network for inspection; `splitbrain clean` removes them later.
+
+The module stays one piece (a little over 600 lines): DockerCluster is the Cluster hooks of one
+backend over one docker client, and what is not a hook (network, files, proxies, multicast, images)
+already lives in the modules beside it.
 """
 
 from __future__ import annotations
@@ -39,6 +43,7 @@ import requests
 import yaml
 from docker.models.containers import Container
 
+from splitbrain.harness.poll import EventuallyTimeout, eventually
 from splitbrain.harness.scenario import Scenario
 
 from ..admin import AdminError
@@ -338,10 +343,11 @@ class DockerCluster(Cluster):
         container = self._containers[name]
         client = self.admin(name)
         timeout = self.options.start_timeout_s
-        deadline = time.monotonic() + timeout
         next_status = time.monotonic() + STATUS_POLL_S
         last = "no answer yet"
-        while True:
+
+        def healthy() -> bool:
+            nonlocal last, next_status
             try:
                 reply = client.health(timeout_s=2.0)
                 if (
@@ -349,35 +355,43 @@ class DockerCluster(Cluster):
                     and reply.get("status") == "ok"
                     and reply.get("incarnation") == handle.incarnation
                 ):
-                    return
+                    return True
                 last = f"GET /health answered {reply!r}"
             except AdminError as exc:
                 last = str(exc)
-            now = time.monotonic()
-            if now >= next_status or now >= deadline:
-                next_status = now + STATUS_POLL_S
-                try:
-                    container.reload()
-                    status = container.status
-                except docker.errors.NotFound:
-                    status = "removed"
-                if status in ("exited", "dead", "removed"):
-                    handle.state = NodeState.DEAD
-                    code = (container.attrs.get("State") or {}).get("ExitCode")
-                    tail = self.log_tail(name)
-                    self._finish(name)
-                    raise NodeStartError(
-                        f"node {name} (incarnation {handle.incarnation}) exited with code {code} "
-                        f"while starting in container {container.name} at {handle.address}; "
-                        f"its output:\n{tail}"
-                    )
-            if now >= deadline:
-                raise NodeStartError(
-                    f"node {name} (incarnation {handle.incarnation}) did not answer GET {handle.admin_url}/health "
-                    f"within {timeout:g}s (expected status ok and incarnation {handle.incarnation}; last seen: "
-                    f"{last}); container {container.name} output:\n{self.log_tail(name)}"
-                )
-            time.sleep(HEALTH_POLL_S)
+            if time.monotonic() >= next_status:
+                next_status = time.monotonic() + STATUS_POLL_S
+                self._raise_if_exited(name)
+            return False
+
+        try:
+            eventually(healthy, timeout=timeout, interval=HEALTH_POLL_S)
+        except EventuallyTimeout:
+            self._raise_if_exited(name)
+            raise NodeStartError(
+                f"node {name} (incarnation {handle.incarnation}) did not answer GET {handle.admin_url}/health "
+                f"within {timeout:g}s (expected status ok and incarnation {handle.incarnation}; last seen: "
+                f"{last}); container {container.name} output:\n{self.log_tail(name)}"
+            ) from None
+
+    def _raise_if_exited(self, name: str) -> None:
+        """NodeStartError, with the node's output, when its container ended while it was starting."""
+        handle, container = self.nodes[name], self._containers[name]
+        try:
+            container.reload()
+            status = container.status
+        except docker.errors.NotFound:
+            status = "removed"
+        if status in ("exited", "dead", "removed"):
+            handle.state = NodeState.DEAD
+            code = (container.attrs.get("State") or {}).get("ExitCode")
+            tail = self.log_tail(name)
+            self._finish(name)
+            raise NodeStartError(
+                f"node {name} (incarnation {handle.incarnation}) exited with code {code} "
+                f"while starting in container {container.name} at {handle.address}; "
+                f"its output:\n{tail}"
+            )
 
     # ---- lifecycle (the hooks Cluster's stop, kill, pause and resume use) ---------------------
 

@@ -8,9 +8,9 @@ see harness/backends/injectors.py for which fault step goes where.
 
 from __future__ import annotations
 
-import time
-
 import requests
+
+from splitbrain.harness.poll import EventuallyTimeout, eventually
 
 from ..base import NodeStartError
 from .files import container_tail
@@ -25,13 +25,14 @@ def wait_until_up(container, api: tuple[str, int], timeout_s: float) -> None:
     (with the container's output) when it exits or stays silent for timeout_s."""
     session = requests.Session()
     session.trust_env = False
-    deadline = time.monotonic() + timeout_s
     last = "no answer yet"
-    while True:
+
+    def up() -> bool:
+        nonlocal last
         try:
             resp = session.get(f"http://{api[0]}:{api[1]}/version", timeout=2)
             if resp.status_code == 200:
-                break
+                return True
             last = f"HTTP {resp.status_code}"
         except requests.RequestException as exc:
             last = type(exc).__name__
@@ -41,13 +42,17 @@ def wait_until_up(container, api: tuple[str, int], timeout_s: float) -> None:
                 f"the Toxiproxy container exited with {container.attrs['State'].get('ExitCode')}:"
                 f"\n{container_tail(container)}"
             )
-        if time.monotonic() > deadline:
-            raise NodeStartError(
-                f"the Toxiproxy container did not answer GET /version within "
-                f"{timeout_s:g}s (last: {last}):\n{container_tail(container)}"
-            )
-        time.sleep(0.1)
-    session.close()
+        return False
+
+    try:
+        eventually(up, timeout=timeout_s, interval=0.1)
+    except EventuallyTimeout:
+        raise NodeStartError(
+            f"the Toxiproxy container did not answer GET /version within "
+            f"{timeout_s:g}s (last: {last}):\n{container_tail(container)}"
+        ) from None
+    finally:
+        session.close()
 
 
 def create_proxies(
