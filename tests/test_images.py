@@ -151,6 +151,37 @@ def test_content_hash_is_stable_and_tracks_content(tmp_path):
     assert ci_images.content_hash(copy) != first
 
 
+def test_jgroups_content_hash_tracks_the_java_node_only(tmp_path):
+    """The JGroups node image's hash covers the Java sources, build.sh and its Dockerfile, not the
+    Python packages: a Python change leaves it (and the JGroups image) alone, a Java change does not."""
+    first = ci_images.content_hash(kind="jgroups")
+    assert first != ci_images.content_hash()
+    copy = tmp_path / "tree"
+    shutil.copytree(ROOT / "node", copy / "node", ignore=shutil.ignore_patterns("__pycache__", "*.pyc", "build"))
+    shutil.copy2(ROOT / ".dockerignore", copy / ".dockerignore")
+    assert ci_images.content_hash(copy, kind="jgroups") == first
+    (copy / "node" / "protocols.py").write_text("# changed\n")
+    assert ci_images.content_hash(copy, kind="jgroups") == first
+    java = next((copy / "node" / "jgroups" / "java").rglob("Node.java"))
+    java.write_text(java.read_text() + "\n// changed\n")
+    assert ci_images.content_hash(copy, kind="jgroups") != first
+
+
+def test_the_build_context_holds_the_java_node_sources():
+    """.dockerignore lets node/jgroups/Dockerfile see the sources and build.sh, never built classes."""
+    lines = (ROOT / ".dockerignore").read_text().splitlines()
+    assert "!node/jgroups/java/" in lines and "!node/jgroups/build.sh" in lines
+    assert not any(line.startswith("!node/jgroups/build/") or line == "!node/jgroups/" for line in lines)
+
+
+def test_jgroups_base_recipe_has_a_jdk_and_the_jar_and_no_python():
+    """The JGroups base: javac for the image build, Debian's JGroups 2.12.2, iptables; a hash of its own."""
+    include = ci_images.JGROUPS_BASE_RECIPE["include"]
+    assert {"openjdk-17-jdk-headless", "libjgroups-java", "iptables"} <= set(include)
+    assert not any(p.startswith("python3") for p in include)
+    assert ci_images.recipe_hash(ci_images.JGROUPS_BASE_RECIPE) != ci_images.recipe_hash()
+
+
 def test_base_recipe_hash_is_stable():
     """The base image is rebuilt only when its recipe changes: the recipe hash is deterministic."""
     assert ci_images.recipe_hash() == ci_images.recipe_hash()
