@@ -6,8 +6,11 @@
   is messages / seconds from the first delivery (bare) or the POST /send (node) to the last.
 - launch: 3 JGroups nodes on the local backend, from `start()` to every node's view listing all
   three (what the harness waits for before a scenario's time 0), classes already built.
+- launch-docker: the same on the docker backend, the JGroups node image already built: network,
+  three containers (JVMs), health, full view; the cluster's own timings split it.
 
-Run: .venv/bin/python benchmarks/bench_jgroups.py [--messages 200000] [--runs 3] [--parts throughput,launch]
+Run: .venv/bin/python benchmarks/bench_jgroups.py [--messages 200000] [--runs 3]
+     [--parts throughput,launch,launch-docker]
 """
 
 from __future__ import annotations
@@ -97,11 +100,30 @@ def launch_3() -> float:
             cluster.teardown()
 
 
+def launch_3_docker() -> tuple[float, dict[str, float]]:
+    from splitbrain.harness.backends.docker import DockerBackend
+    from splitbrain.harness.testlib import cluster_scenario
+
+    scenario = cluster_scenario(3, protocol="jgroups", recovery_bound=5)
+    backend = DockerBackend()
+    backend.ensure_image("jgroups")
+    with tempfile.TemporaryDirectory() as tmp:
+        cluster = backend.create_cluster(scenario, Path(tmp), seed=0)
+        try:
+            t0 = time.monotonic()
+            cluster.start()
+            return time.monotonic() - t0, dict(cluster.timings)
+        finally:
+            cluster.teardown()
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--messages", type=int, default=200_000)
     ap.add_argument("--runs", type=int, default=3)
-    ap.add_argument("--parts", default="throughput,launch", help="throughput, launch, bare (the baseline)")
+    ap.add_argument(
+        "--parts", default="throughput,launch", help="throughput, launch, launch-docker, bare (the baseline)"
+    )
     ap.add_argument("--json")
     args = ap.parse_args()
     launch.ensure_built()
@@ -115,6 +137,11 @@ def main() -> None:
             out.setdefault("node, log on msgs/s", []).append(node(args.messages, True))
         if "launch" in parts:
             out.setdefault("launch to full view, 3 nodes (s)", []).append(launch_3())
+        if "launch-docker" in parts:
+            total, timings = launch_3_docker()
+            out.setdefault("docker: launch to full view, 3 nodes (s)", []).append(total)
+            for key in ("network_s", "containers_s", "healthy_s"):
+                out.setdefault(f"docker: {key.removesuffix('_s')} (s)", []).append(timings.get(key, float("nan")))
     for key, values in out.items():
         print(f"{key}: median {statistics.median(values):.2f} of {', '.join(f'{v:.2f}' for v in values)}")
     if args.json:
