@@ -140,7 +140,7 @@ def main() -> None:
         if "launch-docker" in parts:
             total, timings = launch_3_docker()
             out.setdefault("docker: launch to full view, 3 nodes (s)", []).append(total)
-            for key in ("network_s", "containers_s", "healthy_s"):
+            for key in ("network_s", "containers_s", "healthy_s", "full_view_s"):
                 out.setdefault(f"docker: {key.removesuffix('_s')} (s)", []).append(timings.get(key, float("nan")))
     for key, values in out.items():
         print(f"{key}: median {statistics.median(values):.2f} of {', '.join(f'{v:.2f}' for v in values)}")

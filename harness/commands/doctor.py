@@ -73,7 +73,7 @@ def _jgroups_status() -> tuple[bool | str, str]:
     why = runtime_problem()
     if why:
         return False, why
-    return True, f"{DEFAULT_JAR} and javac found (protocol: jgroups runs on --backend local)"
+    return True, f"{DEFAULT_JAR} and javac found (protocol: jgroups on --backend local; docker runs the jgroups image)"
 
 
 def _jgroups_image_status() -> tuple[bool | str, str]:

@@ -25,6 +25,8 @@ pytestmark = [pytest.mark.docker, pytest.mark.timeout(900)]
 
 ROOT = Path(__file__).resolve().parents[2]
 SCENARIOS = ROOT / "scenarios" / "jgroups"
+# Three JVMs starting at once on two busy cores: each may take well over the default 30 s.
+START_TIMEOUT_S = 120.0
 
 
 @pytest.fixture(scope="module")
@@ -40,7 +42,11 @@ def jgroups_docker():
 
 def _run(backend: DockerBackend, name: str, out: Path):
     outcome = run_scenario(
-        load_scenario(SCENARIOS / name), backend="docker", out=out, backend_options={"client": backend.client}
+        load_scenario(SCENARIOS / name),
+        backend="docker",
+        out=out,
+        backend_options={"client": backend.client},
+        cluster_options=ClusterOptions(start_timeout_s=START_TIMEOUT_S),
     )
     assert not _left_by(backend, outcome.run_dir), _left_by(backend, outcome.run_dir)
     return outcome
@@ -142,7 +148,7 @@ def test_another_jar_is_refused_on_docker_naming_the_key():
 def test_the_pytest_fixtures_drive_a_jgroups_cluster_on_docker(splitbrain_cluster, faults):
     """The plugin's fixtures with protocol jgroups on containers: a two-way cut that heals within
     failure detection, unicasts and multicasts, settled and judged."""
-    cluster = splitbrain_cluster(nodes=3, protocol="jgroups", recovery_bound=8)
+    cluster = splitbrain_cluster(nodes=3, protocol="jgroups", recovery_bound=8, start_timeout_s=START_TIMEOUT_S)
     cluster.send("A", "B", rate=100, duration=4)
     cluster.send("C", "*", rate=50, duration=4)
     faults.partition("A", "B")

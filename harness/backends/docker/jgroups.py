@@ -21,6 +21,7 @@ duplicates, delay). What differs:
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 from splitbrain.node.jgroups import launch
@@ -38,6 +39,12 @@ MCAST_TTL_FLAG = "-Djgroups.udp.ip_ttl=1"
 
 class JGroupsDockerCluster(JGroupsNodes, DockerCluster):
     image_kind = "jgroups"
+
+    def _wait_full_view(self) -> None:
+        mark = time.monotonic()
+        super()._wait_full_view()
+        self.timings["full_view_s"] = time.monotonic() - mark
+        self.timings["start_s"] = self.timings.get("start_s", 0.0) + self.timings["full_view_s"]
 
     def jgroups_config(self, stack: str | None) -> dict:
         if stack and Path(stack).is_file():
