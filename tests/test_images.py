@@ -247,6 +247,39 @@ def test_image_builds_or_is_current(docker_client, node_image):
 
 
 @pytest.mark.docker
+@pytest.mark.timeout(BUILD_TIMEOUT_S + 60)
+def test_jgroups_image_builds_or_is_current_and_runs_the_node(docker_client, node_image):
+    """ci/images all also leaves splitbrain-jgroups:<content-hash> current: no Python, a JRE, the
+    Debian jar and the node's classes compiled in the image; the node answers --help in it."""
+    tag = f"{ci_images.JGROUPS_REPO}:{ci_images.content_hash(kind='jgroups')}"
+    image = docker_client.images.get(tag)
+    assert image.labels.get("splitbrain.content-hash") == tag.rsplit(":", 1)[1]
+    assert image.attrs["Config"]["User"] == "splitbrain"
+    out = docker_client.containers.run(
+        tag,
+        entrypoint=[
+            "sh",
+            "-c",
+            "command -v python3 || echo no-python; ls /usr/share/java/jgroups.jar; "
+            "ls /opt/splitbrain/jgroups/build/classes/splitbrain/jgroups/Node.class; "
+            "java -cp /opt/splitbrain/jgroups/build/classes:/usr/share/java/jgroups.jar "
+            "splitbrain.jgroups.Node --help",
+        ],
+        labels={"splitbrain": "1", "splitbrain.test": unique("jgimg")},
+        remove=True,
+    ).decode()
+    assert "no-python" in out and "Node.class" in out and "usage: Node --config" in out, out
+    again = subprocess.run(
+        [sys.executable, str(ROOT / "ci" / "images"), "jgroups"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        stdin=subprocess.DEVNULL,
+    )
+    assert again.returncode == 0 and "JGroups node image is current" in again.stdout, again.stdout
+
+
+@pytest.mark.docker
 @pytest.mark.timeout(BUILD_TIMEOUT_S + 180)
 def test_container_starts_healthy_unprivileged_with_root_faults(docker_client, node_image):
     """A node container on its own labelled network becomes healthy; it runs as non-root, and
