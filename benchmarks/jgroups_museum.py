@@ -7,7 +7,7 @@ backend given with --twin-backend (default sim, where the museum states them); o
 the Python node image. Prints one table row per scenario; --json writes the counts.
 
     .venv/bin/python benchmarks/jgroups_museum.py --backend docker [--runs 10] [--only partition]
-        [--twin-backend docker|sim|none]
+        [--twin-backend docker|sim|none] [--twins-only]
 """
 
 from __future__ import annotations
@@ -54,13 +54,15 @@ def main() -> None:
     ap.add_argument("--twin-backend", default="sim", choices=("sim", "local", "docker", "none"))
     ap.add_argument("--runs", type=int, default=10)
     ap.add_argument("--only", default="", help="run only pieces whose file name contains this")
+    ap.add_argument("--twins-only", action="store_true", help="run the twins, not the pieces")
     ap.add_argument("--json")
     args = ap.parse_args()
     rows = {}
     for piece in sorted(MUSEUM.glob("*.yaml")):
         if piece.stem.endswith("-twin") or args.only not in piece.stem:
             continue
-        rows[piece.stem] = {"backend": args.backend, **rate(piece, args.backend, args.runs)}
+        if not args.twins_only:
+            rows[piece.stem] = {"backend": args.backend, **rate(piece, args.backend, args.runs)}
         twin = piece.with_name(f"{piece.stem}-twin.yaml")
         if twin.exists() and args.twin_backend != "none":
             rows[twin.stem] = {"backend": args.twin_backend, **rate(twin, args.twin_backend, args.runs)}
