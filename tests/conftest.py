@@ -30,6 +30,7 @@ LIVE_MODULES = frozenset(
         "test_conformance",
         "test_images",
         "test_ipmcast",
+        "test_jgroups_docker",
         "test_jgroups_local",
         "test_local_backend",
         "test_local_interrupt",

@@ -151,6 +151,37 @@ def test_content_hash_is_stable_and_tracks_content(tmp_path):
     assert ci_images.content_hash(copy) != first
 
 
+def test_jgroups_content_hash_tracks_the_java_node_only(tmp_path):
+    """The JGroups node image's hash covers the Java sources, build.sh and its Dockerfile, not the
+    Python packages: a Python change leaves it (and the JGroups image) alone, a Java change does not."""
+    first = ci_images.content_hash(kind="jgroups")
+    assert first != ci_images.content_hash()
+    copy = tmp_path / "tree"
+    shutil.copytree(ROOT / "node", copy / "node", ignore=shutil.ignore_patterns("__pycache__", "*.pyc", "build"))
+    shutil.copy2(ROOT / ".dockerignore", copy / ".dockerignore")
+    assert ci_images.content_hash(copy, kind="jgroups") == first
+    (copy / "node" / "protocols.py").write_text("# changed\n")
+    assert ci_images.content_hash(copy, kind="jgroups") == first
+    java = next((copy / "node" / "jgroups" / "java").rglob("Node.java"))
+    java.write_text(java.read_text() + "\n// changed\n")
+    assert ci_images.content_hash(copy, kind="jgroups") != first
+
+
+def test_the_build_context_holds_the_java_node_sources():
+    """.dockerignore lets node/jgroups/Dockerfile see the sources and build.sh, never built classes."""
+    lines = (ROOT / ".dockerignore").read_text().splitlines()
+    assert "!node/jgroups/java/" in lines and "!node/jgroups/build.sh" in lines
+    assert not any(line.startswith("!node/jgroups/build/") or line == "!node/jgroups/" for line in lines)
+
+
+def test_jgroups_base_recipe_has_a_jdk_and_the_jar_and_no_python():
+    """The JGroups base: javac for the image build, Debian's JGroups 2.12.2, iptables; a hash of its own."""
+    include = ci_images.JGROUPS_BASE_RECIPE["include"]
+    assert {"openjdk-17-jdk-headless", "libjgroups-java", "iptables"} <= set(include)
+    assert not any(p.startswith("python3") for p in include)
+    assert ci_images.recipe_hash(ci_images.JGROUPS_BASE_RECIPE) != ci_images.recipe_hash()
+
+
 def test_base_recipe_hash_is_stable():
     """The base image is rebuilt only when its recipe changes: the recipe hash is deterministic."""
     assert ci_images.recipe_hash() == ci_images.recipe_hash()
@@ -213,6 +244,39 @@ def test_image_builds_or_is_current(docker_client, node_image):
     )
     assert status.stdout.count("current") >= 2, status.stdout
     print(f"image build (or check) took {node_image['build_s']:.1f} s")
+
+
+@pytest.mark.docker
+@pytest.mark.timeout(BUILD_TIMEOUT_S + 60)
+def test_jgroups_image_builds_or_is_current_and_runs_the_node(docker_client, node_image):
+    """ci/images all also leaves splitbrain-jgroups:<content-hash> current: no Python, a JRE, the
+    Debian jar and the node's classes compiled in the image; the node answers --help in it."""
+    tag = f"{ci_images.JGROUPS_REPO}:{ci_images.content_hash(kind='jgroups')}"
+    image = docker_client.images.get(tag)
+    assert image.labels.get("splitbrain.content-hash") == tag.rsplit(":", 1)[1]
+    assert image.attrs["Config"]["User"] == "splitbrain"
+    out = docker_client.containers.run(
+        tag,
+        entrypoint=[
+            "sh",
+            "-c",
+            "command -v python3 || echo no-python; ls /usr/share/java/jgroups.jar; "
+            "ls /opt/splitbrain/jgroups/build/classes/splitbrain/jgroups/Node.class; "
+            "java -cp /opt/splitbrain/jgroups/build/classes:/usr/share/java/jgroups.jar "
+            "splitbrain.jgroups.Node --help",
+        ],
+        labels={"splitbrain": "1", "splitbrain.test": unique("jgimg")},
+        remove=True,
+    ).decode()
+    assert "no-python" in out and "Node.class" in out and "usage: Node --config" in out, out
+    again = subprocess.run(
+        [sys.executable, str(ROOT / "ci" / "images"), "jgroups"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        stdin=subprocess.DEVNULL,
+    )
+    assert again.returncode == 0 and "JGroups node image is current" in again.stdout, again.stdout
 
 
 @pytest.mark.docker

@@ -1,6 +1,8 @@
-"""JGroups nodes on the local backend: one JVM per node (node/jgroups/), driven like any node.
+"""JGroups nodes on the local and docker backends: one JVM per node (node/jgroups/), driven like
+any node. JGroupsNodes holds what both backends share; the docker cluster is
+harness/backends/docker/jgroups.py.
 
-What differs from a `python -m splitbrain.node` cluster:
+What differs from a `python -m splitbrain.node` cluster on the local backend:
 
 - addresses: JGroups' UDP sets the interface of its multicast socket to the bind address, which
   must be an address of an interface; of 127.0.0.0/8 only 127.0.0.1 is one. So every node binds
@@ -21,70 +23,56 @@ import json
 import random
 import socket
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from splitbrain.harness.poll import EventuallyTimeout, eventually
+from splitbrain.harness.scenario import Scenario
 from splitbrain.node.jgroups import launch
 
-from .admin import AdminError
-from .base import NodeHandle, NodeStartError, NodeState
+from .admin import AdminClient, AdminError
+from .base import ClusterOptions, NodeHandle, NodeStartError, NodeState
 from .local import LocalCluster, _port_free, node_ip
 
 VIEW_POLL_S = 0.1
 
 
-class JGroupsLocalCluster(LocalCluster):
-    backend_name = "local"
+class JGroupsNodes:
+    """What JGroups clusters share on every backend: the node's configuration (the `jgroups`
+    block, the cluster's multicast group and JGroups cluster name), a start that returns once the
+    group is formed, and a stop that leaves the group as it is. Mixed in before the backend's
+    cluster class, whose node_config, start and stop_all it extends."""
+
     installs_views = True  # the stack's GMS makes the views (harness.testlib posts none)
+    scenario: Scenario
+    options: ClusterOptions
+    nodes: dict[str, NodeHandle]
+    token: str
+    mcast_group: str
+    if TYPE_CHECKING:  # the backend cluster's
 
-    def _pick_subnet(self, avoid=frozenset()) -> tuple[int, int]:
-        subnet = super()._pick_subnet(avoid)
-        n = len(self.scenario.nodes)
-        rng = random.SystemRandom()
-        for _ in range(100):
-            base = rng.randrange(20000, 60000 - n)
-            if all(_port_free("127.0.0.1", base + i, socket.SOCK_DGRAM) for i in range(n)):
-                self._ports = [base + i for i in range(n)]
-                return subnet
-        raise NodeStartError("no free run of UDP ports on 127.0.0.1 for the JGroups nodes after 100 tries")
+        def check_alive(self) -> None: ...
 
-    def _make_handles(self) -> None:
-        x, y = self.subnet
-        self.nodes = {}
-        self._admins = {}
-        for i, name in enumerate(self.scenario.nodes):
-            self.nodes[name] = NodeHandle(
-                name=name,
-                address=f"127.0.0.1:{self._ports[i]}",
-                admin_url=f"http://{node_ip(x, y, i)}:{self.backend.admin_port}",
-            )
+        def admin(self, name: str) -> AdminClient: ...
 
     @property
     def jar(self) -> str:
         return (self.scenario.jgroups or {}).get("jar") or launch.DEFAULT_JAR
 
+    def jgroups_config(self, stack: str | None) -> dict:
+        """The `jgroups` block of a node's configuration, with the stack as the node will read it."""
+        # One cluster name per cluster: two runs on one host never merge.
+        return {"stack": stack, "cluster": f"splitbrain-{self.token[:12]}"}
+
     def node_config(self, name, *, bind, admin, peers, events, incarnation) -> dict:
-        config = super().node_config(name, bind=bind, admin=admin, peers=peers, events=events, incarnation=incarnation)
-        # The local backend derives the admin address from the protocol one; here they differ.
-        config["admin"] = self.nodes[name].admin_url.removeprefix("http://")
+        config = super().node_config(  # type: ignore[misc]
+            name, bind=bind, admin=admin, peers=peers, events=events, incarnation=incarnation
+        )
         config["mcast_group"] = self.mcast_group
-        config["jgroups"] = {
-            "stack": (self.scenario.jgroups or {}).get("stack"),
-            # One cluster name per cluster: two runs on one host never merge.
-            "cluster": f"splitbrain-{self.token[:12]}",
-        }
+        config["jgroups"] = self.jgroups_config((self.scenario.jgroups or {}).get("stack"))
         return config
 
-    def _command(self, node_dir: Path, config: dict) -> list[str]:
-        config_path = node_dir / "node.json"
-        config_path.write_text(json.dumps(config, indent=1) + "\n", encoding="utf-8")
-        return launch.command(config_path, self.jar)
-
     def start(self) -> None:
-        why = launch.runtime_problem(self.jar)
-        if why:
-            raise NodeStartError(why)
-        launch.ensure_built(self.jar)
-        super().start()
+        super().start()  # type: ignore[misc]
         self._wait_full_view()
 
     def _wait_full_view(self) -> None:
@@ -123,4 +111,48 @@ class JGroupsLocalCluster(LocalCluster):
                     self.admin(name).leave_on_stop(False)
                 except AdminError:
                     pass
-        return super().stop_all()
+        return super().stop_all()  # type: ignore[misc]
+
+
+class JGroupsLocalCluster(JGroupsNodes, LocalCluster):
+    backend_name = "local"
+
+    def _pick_subnet(self, avoid=frozenset()) -> tuple[int, int]:
+        subnet = super()._pick_subnet(avoid)
+        n = len(self.scenario.nodes)
+        rng = random.SystemRandom()
+        for _ in range(100):
+            base = rng.randrange(20000, 60000 - n)
+            if all(_port_free("127.0.0.1", base + i, socket.SOCK_DGRAM) for i in range(n)):
+                self._ports = [base + i for i in range(n)]
+                return subnet
+        raise NodeStartError("no free run of UDP ports on 127.0.0.1 for the JGroups nodes after 100 tries")
+
+    def _make_handles(self) -> None:
+        x, y = self.subnet
+        self.nodes = {}
+        self._admins = {}
+        for i, name in enumerate(self.scenario.nodes):
+            self.nodes[name] = NodeHandle(
+                name=name,
+                address=f"127.0.0.1:{self._ports[i]}",
+                admin_url=f"http://{node_ip(x, y, i)}:{self.backend.admin_port}",
+            )
+
+    def node_config(self, name, *, bind, admin, peers, events, incarnation) -> dict:
+        config = super().node_config(name, bind=bind, admin=admin, peers=peers, events=events, incarnation=incarnation)
+        # The local backend derives the admin address from the protocol one; here they differ.
+        config["admin"] = self.nodes[name].admin_url.removeprefix("http://")
+        return config
+
+    def _command(self, node_dir: Path, config: dict) -> list[str]:
+        config_path = node_dir / "node.json"
+        config_path.write_text(json.dumps(config, indent=1) + "\n", encoding="utf-8")
+        return launch.command(config_path, self.jar)
+
+    def start(self) -> None:
+        why = launch.runtime_problem(self.jar)
+        if why:
+            raise NodeStartError(why)
+        launch.ensure_built(self.jar)
+        super().start()

@@ -62,6 +62,7 @@ def doctor_report() -> dict[str, tuple[bool | str, str]]:
 
     report["ip multicast"] = ip_multicast_status()
     report["jgroups"] = _jgroups_status()
+    report["jgroups image"] = _jgroups_image_status()
     return report
 
 
@@ -72,7 +73,16 @@ def _jgroups_status() -> tuple[bool | str, str]:
     why = runtime_problem()
     if why:
         return False, why
-    return True, f"{DEFAULT_JAR} and javac found (protocol: jgroups runs on --backend local)"
+    return True, f"{DEFAULT_JAR} and javac found (protocol: jgroups on --backend local; docker runs the jgroups image)"
+
+
+def _jgroups_image_status() -> tuple[bool | str, str]:
+    """JGroups nodes on --backend docker run the JGroups node image (ci/images jgroups)."""
+    try:
+        from splitbrain.harness.backends.docker import DockerBackend
+    except ImportError:
+        return False, _docker_status()
+    return DockerBackend().check_jgroups_image()
 
 
 def _protocols_status() -> tuple[bool | str, str]:

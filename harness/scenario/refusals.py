@@ -63,6 +63,16 @@ def _external_fits(scenario: Scenario, backend: str) -> None:
         why = runtime_problem((scenario.jgroups or {}).get("jar"))
         if why:
             raise ScenarioError("jgroups.jar", why)
+    if backend == "docker":
+        from splitbrain.node.jgroups.launch import DEFAULT_JAR
+
+        jar = (scenario.jgroups or {}).get("jar") or DEFAULT_JAR
+        if jar != DEFAULT_JAR:
+            raise ScenarioError(
+                "jgroups.jar",
+                f"the docker backend runs the jar of its JGroups node image ({DEFAULT_JAR}); {jar} needs an "
+                "image of its own (node/jgroups/Dockerfile on a base that has it), or --backend local",
+            )
 
 
 def injector_problem(injector: str, transport: str, schedule: tuple[FaultStep, ...]) -> str | None:

@@ -46,7 +46,15 @@ def ensure_built(jar: str | None = None) -> Path:
     return CLASSES
 
 
+def java_argv(
+    jar: str | None = None, *, classes: str | os.PathLike[str] = CLASSES, flags: tuple[str, ...] = ()
+) -> list[str]:
+    """The JVM and its arguments up to the node's own (`--config FILE` follows): the classes may be
+    elsewhere (in the JGroups node image), and a backend may add JVM flags."""
+    jar = jar or DEFAULT_JAR
+    return ["java", *JVM_FLAGS, *flags, "-cp", f"{classes}{os.pathsep}{jar}", MAIN_CLASS]
+
+
 def command(config_path: str | os.PathLike[str], jar: str | None = None) -> list[str]:
     """The command line of one node (its classes must be built)."""
-    jar = jar or DEFAULT_JAR
-    return ["java", *JVM_FLAGS, "-cp", f"{CLASSES}{os.pathsep}{jar}", MAIN_CLASS, "--config", str(config_path)]
+    return [*java_argv(jar), "--config", str(config_path)]

@@ -107,7 +107,7 @@ def test_bad_scenario_and_config_exit_2_before_any_process(tmp_path, capsys):
 def test_doctor_says_what_and_why(capsys):
     """doctor: python version, sim/local/docker backends, iptables, tc netem, tc tbf/htb, the
     NFQUEUE delayer, toxiproxy, the Spark pipeline (pyspark + java), the registered protocols, IP
-    multicast, the JGroups runtime (jar and javac), each with a reason."""
+    multicast, the JGroups runtime (jar and javac) and the JGroups node image, each with a reason."""
     assert main(["doctor"]) == 0
     lines = capsys.readouterr().out.splitlines()
     names = [line.split(":", 1)[0] for line in lines]
@@ -125,6 +125,7 @@ def test_doctor_says_what_and_why(capsys):
         "protocols",
         "ip multicast",
         "jgroups",
+        "jgroups image",
     ]
     assert lines[1].startswith("backend sim: yes")
     line = dict(zip(names, lines, strict=True))
@@ -132,6 +133,12 @@ def test_doctor_says_what_and_why(capsys):
     spark = line["spark pipeline"]
     assert spark.startswith("spark pipeline: yes (pyspark ") and "java" in spark  # test extra + Java 17
     assert lines[3].startswith(("backend docker: yes", "backend docker: no ("))
+    image = line["jgroups image"]
+    assert (
+        image.startswith(("jgroups image: yes", "jgroups image: no ("))
+        and "splitbrain-jgroups" in image
+        or ("no Docker engine" in image)
+    ), image
     protocols = line["protocols"]
     assert protocols.startswith("protocols: unicast3, unicast2, unicast, ") and "registered" in protocols
     assert "; membership: static, gms (" in protocols

@@ -19,6 +19,7 @@ import docker
 import docker.errors
 
 from splitbrain.harness.scenario import Scenario
+from splitbrain.node import protocols
 
 from ..base import Backend, BackendUnavailable, ClusterOptions
 from .cluster import DockerCluster
@@ -37,6 +38,7 @@ class DockerBackend(NodeImageMixin, Backend):
 
     client: a docker.DockerClient (default: docker.from_env()); image: the image to run (default:
     the current content-hash tag of ci/images, built when missing unless build="never");
+    jgroups_image: the same for JGroups nodes (protocol: jgroups; default: ci/images jgroups's tag);
     events: "auto" | "bind" | "archive"; admin: "auto" | "direct" | "published"; admin_host: where
     published admin ports are reached (default: 127.0.0.1 for a local engine, the DOCKER_HOST
     host otherwise); iptables_runner: "auto" | "nsenter" | "exec"; build_output: a text stream for
@@ -50,6 +52,7 @@ class DockerBackend(NodeImageMixin, Backend):
         *,
         client=None,
         image: str | None = None,
+        jgroups_image: str | None = None,
         build: str = "auto",
         events: str = "auto",
         admin: str = "auto",
@@ -68,6 +71,7 @@ class DockerBackend(NodeImageMixin, Backend):
                 raise ValueError(f"DockerBackend {what}: must be one of {', '.join(allowed)}, got {value!r}")
         self._client = client
         self.image = image
+        self.jgroups_image = jgroups_image
         self.build = build
         self._events = events
         self._admin = admin
@@ -122,7 +126,7 @@ class DockerBackend(NodeImageMixin, Backend):
             return "nsenter"
         return "exec"
 
-    def check(self) -> tuple[bool, str]:
+    def check(self, kind: str = "node") -> tuple[bool, str]:
         try:
             client = self.client
             client.ping()
@@ -130,7 +134,12 @@ class DockerBackend(NodeImageMixin, Backend):
         except Exception as exc:  # the SDK raises several kinds for an absent engine
             return False, f"no Docker engine reachable ({type(exc).__name__}: {str(exc)[:160]})"
         where = "local" if self.local_engine else f"remote {client.api.base_url}"
-        return self._check_image(client, version, where)
+        return self._check_image(client, version, where, kind)
+
+    def check_jgroups_image(self) -> tuple[bool, str]:
+        """Whether JGroups nodes (protocol: jgroups) can run on this engine: its JGroups node image
+        is there, or ci/images can build it."""
+        return self.check("jgroups")
 
     def create_cluster(
         self,
@@ -141,4 +150,9 @@ class DockerBackend(NodeImageMixin, Backend):
         epoch: float | None = None,
         options: ClusterOptions | None = None,
     ) -> DockerCluster:
+        if protocols.get(scenario.protocol).external:
+            # JGroups nodes (one JVM per container): harness/backends/docker/jgroups.py.
+            from .jgroups import JGroupsDockerCluster
+
+            return JGroupsDockerCluster(scenario, run_dir, seed=seed, epoch=epoch, options=options, backend=self)
         return DockerCluster(scenario, run_dir, seed=seed, epoch=epoch, options=options, backend=self)

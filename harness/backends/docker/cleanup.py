@@ -14,7 +14,7 @@ from collections.abc import Callable
 import docker
 import docker.errors
 
-from .images import HOLD_REPO, hold_tag, release_hold
+from .images import HOLD_REPOS, hold_tag, release_hold
 from .labels import LABEL, LABEL_CLUSTER, LABEL_OWNER, LABEL_RUN_DIR, owner_alive
 
 REMOVE_ATTEMPTS = 10
@@ -121,25 +121,26 @@ def clean_leftovers(
     client = client or docker.from_env(timeout=60)
     removed = 0
     problems: list[str] = []
-    for image in client.images.list(name=HOLD_REPO):
-        for ref in image.tags or []:
-            if not ref.startswith(HOLD_REPO + ":"):
-                continue
-            tag = ref.split(":", 1)[1]
-            try:
-                host, pid, start = tag.rsplit("_", 2)
-            except ValueError:
-                continue
-            # Tags carry a docker-safe host name: compare it with ours made safe the same way.
-            same_host = host == hold_tag().rsplit("_", 2)[0]
-            alive = owner_alive(f"{socket.gethostname()}:{pid}:{start}") if same_host else None
-            if alive or (alive is None and not everything) or cluster is not None:
-                continue
-            if dry_run:
-                out(f"would release image hold {ref}")
-            else:
-                release_hold(client, tag)
-                out(f"released image hold {ref}")
+    for repo in HOLD_REPOS.values():
+        for image in client.images.list(name=repo):
+            for ref in image.tags or []:
+                if not ref.startswith(repo + ":"):
+                    continue
+                tag = ref.split(":", 1)[1]
+                try:
+                    host, pid, start = tag.rsplit("_", 2)
+                except ValueError:
+                    continue
+                # Tags carry a docker-safe host name: compare it with ours made safe the same way.
+                same_host = host == hold_tag().rsplit("_", 2)[0]
+                alive = owner_alive(f"{socket.gethostname()}:{pid}:{start}") if same_host else None
+                if alive or (alive is None and not everything) or cluster is not None:
+                    continue
+                if dry_run:
+                    out(f"would release image hold {ref}")
+                else:
+                    release_hold(client, tag, repo)
+                    out(f"released image hold {ref}")
     for cid, info in sorted(leftovers(client).items()):
         if cluster is not None and cid != cluster:
             continue

@@ -88,6 +88,7 @@ _LIVE_CLUSTERS: weakref.WeakSet[DockerCluster] = weakref.WeakSet()
 
 class DockerCluster(Cluster):
     backend_name = "docker"
+    image_kind = "node"  # which node image its containers run (images.KINDS)
 
     def __init__(
         self,
@@ -177,7 +178,7 @@ class DockerCluster(Cluster):
 
     def start(self) -> None:
         started = time.monotonic()
-        self.image = self.backend.ensure_image()
+        self.image = self.backend.ensure_image(self.image_kind)
         self.timings["image_s"] = time.monotonic() - started
         mark = time.monotonic()
         self._create_network()
@@ -271,13 +272,14 @@ class DockerCluster(Cluster):
             events=events_in_container,
             incarnation=incarnation,
         )
-        text = yaml.safe_dump(config, sort_keys=False)
-        (node_dir / "node.yaml").write_text(text, encoding="utf-8")
+        files = self._config_files(node_dir, config)
+        for file_name, text in files.items():
+            (node_dir / file_name).write_text(text, encoding="utf-8")
         part = node_dir / f"events-inc{incarnation}.jsonl"
         part.unlink(missing_ok=True)
         kwargs = dict(
             image=self.image,
-            command=["--config", f"{CONTAINER_DIR}/node.yaml"],
+            **self._container_command(f"{CONTAINER_DIR}/{next(iter(files))}"),
             name=f"{self.cluster_id}-{name}-{incarnation}",
             labels=self.labels("node", **{LABEL_NODE: name, "splitbrain.incarnation": str(incarnation)}),
             hostname=name.lower().replace("_", "-")[:63],
@@ -313,7 +315,7 @@ class DockerCluster(Cluster):
             handle.state = NodeState.RUNNING
             handle.started_at = t
         if self.events_mode == "archive":
-            container.put_archive("/var/lib/splitbrain", config_tar(text))
+            container.put_archive("/var/lib/splitbrain", config_tar(files))
         try:
             container.start()
         except docker.errors.APIError as exc:
@@ -329,6 +331,14 @@ class DockerCluster(Cluster):
                 client = self._admins.pop(name, None)
                 if client is not None:
                     client.close()
+
+    def _config_files(self, node_dir: Path, config: dict) -> dict[str, str]:
+        """The files an incarnation's container reads from CONTAINER_DIR, its configuration first."""
+        return {"node.yaml": yaml.safe_dump(config, sort_keys=False)}
+
+    def _container_command(self, config_path: str) -> dict[str, list[str]]:
+        """What the container runs (the image's entrypoint with these arguments, by default)."""
+        return {"command": ["--config", config_path]}
 
     @staticmethod
     def _published_port(container, port: int) -> int:

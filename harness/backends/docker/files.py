@@ -1,7 +1,7 @@
 """What goes into and comes out of a node's container: its config, its event-log parts, its output.
 
 In bind mode (the default on a local engine) `run_dir/nodes/<name>/` is the container's
-CONTAINER_DIR; in archive mode (the default on a remote engine) the config goes in with
+CONTAINER_DIR; in archive mode (the default on a remote engine) the config files go in with
 put_archive and each finished container's event-log parts come out with get_archive.
 """
 
@@ -18,8 +18,8 @@ CONTAINER_DIR = "/var/lib/splitbrain/run"
 NODE_UID = 10001  # the image's user `splitbrain` (Dockerfile)
 
 
-def config_tar(text: str) -> bytes:
-    """A tar of run/ (owned by the node's user) with run/node.yaml, for put_archive."""
+def config_tar(files: dict[str, str]) -> bytes:
+    """A tar of run/ (owned by the node's user) with the given files (name -> text), for put_archive."""
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w") as tar:
         folder = tarfile.TarInfo("run")
@@ -28,13 +28,14 @@ def config_tar(text: str) -> bytes:
         folder.uid = folder.gid = NODE_UID
         folder.mtime = int(time.time())
         tar.addfile(folder)
-        data = text.encode()
-        info = tarfile.TarInfo("run/node.yaml")
-        info.size = len(data)
-        info.mode = 0o644
-        info.uid = info.gid = NODE_UID
-        info.mtime = int(time.time())
-        tar.addfile(info, io.BytesIO(data))
+        for name, text in files.items():
+            data = text.encode()
+            info = tarfile.TarInfo(f"run/{name}")
+            info.size = len(data)
+            info.mode = 0o644
+            info.uid = info.gid = NODE_UID
+            info.mtime = int(time.time())
+            tar.addfile(info, io.BytesIO(data))
     return buf.getvalue()
 
 
