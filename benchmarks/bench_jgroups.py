@@ -9,8 +9,8 @@
 - launch-docker: the same on the docker backend, the JGroups node image already built: network,
   three containers (JVMs), health, full view; the cluster's own timings split it.
 
-Run: .venv/bin/python benchmarks/bench_jgroups.py [--messages 200000] [--runs 3] [--parts bare,throughput,launch,launch-docker]
-     [--json benchmarks/results/bench_jgroups.json]
+Run: .venv/bin/python benchmarks/bench_jgroups.py [--messages 200000] [--runs 3]
+     [--parts bare,throughput,launch,launch-docker] [--json benchmarks/results/bench_jgroups.json]
 Goal: the event log costs at most 20 % of the bare rate (node with its log on >= 0.8 x bare).
 """
 
