@@ -8,12 +8,12 @@
   three (what the harness waits for before a scenario's time 0), classes already built.
 
 Run: .venv/bin/python benchmarks/bench_jgroups.py [--messages 200000] [--runs 3] [--parts throughput,launch]
+     [--json FILE]
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import random
 import statistics
 import subprocess
@@ -22,6 +22,7 @@ import time
 from pathlib import Path
 
 import requests
+from benchresults import recorded
 from tenacity import Retrying, retry_if_result, stop_after_delay, wait_fixed
 
 from splitbrain.harness.conformance import Pair, jgroups_node
@@ -97,13 +98,16 @@ def launch_3() -> float:
             cluster.teardown()
 
 
-def main() -> None:
+@recorded(
+    "bench_jgroups",
+    goals={"": "the JGroups node's throughput close to bare JGroups; a 3-node cluster formed in a few seconds"},
+)
+def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--messages", type=int, default=200_000)
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--parts", default="throughput,launch", help="throughput, launch, bare (the baseline)")
-    ap.add_argument("--json")
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     launch.ensure_built()
     out: dict[str, list[float]] = {}
     parts = args.parts.split(",")
@@ -115,11 +119,13 @@ def main() -> None:
             out.setdefault("node, log on msgs/s", []).append(node(args.messages, True))
         if "launch" in parts:
             out.setdefault("launch to full view, 3 nodes (s)", []).append(launch_3())
+    print(f"# JGroups 2.12 nodes ({args.messages:,} messages per throughput run)\n")
+    print("| what | median | runs |")
+    print("| --- | --- | --- |")
     for key, values in out.items():
-        print(f"{key}: median {statistics.median(values):.2f} of {', '.join(f'{v:.2f}' for v in values)}")
-    if args.json:
-        Path(args.json).write_text(json.dumps(out, indent=2) + "\n")
+        print(f"| {key} | {statistics.median(values):,.2f} | {', '.join(f'{v:,.2f}' for v in values)} |")
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())
