@@ -10,7 +10,7 @@
    scenario a mutant could have met on those seeds: the false-failure count, with each failure's
    seed, mode and check.
 
-Wall times are for this host (2 cores, shared). Run:
+Wall times depend on the machine and its load. Run:
     .venv/bin/python benchmarks/bench_mutants.py [--protocol P] [--quick] [--jobs J] [--seeds N] [--baseline N]
         [--json FILE]
 """

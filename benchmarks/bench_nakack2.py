@@ -29,7 +29,7 @@ each second, and the bytes they hold (payload + headers, the Python objects not 
 Modes: udp = xmit_interval 1 s (JGroups' default; UDP needs retransmission); tcp = xmit_interval 0
 (the NAKACK2 design: no retransmission over TCP). STABLE: stable_max_bytes 1 MB (JGroups 2 MB) and every 5 s.
 
-JGroups on this host (steady state, 100 B): NAKACK2 over UDP 2.35 M msgs/s, over TCP 1.52 M.
+JGroups measured on a 2-core machine (steady state, 100 B): NAKACK2 over UDP 2.35 M msgs/s, over TCP 1.52 M.
 
 Run: .venv/bin/python benchmarks/bench_nakack2.py [--nodes 3,5] [--modes udp,tcp] [--count N] [--heap] [--no-ceiling]
      [--json FILE]

@@ -24,7 +24,7 @@ fixed rate measures latency without queueing (full mode only).
   to about N seconds at the rate of a calibration stream (five warm-ups' worth, sent after the
   warm-up, timed on the run clock).
 
-JGroups on this host: 3.17 M msgs/s (100 B, UNICAST3 over UDP) at steady state. Our first
+JGroups on a 2-core machine: 3.17 M msgs/s (100 B, UNICAST3 over UDP) at steady state. Our first
 goal in Python: 225 k msgs/s at 100 B over UDP.
 
 Run: .venv/bin/python benchmarks/bench_node.py [--quick] [--repeat 3] [--profile] [--cases udp-100,...]
