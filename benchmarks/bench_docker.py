@@ -19,7 +19,7 @@ between two containers against two local processes.
    container on the engine, including other sessions' (it needs mmdebstrap and a Debian mirror).
 
 Run: .venv/bin/python benchmarks/bench_docker.py [--quick] [--repeat 3] [--measure-s 3]
-     [--skip-build] [--from-nothing]
+     [--skip-build] [--from-nothing] [--json FILE]
 Prints markdown tables.
 """
 
@@ -38,6 +38,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from bench_node import delivered_count, latencies_ms, percentile  # noqa: E402
+from benchresults import recorded  # noqa: E402
 
 from splitbrain.harness.backends import ClusterOptions, get_backend  # noqa: E402
 from splitbrain.harness.run import run_scenario  # noqa: E402
@@ -204,6 +205,14 @@ def image_builds(from_nothing: bool) -> list[tuple[str, float, str]]:
 # ---- main -------------------------------------------------------------------------------------------
 
 
+@recorded(
+    "bench_docker",
+    goals={
+        "Cluster start": "a 5-node container cluster healthy within a few seconds of the local one",
+        "Overhead per scenario": "containers add seconds per scenario, not minutes",
+        "throughput": "UNICAST3 between two containers close to two local processes",
+    },
+)
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="fewer repeats, shorter measurements")

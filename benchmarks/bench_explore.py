@@ -7,7 +7,7 @@
    time with --jobs J worker processes.
 
 Run:
-    .venv/bin/python benchmarks/bench_explore.py [--seeds N] [--runs N] [--jobs J] [--only NAME ...]
+    .venv/bin/python benchmarks/bench_explore.py [--seeds N] [--runs N] [--jobs J] [--only NAME ...] [--json FILE]
 """
 
 from __future__ import annotations
@@ -20,6 +20,8 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from benchresults import recorded
 
 from splitbrain.harness.explore import engine, nemesis
 from splitbrain.harness.explore.engine import Target, explore
@@ -90,14 +92,22 @@ def throughput(jobs: int, runs: int) -> float:
     return session.runs / wall * 60
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser()
+@recorded(
+    "bench_explore",
+    goals={
+        "first failure": "every target found from scratch, guided search in fewer runs than random",
+        "behaviours": "guided search reaches more distinct behaviours than random in the same runs",
+        "throughput": "hundreds of simulated runs per minute on two cores",
+    },
+)
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seeds", type=int, default=10)
     ap.add_argument("--runs", type=int, default=1000, help="run budget per search")
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--only", nargs="*", default=None, help="targets (default all)")
     ap.add_argument("--skip-first-failure", action="store_true")
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     print(f"explorer generation: {engine.GENERATION} runs; budget {args.runs} runs; seeds 0..{args.seeds - 1}\n")
     if not args.skip_first_failure:
         rows = []
@@ -116,8 +126,8 @@ def main() -> None:
                     f"{statistics.median(walls):.1f} / {max(walls):.1f}",
                 ]
             rows.append(cells)
-            print(table(_HEADERS, rows[-1:]), flush=True)
-        print()
+            print(table(_HEADERS, rows[-1:]), file=sys.stderr, flush=True)  # progress; the table is below
+        print("# Runs to the first failure\n")
         print(table(_HEADERS, rows))
         gm = {s: math.exp(statistics.fmean(math.log(max(1.0, m)) for m in v)) for s, v in medians.items()}
         print(f"\ngeometric mean of median runs to first failure: random {gm['random']:.1f}, guided {gm['guided']:.1f}")
@@ -125,12 +135,17 @@ def main() -> None:
         s: statistics.median(behaviours_after(s, seed, args.runs, args.jobs) for seed in range(min(3, args.seeds)))
         for s in ("random", "guided")
     }
+    print(f"\n# Distinct behaviours after {args.runs} runs (unicast3 defaults, median of {min(3, args.seeds)} seeds)\n")
     print(
-        f"\ndistinct behaviours after {args.runs} runs (unicast3 defaults, median of {min(3, args.seeds)} seeds): "
-        f"random {seen['random']:g}, guided {seen['guided']:g} ({seen['guided'] / max(1, seen['random']):.2f}x)"
+        table(
+            ["random", "guided", "guided / random"],
+            [[f"{seen['random']:g}", f"{seen['guided']:g}", f"{seen['guided'] / max(1, seen['random']):.2f}"]],
+        )
     )
     per_min = throughput(args.jobs, 200)
-    print(f"\nthroughput: {per_min:.0f} simulated 3-node 20 s runs per minute with {args.jobs} jobs")
+    print("\n# Exploring throughput\n")
+    print(table(["jobs", "simulated 3-node 20 s runs per minute"], [[args.jobs, f"{per_min:.0f}"]]))
+    return 0
 
 
 _HEADERS = [
@@ -145,4 +160,4 @@ _HEADERS = [
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -8,7 +8,7 @@ well-formed frames from a node it does not know ("unknown_src"). Then it reads t
 reads its events.jsonl: lines, bytes, drop lines, and the sum of the drops' `count` (1 for a drop
 without one), which must equal the drops /metrics counted.
 
-Run: .venv/bin/python benchmarks/bench_flood.py [--count 200000] [--seconds 20]
+Run: .venv/bin/python benchmarks/bench_flood.py [--count 200000] [--seconds 20] [--json FILE]
 """
 
 from __future__ import annotations
@@ -23,6 +23,8 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from benchresults import recorded
 
 from splitbrain.node import wire
 from splitbrain.node.message import Message
@@ -90,16 +92,22 @@ def run(count: int, seconds: float, workdir: Path) -> dict:
     }
 
 
-def main() -> int:
+@recorded(
+    "bench_flood",
+    goals={"": "a flood of garbage leaves few event-log lines, and every dropped datagram is counted once"},
+)
+def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--count", type=int, default=200_000, help="garbage datagrams to send (at most)")
     ap.add_argument("--seconds", type=float, default=20.0, help="stop sending after this long")
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="bench-flood-") as tmp:
         result = run(args.count, args.seconds, Path(tmp))
-    print(json.dumps(result))
     ok = result["drop_count_sum"] == result["dropped_metric"] == result["frames_in"]
-    print("counts add up" if ok else "COUNTS DO NOT ADD UP")
+    print("# Event-log lines under a garbage flood\n")
+    print("| " + " | ".join(result) + " | counts add up |")
+    print("| " + " | ".join("---" for _ in range(len(result) + 1)) + " |")
+    print("| " + " | ".join(str(v) for v in result.values()) + f" | {'yes' if ok else 'NO'} |")
     return 0 if ok else 1
 
 

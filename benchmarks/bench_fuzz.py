@@ -7,7 +7,7 @@ events one input made, deliveries, and the count of each rejection reason (numbe
 Any crash or broken bound stops the run with the seed and the input number to replay, exit 1.
 
 Run: .venv/bin/python benchmarks/bench_fuzz.py [--inputs N] [--seconds S] [--seed N]
-     [--protocol NAME] [--config key=value ...] [--max-pending N]
+     [--protocol NAME] [--config key=value ...] [--max-pending N] [--json FILE]
 """
 
 from __future__ import annotations
@@ -20,6 +20,8 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from benchresults import recorded
 
 from tests.protocol_fuzz import FuzzCrash, ProtocolFuzzer, fuzzable
 
@@ -60,7 +62,8 @@ def fuzz(protocol: str, seed: int, config: dict[str, object], inputs: int, secon
     return True
 
 
-def main() -> int:
+@recorded("bench_fuzz", goals={"": "10 M inputs per layer without a crash, with bounded windows and memory"})
+def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--inputs", type=int, default=10_000_000, help="inputs per protocol (default 10 M)")
     ap.add_argument("--seconds", type=float, default=900.0, help="wall-time bound per protocol")
@@ -80,7 +83,7 @@ def main() -> int:
         metavar="KEY=VALUE",
         help='a protocol setting; the value is read as JSON when it parses (16, "sync")',
     )
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     config: dict[str, object] = {}
     for item in args.config:
         key, _, raw = item.partition("=")

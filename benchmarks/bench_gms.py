@@ -21,12 +21,12 @@
 
 Run: .venv/bin/python benchmarks/bench_gms.py [--quick] [--parts formation,fd,merge,overhead]
      [--seeds 20] [--runs 3] [--docker] [--json FILE]
+Prints progress lines, then one Markdown table per part.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import re
 import statistics
 import sys
@@ -35,6 +35,8 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from benchresults import recorded
 
 from splitbrain.harness.backends import get_backend
 from splitbrain.harness.checks import run_checks
@@ -329,6 +331,82 @@ def overhead_local(n: int, tmp: Path, seconds: float = 10.0, warmup: float = 3.0
 # ---- main -------------------------------------------------------------------------------------------
 
 
+def _cell(s: dict) -> str:
+    return "n/a" if not s["n"] else f"{s['median']:.3f} / {s['max']:.3f} (n={s['n']})"
+
+
+def _table(title: str, headers: list[str], rows: list[list]) -> None:
+    print(f"\n# {title}\n")
+    print("| " + " | ".join(headers) + " |")
+    print("| " + " | ".join("---" for _ in headers) + " |")
+    for row in rows:
+        print("| " + " | ".join(str(c) for c in row) + " |")
+
+
+def print_tables(out: dict) -> None:
+    """The parts measured, one table each; time cells are median / max seconds (n samples)."""
+    if "formation" in out:
+        rows = []
+        for n, row in out["formation"].items():
+            local = row.get("local")
+            cells = [_cell(local[k]) for k in ("full_view", "start_returned", "last_start_to_view")] if local else []
+            rows.append([n, _cell(row["sim"]), *(cells or ["-", "-", "-"])])
+        _table(
+            "Formation: launch to full view",
+            ["nodes", "sim", "local: full view", "local: start() returned", "local: last node_start to full view"],
+            rows,
+        )
+    if "fd" in out:
+        rows = [
+            [backend, f"{fd:g}", _cell(r["suspect"]), _cell(r["excluded"])]
+            for backend, by_fd in out["fd"].items()
+            for fd, r in by_fd.items()
+        ]
+        _table(
+            "Failure detection: kill to suspect and to exclusion",
+            ["backend", "fd_timeout", "suspect", "excluded"],
+            rows,
+        )
+    if "merge" in out:
+        rows = [
+            [
+                b,
+                _cell(r["heal_to_merged_view"]),
+                _cell(r["merged_view_to_sync"]),
+                f"{r['passed']}/{r['runs']}",
+                r["merged_runs"],
+            ]
+            for b, r in out["merge"].items()
+        ]
+        _table(
+            "Heal to merged view (one-way partition A->B for 6 s)",
+            [
+                "backend",
+                "heal -> merged view",
+                "merged view -> windows in sync",
+                "runs passed",
+                "runs with views to merge",
+            ],
+            rows,
+        )
+    if "overhead" in out:
+        rows = [
+            [backend, n, f"{r['msgs_per_s_per_node']:.1f}", f"{r['frames_per_s_per_node']:.1f}"]
+            for n, row in out["overhead"].items()
+            for backend, r in row.items()
+        ]
+        _table("GMS overhead, idle cluster", ["backend", "nodes", "msgs/s per node", "frames/s per node"], rows)
+
+
+@recorded(
+    "bench_gms",
+    goals={
+        "Formation": f"3 local nodes reach their full view within {FORMATION_GOAL_S:g} s of launch",
+        "Failure detection": "a killed member is excluded within fd_timeout plus one heartbeat and one view round",
+        "Heal to merged view": "one merged view, and every window pair in sync, soon after the heal",
+        "GMS overhead": "heartbeats dominate: (N - 1) / heartbeat_interval per node",
+    },
+)
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="3 seeds, 1 run, fewer sizes")
@@ -339,7 +417,6 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--fd-timeouts", default="1,2,4")
     ap.add_argument("--no-local", action="store_true", help="simulator only")
     ap.add_argument("--docker", action="store_true", help="also time the merge on docker (iptables)")
-    ap.add_argument("--json", help="write every number to this file")
     args = ap.parse_args(argv)
     if args.quick:
         args.seeds, args.runs = 3, 1
@@ -400,8 +477,7 @@ def main(argv: list[str] | None = None) -> int:
                         f"{r['frames_per_s_per_node']:.1f} frames/s per node",
                         flush=True,
                     )
-    if args.json:
-        Path(args.json).write_text(json.dumps(out, indent=1, default=str))
+    print_tables(out)
     return 0
 
 

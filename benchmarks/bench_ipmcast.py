@@ -22,6 +22,7 @@ Loopback copies a multicast datagram once per member socket in the kernel, as a 
 port: the sender's saving is in syscalls, encodings and its own bytes out.
 
 Run: .venv/bin/python benchmarks/bench_ipmcast.py [--nodes 3,5] [--protocols nakack2,mcast] [--count N] [--rate R]
+     [--json FILE]
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from benchresults import recorded
 from nodecluster import multicast, start_cluster, stop, stream_span, wait_delivered, warm_up
 
 _METRIC = re.compile(r'^splitbrain_(frames|bytes)_total\{direction="(in|out)"\} (\S+)$', re.M)
@@ -85,6 +87,9 @@ def run_case(protocol: str, n: int, ip_multicast: bool, count: int, size: int, r
         stop(procs)
 
 
+@recorded(
+    "bench_ipmcast", goals={"IP multicast": "with IP multicast a multicast leaves a sender as one datagram, not N - 1"}
+)
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--nodes", default="3,5")
@@ -94,6 +99,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rate", type=int, default=0, help="multicasts/s per member (0: as fast as possible)")
     args = parser.parse_args(argv)
     workdir = Path(tempfile.mkdtemp(prefix="bench-ipmcast-"))
+    print("# IP multicast vs N unicasts\n")
     print("| case | msgs/s | datagrams out / mcast | bytes out / mcast | datagrams in / mcast | via group |")
     print("| --- | --- | --- | --- | --- | --- |")
     for protocol in args.protocols.split(","):

@@ -14,7 +14,7 @@ end (static view: nobody removes C). Per node, the peak messages held by the mul
 payload bytes, sampled every 0.1 s.
 
 Run: .venv/bin/python benchmarks/bench_mcast.py [--nodes 3,5] [--count N] [--capacities 256,1024,4096,16384]
-     [--memory-only | --throughput-only]
+     [--memory-only | --throughput-only] [--json FILE]
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from benchresults import recorded
 from nodecluster import multicast, start_cluster, stop, stream_span, wait_delivered, warm_up
 
 from splitbrain.harness.scenario import parse_scenario
@@ -98,6 +99,16 @@ def memory(protocol: str, config: dict) -> dict[str, tuple[int, int]]:
     return peak
 
 
+@recorded(
+    "bench_mcast",
+    goals={
+        "MCAST against NAKACK2": "MCAST multicasts about as fast as NAKACK2 on the same machine in the same run",
+        "MCAST capacity": "a larger window lets MCAST senders block less",
+        "Memory under a partitioned receiver": "MCAST holds at most its capacity per sender "
+        "while a receiver is cut off; "
+        "NAKACK2 grows",
+    },
+)
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--nodes", default="3,5")
@@ -109,6 +120,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     workdir = Path(tempfile.mkdtemp(prefix="bench-mcast-"))
     if not args.memory_only:
+        print("# MCAST against NAKACK2, multicast throughput\n")
         print("| nodes | NAKACK2 msgs/s | MCAST msgs/s (capacity 16384) | MCAST / NAKACK2 | MCAST XMIT-REQs |")
         print("| --- | --- | --- | --- | --- |")
         for n in (int(x) for x in args.nodes.split(",")):
@@ -119,7 +131,7 @@ def main(argv: list[str] | None = None) -> int:
                 f"{mc['msgs_per_s'] / n2['msgs_per_s']:.2f} | {mc['counters'].get('tx_MCAST_XMIT_REQ', 0)} |",
                 flush=True,
             )
-        print()
+        print("\n# MCAST capacity, 3 nodes\n")
         print("| capacity | MCAST msgs/s, 3 nodes | blocks | XMIT-REQs |")
         print("| --- | --- | --- | --- |")
         for cap in (int(x) for x in args.capacities.split(",")):
@@ -130,7 +142,7 @@ def main(argv: list[str] | None = None) -> int:
                 flush=True,
             )
     if not args.throughput_only:
-        print()
+        print("\n# Memory under a partitioned receiver (simulator)\n")
         print("| protocol | settings | peak held per node A / B / C (msgs) | peak payload bytes A / B / C |")
         print("| --- | --- | --- | --- |")
         cases = [

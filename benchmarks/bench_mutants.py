@@ -10,8 +10,9 @@
    scenario a mutant could have met on those seeds: the false-failure count, with each failure's
    seed, mode and check.
 
-Wall times are for this host (2 cores, shared). Run:
+Wall times depend on the machine and its load. Run:
     .venv/bin/python benchmarks/bench_mutants.py [--protocol P] [--quick] [--jobs J] [--seeds N] [--baseline N]
+        [--json FILE]
 """
 
 from __future__ import annotations
@@ -23,6 +24,8 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from benchresults import recorded
 
 from splitbrain.harness import mutants as mt
 from splitbrain.node import protocols
@@ -68,6 +71,13 @@ def measure_baseline(protocol: str, seeds: range) -> dict:
     return {"runs": res.runs, "failures": res.failures, "wall_s": res.wall_s}
 
 
+@recorded(
+    "bench_mutants",
+    goals={
+        "mutants": "every planted mutant killed (mutation score 1), each within a few seeds",
+        "unmutated": "no false failure of the unmutated protocol",
+    },
+)
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--protocol", choices=mt.hunted(), default=protocols.DEFAULT_PROTOCOL)
@@ -133,8 +143,10 @@ def main(argv: list[str] | None = None) -> int:
     per = f" (each also in {mode_key} {', '.join(sorted(modes))} when not its own)" if modes else ""
     print(f"\n## {args.protocol}, unmutated: {base} schedules{per}\n")
     print(
-        f"false failures: {len(failures)} of {runs} runs; baseline wall (sum over workers) "
-        f"{sum(p['wall_s'] for p in parts):.1f} s"
+        table(
+            ["schedules", "runs", "false failures", "wall s (sum over workers)"],
+            [[base, runs, len(failures), f"{sum(p['wall_s'] for p in parts):.1f}"]],
+        )
     )
     for f in failures:
         print(

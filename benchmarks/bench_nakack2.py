@@ -29,9 +29,10 @@ each second, and the bytes they hold (payload + headers, the Python objects not 
 Modes: udp = xmit_interval 1 s (JGroups' default; UDP needs retransmission); tcp = xmit_interval 0
 (the NAKACK2 design: no retransmission over TCP). STABLE: stable_max_bytes 1 MB (JGroups 2 MB) and every 5 s.
 
-JGroups on this host (steady state, 100 B): NAKACK2 over UDP 2.35 M msgs/s, over TCP 1.52 M.
+JGroups measured on a 2-core machine (steady state, 100 B): NAKACK2 over UDP 2.35 M msgs/s, over TCP 1.52 M.
 
 Run: .venv/bin/python benchmarks/bench_nakack2.py [--nodes 3,5] [--modes udp,tcp] [--count N] [--heap] [--no-ceiling]
+     [--json FILE]
 """
 
 from __future__ import annotations
@@ -47,6 +48,7 @@ from pathlib import Path
 sys.path.insert(0, os.environ.get("BENCH_TREE", str(Path(__file__).resolve().parent.parent)))
 
 import mcast_ceiling  # benchmarks/, next to this script
+from benchresults import recorded
 from nodecluster import all_delivered, cpu_seconds, multicast, start_cluster, stop, stream_span, warm_up
 
 JGROUPS = {"udp": 2_350_000, "tcp": 1_520_000}
@@ -144,6 +146,14 @@ def run_heap(transport: str, n: int, rate: int, seconds: int, size: int, workdir
             stop(procs)
 
 
+@recorded(
+    "bench_nakack2",
+    goals={
+        "NAKACK2 multicast throughput": "NAKACK2 multicasts close to the stripped-CPython ceiling of the same work",
+        "ceiling": "the node within a small factor of the ceiling",
+        "retransmit table": "STABLE keeps the retransmit table bounded under a steady load",
+    },
+)
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--nodes", default="3,5")
@@ -157,13 +167,14 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     workdir = Path(tempfile.mkdtemp(prefix="bench-nakack2-"))
     if args.heap:
+        print("# NAKACK2 retransmit table under a paced load\n")
         print("| case | STABLE | load | held messages at the end of each second | at the end |")
         print("| --- | --- | --- | --- | --- |")
         for mode in args.modes.split(","):
             run_heap(mode, 3, args.rate, args.seconds, args.size, workdir)
         return 0
     cores = os.cpu_count() or 1
-    print(f"Load average at the start: {os.getloadavg()[0]:.1f}; {cores} cores.\n")
+    print("# NAKACK2 multicast throughput on loopback\n")
     print(
         "| case | msgs/s (delivered at every member) | x JGroups | NAKACK2 msgs on the wire per delivery "
         "| retransmits | XMIT-REQs | STABLE | HIGHEST_SEQNO | peak table | busiest member: CPU us per multicast "
@@ -184,6 +195,7 @@ def main(argv: list[str] | None = None) -> int:
             if mode == "udp" and not args.no_ceiling:
                 ceilings.append((r, n, mcast_ceiling.run(n, args.count, args.size)))
     if ceilings:
+        print("\n# NAKACK2 against its ceiling (stripped CPython members)")
         print(
             "\n| members | ceiling msgs/s | node x ceiling | ceiling: busiest member CPU us per multicast "
             "| all members | bound with all cores free | node x ceiling (bound) |"

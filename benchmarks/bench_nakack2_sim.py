@@ -2,7 +2,7 @@
 (simulator, with and without retransmission, with and without loss) and the Python heap held by
 the retransmit table with STABLE every second and with STABLE effectively off (tracemalloc).
 
-Run: .venv/bin/python benchmarks/bench_nakack2_sim.py
+Run: .venv/bin/python benchmarks/bench_nakack2_sim.py [--json FILE]
 """
 
 from __future__ import annotations
@@ -14,6 +14,8 @@ from collections import Counter
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from benchresults import recorded
 
 from splitbrain.harness.scenario import parse_scenario
 from splitbrain.harness.sim.simulator import simulate
@@ -95,7 +97,17 @@ def heap_row(stable: float, names=("A", "B", "C"), rate: int = 500, seconds: int
     )
 
 
-def main() -> int:
+@recorded(
+    "bench_nakack2_sim",
+    goals={
+        "NAKACK2 messages on the wire": "without loss, one copy per other member ((N - 1) / N messages per "
+        "delivery) and little else",
+        "NAKACK2 retransmit table": "STABLE keeps the retransmit table bounded; without it the table grows "
+        "with the load",
+    },
+)
+def main(argv: list[str] | None = None) -> int:
+    print("# NAKACK2 messages on the wire per delivered multicast (simulator)\n")
     print(
         "| case | deliveries | NAKACK2 messages sent per delivery | frames per delivery | retransmits "
         "| XMIT-REQs | HIGHEST_SEQNO | STABLE |"
@@ -104,7 +116,7 @@ def main() -> int:
     for n in (3, 5):
         for transport, xmit, loss in (("tcp", 0, 0), ("udp", 1.0, 0), ("udp", 1.0, 0.05), ("udp", 0.2, 0.2)):
             print(wire_row(transport, xmit, loss, n), flush=True)
-    print()
+    print("\n# NAKACK2 retransmit table with and without STABLE (tracemalloc)\n")
     print("| STABLE | load (3 members) | held at one member, each second | held, all members | heap grown |")
     print("| --- | --- | --- | --- | --- |")
     for stable in (1.0, 1000.0):

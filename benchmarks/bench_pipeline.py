@@ -1,4 +1,4 @@
-"""Benchmarks of the Spark pipeline, printed as Markdown tables (and saved as JSON with --json).
+"""Benchmarks of the Spark pipeline, printed as Markdown tables (stored as JSON with --json FILE).
 
 1. Spark session start: a fresh Python process building the pipeline's session (local[2]) and
    running one trivial job, median of 3.
@@ -21,7 +21,7 @@
    writing run directories then analyzing them, once with `--master local[2]` (seeds as Spark
    tasks, logs straight into the warehouse).
 
-Run: .venv/bin/python benchmarks/bench_pipeline.py [--quick] [--sizes 1e6,1e7,5e7] [--json out.json]
+Run: .venv/bin/python benchmarks/bench_pipeline.py [--quick] [--sizes 1e6,1e7,5e7] [--json FILE]
 """
 
 from __future__ import annotations
@@ -41,6 +41,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+
+from benchresults import recorded  # noqa: E402
 
 EVENTS_PER_RUN = 100_000
 LINKS = (("A", "B"), ("A", "C"), ("B", "A"), ("B", "C"), ("C", "A"), ("C", "B"))
@@ -471,6 +473,13 @@ def campaign(n: int, work: Path, master: str | None = None) -> dict:
 # ---- main -------------------------------------------------------------------------------------
 
 
+@recorded(
+    "bench_pipeline",
+    goals={
+        "Events checked": "Spark judges millions of events per minute on two cores and agrees with the Python checkers",
+        "Campaign": "a campaign of a thousand short simulated runs from start to HTML report in minutes",
+    },
+)
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--quick", action="store_true", help="100 k and 1 M events, a 50-seed campaign")
@@ -504,7 +513,6 @@ def main(argv=None) -> int:
         help="judging from Parquet draws timelines as analyze_runs(timelines=N) does (default: none)",
     )
     p.add_argument("--no-session-start", action="store_true", help="do not time the session start")
-    p.add_argument("--json", default=None, help="also write the results here")
     args = p.parse_args(argv)
     sizes_text = args.sizes or ("1e5,1e6" if args.quick else "1e6,1e7,5e7")
     sizes = [] if sizes_text == "none" else [int(float(x)) for x in sizes_text.split(",")]
@@ -575,8 +583,6 @@ def main(argv=None) -> int:
                     info["agree"] = all(py[v.run_id] == v.checks for v in verdicts)
             results["sizes"].append(info)
             shutil.rmtree(d, ignore_errors=True)
-            if args.json:
-                Path(args.json).write_text(json.dumps(results, indent=1))
         if seeds and not args.no_rundirs:
             results["campaign"] = campaign(seeds, work)
             print(f"campaign: {results['campaign']}", flush=True)
@@ -595,8 +601,6 @@ def main(argv=None) -> int:
         if not args.work:
             shutil.rmtree(work, ignore_errors=True)
     results["machine"]["load_1m_at_end"] = os.getloadavg()[0]
-    if args.json:
-        Path(args.json).write_text(json.dumps(results, indent=1))
     print_tables(results)
     return 0
 
@@ -609,7 +613,7 @@ def print_tables(results: dict) -> None:
     k = results.get("kernel")
     if k:
         print(
-            f"One run's result document in process ({k['events']:,} events, CPU, load {k['load_1m']:.1f}): "
+            f"One run's result document in process ({k['events']:,} events, CPU): "
             f"stored columns {k['columns_s']:.3f} s ({k['events'] / k['columns_s']:,.0f} ev/s per core; checks "
             f"{k['checks_kernel_s']:.3f} s, metric rows {k['parts_kernel_s']:.3f} s), read from its Parquet "
             f"file and judged {k['from_file_s']:.3f} s ({k['events'] / k['from_file_s']:,.0f} ev/s), event dicts "
@@ -617,6 +621,7 @@ def print_tables(results: dict) -> None:
             f"{k['events_path_s'] / k['columns_s']:.1f}x; identical: {k['identical']}"
         )
         print()
+    print("# Events checked per second (local[2])\n")
     print(
         "| events | runs | Spark JSONL s | ev/s | Spark Parquet s | ev/s | Parquet CPU s | Python s | ev/s | "
         "Parquet/Python | JSONL/Python | ingest s | agree |"
@@ -653,7 +658,7 @@ def print_tables(results: dict) -> None:
             )
     standalone = results.get("campaign_standalone", [])
     if standalone or results.get("campaign_spark"):
-        print()
+        print("\n# Campaign in Spark tasks, start to report\n")
         print("| master | executors | seeds | wall s (start to report) | runs/min in the tasks | exit |")
         print("| --- | --- | --- | --- | --- | --- |")
         for c in [results.get("campaign_spark"), *standalone]:

@@ -4,13 +4,13 @@ Every number comes from the sim backend (harness.sim.Simulation on scenarios bui
 harness.scenario.parse_scenario) or, for JGRP-1875, from the scripted network of tests/netlab.py.
 Virtual time is deterministic; only the wall-clock columns of section 1 vary between machines.
 
-1. Simulator speed. The issue's target case: 5 nodes, every ordered pair (20 directed links)
+1. Simulator speed. The target case: 5 nodes, every ordered pair (20 directed links)
    sending 200 msgs/s for 60 virtual seconds with 10 % loss on every link, healed at 60 s, plus
    the default 5 s settle; and a lighter ring (A->B, B->C, ..., E->A). "events" counts every
    event in the result (all node logs plus the harness timeline). The simulator runs with
    check_invariants=False unless the invariants column says "on" (then every window's invariants
    are checked after every input). "checks s" is the wall time of run_checks, not included in
-   "wall s". The issue's goal is under 1 s of wall time for the 60 s, 5-node case.
+   "wall s". The goal is under 1 s of wall time for the 60 s, 5-node case.
 2. Ack traffic. 2 nodes, A->B at 1000 msgs/s, no loss: ACKs sent per message delivered (ack_tx
    events over deliver events) for several ack_min_interval values, plus protocol messages per
    frame on each link (frames counted by wrapping the wire codec).
@@ -221,7 +221,7 @@ def bench_speed(sizes: Sizes) -> None:
         "checks s",
     ]
     outcome = (
-        f"Goal (issue): the {duration:g} s 5-node case in under {goal:.3g} s of wall time "
+        f"Goal: the {duration:g} s 5-node case in under {goal:.3g} s of wall time "
         f"(1 s per 60 virtual s). Measured {target_wall:.2f} s with invariants off: "
         f"{target_wall / goal:.1f}x the goal ({'met' if target_wall < goal else 'not met'})."
     )

@@ -27,6 +27,7 @@ whatever the machine's load. Sections:
    --campaign-judged the checks too), on 2 worker processes; runs per minute, CPU s per run.
 
 Run: .venv/bin/python benchmarks/bench_speed.py [--quick] [--repeat N] [--campaign N] [--sections ...]
+     [--json FILE]
 """
 
 from __future__ import annotations
@@ -51,6 +52,8 @@ ROOT = Path(__file__).resolve().parent.parent
 # BENCH_TREE=/path/to/another/checkout measures that tree's code (a "before") with this script.
 TREE = Path(os.environ.get("BENCH_TREE", ROOT)).resolve()
 sys.path.insert(0, str(TREE))
+
+from benchresults import recorded  # noqa: E402
 
 from splitbrain.harness.eventlog import write_events  # noqa: E402
 from splitbrain.harness.scenario import Scenario, load_scenario  # noqa: E402
@@ -782,6 +785,16 @@ def bench_campaign(runs: int, workers: int = 2, judged: bool = False) -> None:
     print()
 
 
+@recorded(
+    "bench_speed",
+    goals={
+        "Simulator": f"`splitbrain run --backend sim` of the 5x60 case <= {GOAL_COMMAND_S:g} s; "
+        f"its loop <= {GOAL_LOOP_RATIO:g}x the ceiling",
+        "Node paths": "the node's receive and send paths within 2x a stripped CPython loop doing the same work",
+        "NAKACK2 multicast receive": "the multicast receive path within 2x its ceiling",
+        "Campaign": "runs per minute scale with the worker processes",
+    },
+)
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="one repetition, fewer frames, a 4-seed campaign")

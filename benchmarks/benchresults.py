@@ -2,6 +2,10 @@
 the machine they were measured on and the command that reproduces them. ci/docs_gen.py renders
 every file of benchmarks/results/ into docs/results.md, so the results page is never typed by hand.
 
+A benchmark either builds its tables itself (`add_json_option` and `Results`) or prints them as
+Markdown and is decorated with `@recorded("bench_x", goals={...})`, which adds `--json FILE`,
+keeps printing as before, and stores the printed tables with the goal each one is measured against.
+
 A file holds:
 
     {"benchmark": "bench_protocol", "command": ".venv/bin/python benchmarks/bench_protocol.py",
@@ -12,13 +16,17 @@ A file holds:
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime as dt
+import functools
+import io
 import json
 import os
 import platform
 import re
 import shlex
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -118,9 +126,14 @@ def _plain(cell: Any) -> Any:
 # ---- any benchmark that prints Markdown tables ----------------------------------------------
 
 
-def tables_of(text: str) -> list[dict[str, Any]]:
+# A note line that only repeats the load: the results page has it once per benchmark, as data.
+_LOAD_NOTE = re.compile(r"^load average at the start: [\d.]+\.?$", re.IGNORECASE)
+
+
+def tables_of(text: str, goals: dict[str, str] | None = None) -> list[dict[str, Any]]:
     """The Markdown tables of a benchmark's output, each titled by the `#` heading above it and
-    noted with the paragraph between the two."""
+    noted with the paragraph between the two. A table's goal is the `Goal...:` line below it, else
+    the entry of `goals` whose key is part of its title."""
     found: list[dict[str, Any]] = []
     title, note = "", []
     lines = text.splitlines()
@@ -151,9 +164,75 @@ def tables_of(text: str) -> list[dict[str, Any]]:
             found[-1]["goal"] = line.split(":", 1)[1].strip() if ":" in line else line  # the verdict below a table
         elif line:
             # "Code: <checkout path>." names the tree measured: the checkout itself, not data.
-            note.append(re.sub(r"^Code: \S+\.\s*", "", line))
+            line = re.sub(r"^Code: \S+\.\s*", "", line)
+            if line and not _LOAD_NOTE.match(line):
+                note.append(line)
         i += 1
+    for table in found:
+        if not table["goal"]:
+            table["goal"] = next((g for key, g in (goals or {}).items() if key in table["title"]), "")
     return found
+
+
+class _Tee(io.TextIOBase):
+    """Writes through to the terminal and keeps a copy to read the tables from."""
+
+    def __init__(self, out: Any) -> None:
+        self.out, self.copy = out, io.StringIO()
+
+    def write(self, text: str) -> int:
+        self.copy.write(text)
+        return self.out.write(text)
+
+    def flush(self) -> None:
+        self.out.flush()
+
+
+def split_json(argv: list[str]) -> tuple[str | None, list[str]]:
+    """(the FILE of `--json FILE` or `--json=FILE`, the other arguments)."""
+    path, rest, it = None, [], iter(argv)
+    for a in it:
+        if a == "--json":
+            path = next(it, None)
+        elif a.startswith("--json="):
+            path = a.split("=", 1)[1]
+        else:
+            rest.append(a)
+    return path, rest
+
+
+Main = Callable[[list[str] | None], int | None]
+
+
+def recorded(benchmark: str, goals: dict[str, str] | None = None) -> Callable[[Main], Callable[..., int]]:
+    """Decorate the `main(argv)` of a benchmark that prints Markdown tables: `--json FILE` (taken off
+    before its own parser sees the arguments) stores those tables, each with its goal (`goals`:
+    part of a title -> what the figure is measured against), the machine and the command."""
+
+    def wrap(main: Main) -> Callable[..., int]:
+        @functools.wraps(main)
+        def run(argv: list[str] | None = None) -> int:
+            path, rest = split_json(list(sys.argv[1:] if argv is None else argv))
+            if "-h" in rest or "--help" in rest:
+                print("--json FILE: also store the printed tables, the machine and the command as JSON")
+            results = Results(benchmark, rest)
+            tee = _Tee(sys.stdout)
+            with contextlib.redirect_stdout(tee):
+                rc = main(rest) or 0
+            # A benchmark that exits 1 because a goal was not met still stores what it measured.
+            if path:
+                results.tables = tables_of(tee.copy.getvalue(), goals)
+                if not results.tables and rc:
+                    return rc
+                if not results.tables:
+                    print(f"{benchmark}: printed no Markdown table, nothing stored", file=sys.stderr)
+                    return 1
+                results.write(path)
+            return rc
+
+        return run
+
+    return wrap
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,6 +1,6 @@
 """A ceiling for benchmarks/bench_nakack2.py: stripped CPython members doing a member's work per
 multicast, as processes on loopback, so the node's msgs/s can be read against what N Python
-processes on this host's cores can reach at best.
+processes on the machine's cores can reach at best.
 
 Each member is one process with one UDP socket (large buffers, as the node's) and a plain
 select() loop, no asyncio, no layers, no objects per message. Per multicast it does what a

@@ -400,27 +400,42 @@ def _machine_line(m: dict[str, Any]) -> str:
     return f"{m.get('cpu')}, {m.get('cores')} cores, {m.get('system')}, Python {m.get('python')}"
 
 
+def _benchmark_summary(name: str) -> str:
+    """The first line of a benchmark script's docstring: what it measures."""
+    path = ROOT / "benchmarks" / f"{name}.py"
+    if not path.exists():
+        return ""
+    doc = ast.get_docstring(ast.parse(path.read_text())) or ""
+    return " ".join(doc.split("\n\n")[0].split())
+
+
 def render_results() -> str:
+    """docs/results.md from benchmarks/results/*.json: the machine once, a table of goals, then each
+    benchmark's current tables with the goal each is measured against and the command behind it."""
     import json
 
-    docs = [json.loads(p.read_text()) for p in sorted(RESULTS_DIR.glob("*.json"))]
+    docs = sorted((json.loads(p.read_text()) for p in RESULTS_DIR.glob("*.json")), key=lambda d: d["benchmark"])
     lines = ["# Results", "", BANNER.strip(), ""]
     lines += [
-        "Figures from the benchmarks in `benchmarks/`, each run with `--json` into `benchmarks/results/`; "
-        "`python ci/docs_gen.py` renders this page from those files. Each table says the command that "
-        "measured it; the table below gives the command that measures a benchmark again and stores its "
-        "figures, then `python ci/docs_gen.py` renders them here.",
+        "The current figures of the benchmarks in `benchmarks/`. Each benchmark run with `--json FILE` "
+        "stores its tables, the goal each is measured against, its machine and its command in "
+        "`benchmarks/results/`; `python ci/docs_gen.py` renders this page from those files. Below each "
+        "table is the command that measured it; the machine table gives the command that measures a "
+        "benchmark again and stores its figures here.",
         "",
     ]
     if not docs:
         return "\n".join([*lines, "No benchmark results are stored yet."]) + "\n"
-    machines = {_machine_line(d["machine"]) for d in docs}
+    machines = sorted({_machine_line(d["machine"]) for d in docs})
+    several = len(machines) > 1
     lines += ["## Machine", ""]
-    if len(machines) == 1:
-        lines += [f"Every figure below: {machines.pop()}.", ""]
+    if several:
+        lines += ["The figures were measured on these machines:", ""]
+        lines += [f"{n}. {m}" for n, m in enumerate(machines, 1)] + [""]
+    else:
+        lines += [f"Every figure below was measured on: {machines[0]}.", ""]
     lines += _table(
-        ["benchmark", "measured", "1-min load at its start", "to measure again"]
-        + (["machine"] if len({_machine_line(d["machine"]) for d in docs}) > 1 else []),
+        ["benchmark", "measured", "1-min load at its start", "to measure again"] + (["machine"] if several else []),
         (
             [
                 f"`{d['benchmark']}`",
@@ -428,7 +443,7 @@ def render_results() -> str:
                 d["machine"].get("load_1m"),
                 f"`{d.get('record') or d['command']}`",
             ]
-            + ([_machine_line(d["machine"])] if len({_machine_line(x["machine"]) for x in docs}) > 1 else [])
+            + ([machines.index(_machine_line(d["machine"])) + 1] if several else [])
             for d in docs
         ),
     )
@@ -437,10 +452,18 @@ def render_results() -> str:
         "Wall-clock figures depend on the machine and on what else it runs (the load column); counts of "
         "messages, bytes and virtual seconds do not.",
         "",
+        "## Goals",
+        "",
     ]
+    goals = [(tab["goal"], tab["title"], d["benchmark"]) for d in docs for tab in d["tables"] if tab.get("goal")]
+    lines += _table(["goal", "table", "benchmark"], ((g.rstrip("."), t, f"`{b}`") for g, t, b in goals))
+    lines.append("")
     for d in docs:
+        lines += [f"## {d['benchmark']}", ""]
+        if summary := _benchmark_summary(d["benchmark"]):
+            lines += [_cell(summary), ""]
         for tab in d["tables"]:
-            lines += [f"## {tab['title']}", ""]
+            lines += [f"### {tab['title']}", ""]
             if tab.get("goal"):
                 lines += [f"Goal: {_cell(tab['goal']).rstrip('.')}.", ""]
             if tab.get("note"):
