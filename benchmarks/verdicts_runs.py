@@ -173,6 +173,14 @@ def main() -> int:
                     if b != a:
                         print(f"DIFFER {name} {backend} seed {seed} {b['name']} ({form} vs runs):")
                         print(f"  runs: {b['explanation']}\n  {form}: {a['explanation']}")
+                        keys = sorted(
+                            k for k in {*b["details"], *a["details"]} if b["details"].get(k) != a["details"].get(k)
+                        )
+                        for key in keys:
+                            print(
+                                f"  details[{key}]: runs {b['details'].get(key)!r:.300}, "
+                                f"{form} {a['details'].get(key)!r:.300}"
+                            )
     print("| case | backend | seed | outcome per check (runs form) | forms agree | run lines |")
     print("| --- | --- | --- | --- | --- | --- |")
     print("\n".join(rows))
