@@ -14,10 +14,10 @@ verdict is computed on four forms of its evidence and compared check by check, w
 - `pipe`: the pipeline's per-run judge on the run's files (pipeline.runwise + pipeline.tasks:
   the Arrow columns a warehouse holds, one row per run line, judged by the columnar kernels).
 
-Prints a table of each run's outcome per check on the `runs` form (P passed, F failed, V vacuous,
-N not applicable) and whether every form agreed, one line per difference, and a summary; exits 1
-when any form differs. Timings are not compared (a live run's verdict may differ from the
-simulator's: the table shows both).
+Prints a table, a row per run as it is judged: its outcome per check on the `runs` form (P
+passed, F failed, V vacuous, N not applicable) and whether every form agreed; then one line per
+difference and a summary. Exits 1 when any form differs. Timings are not compared (a live run's
+verdict may differ from the simulator's: the table shows both).
 
     .venv/bin/python benchmarks/verdicts_runs.py [--seeds 3] [--only NAME] [--backends sim,local,docker]
         [--live smoke,steady,...]
@@ -143,7 +143,8 @@ def main() -> int:
     parser.add_argument("--live", default=None, help="comma-separated scenario names for the live backends")
     args = parser.parse_args()
     same = differ = crashed = run_lines = 0
-    rows: list[str] = []
+    print("| case | backend | seed | outcome per check (runs form) | forms agree | run lines |")
+    print("| --- | --- | --- | --- | --- | --- |", flush=True)
     for backend in args.backends.split(","):
         if backend == "sim":
             todo = cases(args.seeds)
@@ -156,14 +157,14 @@ def main() -> int:
                 got = forms(source, seed, backend, Path(tmp))
             if isinstance(got, str):
                 crashed += 1
-                rows.append(f"| {name} | {backend} | {seed} | {got} | - | - |")
+                print(f"| {name} | {backend} | {seed} | {got} | - | - |", flush=True)
                 continue
             results, lines = got
             run_lines += lines
             reference = results["runs"]
             outcome = " ".join(f"{r['name']}:{mark(r)}" for r in reference)
             agree = all(results[form] == reference for form in results)
-            rows.append(f"| {name} | {backend} | {seed} | {outcome} | {'yes' if agree else 'NO'} | {lines} |")
+            print(f"| {name} | {backend} | {seed} | {outcome} | {'yes' if agree else 'NO'} | {lines} |", flush=True)
             if agree:
                 same += 1
                 continue
@@ -181,9 +182,6 @@ def main() -> int:
                                 f"  details[{key}]: runs {b['details'].get(key)!r:.300}, "
                                 f"{form} {a['details'].get(key)!r:.300}"
                             )
-    print("| case | backend | seed | outcome per check (runs form) | forms agree | run lines |")
-    print("| --- | --- | --- | --- | --- | --- |")
-    print("\n".join(rows))
     print(
         f"{same} same, {differ} differ, {crashed} crashed or refused (same on every form); {run_lines} run lines judged"
     )
