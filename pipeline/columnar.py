@@ -13,12 +13,19 @@ dicts and go through harness.checks' own classes (NoLoss's connectivity, Windows
 NoErrors, Lives) in log order, and the results are formed by harness.checks' own *_result
 functions, so explanations and details are the harness's text by construction.
 
+Run rows (node/events.py: one row for a batch's consecutive sends or deliveries) are judged as
+ranges of app n (pipeline.columnar_apps): fifo compares a run's [n, last n] with the running
+maximum of its stream, no_loss counts a send run's messages that the union of the link's
+delivered ranges covers, no_errors and the delivery counts add `count`, windows_synced and
+views_agree read the row as it is. Only where delivered ranges of one stream overlap (an app id
+delivered again) are that stream's deliveries made into per-message arrays, for no_duplicates'
+epochs and its walk of the redeliveries.
+
 The run is walked in run_checks' order: the stored `seq` order, stably re-sorted by t when t is
 not monotonic in it (harness.checks.events.ordered). Where a rule needs what the kernel does not
 compute, `judge_table` says why and returns no results, and the caller judges that run with the
 exact per-event path (pipeline.tasks): the bounded checks (resync_traffic, xmit_traffic),
-run lines (one row for a run of messages, node/events.py: the exact path's checks read them as
-they are), multicast sends (no_loss' view and join-digest excuses) and an app id not in the nodes'
+multicast sends (no_loss' view and join-digest excuses) and an app id not in the nodes'
 "origin:stream:n" form with canonical numbers.
 """
 
@@ -34,7 +41,7 @@ import pyarrow.compute as pc
 from splitbrain.harness import checks as H
 
 from . import schema as S
-from .columnar_apps import AppIds, encoded, equals, indices, one_array
+from .columnar_apps import AppIds, app_at, dense, encoded, equals, expand, indices, message_counts, one_array
 
 # run_checks' one-walk checks, and views_agree (which reads only rare events and who was seen).
 KERNEL_CHECKS = ("fifo", "no_duplicates", "no_loss", "windows_synced", "no_errors", "views_agree")
@@ -153,6 +160,8 @@ class _Run:
         self.app = apps.code if take is None else apps.code[order]
         self.has_app = self.app >= 0
         self.has_members = _bools(col("members").is_valid())
+        # Per row: whether it is a run row, and how many messages it stands for (1 but for runs).
+        self.is_run, self.count = message_counts(table, None if take is None else order)
         self.pos = np.arange(n, dtype=np.int64)
         # The few events harness.checks' classes take as dicts, in order (as tasks.stored_events builds them).
         self.table, self.order = table, order
@@ -170,6 +179,10 @@ class _Run:
 
     def value(self, name: str, i: int) -> Any:
         return self.table.column(name)[int(self.order[i])].as_py()
+
+    def app_of(self, i: int, offset: int = 0) -> str:
+        """The app id of the message `offset` places into the row at position i."""
+        return app_at(self.value("app", i), offset)
 
     def starts_before(self, nodes: np.ndarray, pos: np.ndarray) -> np.ndarray:
         return _count_before(self.start_node, self.start_pos, nodes, pos, self.n)
@@ -200,8 +213,6 @@ def judge_table(
     why = _unsupported_checks(names)
     if why is None:
         why = _unorderable(table)
-    if why is None:
-        why = _has_run_lines(table)
     if why is not None:
         FALLBACKS[why] += 1
         return None, why
@@ -226,13 +237,6 @@ class _Fallback(Exception):
 def _unsupported_checks(names) -> str | None:
     other = [n for n in names if n not in KERNEL_CHECKS]
     return f"checks the kernel does not compute: {', '.join(other)}" if other else None
-
-
-def _has_run_lines(table: pa.Table) -> str | None:
-    """Run lines (node/events.py) go to the exact path, whose checks read them as they are."""
-    if "v" in table.column_names and pc.any(pc.equal(table.column("v"), S.RUN_VERSION)).as_py():
-        return "run lines"
-    return None
 
 
 def _unorderable(table: pa.Table) -> str | None:
@@ -273,7 +277,8 @@ def _judge(run: _Run, names: list[str], bound: dict) -> list[dict]:
 
 
 class _Deliveries:
-    """The deliveries with an app id: receiver, sender, origin, stream, n, epoch, app code."""
+    """The deliveries with an app id, a row each (a run row is the range n .. n1 of its stream):
+    receiver, sender, origin, stream, prefix (the stream as one code), n, n1, count, epoch."""
 
     def __init__(self, run: _Run) -> None:
         self.idx = idx = np.flatnonzero(run.deliver & run.has_app)
@@ -285,7 +290,11 @@ class _Deliveries:
         peer = run.peer[idx]
         self.origin = run.strings.coded(apps.origins, apps.origin[app])
         self.stream = apps.stream[app]
+        self.prefix = apps.prefix[app]
         self.n = apps.n[app]
+        self.count = run.count[idx]
+        self.n1 = self.n + self.count - 1
+        self.messages = int(self.count.sum())
         # fifo names the sender ev.get("peer", origin), the other checks peer-or-origin: they
         # differ on an empty peer.
         empty = run.strings.index.get("", -2)
@@ -308,49 +317,89 @@ class _Deliveries:
 
         self.fifo_epoch = epoch(self.fifo_sender)
         self.epoch = self.fifo_epoch if (self.sender == self.fifo_sender).all() else epoch(self.sender)
-        # The unicast sends, with the same app codes (no_loss looks the ones up in the others).
-        self.sends = np.flatnonzero(run.send & run.has_app & (run.peer >= 0))
-        self.n_apps = apps.n_values
-        self.send_app = run.app[self.sends]
+        # The unicast sends (no_loss looks their messages up among the deliveries).
+        self.sends = s = np.flatnonzero(run.send & run.has_app & (run.peer >= 0))
+        send_app = run.app[s]
+        if not apps.well_formed[send_app[run.is_run[s]]].all():
+            raise _Fallback("an app id not in the nodes' form")
+        self.send_prefix = apps.prefix[send_app]  # -1: an app id no delivery can have
+        self.send_n = apps.n[send_app]
+        self.send_count = run.count[s]
+        self.send_n1 = self.send_n + self.send_count - 1
+        # Streams keyed with a link: link * streams + prefix + 1 (0: a send's id of another form).
+        self.streams = int(max(self.prefix.max(initial=-1), self.send_prefix.max(initial=-1))) + 2
 
 
 def _fifo(run: _Run, d: _Deliveries) -> H.CheckResult:
+    """Per stream and epoch, a row's messages below the highest n delivered before it are out of
+    order: for a run row [n, n1] after a highest h, the messages n .. min(n1, h - 1)."""
     order = np.lexsort((d.idx, d.fifo_epoch, d.stream, d.origin, d.fifo_sender, d.receiver))
     keys = [k[order] for k in (d.receiver, d.fifo_sender, d.origin, d.stream, d.fifo_epoch)]
     new = _group_starts(*keys)
-    n = d.n[order]
-    highest = _running_max(n, np.cumsum(new) - 1)
+    n0, n1 = d.n[order], d.n1[order]
+    highest = _running_max(n1, np.cumsum(new) - 1)
     before = np.empty_like(highest)
     before[1:] = highest[:-1]
-    bad = ~new & (n < before)
-    count = int(bad.sum())
-    violations = []
-    for j in sorted(np.flatnonzero(bad), key=lambda j: d.idx[order[j]])[: H.FIRST_FEW]:
+    late = np.where(new, 0, np.clip(np.minimum(n1, before - 1) - n0 + 1, 0, None))
+    count = int(late.sum())
+    violations: list[dict] = []
+    for j in sorted(np.flatnonzero(late), key=lambda j: d.idx[order[j]]):
         i = order[j]
         p = int(d.idx[i])
         receiver, origin = run.strings.names[d.receiver[i]], run.strings.names[d.origin[i]]
         stream = int(d.stream[i])
-        violations.append(
-            {
-                "receiver": receiver,
-                "incarnation": run.incarnation_at(receiver, p),
-                "sender": run.strings.names[d.fifo_sender[i]],
-                "conn_id": run.value("conn_id", p),
-                "stream": stream,
-                "app": run.value("app", p),
-                "after": f"{origin}:{stream}:{int(before[j])}",
-                "t": float(run.t[p]),
-            }
-        )
-    return H.fifo_result(len(d.idx), count, violations)
+        for offset in range(min(int(late[j]), H.FIRST_FEW - len(violations))):
+            violations.append(
+                {
+                    "receiver": receiver,
+                    "incarnation": run.incarnation_at(receiver, p),
+                    "sender": run.strings.names[d.fifo_sender[i]],
+                    "conn_id": run.value("conn_id", p),
+                    "stream": stream,
+                    "app": run.app_of(p, offset),
+                    "after": f"{origin}:{stream}:{int(before[j])}",
+                    "t": float(run.t[p]),
+                }
+            )
+        if len(violations) >= H.FIRST_FEW:
+            break
+    return H.fifo_result(d.messages, count, violations)
+
+
+class _Messages:
+    """The messages of some delivery rows, one entry each (a run row's in order): its row in
+    _Deliveries, position, n, receiver, sender, epoch and app id (a code per distinct id)."""
+
+    def __init__(self, d: _Deliveries, rows: np.ndarray) -> None:
+        self.row, offset = expand(rows, d.count)
+        self.offset = offset
+        self.idx = d.idx[self.row]
+        self.n = d.n[self.row] + offset
+        self.receiver = d.receiver[self.row]
+        self.sender = d.sender[self.row]
+        self.epoch = d.epoch[self.row]
+        self.prefix = d.prefix[self.row]
+        self.app = dense(self.prefix, self.n)
 
 
 def _no_duplicates(run: _Run, d: _Deliveries) -> H.CheckResult:
-    order = np.lexsort((d.idx, d.receiver, d.sender, d.app))
-    new = _group_starts(d.app[order], d.sender[order], d.receiver[order])
+    causes = dict.fromkeys(H.REDELIVERY_CAUSES, 0)
+    # An app id delivered twice to a receiver from a sender lies in two delivered ranges of its
+    # stream: where no two ranges of a (receiver, sender, stream) overlap, nothing came again.
+    by = np.lexsort((d.idx, d.n, d.prefix, d.sender, d.receiver))
+    stream_new = _group_starts(d.receiver[by], d.sender[by], d.prefix[by])
+    stream_of = np.cumsum(stream_new) - 1
+    reach = _running_max(d.n1[by], stream_of)
+    overlaps = np.zeros(len(by), dtype=bool)
+    overlaps[1:] = ~stream_new[1:] & (d.n[by][1:] <= reach[:-1])
+    if not overlaps.any():
+        return H.no_duplicates_result(d.messages, 0, [], causes)
+    m = _Messages(d, np.sort(by[np.isin(stream_of, stream_of[overlaps])]))
+    order = np.lexsort((m.idx, m.receiver, m.sender, m.app))
+    new = _group_starts(m.app[order], m.sender[order], m.receiver[order])
     group = np.cumsum(new) - 1
     first = np.flatnonzero(new)[group]
-    epoch = d.epoch[order]
+    epoch = m.epoch[order]
     again = ~new
     # A repeat in the epoch of the first delivery is a duplicate. A key delivered again after a
     # discard is excused or not by whether the sender had seen it acked: those keys (rare) are
@@ -361,68 +410,135 @@ def _no_duplicates(run: _Run, d: _Deliveries) -> H.CheckResult:
         crossing = np.isin(group, crossing_groups)
     plain = again & ~crossing
     count = int(plain.sum())
-    found: list[tuple[int, dict]] = []  # (position, record)
-    for j in sorted(np.flatnonzero(plain), key=lambda j: d.idx[order[j]])[: H.FIRST_FEW]:
+    found: list[tuple[tuple[int, int], dict]] = []  # ((position, offset), record)
+    for j in sorted(np.flatnonzero(plain), key=lambda j: (m.idx[order[j]], m.offset[order[j]]))[: H.FIRST_FEW]:
         i, f = order[j], order[first[j]]
-        p = int(d.idx[i])
-        receiver = run.strings.names[d.receiver[i]]
+        p = int(m.idx[i])
+        receiver = run.strings.names[m.receiver[i]]
         record = {
             "receiver": receiver,
             "incarnation": run.incarnation_at(receiver, p),
-            "sender": run.strings.names[d.sender[i]],
+            "sender": run.strings.names[m.sender[i]],
             "conn_id": run.value("conn_id", p),
-            "app": run.value("app", p),
-            "first_t": float(run.t[d.idx[f]]),
+            "app": run.app_of(p, int(m.offset[i])),
+            "first_t": float(run.t[m.idx[f]]),
             "t": float(run.t[p]),
             "why": "no discard of its window in between",
         }
-        found.append((p, record))
-    causes = dict.fromkeys(H.REDELIVERY_CAUSES, 0)
+        found.append(((p, int(m.offset[i])), record))
     if crossing.any():
-        more, walked, walked_causes = _walk_redeliveries(run, d, order[crossing])
+        more, walked, causes = _walk_redeliveries(run, d, m, order[crossing])
         count += more
         found += walked
-        causes = walked_causes
     duplicates = [record for _p, record in sorted(found, key=lambda item: item[0])[: H.FIRST_FEW]]
-    return H.no_duplicates_result(len(d.idx), count, duplicates, causes)
+    return H.no_duplicates_result(d.messages, count, duplicates, causes)
 
 
-def _walk_redeliveries(run: _Run, d: _Deliveries, rows: np.ndarray) -> tuple[int, list, dict]:
-    """no_duplicates over the deliveries `rows` (indexes into d: every delivery of the keys that
+def _walk_redeliveries(run: _Run, d: _Deliveries, m: _Messages, sel: np.ndarray) -> tuple[int, list, dict]:
+    """no_duplicates over the messages `sel` (indexes into m: every delivery of the keys that
     came again after a discard), walked by harness.checks' Redeliveries and NoDuplicates with
-    what they read: the rare events, the sends of those keys and the acks of their links.
-    Returns the duplicates' count, (position, record) of the first few, and the excused causes."""
+    what they read: the rare events, the sends and the acks of those links (a send run whole, as
+    run_checks feeds it). Returns the duplicates' count, ((position, offset), record) of the
+    first few, and the excused causes."""
     ns = len(run.strings.names)
-    links = np.unique(d.sender[rows] * ns + d.receiver[rows])
-    keys = np.unique((d.sender[rows] * ns + d.receiver[rows]) * d.n_apps + d.app[rows])
+    links = np.unique(m.sender[sel] * ns + m.receiver[sel])
+    # The sends of those app ids: the send rows whose range holds one of them.
+    streams = d.streams
+    keys = (m.sender[sel] * ns + m.receiver[sel]) * streams + m.prefix[sel] + 1
     s = d.sends
-    sends = s[np.isin((run.node[s] * ns + run.peer[s]) * d.n_apps + d.send_app, keys)]
+    send_keys = (run.node[s] * ns + run.peer[s]) * streams + d.send_prefix + 1
+    sends = s[_covered(keys, m.n[sel], m.n[sel], send_keys, d.send_n, d.send_n1)[0] > 0]
     acks = np.flatnonzero(run.is_kind("ack_rx") & np.isin(run.node * ns + run.peer, links) & (run.peer >= 0))
-    positions = np.concatenate([d.idx[rows], sends, acks])
-    kinds = np.concatenate([np.zeros(len(rows)), np.ones(len(sends)), np.full(len(acks), 2)])
+    rows = np.unique(np.concatenate([m.idx[sel], sends, acks]))
+    events = dict(zip(rows.tolist(), run.events_at(rows)))
+    # (position, what, offset): what 0 a delivered message, 1 a send (row), 2 an ack.
+    hot = sorted(
+        [(int(p), 0, int(o)) for p, o in zip(m.idx[sel], m.offset[sel])]
+        + [(int(p), 1, 0) for p in sends]
+        + [(int(p), 2, 0) for p in acks]
+    )
     dups = H.NoDuplicates(H.CheckContext())
     walk = dups.walk
-    picked = np.argsort(positions, kind="stable")
-    events = dict(zip(positions[picked].tolist(), run.events_at(positions[picked])))
-    hot = sorted(zip(positions.tolist(), kinds.tolist()))
-    found: list[tuple[int, dict]] = []
+    found: list[tuple[tuple[int, int], dict]] = []
     i = 0
     rare = run.rare_events
-    for p, what in hot:
+    for p, what, offset in hot:
         while i < len(rare) and rare[i][0] < p:
             walk.see_other(rare[i][1])
             i += 1
         ev = events[p]
         if what == 0:
+            if run.is_run[p]:
+                ev = {"node": ev["node"], "t": ev["t"], "app": run.app_of(p, offset)} | {
+                    k: ev[k] for k in ("peer", "conn_id") if k in ev
+                }
             before = dups.count
             dups.see_deliver(ev)
             if dups.count > before and len(found) < H.FIRST_FEW:
-                found.append((p, dups.duplicates[-1]))
+                found.append(((p, offset), dups.duplicates[-1]))
         elif what == 1:
-            walk.see_send(ev)
+            walk.see_send_run(ev) if run.is_run[p] else walk.see_send(ev)
         else:
             walk.see_other(ev)
     return dups.count, found, dups.causes
+
+
+def _covered(keys: np.ndarray, lo: np.ndarray, hi: np.ndarray, qkeys: np.ndarray, qlo: np.ndarray, qhi: np.ndarray):
+    """For each query (key, [qlo, qhi]): how many integers of it the union of the ranges [lo, hi]
+    with that key holds; and the union itself (key, lo, hi), sorted, disjoint within a key."""
+    if not len(keys):
+        return np.zeros(len(qkeys), dtype=np.int64), (keys, lo, hi)
+    o = np.lexsort((lo, keys))
+    keys, lo, hi = keys[o], lo[o], hi[o]
+    new_key = np.ones(len(keys), dtype=bool)
+    new_key[1:] = keys[1:] != keys[:-1]
+    reach = _running_max(hi, np.cumsum(new_key) - 1)
+    starts = new_key.copy()
+    starts[1:] |= lo[1:] > reach[:-1] + 1
+    heads = np.flatnonzero(starts)
+    u_key, u_lo, u_hi = keys[heads], lo[heads], np.maximum.reduceat(hi, heads)
+    # Integers of the union at or below v in key k: the ranges of k before the one holding or
+    # preceding v, whole, plus that one up to v. Keys and values as ranks, so (key, value) is one int.
+    key_rank = dense(np.concatenate([u_key, qkeys]))
+    values = np.concatenate([u_lo, qlo - 1, qhi])
+    distinct, value_rank = np.unique(values, return_inverse=True)
+    width = len(distinct) + 1
+    u, nq = len(u_key), len(qkeys)
+    sorted_union = key_rank[:u] * width + value_rank[:u]
+    lengths = u_hi - u_lo + 1
+    before = np.concatenate([[0], np.cumsum(lengths)])
+    key_first = np.searchsorted(sorted_union, key_rank[:u] * width, "left")
+
+    def upto(q_rank: np.ndarray, value: np.ndarray) -> np.ndarray:
+        j = np.searchsorted(sorted_union, key_rank[u:] * width + q_rank, "right") - 1
+        jj = np.maximum(j, 0)
+        mine = (j >= 0) & (key_rank[:u][jj] == key_rank[u:])
+        whole = before[jj] - before[key_first[jj]]
+        return np.where(mine, whole + np.minimum(u_hi[jj], value) - u_lo[jj] + 1, 0)
+
+    covered = upto(value_rank[u + nq :], qhi) - upto(value_rank[u : u + nq], qlo - 1)
+    return covered, (u_key, u_lo, u_hi)
+
+
+def _uncovered(union: tuple, key: int, lo: int, hi: int, limit: int) -> list[int]:
+    """The first `limit` integers of [lo, hi] the union's ranges with `key` do not hold."""
+    u_key, u_lo, u_hi = union
+    a, b = np.searchsorted(u_key, key, "left"), np.searchsorted(u_key, key, "right")
+    out: list[int] = []
+    n = lo
+    for x, y in zip(u_lo[a:b].tolist(), u_hi[a:b].tolist()):
+        if y < n:
+            continue
+        while n < min(x, hi + 1) and len(out) < limit:
+            out.append(n)
+            n += 1
+        if len(out) >= limit or x > hi:
+            return out
+        n = max(n, y + 1)
+    while n <= hi and len(out) < limit:
+        out.append(n)
+        n += 1
+    return out
 
 
 def _no_loss(run: _Run, d: _Deliveries, bound_s: float) -> H.CheckResult:
@@ -449,29 +565,44 @@ def _no_loss(run: _Run, d: _Deliveries, bound_s: float) -> H.CheckResult:
     t = run.t[s]
     excused_mask = t > owed_until[inverse]
     excused = dict.fromkeys(H.EXCUSES, 0)
-    for k, count in enumerate(np.bincount(inverse[excused_mask], minlength=len(combos))):
+    weights = np.bincount(inverse[excused_mask], weights=d.send_count[excused_mask], minlength=len(combos))
+    for k, count in enumerate(weights.astype(np.int64)):
         if count:
             lk, lf = divmod(int(combos[k]), lives)
             x, y = divmod(lk, ns)
             excused[conn.excuse(run.strings.names[x], run.strings.names[y], lf)] += int(count)
+    # A send row's messages that arrived: those the union of the link's delivered ranges of its
+    # stream holds (a send whose app id is not in the nodes' form: none, prefix -1).
     dlink = d.sender * ns + d.receiver
-    arrived = np.isin(link * d.n_apps + d.send_app, dlink * d.n_apps + d.app)
-    lost_mask = ~excused_mask & ~arrived
+    streams, send_n1 = d.streams, d.send_n1
+    arrived, union = _covered(
+        dlink * streams + d.prefix + 1, d.n, d.n1, link * streams + d.send_prefix + 1, d.send_n, send_n1
+    )
+    lost_rows = np.where(excused_mask, 0, d.send_count - arrived)
     lost: dict[str, dict] = {}
-    if lost_mask.any():
+    if lost_rows.any():
         links, first_send = np.unique(link, return_index=True)
-        lossy = set(np.unique(link[lost_mask]).tolist())
+        lossy = set(np.unique(link[lost_rows > 0]).tolist())
         for lk in [int(x) for _, x in sorted(zip(first_send, links)) if int(x) in lossy]:
-            on_link = np.flatnonzero(lost_mask & (link == lk))
+            on_link = np.flatnonzero((lost_rows > 0) & (link == lk))
+            first: list[str] = []
+            for i in on_link.tolist():
+                if len(first) >= H.LOST_IDS_SHOWN:
+                    break
+                p = int(s[i])
+                key = lk * streams + int(d.send_prefix[i]) + 1
+                n0 = int(d.send_n[i])
+                missing = _uncovered(union, key, n0, int(send_n1[i]), H.LOST_IDS_SHOWN - len(first))
+                first += [run.app_of(p, n - n0) for n in missing]
             delivered_on_link = np.flatnonzero(dlink == lk)
             x, y = divmod(lk, ns)
             lost[H.link_name(run.strings.names[x], run.strings.names[y])] = {
-                "count": len(on_link),
-                "first": [run.value("app", int(s[i])) for i in on_link[: H.LOST_IDS_SHOWN]],
+                "count": int(lost_rows[on_link].sum()),
+                "first": first,
                 "last_deliver_t": float(run.t[d.idx[delivered_on_link[-1]]]) if len(delivered_on_link) else None,
             }
     last_deliver = float(run.t[d.idx[-1]]) if len(d.idx) else None
-    return H.no_loss_result(len(s), excused, last_deliver, lost, bound_s)
+    return H.no_loss_result(int(d.send_count.sum()), excused, last_deliver, lost, bound_s)
 
 
 def _windows_synced(run: _Run, ack_bounds: dict | None = None) -> H.CheckResult:
@@ -522,5 +653,5 @@ def _no_errors(run: _Run) -> H.CheckResult:
     errors = H.NoErrors(H.CheckContext())
     for _p, ev in run.rare_events:
         errors.see_other(ev)
-    errors.judged += int((~run.rare & ~run.harness).sum())
+    errors.judged += int(run.count[~run.rare & ~run.harness].sum())
     return errors.result()

@@ -10,6 +10,12 @@ other side of a bin edge. Blocked time (MCAST's few block/unblock events) is the
 over those events. `parts_of_table` returns None (the caller walks the events) for a run with
 multicast sends (their latency rows count each member), a t of -0.0 (which an equal 0.0 could
 stand for) or non-unique seqs.
+
+The metrics are per message, as the walk counts a run row (node/events.py) as its messages: a
+run row adds its `count` to its kind's counts, and the sends and deliveries a latency pairs up
+are made per message as integer arrays (pipeline.columnar_apps.expand), each numbered by its
+place in the walk (its row's position, then its offset in the run), an app id being its stream
+and n. Retransmission episodes weigh a run row by its count and span its seqnos.
 """
 
 from __future__ import annotations
@@ -18,14 +24,12 @@ import math
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from splitbrain.harness.checks import GRACEFUL_STOP, HARNESS
 
 from . import runwise as R
-from . import schema as S
 from .columnar import _bools, _count_before, _is_identity, _Strings
-from .columnar_apps import AppIds, encoded, equals, one_array
+from .columnar_apps import AppIds, dense, encoded, equals, expand, message_counts, one_array
 
 _NO_INT = np.iinfo(np.int64).min
 
@@ -34,8 +38,6 @@ def parts_of_table(table: pa.Table, apps: AppIds | None = None) -> dict[str, lis
     """runwise.result_parts of the run's stored events (strings plain or as dictionaries; `apps`
     its app column's AppIds, shared with pipeline.columnar), or None where it must walk them."""
     n = table.num_rows
-    if "v" in table.column_names and pc.any(pc.equal(table.column("v"), S.RUN_VERSION)).as_py():
-        return None  # run lines (node/events.py): result_parts counts their messages
     seq = one_array(table.column("seq")).to_numpy()
     order = np.argsort(seq, kind="stable")
     if n == 0 or (np.diff(seq[order]) <= 0).any():
@@ -65,7 +67,13 @@ def parts_of_table(table: pa.Table, apps: AppIds | None = None) -> dict[str, lis
     send, deliver = is_kind("send"), is_kind("deliver")
     if (send & has_app & (peer < 0) & _bools(col("members").is_valid())).any():
         return None
-    parts: dict[str, list[dict]] = {"kinds": _kinds(kinds, ki, t, col, has_app)}
+    is_run, count = message_counts(table, None if take is None else order)
+    if is_run.any() and not apps.well_formed[app[is_run & has_app]].all():
+        return None
+    # Each message's place in the walk: its row's messages before it, then its offset.
+    first_message = np.cumsum(count) - count
+    messages = int(count.sum())
+    parts: dict[str, list[dict]] = {"kinds": _kinds(kinds, ki, t, col, has_app, is_run, count)}
 
     # Lifecycles (few): starts per node and who is dead at the end.
     life_idx = np.flatnonzero(is_kind("node_start", "node_stop"))
@@ -78,7 +86,7 @@ def parts_of_table(table: pa.Table, apps: AppIds | None = None) -> dict[str, lis
             start_pos.append(p)
             start_node.append(strings.code(row["node"]))
     dead = {x for x, row in last.items() if row["kind"] == "node_stop" and row["reason"] != GRACEFUL_STOP}
-    starts_pos = np.array(start_pos, dtype=np.int64)
+    starts_pos = first_message[np.array(start_pos, dtype=np.int64)]
     starts_node = np.array(start_node, dtype=np.int64)
 
     # Messages (dst, src, app): sends to a peer and deliveries, keyed in order of first appearance.
@@ -89,12 +97,21 @@ def parts_of_table(table: pa.Table, apps: AppIds | None = None) -> dict[str, lis
     empty = strings.index.get("", -2)
     d_src = np.where((peer[d_idx] >= 0) & (peer[d_idx] != empty), peer[d_idx], origin)
     ns = len(strings.names)
-    na = max(1, apps.n_values)
-    app_code = np.concatenate([app[s_idx], d_app])
-    m_idx = np.concatenate([s_idx, d_idx])
+    m_row, m_offset = expand(np.concatenate([s_idx, d_idx]), count)
+    m_idx = first_message[m_row] + m_offset
     m_dst = np.concatenate([peer[s_idx], node[d_idx]])
     m_src = np.concatenate([node[s_idx], d_src])
     m_is_send = np.concatenate([np.ones(len(s_idx), bool), np.zeros(len(d_idx), bool)])
+    if messages != n:  # run rows: a value per message of each row
+        rows_of = np.repeat(np.arange(len(s_idx) + len(d_idx)), count[np.concatenate([s_idx, d_idx])])
+        m_dst, m_src, m_is_send = m_dst[rows_of], m_src[rows_of], m_is_send[rows_of]
+    # An app id: its stream and n where it has the nodes' form, else its own code after those.
+    m_app = app[m_row]
+    well = apps.well_formed[m_app]
+    app_code = np.where(well, 0, apps.n_values + m_app)
+    if well.any():
+        app_code[well] = dense(apps.prefix[m_app[well]], apps.n[m_app[well]] + m_offset[well])
+    na = int(app_code.max(initial=0)) + 1
     keys = (m_dst * ns + m_src) * na + app_code
     by = np.lexsort((m_idx, keys))
     k_sorted = keys[by]
@@ -103,7 +120,7 @@ def parts_of_table(table: pa.Table, apps: AppIds | None = None) -> dict[str, lis
     groups = int(group_sorted[-1]) + 1 if len(by) else 0
     heads = np.flatnonzero(first_of)
     # Per message, reduced over its rows (sorted by key, then position).
-    sorted_send, sorted_idx, sorted_t = m_is_send[by], m_idx[by], t[m_idx[by]]
+    sorted_send, sorted_idx, sorted_t = m_is_send[by], m_idx[by], t[m_row[by]]
 
     def per_message(ufunc, values: np.ndarray) -> np.ndarray:
         return ufunc.reduceat(values, heads) if groups else values[:0]
@@ -116,8 +133,8 @@ def parts_of_table(table: pa.Table, apps: AppIds | None = None) -> dict[str, lis
     has_deliver = per_message(np.maximum, (~sorted_send).astype(np.int8)) > 0
     last_send = per_message(np.maximum, np.where(sorted_send, sorted_idx, -1))
     g_dst, g_src = m_dst[by][heads], m_src[by][heads]
-    starts_at = _count_before(starts_node, starts_pos, g_src, np.maximum(last_send, 0), n)
-    starts_total = _count_before(starts_node, starts_pos, g_src, np.full(groups, n), n)
+    starts_at = _count_before(starts_node, starts_pos, g_src, np.maximum(last_send, 0), messages)
+    starts_total = _count_before(starts_node, starts_pos, g_src, np.full(groups, messages), messages)
     dead_code = np.isin(np.arange(ns), [strings.index[x] for x in dead if x in strings.index])
     # ok / lost: what heal-to-sync judges (not dead at the end, sender not restarted since).
     judged = has_send & ~dead_code[g_src] & ~dead_code[g_dst] & ~(starts_total > starts_at)
@@ -166,14 +183,17 @@ def parts_of_table(table: pa.Table, apps: AppIds | None = None) -> dict[str, lis
             )
     parts["heal_sync"] = rows
     parts["blocked"] = _blocked(table, order, np.flatnonzero(is_kind("block", "unblock")))
-    parts["stuck"] = _stuck(t, node, peer, col, d_idx, d_src, strings, dead, heal, is_kind, n)
+    parts["stuck"] = _stuck(t, node, peer, col, d_idx, d_src, strings, dead, heal, is_kind, n, is_run, count)
     return parts
 
 
-def _kinds(kinds: list[str], ki: np.ndarray, t: np.ndarray, col, has_app: np.ndarray) -> list[dict]:
+def _kinds(
+    kinds: list[str], ki: np.ndarray, t: np.ndarray, col, has_app: np.ndarray, is_run: np.ndarray, messages: np.ndarray
+) -> list[dict]:
     codes, first = np.unique(ki, return_index=True)
     count = col("count")
-    has_count = _bools(count.is_valid())
+    # A version-1 drop's count aggregates drops; a run row's count is its messages (any kind).
+    has_count = _bools(count.is_valid()) & ~is_run
     counts = count.fill_null(0).to_numpy()
     size = col("bytes")
     has_bytes = _bools(size.is_valid())
@@ -183,7 +203,7 @@ def _kinds(kinds: list[str], ki: np.ndarray, t: np.ndarray, col, has_app: np.nda
         mine = ki == c
         kind = kinds[int(c)]
         lines = int(mine.sum())
-        n = lines
+        n = _int_sum(messages[mine])
         if kind == "drop":
             n += _int_sum(counts[mine & has_count]) - int((mine & has_count).sum())
         b = mine & has_bytes
@@ -194,13 +214,27 @@ def _kinds(kinds: list[str], ki: np.ndarray, t: np.ndarray, col, has_app: np.nda
                 "kind": kind,
                 "n": n,
                 "lines": lines,
-                "apps": int((mine & has_app).sum()),
+                "apps": _int_sum(messages[mine & has_app]),
                 "bytes_sum": bytes_sum,
                 "max_t": float(tk.max()),
                 "min_t": float(tk.min()),
             }
         )
     return out
+
+
+def _weight_before(
+    mark_keys: np.ndarray, mark_pos: np.ndarray, weights: np.ndarray, keys: np.ndarray, pos: np.ndarray, n: int
+) -> np.ndarray:
+    """For each (key, pos): the weights of the marks with the same key at a position before pos."""
+    if not len(mark_keys):
+        return np.zeros(len(keys), dtype=np.int64)
+    composite = mark_keys * (n + 1) + mark_pos
+    o = np.argsort(composite, kind="stable")
+    marks = composite[o]
+    total = np.concatenate([[0], np.cumsum(weights[o])])
+    base = keys * (n + 1)
+    return total[np.searchsorted(marks, base + pos, "left")] - total[np.searchsorted(marks, base, "left")]
 
 
 def _int_sum(values: np.ndarray) -> int:
@@ -248,9 +282,11 @@ def _blocked(table: pa.Table, order: np.ndarray, idx: np.ndarray) -> list[dict]:
     return R.blocked_rows(bu)
 
 
-def _stuck(t, node, peer, col, d_idx, d_src, strings, dead, heal, is_kind, n) -> list[dict]:
+def _stuck(t, node, peer, col, d_idx, d_src, strings, dead, heal, is_kind, n, is_run, count) -> list[dict]:
     """runwise.result_parts' stuck rows: per link X->Y, episodes of retransmissions and
-    retransmission requests between deliveries at Y from X."""
+    retransmission requests between deliveries at Y from X (a run row weighs its count: an
+    episode is keyed by the messages delivered before it, and a retransmitted run spans its
+    seqnos)."""
     ns = len(strings.names)
     r_idx = np.flatnonzero(is_kind("retransmit") & (peer >= 0))
     x_idx = np.flatnonzero(is_kind("xmit_req_tx") & (peer >= 0))
@@ -262,10 +298,14 @@ def _stuck(t, node, peer, col, d_idx, d_src, strings, dead, heal, is_kind, n) ->
     by = np.argsort(o_idx, kind="stable")
     o_idx, o_link, o_rt = o_idx[by], o_link[by], o_rt[by]
     links_order = _counts_in_order(np.concatenate([d_link, o_link])[np.argsort(np.concatenate([d_idx, o_idx]))])
-    episode = _count_before(d_link, d_idx, o_link, o_idx, n)
+    episode = _weight_before(d_link, d_idx, count[d_idx], o_link, o_idx, n)
+    o_count = count[o_idx]
     seqno = col("seqno")
     has_seqno = _bools(seqno.is_valid())[o_idx]
     seqnos = seqno.fill_null(0).to_numpy()[o_idx]
+    last_seqnos = seqnos
+    if is_run[o_idx].any():
+        last_seqnos = np.where(is_run[o_idx], col("last_seqno").fill_null(0).to_numpy()[o_idx], seqnos)
     ot = t[o_idx]
     last_heal = max(t[heal].tolist()) if heal.any() else None
     per_dst: dict[str, dict] = {}
@@ -275,13 +315,13 @@ def _stuck(t, node, peer, col, d_idx, d_src, strings, dead, heal, is_kind, n) ->
     by = np.lexsort((o_idx, episode, o_link))
     g_link_rows, g_ep_rows, rt_rows = o_link[by], episode[by], o_rt[by]
     heads = np.flatnonzero(np.r_[True, (g_link_rows[1:] != g_link_rows[:-1]) | (g_ep_rows[1:] != g_ep_rows[:-1])])
-    sizes = np.diff(np.r_[heads, len(by)])
-    n_rts = np.add.reduceat(rt_rows.astype(np.int64), heads)
+    sizes = np.add.reduceat(o_count[by], heads)
+    n_rts = np.add.reduceat(np.where(rt_rows, o_count[by], 0), heads)
     firsts = np.minimum.reduceat(ot[by], heads)
     lasts = np.maximum.reduceat(ot[by], heads)
     numbered = rt_rows & has_seqno[by]
     min_ss = np.minimum.reduceat(np.where(numbered, seqnos[by], np.iinfo(np.int64).max), heads)
-    max_ss = np.maximum.reduceat(np.where(numbered, seqnos[by], np.iinfo(np.int64).min), heads)
+    max_ss = np.maximum.reduceat(np.where(numbered, last_seqnos[by], np.iinfo(np.int64).min), heads)
     any_ss = np.maximum.reduceat(numbered.astype(np.int8), heads) > 0
     g_links, g_eps = g_link_rows[heads], g_ep_rows[heads]
     link_of, link_start, link_groups = np.unique(g_links, return_index=True, return_counts=True)
@@ -291,7 +331,7 @@ def _stuck(t, node, peer, col, d_idx, d_src, strings, dead, heal, is_kind, n) ->
             continue
         dst, src = strings.names[lk // ns], strings.names[lk % ns]
         on_link = d_link == lk
-        delivered = int(on_link.sum())
+        delivered = _int_sum(count[d_idx[on_link]])
         last_deliver_t = float(t[d_idx[on_link]].max()) if delivered else None
         d = per_dst.setdefault(
             dst, {"dst": dst, "longest_episode_s": None, "retransmits": 0, "xmit_reqs": 0, "stuck": []}

@@ -1,19 +1,13 @@
-"""The harness's own checks, run by Spark: one task judges one run's whole log.
+"""What a run is judged by: its check names and bounds, from its runs-table row.
 
 Theory of operation. The checks of harness/checks/ walk a run's merged log once, in order, with
-state keyed by node and link (lifecycles, the fault timeline's cut links, acks per send window,
-window discards). Rather than a second implementation of every rule as DataFrame operations,
-which has to be kept equal to the first one by tests, the events table is grouped by run, each
-group is put back in the order the harness reads a run (`seq`: time, file, line), turned back
-into event dicts and judged by `harness.checks.run_checks` with the run's own check names and
-recovery bound. The verdicts are therefore the harness's by construction, explanation and details
-included; they are small and collected.
-
-Spark's part is the parallelism: runs are judged in parallel across cores or executors, so a
-campaign of a thousand runs costs what its largest runs cost, divided by the cores. The limit is
-one run per task: the largest run must fit in one Python worker's memory (about 1 KB per event).
-Executors must be able to import splitbrain (installed, or `--py-files` with a zip of pipeline,
-harness and node: see docs/pipeline.md).
+state keyed by node and link. The pipeline does not restate them as DataFrame operations: one
+per-run judge (pipeline.tasks.run_document and stored_result_document, on the run's Arrow
+columns with the kernels of pipeline.columnar and pipeline.columnar_parts, on its event dicts
+with harness.checks.run_checks where those decline) gives the harness's verdicts by
+construction, explanation and details included, and Spark distributes it, a run per call
+(pipeline.tasks, pipeline.local_ingest, pipeline.stored). This module says what each run is
+judged by: the checks its scenario names and the bounds it states, as the harness resolves them.
 """
 
 from __future__ import annotations
@@ -21,11 +15,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from pyspark.sql import DataFrame
-
-from splitbrain.harness.checks import DEFAULT_RECOVERY_BOUND_S, GENERAL_CHECKS, run_checks
-
-from . import schema as S
+from splitbrain.harness.checks import DEFAULT_RECOVERY_BOUND_S, GENERAL_CHECKS
 
 # run_checks' bound keywords for one run: recovery_bound_s (no_loss), resync_bound (resync_traffic),
 # xmit_bound (xmit_traffic), ack_bounds (windows_synced).
@@ -61,31 +51,3 @@ def plan(meta: dict, known: tuple[str, ...]) -> tuple[list[str], Bounds]:
     are `known`, or, for a run without them, the general checks."""
     names = [n for n in meta.get("checks") or GENERAL_CHECKS if n in known]
     return names, bounds(meta)
-
-
-def judge_events(events: list[dict], names: list[str], bound: Bounds) -> list[dict]:
-    """One run's results as CheckResult.to_dict() dicts (also used for runs with no event at all)."""
-    return [c.to_dict() for c in run_checks(events, names, **bound)]
-
-
-def judge_runs(events: DataFrame, plans: dict[str, tuple[list[str], Bounds]]) -> dict[str, list[dict]]:
-    """run_id -> its results, for every run of `events` that has a plan."""
-    fields = S.FIELDS
-    plans_b = events.sparkSession.sparkContext.broadcast(plans)
-
-    def judge(item):
-        run_id, rows = item
-        names, bound = plans_b.value[run_id]
-        ordered = sorted(rows, key=lambda r: r[0])
-        evs = [{k: v for k, v in zip(fields, r[1:]) if v is not None} for r in ordered]
-        return run_id, judge_events(evs, names, bound)
-
-    keyed = (
-        events.where(events.run_id.isin(list(plans)))
-        .select("run_id", "seq", *fields)
-        .rdd.map(lambda r: (r[0], tuple(r[1:])))
-    )
-    try:
-        return dict(keyed.groupByKey().map(judge).collect())
-    finally:
-        plans_b.unpersist()

@@ -10,11 +10,9 @@ per core by size (as pipeline.stored does for judging from Parquet) and each tas
 
 - reads the run's files (`read_files`; a file that is not strict UTF-8 leaves its run to Spark's
   path, whose text of such bytes Python does not reproduce),
-- classifies the lines (pipeline.runwise.classify_run: the fast path proves lines clean a chunk at
-  a time, every other line goes through classify_line itself) and orders the events,
-- builds the event columns once and judges the run as Spark's ingest task does
-  (pipeline.tasks.run_document: on the columns with the columnar kernels when the events are
-  plain, else on the dicts),
+- judges it with the per-run judge of every ingest path (pipeline.tasks.judge_texts: the lines
+  classified by pipeline.runwise.classify_run, the events ordered, their columns built once and
+  judged by the columnar kernels when the events are plain, else on the dicts),
 - writes the run's events (and quarantine) partition with pyarrow (pipeline.partition_write, as
   the driver writes the runs it judged itself) and returns the result document.
 
@@ -30,7 +28,6 @@ from dataclasses import dataclass
 
 from . import ingest as I
 from . import partition_write as PW
-from . import runwise as R
 from . import stored as ST
 from . import tasks as TK
 
@@ -102,10 +99,7 @@ class RunRows:
 def judge_files(run_id: str, files: list[tuple[str, str]], plan: TK.Plan) -> RunRows:
     """The rows and result document of a run's files (src, text), sorted by src, as the ingest
     task of Spark's path makes them (pipeline.tasks.ingest_function)."""
-    events, bad, plain = R.classify_run(files)
-    R.order(events)
-    table = TK.events_table(events)
-    result = TK.run_document(events, table, plain, plan, len(bad))
+    table, bad, result = TK.judge_texts(files, plan)
     quarantine = I._quarantine_columns(TK.out_table(run_id, [], bad, None)) if bad else None
     return RunRows(table, quarantine, result)
 

@@ -268,15 +268,23 @@ def ingest_function(plans: dict[str, Plan], default: Plan, results, emit: str = 
             run_id, src = _run_and_src(path)
             files.append((src, text or ""))
         files.sort()
-        events, bad, plain = R.classify_run(files)
         if emit == EMIT_QUARANTINE:  # the run's result is known from the first pass
-            return out_table(run_id, [], bad, None)
-        R.order(events)
-        table = events_table(events)
-        results.add({run_id: run_document(events, table, plain, plans.get(run_id, default), len(bad))})
+            return out_table(run_id, [], R.classify_run(files)[1], None)
+        table, _bad, result = judge_texts(files, plans.get(run_id, default))
+        results.add({run_id: result})
         return event_rows(run_id, table)
 
     return run
+
+
+def judge_texts(files: list[tuple[str, str]], plan: Plan) -> tuple[object, list[dict], str]:
+    """The per-run judge of every ingest path (Spark's tasks, pipeline.local_ingest's, the
+    driver's in pipeline.overlap): a run's files (src, text), sorted by src -> its events
+    partition's columns (events_table), its quarantined lines and its result document."""
+    events, bad, plain = R.classify_run(files)
+    R.order(events)
+    table = events_table(events)
+    return table, bad, run_document(events, table, plain, plan, len(bad))
 
 
 def stored_events(table) -> list[dict]:

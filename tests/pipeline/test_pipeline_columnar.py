@@ -13,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -21,25 +22,34 @@ from splitbrain.harness.checks import DEFAULT_RECOVERY_BOUND_S, GENERAL_CHECKS
 from splitbrain.harness.eventlog import encode_lines
 from splitbrain.harness.run import run_scenario
 from splitbrain.harness.scenario import load_scenario
+from splitbrain.node.events import RUN_VERSION, compact_runs, make_event
 from splitbrain.pipeline import columnar as K
 from splitbrain.pipeline import columnar_parts as P
 from splitbrain.pipeline import runwise as R
 from splitbrain.pipeline import stored as ST
 from splitbrain.pipeline import tasks as TK
-from tests.pipeline.test_pipeline_checks import GMS_CHECKS, PLANTED, PLANTED_VIEWS, random_log, random_views_log
+from tests.pipeline.test_pipeline_checks import (
+    GMS_CHECKS,
+    NODES,
+    PLANTED,
+    PLANTED_VIEWS,
+    random_log,
+    random_views_log,
+)
 
 SCENARIOS = sorted((Path(__file__).resolve().parents[2] / "scenarios").glob("*.yaml"))
 BOUND = {"recovery_bound_s": DEFAULT_RECOVERY_BOUND_S, "resync_bound": None, "xmit_bound": None}
 CHECKS = list(GENERAL_CHECKS)
 
 
-def files_of(events: list[dict]) -> list[tuple[str, str]]:
-    """A run's files as the harness writes them: one log per node, the timeline for the harness."""
+def files_of(events: list[dict], runs: bool = False) -> list[tuple[str, str]]:
+    """A run's files as the harness writes them: one log per node, the timeline for the harness;
+    with `runs`, each file's consecutive sends and deliveries of one batch as run lines."""
     by_src: dict[str, list[dict]] = {}
     for ev in events:
         src = "timeline.jsonl" if ev["node"] == "harness" else f"nodes/{ev['node']}/events.jsonl"
         by_src.setdefault(src, []).append(ev)
-    return sorted((src, encode_lines(evs).decode()) for src, evs in by_src.items())
+    return sorted((src, encode_lines(compact_runs(evs) if runs else evs).decode()) for src, evs in by_src.items())
 
 
 def stored(files: list[tuple[str, str]], run_id: str = "run") -> pa.Table:
@@ -83,7 +93,7 @@ def agree(table: pa.Table, names=CHECKS, bound=BOUND) -> str | None:
         want = exact(table, names, bound)
         assert json.dumps(got) == json.dumps(want), (json.dumps(got)[:1500], json.dumps(want)[:1500])
     parts = P.parts_of_table(table)
-    assert parts is not None or why in ("multicast sends", "run lines")
+    assert parts is not None or why == "multicast sends"
     if parts is not None:
         want_parts = R.result_parts(TK.stored_events(table))
         assert json.dumps(parts) == json.dumps(want_parts), (json.dumps(parts)[:1500], json.dumps(want_parts)[:1500])
@@ -97,6 +107,117 @@ def test_planted_defects_agree():
     with the exact path's dicts."""
     whys = {name: agree(stored(files_of(spec["events"]))) for name, spec in PLANTED.items() if spec["events"]}
     assert not any(whys.values()), whys
+
+
+def both_forms(events: list[dict], names=CHECKS, bound=BOUND) -> tuple[list[dict], int]:
+    """The kernel's results on a log in both forms (one line per message; run lines), each equal
+    to the harness's on that form, and equal to each other; and the run rows of the run form."""
+    v1, v2 = stored(files_of(events)), stored(files_of(events, runs=True))
+    for table in (v1, v2):
+        assert agree(table, names, bound) is None
+    got, _ = K.judge_table(v2, list(names), bound)
+    assert json.dumps(got) == json.dumps(K.judge_table(v1, list(names), bound)[0])
+    return got, int(pc.sum(pc.equal(v2.column("v"), RUN_VERSION)).as_py() or 0)
+
+
+def _batch(t: float, kind: str, first: int, count: int) -> list[dict]:
+    """A batch of `count` sends A->B (or deliveries at B) of A:0:first.., one event each."""
+    node, peer = ("A", "B") if kind == "send" else ("B", "A")
+    return [
+        make_event(t, node, "unicast3", kind, peer=peer, seqno=n + 1, conn_id=1, app=f"A:0:{n}", bytes=100)
+        for n in range(first, first + count)
+    ]
+
+
+def _planted_runs(deliveries: list[dict]) -> list[dict]:
+    final = {"conn_id": 1, "low": 300, "high": 300, "state": "OPEN", "final": True}
+    return [
+        make_event(0.0, "A", "node", "node_start", incarnation=0),
+        make_event(0.0, "B", "node", "node_start", incarnation=0),
+        *_batch(1.0, "send", 0, 100),
+        *_batch(1.1, "send", 100, 200),
+        *deliveries,
+        make_event(1.5, "A", "unicast3", "ack_rx", peer="B", seqno=300, conn_id=1),
+        make_event(10.0, "A", "unicast3", "window", peer="B", side="send", **final),
+        make_event(10.0, "B", "unicast3", "window", peer="A", side="recv", **final),
+    ]
+
+
+PLANTED_RUNS = {
+    "clean": (_planted_runs(_batch(1.01, "deliver", 0, 150) + _batch(1.21, "deliver", 150, 150)), []),
+    # A gap between two delivered runs: A:0:150..159 never delivered.
+    "gap": (_planted_runs(_batch(1.01, "deliver", 0, 150) + _batch(1.21, "deliver", 160, 140)), ["no_loss"]),
+    # Two runs that overlap: A:0:150..159 delivered twice, the second time out of order.
+    "overlap": (
+        _planted_runs(_batch(1.01, "deliver", 0, 160) + _batch(1.21, "deliver", 150, 150)),
+        ["fifo", "no_duplicates"],
+    ),
+    # A run delivered before the one it follows, and a stretch of a run delivered again later.
+    "back": (
+        _planted_runs(
+            _batch(1.01, "deliver", 100, 200) + _batch(1.21, "deliver", 0, 100) + _batch(1.3, "deliver", 40, 3)
+        ),
+        ["fifo", "no_duplicates"],
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(PLANTED_RUNS))
+def test_planted_run_defects_agree(name):
+    """Planted defects in logs of batches, on the run form and on the one-line-per-message form:
+    the kernel judges both itself (no fallback), with the harness's dicts, and the checks that
+    must fail fail, naming the messages inside the runs."""
+    events, failing = PLANTED_RUNS[name]
+    got, run_rows = both_forms(events)
+    assert run_rows >= 4
+    assert sorted(r["name"] for r in got if not r["passed"]) == failing
+    by_name = {r["name"]: r for r in got}
+    if name == "gap":
+        assert by_name["no_loss"]["details"]["lost"]["A->B"]["first"] == [f"A:0:{n}" for n in range(150, 160)]
+    if name == "overlap":
+        assert by_name["no_duplicates"]["details"]["duplicates"] == 10
+        assert by_name["fifo"]["details"]["violations"] == 9  # A:0:159 is not below the highest, 159
+
+
+def test_a_gap_inside_a_run_line_is_quarantined_and_its_messages_are_lost():
+    """A run line whose seqnos say more messages than its count (a gap inside the line) is not
+    judged as messages that never existed: ingest quarantines it, and no_loss names them lost."""
+    events = PLANTED_RUNS["clean"][0]
+    files = files_of(events, runs=True)
+    node_b = dict(files)["nodes/B/events.jsonl"].splitlines()
+    bad = [i for i, line in enumerate(node_b) if '"kind":"deliver"' in line][1]
+    run = json.loads(node_b[bad])
+    run["last_seqno"] += 1
+    node_b[bad] = json.dumps(run, separators=(",", ":"))
+    files = [(src, "\n".join(node_b) + "\n" if src == "nodes/B/events.jsonl" else text) for src, text in files]
+    events_in, quarantined = R.classify_files(files)
+    assert [q["reason"] for q in quarantined] == ["bad run line: seqnos 151..301 are not 150 messages"]
+    R.order(events_in)
+    table = TK.out_table("run", events_in, [], None)
+    assert agree(table) is None
+    got = {r["name"]: r for r in K.judge_table(table, CHECKS, BOUND)[0]}
+    assert not got["no_loss"]["passed"] and got["no_loss"]["details"]["lost"]["A->B"]["count"] == 150
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_run_soups_agree(seed):
+    """Random soups of batches (skips, overlaps, streams going back, redeliveries across discards
+    and restarts, retransmitted batches): the kernel judges both forms itself, with the harness's
+    dicts, and the two forms' results are equal."""
+    _got, run_rows = both_forms(random_runs_log(random.Random(seed)))
+    assert run_rows
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1200)  # each example judges both forms several ways; the machine may be busy
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 2**32 - 1), bound=st.sampled_from((0.0, 1.0, DEFAULT_RECOVERY_BOUND_S)))
+def test_random_run_soups_agree(seed, bound):
+    """As test_run_soups_agree over many seeds and recovery bounds, each check alone too."""
+    events = random_runs_log(random.Random(seed))
+    b = dict(BOUND, recovery_bound_s=bound)
+    both_forms(events, CHECKS, b)
+    both_forms(events, [random.Random(seed).choice(CHECKS)], b)
 
 
 @pytest.mark.slow
@@ -148,21 +269,15 @@ def test_every_scenario_agrees(scenario_tables):
     kernel's dicts are the exact path's, and it falls back only for the reasons it states
     (multicast sends, checks it does not compute)."""
     assert len(scenario_tables) >= 5
-    judged = run_lines = 0
+    judged = with_runs = 0
     for name, table, names, bound in scenario_tables:
         for checks in (names, CHECKS):
             why = agree(table, checks, bound)
-            assert (
-                why is None or why in ("multicast sends", "run lines") or why.startswith("checks the kernel does not")
-            ), (
-                name,
-                why,
-            )
+            assert why is None or why == "multicast sends" or why.startswith("checks the kernel does not"), (name, why)
             judged += why is None
-            run_lines += why == "run lines"
-    # Most unicast scenarios are judged by the kernel itself; a log with run lines still goes to the
-    # exact path (the kernel reads one row per message).
-    assert judged + run_lines >= len(scenario_tables)
+            with_runs += why is None and pc.any(pc.equal(table.column("v"), RUN_VERSION)).as_py()
+    assert judged >= len(scenario_tables)  # most unicast scenarios are judged by the kernel itself
+    assert with_runs  # logs with run lines among them (the simulator writes runs)
 
 
 @pytest.mark.parametrize("timeline", [False, True])
@@ -222,3 +337,104 @@ def test_spark_judging_from_parquet_equals_the_ingest_verdicts(spark, tmp_path):
     assert [(v.run_id, v.checks, v.outcome, v.metrics) for v in stored_verdicts] == [
         (v.run_id, v.checks, v.outcome, v.metrics) for v in first.verdicts
     ]
+
+
+def random_runs_log(rng: random.Random) -> list[dict]:
+    """An event soup of batches: sends and deliveries of consecutive app ids at one time (which
+    compact_runs makes run lines), deliveries that skip a gap, overlap an earlier batch, go back
+    in a stream or come again after a window's discard or a restart, retransmitted batches, acks,
+    faults, lifecycles, errors and final windows."""
+    evs: list[dict] = []
+    t = 0.0
+    next_n = {(x, y, s): 0 for x in NODES for y in NODES if x != y for s in (0, 1)}
+    for node in NODES:
+        if rng.random() < 0.9:
+            evs.append(make_event(0.0, node, "node", "node_start", incarnation=0))
+    if not any(ev["node"] in NODES for ev in evs):
+        evs.append(make_event(0.0, "A", "node", "node_start"))
+    for _ in range(rng.randint(10, 60)):
+        t = round(t + rng.choice((0.0, 0.1, 0.2, 0.5)), 1)
+        r = rng.random()
+        x, y = rng.sample(NODES, 2)
+        stream = rng.choice((0, 0, 1))
+        conn = rng.choice((1, 1, 2))
+        key = (x, y, stream)
+        if r < 0.3:
+            first = next_n[key]
+            size = rng.randint(1, 8)
+            next_n[key] += size
+            for n in range(first, first + size):
+                app = f"{x}:{stream}:{n}"
+                evs.append(make_event(t, x, "unicast3", "send", peer=y, seqno=n + 1, conn_id=conn, app=app, bytes=100))
+        elif r < 0.6 and next_n[key]:
+            # A batch of deliveries: mostly where the stream is, sometimes skipping, overlapping
+            # or going back.
+            top = next_n[key]
+            first = rng.choice((max(0, top - rng.randint(1, 8)), rng.randint(0, top - 1), 0))
+            last = min(top - 1, first + rng.randint(0, 8))
+            peer = rng.choice((x, x, x, None, ""))
+            fields = {"peer": peer} if peer is not None else {}
+            for n in range(first, last + 1):
+                evs.append(
+                    make_event(
+                        t,
+                        y,
+                        "unicast3",
+                        "deliver",
+                        seqno=n + 1,
+                        conn_id=conn,
+                        app=f"{x}:{stream}:{n}",
+                        bytes=100,
+                        **fields,
+                    )
+                )
+        elif r < 0.66:
+            state, reason = rng.choice((("CLOSED", "close_rx"), ("CLOSED", "replaced"), ("OPEN", "new_window:first")))
+            evs.append(
+                make_event(
+                    t, y, "unicast3", "conn_state", peer=x, side="recv", state=state, conn_id=conn, reason=reason
+                )
+            )
+        elif r < 0.69:
+            evs.append(
+                make_event(
+                    t, x, "unicast3", "conn_state", peer=y, side="send", state="OPEN", conn_id=conn, reason="created"
+                )
+            )
+        elif r < 0.76:
+            evs.append(
+                make_event(t, x, "unicast3", "ack_rx", peer=y, seqno=rng.randint(0, next_n[key] + 1), conn_id=conn)
+            )
+        elif r < 0.79:
+            kind = rng.choice(("node_start", "node_stop"))
+            fields = (
+                {"incarnation": rng.randint(1, 3)} if kind == "node_start" else {"reason": rng.choice(("kill", "stop"))}
+            )
+            evs.append(make_event(t, x, "node", kind, **fields))
+        elif r < 0.83:
+            evs.append(
+                make_event(
+                    t, "harness", "harness", rng.choice(("fault_on", "fault_off")),
+                    fault="partition", detail="#0 x", links=[f"{x}->{y}"],
+                )
+            )  # fmt: skip
+        elif r < 0.9:
+            first = rng.randint(1, 5)
+            for seqno in range(first, first + rng.randint(1, 4)):
+                evs.append(
+                    make_event(t, x, "unicast3", "retransmit", peer=y, seqno=seqno, conn_id=conn, reason="xmit_req")
+                )
+        elif r < 0.91:
+            evs.append(make_event(t, x, "unicast3", "error", reason="KeyError: 3", detail="protocol.py:1 f: x"))
+        else:
+            evs.append(make_event(t, y, "unicast3", "xmit_req_tx", peer=x, count=2, ranges=[[1, 2]], conn_id=conn))
+    t += 1.0
+    for x in NODES:
+        for y in NODES:
+            if x != y:
+                for side in ("send", "recv"):
+                    evs.append(
+                        make_event(t, x, "unicast3", "window", peer=y, side=side, conn_id=1, low=0, high=0,
+                                   state="OPEN", final=True)
+                    )  # fmt: skip
+    return evs
