@@ -35,8 +35,8 @@ from pathlib import Path
 from splitbrain.harness import mutants
 from splitbrain.harness.checks import scenario_ack_bounds
 from splitbrain.harness.eventlog import read_run
-from splitbrain.harness.rundir import write_events
 from splitbrain.harness.run import run_scenario
+from splitbrain.harness.rundir import write_events
 from splitbrain.harness.scenario import load_scenario, parse_scenario
 from splitbrain.harness.sim import Simulation
 from splitbrain.harness.verdict import judge

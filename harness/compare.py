@@ -195,8 +195,8 @@ def measure(data: dict, seed: int, backend: str = "sim") -> dict:
     """One run of a scenario dict with `seed` on `backend` (the simulator, or a live backend in a
     scratch run directory): outcome and numbers."""
     from splitbrain.harness.checks import check_resync_traffic, run_checks, run_message_count, run_scenario_checks
-    from splitbrain.harness.eventlog import read_run
     from splitbrain.harness.collect import count_messages
+    from splitbrain.harness.eventlog import read_run
     from splitbrain.harness.run import run_scenario
     from splitbrain.harness.scenario import parse_scenario
     from splitbrain.harness.sim import Simulation

@@ -23,6 +23,8 @@ if TYPE_CHECKING:
 
 # Checks a run without scenario.yaml is judged by (every check the harness knows).
 ALL_CHECKS = GENERAL_CHECKS
+
+
 def _variant(protocol, config: dict) -> str | None:
     """The protocol variant a run used (its spec's variant_key: UNICAST3's resync mode, NAKACK2's
     xmit_interval, MCAST's capacity), for pass rates per variant."""

@@ -11,5 +11,6 @@ Everything here is presentation over results already computed; it only reads.
 
 from .data import CAMPAIGN_MIN_RUNS, MAX_TIMELINES, timeline_runs
 from .page import write_report
+from .run_figures import plot_timeline
 
-__all__ = ["CAMPAIGN_MIN_RUNS", "MAX_TIMELINES", "timeline_runs", "write_report"]
+__all__ = ["CAMPAIGN_MIN_RUNS", "MAX_TIMELINES", "plot_timeline", "timeline_runs", "write_report"]

@@ -7,9 +7,9 @@ from __future__ import annotations
 import pytest
 
 from splitbrain.harness import checks
-from splitbrain.harness.verdict import judge
 from splitbrain.harness.scenario import ScenarioError, parse_scenario
 from splitbrain.harness.sim import Simulation
+from splitbrain.harness.verdict import judge
 from splitbrain.node.events import make_event
 from tests.toycheck import PayloadBytes
 
