@@ -66,6 +66,8 @@ class NoDuplicates(Check):
         n0 = int(raw_n)
         n1 = n0 + count - 1
         sender = run.get("peer") or prefix.rpartition(":")[0]
+        if receiver == sender:
+            self.loopback += count
         epoch = self.walk.epoch(receiver, sender)
         intervals = self.seen_runs.setdefault((receiver, sender, prefix), [])
         if (receiver, sender) not in self._in_dict and (not intervals or intervals[-1][1] < n0):

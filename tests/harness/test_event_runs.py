@@ -398,3 +398,12 @@ def test_duplicates_between_runs_and_single_lines_are_those_of_the_expanded_log(
     log = [ev for ev in _log(deliveries) if ev["kind"] != "ack_rx"]  # nothing acked: excusable
     dups = next(v for v in _both(log) if v["name"] == "no_duplicates")
     assert not dups["passed"] or dups["details"]["redelivered_after_reset"], dups
+
+
+def test_a_senders_own_deliveries_in_a_run_line_count_as_loopback():
+    """A run line of a sender delivering its own messages counts them as loopback, as its expanded form does."""
+    own = run_event(1.02, "A", "unicast3", "deliver", "A", 1, 1, 120, 12000, "A:0:0", "A:0:119")
+    events = _log([own, _run(1.01, "deliver", "A", "B", 0, 300)])
+    runs = [r.to_dict() for r in run_checks(events, ["fifo", "no_duplicates"])]
+    assert runs == [r.to_dict() for r in run_checks(expand_runs(events), ["fifo", "no_duplicates"])]
+    assert [r["details"].get("loopback") for r in runs] == [120, 120]
