@@ -16,7 +16,7 @@ docker = pytest.importorskip("docker")
 
 from splitbrain.harness.backends import ClusterOptions, NodeStartError  # noqa: E402
 from splitbrain.harness.backends.docker import DockerBackend, leftovers  # noqa: E402
-from splitbrain.harness.rundir import run_scenario  # noqa: E402
+from splitbrain.harness.run import run_scenario  # noqa: E402
 from splitbrain.harness.scenario import ScenarioError, check_backend, load_scenario  # noqa: E402
 from splitbrain.harness.testlib import cluster_scenario  # noqa: E402
 from splitbrain.node.events import expand_runs  # noqa: E402
