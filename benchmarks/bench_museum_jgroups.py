@@ -1,7 +1,8 @@
 """The JGroups museum's reproduction rates: each piece of scenarios/jgroups/museum/ run N times on
 the local or docker backend (real JGroups 2.12.2 nodes), each twin N times on the simulator (seeds
-1..N) and, with --twins-live, on the pieces' backend (the Python node). A piece counts as reproduced when its run meets `expect: {fail: <check>}`
-(that check failed, the others as the piece says), a twin when every check passed.
+1..N) and, with --twins-live, on the pieces' backend (the Python node). A piece counts as
+reproduced when its run meets `expect: {fail: <check>}` (that check failed, the others as the
+piece says), a twin when every check passed.
 
 Run: .venv/bin/python benchmarks/bench_museum_jgroups.py [--backend local|docker] [--runs 10] [--pieces a,b]
      [--twins-live]
