@@ -12,7 +12,7 @@ as possible" (rate 0: the runtime's flow control paces it) for `--seconds`. Meas
   of the command's process tree (driver, JVM, Python workers), sampled every 0.2 s.
 
     .venv/bin/python benchmarks/bench_soak.py [--seconds 300] [--size 100] [--transport udp]
-        [--every 5] [--keep DIR] [--no-spark]
+        [--every 5] [--keep DIR] [--no-spark] [--json FILE]
 
 The machine's load changes wall times; the RSS figures are what to compare.
 """
@@ -21,12 +21,15 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import subprocess
 import sys
 import tempfile
 import threading
 import time
 from pathlib import Path
+
+from benchresults import recorded
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -166,7 +169,11 @@ def judge_spark(run_dir: Path, out: Path) -> dict:
     }
 
 
-def main() -> int:
+@recorded(
+    "bench_soak",
+    goals={"Soak": "the nodes' RSS flat; at most 5 B of event log per delivered message; judged in at most 2 GB"},
+)
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--seconds", type=float, default=300.0, help="how long A streams (default 300)")
     parser.add_argument("--size", type=int, default=100, help="payload bytes (default 100)")
@@ -174,27 +181,49 @@ def main() -> int:
     parser.add_argument("--every", type=float, default=5.0, help="RSS sampling interval in seconds (default 5)")
     parser.add_argument("--keep", metavar="DIR", help="keep the run directory and the analysis in DIR")
     parser.add_argument("--no-spark", action="store_true", help="skip judging with Spark")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     work = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="soak-"))
     run_dir = work / f"soak-{int(args.seconds)}s"
-    run = soak(run_dir, args.seconds, args.size, args.transport, args.every)
-    print(f"run: {run['delivered']} messages in {run['seconds']:.1f} s ({run['msgs_per_s']:.0f} msgs/s)")
-    print(
-        f"event log: {run['log_bytes'] / 1e6:.2f} MB, {run['log_lines']} lines, "
-        f"{run['bytes_per_msg']:.2f} B per delivered message"
-    )
-    print("RSS (s, A MB, B MB): " + ", ".join(f"({t}, {a:.0f}, {b:.0f})" for t, a, b in run["rss_trace"]))
-    harness = judge_harness(run_dir)
-    print(
-        f"harness checkers: {harness['seconds']:.1f} s, peak RSS {harness['peak_rss_mb']:.0f} MB, "
-        f"passed {harness['passed']}"
-    )
-    if not args.no_spark:
-        spark = judge_spark(run_dir, work / "analysis")
-        print(f"splitbrain analyze: {spark['seconds']:.1f} s, peak RSS (process tree) {spark['peak_rss_mb']:.0f} MB")
-        print(f"  exit {spark['exit']}: {' | '.join(spark['tail'])}")
-    if not args.keep:
-        subprocess.run(["rm", "-rf", str(work)], check=False)
+    try:
+        run = soak(run_dir, args.seconds, args.size, args.transport, args.every)
+        print("RSS (s, A MB, B MB): " + ", ".join(f"({t}, {a:.0f}, {b:.0f})" for t, a, b in run["rss_trace"]))
+        rss_a = [a for _t, a, _b in run["rss_trace"]] or [float("nan")]
+        rss_b = [b for _t, _a, b in run["rss_trace"]] or [float("nan")]
+        rows = [
+            ["messages delivered", f"{run['delivered']} in {run['seconds']:.1f} s ({run['msgs_per_s']:.0f} msgs/s)"],
+            [
+                "event log",
+                f"{run['log_bytes'] / 1e6:.2f} MB, {run['log_lines']} lines, "
+                f"{run['bytes_per_msg']:.2f} B per delivered message",
+            ],
+            ["node RSS, A (min-max)", f"{min(rss_a):.0f}-{max(rss_a):.0f} MB"],
+            ["node RSS, B (min-max)", f"{min(rss_b):.0f}-{max(rss_b):.0f} MB"],
+        ]
+        harness = judge_harness(run_dir)
+        rows.append(
+            [
+                "harness checkers",
+                f"{harness['seconds']:.1f} s, peak RSS {harness['peak_rss_mb']:.0f} MB, passed {harness['passed']}",
+            ]
+        )
+        if not args.no_spark:
+            spark = judge_spark(run_dir, work / "analysis")
+            rows.append(
+                [
+                    "splitbrain analyze",
+                    f"{spark['seconds']:.1f} s, peak RSS (process tree) {spark['peak_rss_mb']:.0f} MB, "
+                    f"exit {spark['exit']}",
+                ]
+            )
+            if spark["exit"]:
+                print(f"  splitbrain analyze exit {spark['exit']}: {' | '.join(spark['tail'])}")
+        print(f"\n### Soak, {args.seconds:g} s, {args.size} B over {args.transport.upper()}, 2 local nodes\n")
+        print("| what | measured |\n| --- | --- |")
+        for what, value in rows:
+            print(f"| {what} | {value} |")
+    finally:
+        if not args.keep:
+            shutil.rmtree(work, ignore_errors=True)
     return 0
 
 
