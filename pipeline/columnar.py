@@ -27,6 +27,10 @@ compute, `judge_table` says why and returns no results, and the caller judges th
 exact per-event path (pipeline.tasks): the bounded checks (resync_traffic, xmit_traffic),
 multicast sends (no_loss' view and join-digest excuses) and an app id not in the nodes'
 "origin:stream:n" form with canonical numbers.
+
+The module stays one piece (a little over 600 lines): every kernel reads the same decoded run
+(_Run, _Deliveries, _Messages) and the range arithmetic they share, and splitting the kernels
+from those would only move private names across a module boundary.
 """
 
 from __future__ import annotations

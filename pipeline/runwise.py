@@ -19,6 +19,10 @@ in 64 bits), a finite t, version 1, a known kind and a well formed app id on a d
 line is an event for classify_line too, with the same dict; every other line, and so every
 quarantined one, goes through classify_line itself. `classify_run` parses a chunk of lines in one
 call where that provably gives each line's own parse (`parse_lines`), then applies the same test.
+
+The module stays one piece (a little over 600 lines): classifying lines, ordering them and the one
+walk that makes the metrics' rows share the run's line positions (`seq`), which the quarantine and
+the rows both carry.
 """
 
 from __future__ import annotations
