@@ -240,7 +240,9 @@ def test_finds_sync_bugs_b_and_c(capsys, tmp_path, mutation, settings, faults, r
 @pytest.mark.slow
 def test_first_seqno_against_sync_finds_a_difference(capsys, tmp_path):
     # JGRP-1873/1875's configuration (scenarios/bugs/jgrp-1875-first-seqno.yaml): every failure
-    # counted must pass with resync=sync, the same schedule and the same seed.
+    # counted must pass with resync=sync, the same schedule and the same seed. Explorer seed 2
+    # finds it at run 109 and shrinks it to 4 steps; seeds 0 and 1 first find a failure that
+    # needs two injected views, each kept with the view that ends it, and stop at 6 steps.
     rc, doc = _run_cli(
         capsys,
         tmp_path,
@@ -258,6 +260,8 @@ def test_first_seqno_against_sync_finds_a_difference(capsys, tmp_path):
         "resync=sync",
         "--faults",
         "drop,partition,view",
+        "--seed",
+        "2",
         "--runs",
         "600",
         "--max-failures",
